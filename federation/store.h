@@ -1,0 +1,136 @@
+#ifndef GPUFED_FEDERATION_STORE_H_
+#define GPUFED_FEDERATION_STORE_H_
+
+// The storage ports the domain needs. storage/pg implements them on PostgreSQL; the domain
+// and the API handlers only see these interfaces.
+//
+// Every method is thread-safe. Errors: INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
+// FAILED_PRECONDITION (state must change first), ABORTED (conflict; retry),
+// UNAVAILABLE (database unreachable or overloaded; retry).
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "federation/types.h"
+
+namespace gpufed {
+
+struct SubmitResult {
+  Workload workload;
+  bool created = false;  // false: the idempotency key matched an earlier identical spec
+};
+
+struct ListFilter {
+  std::string tenant;
+  std::string project;
+  std::vector<WorkloadState> states;
+  std::string cluster;
+  int page_size = 100;
+  WorkloadId before_id = 0;  // page cursor: only ids < before_id (newest first); 0: from the top
+};
+
+struct WorkloadPage {
+  std::vector<Workload> workloads;
+  WorkloadId next_before_id = 0;  // 0: last page
+};
+
+// One guarded state change. Applied only if the workload is still in `from`.
+struct Transition {
+  WorkloadId id = 0;
+  WorkloadState from = WorkloadState::kUnspecified;
+  WorkloadState to = WorkloadState::kUnspecified;
+  std::string actor;   // "scheduler", "agent:<cluster>", "user:<subject>"
+  std::string reason;  // recorded in the event row
+  std::optional<Assignment> assignment;  // set with to == PLACED
+  std::optional<int32_t> exit_code;
+  std::string message;
+  std::optional<Timestamp> time;  // when it happened (agent clock); default: now
+};
+
+struct TransitionResult {
+  WorkloadId id = 0;
+  bool applied = false;  // false: the workload was not in `from` (or does not exist)
+  std::optional<WorkloadEvent> event;  // set when applied
+  std::optional<Workload> current;     // the workload as it is now, if it exists
+};
+
+class WorkloadStore {
+ public:
+  virtual ~WorkloadStore() = default;
+
+  // Inserts a PENDING workload and its event in one transaction; returns after commit.
+  // Concurrent callers may be committed together in one transaction (group commit).
+  // Same tenant + idempotency key: the earlier workload if the spec is identical,
+  // ALREADY_EXISTS otherwise. NOT_FOUND if the tenant or project does not exist.
+  virtual absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec) = 0;
+
+  virtual absl::StatusOr<Workload> Get(WorkloadId id) = 0;
+  virtual absl::StatusOr<WorkloadPage> List(const ListFilter& filter) = 0;
+
+  // PENDING workloads in scheduling order (priority desc, id asc).
+  virtual absl::StatusOr<std::vector<Workload>> ListPending(int limit) = 0;
+  // Workloads that hold capacity (PLACED, RUNNING), optionally for one cluster.
+  virtual absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) = 0;
+
+  // Applies all transitions in one transaction, each with its event row. A transition whose
+  // guard fails is skipped, not an error.
+  virtual absl::StatusOr<std::vector<TransitionResult>> ApplyTransitions(
+      const std::vector<Transition>& transitions) = 0;
+
+  // Records why PENDING workloads wait (only for those still PENDING).
+  virtual absl::Status SetPendingReasons(
+      const std::vector<std::pair<WorkloadId, std::string>>& reasons) = 0;
+
+  // PENDING/ADMITTED -> CANCELLED at once; PLACED/RUNNING -> cancel_requested (the agent
+  // confirms). FAILED_PRECONDITION if already terminal. Returns the workload afterwards and
+  // the event if its state changed.
+  struct CancelResult {
+    Workload workload;
+    std::optional<WorkloadEvent> event;
+  };
+  virtual absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
+                                                     const std::string& reason) = 0;
+};
+
+class ClusterStore {
+ public:
+  virtual ~ClusterStore() = default;
+
+  // Creates or updates the cluster and replaces its inventory, in one transaction. The state
+  // becomes READY; the epoch is kept. Returns the cluster as stored.
+  virtual absl::StatusOr<Cluster> RegisterCluster(const ClusterInfo& info,
+                                                  const std::vector<NodeInfo>& nodes) = 0;
+  virtual absl::Status RecordHeartbeat(const std::string& cluster, Timestamp at) = 0;
+  virtual absl::Status SetClusterState(const std::string& cluster, ClusterState state) = 0;
+  virtual absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) = 0;
+  virtual absl::StatusOr<Cluster> GetCluster(const std::string& name) = 0;
+};
+
+// An API token as stored: only the hash of the secret is kept.
+struct TokenRecord {
+  std::string subject;
+  std::string role;     // "platform-admin", "tenant-admin", "tenant-user", "viewer", "agent"
+  std::string tenant;   // tenant roles
+  std::string cluster;  // agent role
+};
+
+class TenantStore {
+ public:
+  virtual ~TenantStore() = default;
+
+  virtual absl::StatusOr<Tenant> CreateTenant(const Tenant& tenant) = 0;  // ALREADY_EXISTS
+  virtual absl::StatusOr<std::vector<Tenant>> ListTenants() = 0;
+  virtual absl::StatusOr<Project> CreateProject(const Project& project) = 0;  // NOT_FOUND tenant
+  virtual absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) = 0;
+
+  virtual absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) = 0;
+  virtual absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) = 0;
+  virtual absl::StatusOr<int64_t> CountTokens() = 0;
+};
+
+}  // namespace gpufed
+
+#endif  // GPUFED_FEDERATION_STORE_H_

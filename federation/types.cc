@@ -1,0 +1,86 @@
+#include "federation/types.h"
+
+#include <array>
+#include <utility>
+
+namespace gpufed {
+namespace {
+
+template <typename E, size_t N>
+std::optional<E> Lookup(const std::array<std::pair<E, std::string_view>, N>& table,
+                        std::string_view name) {
+  for (const auto& [value, text] : table) {
+    if (text == name) return value;
+  }
+  return std::nullopt;
+}
+
+template <typename E, size_t N>
+std::string_view NameOf(const std::array<std::pair<E, std::string_view>, N>& table, E value) {
+  for (const auto& [v, text] : table) {
+    if (v == value) return text;
+  }
+  return "UNSPECIFIED";
+}
+
+constexpr std::array<std::pair<WorkloadState, std::string_view>, 9> kStates{{
+    {WorkloadState::kPending, "PENDING"},
+    {WorkloadState::kAdmitted, "ADMITTED"},
+    {WorkloadState::kPlaced, "PLACED"},
+    {WorkloadState::kRunning, "RUNNING"},
+    {WorkloadState::kSucceeded, "SUCCEEDED"},
+    {WorkloadState::kFailed, "FAILED"},
+    {WorkloadState::kCancelled, "CANCELLED"},
+    {WorkloadState::kPreempted, "PREEMPTED"},
+    {WorkloadState::kLost, "LOST"},
+}};
+
+constexpr std::array<std::pair<WorkloadClass, std::string_view>, 4> kClasses{{
+    {WorkloadClass::kTraining, "training"},
+    {WorkloadClass::kInference, "inference"},
+    {WorkloadClass::kBatch, "batch"},
+    {WorkloadClass::kInteractive, "interactive"},
+}};
+
+constexpr std::array<std::pair<Topology, std::string_view>, 4> kTopologies{{
+    {Topology::kNone, "none"},
+    {Topology::kSameNode, "same_node"},
+    {Topology::kSameNvlinkDomain, "same_nvlink_domain"},
+    {Topology::kSameRack, "same_rack"},
+}};
+
+constexpr std::array<std::pair<ClusterState, std::string_view>, 4> kClusterStates{{
+    {ClusterState::kReady, "ready"},
+    {ClusterState::kDegraded, "degraded"},
+    {ClusterState::kUnreachable, "unreachable"},
+    {ClusterState::kDraining, "draining"},
+}};
+
+}  // namespace
+
+std::string_view StateName(WorkloadState state) { return NameOf(kStates, state); }
+std::optional<WorkloadState> ParseState(std::string_view name) { return Lookup(kStates, name); }
+
+bool IsTerminal(WorkloadState state) {
+  return state == WorkloadState::kSucceeded || state == WorkloadState::kFailed ||
+         state == WorkloadState::kCancelled;
+}
+
+bool HoldsCapacity(WorkloadState state) {
+  return state == WorkloadState::kPlaced || state == WorkloadState::kRunning;
+}
+
+std::string_view ClassName(WorkloadClass c) {
+  return c == WorkloadClass::kUnspecified ? "unspecified" : NameOf(kClasses, c);
+}
+std::optional<WorkloadClass> ParseClass(std::string_view name) { return Lookup(kClasses, name); }
+
+std::string_view TopologyName(Topology t) { return NameOf(kTopologies, t); }
+std::optional<Topology> ParseTopology(std::string_view name) { return Lookup(kTopologies, name); }
+
+std::string_view ClusterStateName(ClusterState s) { return NameOf(kClusterStates, s); }
+std::optional<ClusterState> ParseClusterState(std::string_view name) {
+  return Lookup(kClusterStates, name);
+}
+
+}  // namespace gpufed
