@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace gpufed {
@@ -33,7 +34,7 @@ constexpr std::array<GpuModel, 15> kModels{{
 
 std::span<const GpuModel> GpuCatalog() { return kModels; }
 
-std::optional<GpuModel> FindGpuModel(std::string_view name) {
+std::optional<GpuModel> FindGpuModel(absl::string_view name) {
   for (const GpuModel& m : kModels) {
     if (m.name == name) return m;
   }
@@ -42,7 +43,7 @@ std::optional<GpuModel> FindGpuModel(std::string_view name) {
 
 std::string KnownGpuModelNames() {
   return absl::StrJoin(kModels, ", ",
-                       [](std::string* out, const GpuModel& m) { out->append(m.name); });
+                       [](std::string* out, const GpuModel& m) { absl::StrAppend(out, m.name); });
 }
 
 }  // namespace gpufed

@@ -42,8 +42,8 @@ struct Transition {
   WorkloadId id = 0;
   WorkloadState from = WorkloadState::kUnspecified;
   WorkloadState to = WorkloadState::kUnspecified;
-  std::string actor;   // "scheduler", "agent:<cluster>", "user:<subject>"
-  std::string reason;  // recorded in the event row
+  std::string actor;                     // "scheduler", "agent:<cluster>", "user:<subject>"
+  std::string reason;                    // recorded in the event row
   std::optional<Assignment> assignment;  // set with to == PLACED
   std::optional<int32_t> exit_code;
   std::string message;
@@ -52,7 +52,7 @@ struct Transition {
 
 struct TransitionResult {
   WorkloadId id = 0;
-  bool applied = false;  // false: the workload was not in `from` (or does not exist)
+  bool applied = false;                // false: the workload was not in `from` (or does not exist)
   std::optional<WorkloadEvent> event;  // set when applied
   std::optional<Workload> current;     // the workload as it is now, if it exists
 };
@@ -93,6 +93,9 @@ class WorkloadStore {
   };
   virtual absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
                                                      const std::string& reason) = 0;
+
+  // Number of workloads per state (for metrics); states with none may be absent.
+  virtual absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() = 0;
 };
 
 class ClusterStore {

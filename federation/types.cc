@@ -7,8 +7,8 @@ namespace gpufed {
 namespace {
 
 template <typename E, size_t N>
-std::optional<E> Lookup(const std::array<std::pair<E, std::string_view>, N>& table,
-                        std::string_view name) {
+std::optional<E> Lookup(const std::array<std::pair<E, absl::string_view>, N>& table,
+                        absl::string_view name) {
   for (const auto& [value, text] : table) {
     if (text == name) return value;
   }
@@ -16,14 +16,14 @@ std::optional<E> Lookup(const std::array<std::pair<E, std::string_view>, N>& tab
 }
 
 template <typename E, size_t N>
-std::string_view NameOf(const std::array<std::pair<E, std::string_view>, N>& table, E value) {
+absl::string_view NameOf(const std::array<std::pair<E, absl::string_view>, N>& table, E value) {
   for (const auto& [v, text] : table) {
     if (v == value) return text;
   }
   return "UNSPECIFIED";
 }
 
-constexpr std::array<std::pair<WorkloadState, std::string_view>, 9> kStates{{
+constexpr std::array<std::pair<WorkloadState, absl::string_view>, 9> kStates{{
     {WorkloadState::kPending, "PENDING"},
     {WorkloadState::kAdmitted, "ADMITTED"},
     {WorkloadState::kPlaced, "PLACED"},
@@ -35,21 +35,21 @@ constexpr std::array<std::pair<WorkloadState, std::string_view>, 9> kStates{{
     {WorkloadState::kLost, "LOST"},
 }};
 
-constexpr std::array<std::pair<WorkloadClass, std::string_view>, 4> kClasses{{
+constexpr std::array<std::pair<WorkloadClass, absl::string_view>, 4> kClasses{{
     {WorkloadClass::kTraining, "training"},
     {WorkloadClass::kInference, "inference"},
     {WorkloadClass::kBatch, "batch"},
     {WorkloadClass::kInteractive, "interactive"},
 }};
 
-constexpr std::array<std::pair<Topology, std::string_view>, 4> kTopologies{{
+constexpr std::array<std::pair<Topology, absl::string_view>, 4> kTopologies{{
     {Topology::kNone, "none"},
     {Topology::kSameNode, "same_node"},
     {Topology::kSameNvlinkDomain, "same_nvlink_domain"},
     {Topology::kSameRack, "same_rack"},
 }};
 
-constexpr std::array<std::pair<ClusterState, std::string_view>, 4> kClusterStates{{
+constexpr std::array<std::pair<ClusterState, absl::string_view>, 4> kClusterStates{{
     {ClusterState::kReady, "ready"},
     {ClusterState::kDegraded, "degraded"},
     {ClusterState::kUnreachable, "unreachable"},
@@ -58,8 +58,8 @@ constexpr std::array<std::pair<ClusterState, std::string_view>, 4> kClusterState
 
 }  // namespace
 
-std::string_view StateName(WorkloadState state) { return NameOf(kStates, state); }
-std::optional<WorkloadState> ParseState(std::string_view name) { return Lookup(kStates, name); }
+absl::string_view StateName(WorkloadState state) { return NameOf(kStates, state); }
+std::optional<WorkloadState> ParseState(absl::string_view name) { return Lookup(kStates, name); }
 
 bool IsTerminal(WorkloadState state) {
   return state == WorkloadState::kSucceeded || state == WorkloadState::kFailed ||
@@ -70,16 +70,16 @@ bool HoldsCapacity(WorkloadState state) {
   return state == WorkloadState::kPlaced || state == WorkloadState::kRunning;
 }
 
-std::string_view ClassName(WorkloadClass c) {
+absl::string_view ClassName(WorkloadClass c) {
   return c == WorkloadClass::kUnspecified ? "unspecified" : NameOf(kClasses, c);
 }
-std::optional<WorkloadClass> ParseClass(std::string_view name) { return Lookup(kClasses, name); }
+std::optional<WorkloadClass> ParseClass(absl::string_view name) { return Lookup(kClasses, name); }
 
-std::string_view TopologyName(Topology t) { return NameOf(kTopologies, t); }
-std::optional<Topology> ParseTopology(std::string_view name) { return Lookup(kTopologies, name); }
+absl::string_view TopologyName(Topology t) { return NameOf(kTopologies, t); }
+std::optional<Topology> ParseTopology(absl::string_view name) { return Lookup(kTopologies, name); }
 
-std::string_view ClusterStateName(ClusterState s) { return NameOf(kClusterStates, s); }
-std::optional<ClusterState> ParseClusterState(std::string_view name) {
+absl::string_view ClusterStateName(ClusterState s) { return NameOf(kClusterStates, s); }
+std::optional<ClusterState> ParseClusterState(absl::string_view name) {
   return Lookup(kClusterStates, name);
 }
 

@@ -9,8 +9,9 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace gpufed {
 
@@ -33,19 +34,19 @@ enum class WorkloadState {
 };
 
 // "PENDING", "RUNNING", ... (the names stored in PostgreSQL and shown to people).
-std::string_view StateName(WorkloadState state);
-std::optional<WorkloadState> ParseState(std::string_view name);
+absl::string_view StateName(WorkloadState state);
+std::optional<WorkloadState> ParseState(absl::string_view name);
 bool IsTerminal(WorkloadState state);
 // PLACED or RUNNING: the workload holds capacity on a cluster.
 bool HoldsCapacity(WorkloadState state);
 
 enum class WorkloadClass { kUnspecified = 0, kTraining, kInference, kBatch, kInteractive };
-std::string_view ClassName(WorkloadClass c);
-std::optional<WorkloadClass> ParseClass(std::string_view name);
+absl::string_view ClassName(WorkloadClass c);
+std::optional<WorkloadClass> ParseClass(absl::string_view name);
 
 enum class Topology { kNone = 0, kSameNode, kSameNvlinkDomain, kSameRack };
-std::string_view TopologyName(Topology t);
-std::optional<Topology> ParseTopology(std::string_view name);
+absl::string_view TopologyName(Topology t);
+std::optional<Topology> ParseTopology(absl::string_view name);
 
 enum class SimOutcome { kSucceed = 0, kFail };
 
@@ -162,8 +163,8 @@ struct ClusterInfo {
 };
 
 enum class ClusterState { kUnspecified = 0, kReady, kDegraded, kUnreachable, kDraining };
-std::string_view ClusterStateName(ClusterState s);
-std::optional<ClusterState> ParseClusterState(std::string_view name);
+absl::string_view ClusterStateName(ClusterState s);
+std::optional<ClusterState> ParseClusterState(absl::string_view name);
 
 // A cluster as the store holds it.
 struct Cluster {

@@ -1,0 +1,55 @@
+#include "api/authn.h"
+
+#include "absl/strings/match.h"
+#include "auth/token.h"
+
+namespace gpufed::api {
+
+absl::StatusOr<auth::Principal> Authenticator::Authenticate(
+    const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError("missing 'authorization: Bearer <token>' metadata");
+  }
+  absl::string_view value(it->second.data(), it->second.size());
+  constexpr absl::string_view kBearer = "Bearer ";
+  if (!absl::StartsWithIgnoreCase(value, kBearer)) {
+    return absl::UnauthenticatedError("authorization metadata must be 'Bearer <token>'");
+  }
+  return AuthenticateToken(value.substr(kBearer.size()));
+}
+
+absl::StatusOr<auth::Principal> Authenticator::AuthenticateToken(absl::string_view token) {
+  if (token.empty() || token.size() > 512) return absl::UnauthenticatedError("invalid token");
+  const std::string hash = auth::HashToken(token);
+  const auto now = std::chrono::steady_clock::now();
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = cache_.find(hash);
+    if (it != cache_.end() && it->second.expires > now) {
+      if (!it->second.principal) return absl::UnauthenticatedError("invalid token");
+      return *it->second.principal;
+    }
+  }
+  absl::StatusOr<TokenRecord> record = store_->LookupToken(hash);
+  Entry entry;
+  if (record.ok()) {
+    std::optional<auth::Role> role = auth::ParseRole(record->role);
+    if (role) {
+      entry.principal = auth::Principal{record->subject, *role, record->tenant, record->cluster};
+    }
+    entry.expires = now + kCacheTtl;
+  } else if (absl::IsNotFound(record.status())) {
+    entry.expires = now + std::chrono::seconds(1);  // bad tokens: brief negative cache
+  } else {
+    return record.status();
+  }
+  absl::MutexLock lock(&mu_);
+  if (cache_.size() > 100000) cache_.clear();  // bound memory under a flood of bad tokens
+  cache_[hash] = entry;
+  if (!entry.principal) return absl::UnauthenticatedError("invalid token");
+  return *entry.principal;
+}
+
+}  // namespace gpufed::api

@@ -1,0 +1,43 @@
+#ifndef GPUFED_API_AUTHN_H_
+#define GPUFED_API_AUTHN_H_
+
+#include <chrono>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "auth/principal.h"
+#include "federation/store.h"
+#include "grpcpp/server_context.h"
+
+namespace gpufed::api {
+
+// Establishes who is calling from the `authorization: Bearer <token>` metadata. Tokens are looked
+// up by hash in the store; answers are cached briefly so a busy client does not cost a query per
+// call (a revoked token stops working within kCacheTtl). Thread-safe.
+class Authenticator {
+ public:
+  static constexpr std::chrono::seconds kCacheTtl{10};
+
+  explicit Authenticator(TenantStore* store) : store_(store) {}
+
+  // UNAUTHENTICATED without a valid token; UNAVAILABLE if the store cannot be asked. May block on
+  // the store: call it from an executor thread.
+  absl::StatusOr<auth::Principal> Authenticate(const grpc::ServerContextBase& context);
+  absl::StatusOr<auth::Principal> AuthenticateToken(absl::string_view token);
+
+ private:
+  struct Entry {
+    std::optional<auth::Principal> principal;  // nullopt: known bad
+    std::chrono::steady_clock::time_point expires;
+  };
+  TenantStore* const store_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpufed::api
+
+#endif  // GPUFED_API_AUTHN_H_

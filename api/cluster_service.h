@@ -1,0 +1,28 @@
+#ifndef GPUFED_API_CLUSTER_SERVICE_H_
+#define GPUFED_API_CLUSTER_SERVICE_H_
+
+#include "api/context.h"
+#include "gpufed/v1/cluster_service.grpc.pb.h"
+
+namespace gpufed::api {
+
+// gpufed.v1.ClusterService: clusters from the store, allocation and free capacity from the
+// scheduler's latest pool snapshot. Any authenticated person may look at the pool; agents may not.
+class ClusterServiceImpl final : public v1::ClusterService::CallbackService {
+ public:
+  explicit ClusterServiceImpl(ApiContext context) : ctx_(std::move(context)) {}
+
+  grpc::ServerUnaryReactor* ListClusters(grpc::CallbackServerContext* context,
+                                         const v1::ListClustersRequest* request,
+                                         v1::ListClustersResponse* response) override;
+  grpc::ServerUnaryReactor* GetCluster(grpc::CallbackServerContext* context,
+                                       const v1::GetClusterRequest* request,
+                                       v1::Cluster* response) override;
+
+ private:
+  ApiContext ctx_;
+};
+
+}  // namespace gpufed::api
+
+#endif  // GPUFED_API_CLUSTER_SERVICE_H_

@@ -1,0 +1,342 @@
+#include "api/convert.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace gpufed::api {
+namespace {
+
+absl::Status BadEnum(absl::string_view field, int value) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": unknown value ", value));
+}
+
+}  // namespace
+
+google::protobuf::Timestamp ToProto(Timestamp t) {
+  google::protobuf::Timestamp out;
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  out.set_seconds(ns / 1000000000);
+  out.set_nanos(static_cast<int32_t>(ns % 1000000000));
+  if (out.nanos() < 0) {
+    out.set_seconds(out.seconds() - 1);
+    out.set_nanos(out.nanos() + 1000000000);
+  }
+  return out;
+}
+
+Timestamp FromProto(const google::protobuf::Timestamp& t) {
+  return Timestamp(std::chrono::duration_cast<Timestamp::duration>(
+      std::chrono::seconds(t.seconds()) + std::chrono::nanoseconds(t.nanos())));
+}
+
+absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& p) {
+  WorkloadSpec s;
+  s.tenant = p.tenant();
+  s.project = p.project();
+  s.name = p.name();
+  s.idempotency_key = p.idempotency_key();
+  switch (p.workload_class()) {
+    case v1::WORKLOAD_CLASS_UNSPECIFIED:
+      s.workload_class = WorkloadClass::kBatch;
+      break;
+    case v1::WORKLOAD_CLASS_TRAINING:
+      s.workload_class = WorkloadClass::kTraining;
+      break;
+    case v1::WORKLOAD_CLASS_INFERENCE:
+      s.workload_class = WorkloadClass::kInference;
+      break;
+    case v1::WORKLOAD_CLASS_BATCH:
+      s.workload_class = WorkloadClass::kBatch;
+      break;
+    case v1::WORKLOAD_CLASS_INTERACTIVE:
+      s.workload_class = WorkloadClass::kInteractive;
+      break;
+    default:
+      return BadEnum("spec.workload_class", p.workload_class());
+  }
+  s.priority = p.priority();
+  s.replicas = p.replicas() == 0 ? 1 : p.replicas();
+  switch (p.per_replica().kind_case()) {
+    case v1::ReplicaResources::kGpus:
+      s.gpus_per_replica = p.per_replica().gpus();
+      break;
+    case v1::ReplicaResources::KIND_NOT_SET:
+      return absl::InvalidArgumentError(
+          "spec.per_replica: must say what each replica needs (gpus)");
+  }
+  s.gpu_models.assign(p.gpu_models().begin(), p.gpu_models().end());
+  s.min_gpu_memory_mib = p.min_gpu_memory_mib();
+  switch (p.topology()) {
+    case v1::TOPOLOGY_REQUIREMENT_UNSPECIFIED:
+    case v1::TOPOLOGY_REQUIREMENT_NONE:
+      s.topology = Topology::kNone;
+      break;
+    case v1::TOPOLOGY_REQUIREMENT_SAME_NODE:
+      s.topology = Topology::kSameNode;
+      break;
+    case v1::TOPOLOGY_REQUIREMENT_SAME_NVLINK_DOMAIN:
+      s.topology = Topology::kSameNvlinkDomain;
+      break;
+    case v1::TOPOLOGY_REQUIREMENT_SAME_RACK:
+      s.topology = Topology::kSameRack;
+      break;
+    default:
+      return BadEnum("spec.topology", p.topology());
+  }
+  const auto& d = p.estimated_duration();
+  if (d.seconds() < 0 || d.nanos() < 0) {
+    return absl::InvalidArgumentError("spec.estimated_duration: must not be negative");
+  }
+  if (d.seconds() > 365LL * 24 * 3600) {
+    return absl::InvalidArgumentError("spec.estimated_duration: must be at most one year");
+  }
+  s.estimated_duration_ms = d.seconds() * 1000 + d.nanos() / 1000000;
+  s.run.image = p.run().image();
+  s.run.command.assign(p.run().command().begin(), p.run().command().end());
+  s.run.env.insert(p.run().env().begin(), p.run().env().end());
+  switch (p.run().sim_outcome()) {
+    case v1::SIM_OUTCOME_UNSPECIFIED:
+    case v1::SIM_OUTCOME_SUCCEED:
+      s.run.sim_outcome = SimOutcome::kSucceed;
+      break;
+    case v1::SIM_OUTCOME_FAIL:
+      s.run.sim_outcome = SimOutcome::kFail;
+      break;
+    default:
+      return BadEnum("spec.run.sim_outcome", p.run().sim_outcome());
+  }
+  s.run.sim_exit_code = p.run().sim_exit_code();
+  return s;
+}
+
+v1::WorkloadSpec SpecToProto(const WorkloadSpec& s) {
+  v1::WorkloadSpec p;
+  p.set_tenant(s.tenant);
+  p.set_project(s.project);
+  p.set_name(s.name);
+  p.set_idempotency_key(s.idempotency_key);
+  p.set_workload_class(static_cast<v1::WorkloadClass>(static_cast<int>(s.workload_class)));
+  p.set_priority(s.priority);
+  p.set_replicas(s.replicas);
+  p.mutable_per_replica()->set_gpus(s.gpus_per_replica);
+  for (const auto& m : s.gpu_models) p.add_gpu_models(m);
+  p.set_min_gpu_memory_mib(s.min_gpu_memory_mib);
+  switch (s.topology) {
+    case Topology::kNone:
+      p.set_topology(v1::TOPOLOGY_REQUIREMENT_NONE);
+      break;
+    case Topology::kSameNode:
+      p.set_topology(v1::TOPOLOGY_REQUIREMENT_SAME_NODE);
+      break;
+    case Topology::kSameNvlinkDomain:
+      p.set_topology(v1::TOPOLOGY_REQUIREMENT_SAME_NVLINK_DOMAIN);
+      break;
+    case Topology::kSameRack:
+      p.set_topology(v1::TOPOLOGY_REQUIREMENT_SAME_RACK);
+      break;
+  }
+  p.mutable_estimated_duration()->set_seconds(s.estimated_duration_ms / 1000);
+  p.mutable_estimated_duration()->set_nanos(
+      static_cast<int32_t>((s.estimated_duration_ms % 1000) * 1000000));
+  auto* run = p.mutable_run();
+  run->set_image(s.run.image);
+  for (const auto& c : s.run.command) run->add_command(c);
+  for (const auto& [k, v] : s.run.env) (*run->mutable_env())[k] = v;
+  run->set_sim_outcome(s.run.sim_outcome == SimOutcome::kFail ? v1::SIM_OUTCOME_FAIL
+                                                              : v1::SIM_OUTCOME_SUCCEED);
+  run->set_sim_exit_code(s.run.sim_exit_code);
+  return p;
+}
+
+v1::Assignment AssignmentToProto(const Assignment& a) {
+  v1::Assignment p;
+  p.set_cluster(a.cluster);
+  p.set_epoch(a.epoch);
+  for (const ReplicaAssignment& r : a.replicas) {
+    auto* pr = p.add_replicas();
+    pr->set_node(r.node);
+    for (const auto& u : r.gpu_uuids) pr->add_gpu_uuids(u);
+    for (uint32_t i : r.gpu_indices) pr->add_gpu_indices(i);
+  }
+  return p;
+}
+
+Assignment AssignmentFromProto(const v1::Assignment& p) {
+  Assignment a;
+  a.cluster = p.cluster();
+  a.epoch = p.epoch();
+  for (const auto& pr : p.replicas()) {
+    ReplicaAssignment r;
+    r.node = pr.node();
+    r.gpu_uuids.assign(pr.gpu_uuids().begin(), pr.gpu_uuids().end());
+    r.gpu_indices.assign(pr.gpu_indices().begin(), pr.gpu_indices().end());
+    a.replicas.push_back(std::move(r));
+  }
+  return a;
+}
+
+v1::WorkloadState StateToProto(WorkloadState s) {
+  return static_cast<v1::WorkloadState>(static_cast<int>(s));
+}
+
+absl::StatusOr<WorkloadState> StateFromProto(v1::WorkloadState s, absl::string_view field) {
+  int v = static_cast<int>(s);
+  if (v < static_cast<int>(WorkloadState::kPending) || v > static_cast<int>(WorkloadState::kLost)) {
+    return BadEnum(field, v);
+  }
+  return static_cast<WorkloadState>(v);
+}
+
+v1::Workload WorkloadToProto(const Workload& w) {
+  v1::Workload p;
+  p.set_id(absl::StrCat(w.id));
+  *p.mutable_spec() = SpecToProto(w.spec);
+  p.set_state(StateToProto(w.state));
+  p.set_pending_reason(w.pending_reason);
+  if (!w.assignment.empty()) *p.mutable_assignment() = AssignmentToProto(w.assignment);
+  p.set_cancel_requested(w.cancel_requested);
+  p.set_exit_code(w.exit_code);
+  p.set_message(w.message);
+  *p.mutable_create_time() = ToProto(w.create_time);
+  *p.mutable_update_time() = ToProto(w.update_time);
+  if (w.start_time) *p.mutable_start_time() = ToProto(*w.start_time);
+  if (w.end_time) *p.mutable_end_time() = ToProto(*w.end_time);
+  p.set_version(w.version);
+  return p;
+}
+
+v1::WorkloadEvent EventToProto(const WorkloadEvent& e) {
+  v1::WorkloadEvent p;
+  *p.mutable_workload() = WorkloadToProto(e.workload);
+  p.set_from_state(StateToProto(e.from));
+  p.set_to_state(StateToProto(e.to));
+  *p.mutable_time() = ToProto(e.time);
+  return p;
+}
+
+absl::StatusOr<ClusterInfo> ClusterInfoFromProto(absl::string_view name, const v1::ClusterInfo& p) {
+  ClusterInfo info;
+  info.name = std::string(name);
+  info.provider = p.provider();
+  info.region = p.region();
+  info.zone = p.zone();
+  info.jurisdiction = p.jurisdiction();
+  info.compliance_labels.assign(p.compliance_labels().begin(), p.compliance_labels().end());
+  return info;
+}
+
+std::vector<NodeInfo> NodesFromProto(const v1::Inventory& p) {
+  std::vector<NodeInfo> nodes;
+  nodes.reserve(p.nodes_size());
+  for (const v1::Node& pn : p.nodes()) {
+    NodeInfo n;
+    n.name = pn.name();
+    n.rack = pn.rack();
+    n.block = pn.block();
+    n.cpu_millis = pn.cpu_millis();
+    n.memory_mib = pn.memory_mib();
+    n.labels.insert(pn.labels().begin(), pn.labels().end());
+    n.schedulable = pn.schedulable();
+    for (const v1::Gpu& pg : pn.gpus()) {
+      GpuInfo g;
+      g.uuid = pg.uuid();
+      g.index = pg.index();
+      g.model = pg.model();
+      g.memory_mib = pg.memory_mib();
+      g.nvlink_domain = pg.nvlink_domain();
+      g.numa_node = pg.numa_node();
+      g.pcie_switch = pg.pcie_switch();
+      g.mig_capable = pg.mig_capable();
+      g.healthy = pg.healthy();
+      n.gpus.push_back(std::move(g));
+    }
+    nodes.push_back(std::move(n));
+  }
+  return nodes;
+}
+
+v1::ClusterState ClusterStateToProto(ClusterState s) {
+  return static_cast<v1::ClusterState>(static_cast<int>(s));
+}
+
+v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool include_nodes) {
+  v1::Cluster p;
+  p.set_name(c.info.name);
+  auto* info = p.mutable_info();
+  info->set_provider(c.info.provider);
+  info->set_region(c.info.region);
+  info->set_zone(c.info.zone);
+  info->set_jurisdiction(c.info.jurisdiction);
+  for (const auto& l : c.info.compliance_labels) info->add_compliance_labels(l);
+  p.set_state(ClusterStateToProto(c.state));
+  p.set_epoch(c.epoch);
+  if (c.last_heartbeat) *p.mutable_last_heartbeat_time() = ToProto(*c.last_heartbeat);
+  if (slots != nullptr) {
+    ClusterCapacity cap = Pool::CapacityOf(*slots);
+    p.set_gpus_total(cap.total);
+    p.set_gpus_free(cap.free);
+    for (const auto& [model, count] : cap.by_model) {
+      auto* mc = p.add_capacity();
+      mc->set_model(model);
+      mc->set_total(count.total);
+      mc->set_free(count.free);
+    }
+  }
+  if (!include_nodes) return p;
+  const std::vector<NodeInfo>* nodes = &c.nodes;
+  for (size_t n = 0; n < nodes->size(); ++n) {
+    const NodeInfo& node = (*nodes)[n];
+    auto* pn = p.add_nodes();
+    pn->set_name(node.name);
+    pn->set_rack(node.rack);
+    pn->set_block(node.block);
+    pn->set_cpu_millis(node.cpu_millis);
+    pn->set_memory_mib(node.memory_mib);
+    for (const auto& [k, v] : node.labels) (*pn->mutable_labels())[k] = v;
+    pn->set_schedulable(node.schedulable);
+    const NodeSlots* node_slots = nullptr;
+    if (slots != nullptr) {
+      for (const NodeSlots& ns : slots->nodes) {
+        if (ns.info.name == node.name) node_slots = &ns;
+      }
+    }
+    for (const GpuInfo& g : node.gpus) {
+      auto* pg = pn->add_gpus();
+      pg->set_uuid(g.uuid);
+      pg->set_index(g.index);
+      pg->set_model(g.model);
+      pg->set_memory_mib(g.memory_mib);
+      pg->set_nvlink_domain(g.nvlink_domain);
+      pg->set_numa_node(g.numa_node);
+      pg->set_pcie_switch(g.pcie_switch);
+      pg->set_mig_capable(g.mig_capable);
+      pg->set_healthy(g.healthy);
+      if (node_slots != nullptr) {
+        for (size_t i = 0; i < node_slots->info.gpus.size(); ++i) {
+          if (node_slots->info.gpus[i].uuid == g.uuid && node_slots->owners[i] != 0) {
+            pg->set_allocated_to(absl::StrCat(node_slots->owners[i]));
+          }
+        }
+      }
+    }
+  }
+  return p;
+}
+
+v1::Tenant TenantToProto(const Tenant& t) {
+  v1::Tenant p;
+  p.set_name(t.name);
+  p.set_display_name(t.display_name);
+  *p.mutable_create_time() = ToProto(t.create_time);
+  return p;
+}
+
+v1::Project ProjectToProto(const Project& pr) {
+  v1::Project p;
+  p.set_tenant(pr.tenant);
+  p.set_name(pr.name);
+  *p.mutable_create_time() = ToProto(pr.create_time);
+  return p;
+}
+
+}  // namespace gpufed::api

@@ -1,0 +1,51 @@
+#ifndef GPUFED_API_CONVERT_H_
+#define GPUFED_API_CONVERT_H_
+
+// Conversions between gpufed.v1 protos and the domain structs. Only the api layer sees both.
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "federation/pool.h"
+#include "federation/types.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "gpufed/v1/cluster_service.pb.h"
+#include "gpufed/v1/tenant_service.pb.h"
+#include "gpufed/v1/types.pb.h"
+#include "gpufed/v1/workload_service.pb.h"
+
+namespace gpufed::api {
+
+google::protobuf::Timestamp ToProto(Timestamp t);
+Timestamp FromProto(const google::protobuf::Timestamp& t);
+
+// INVALID_ARGUMENT naming the field for values the domain cannot represent (unknown enum
+// numbers, a missing per_replica kind, a negative duration).
+absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& proto);
+v1::WorkloadSpec SpecToProto(const WorkloadSpec& spec);
+
+v1::Assignment AssignmentToProto(const Assignment& a);
+Assignment AssignmentFromProto(const v1::Assignment& proto);
+
+v1::WorkloadState StateToProto(WorkloadState s);
+absl::StatusOr<WorkloadState> StateFromProto(v1::WorkloadState s, absl::string_view field);
+
+v1::Workload WorkloadToProto(const Workload& w);
+v1::WorkloadEvent EventToProto(const WorkloadEvent& e);
+
+// Inventory as an agent reports it.
+absl::StatusOr<ClusterInfo> ClusterInfoFromProto(absl::string_view name,
+                                                 const v1::ClusterInfo& proto);
+std::vector<NodeInfo> NodesFromProto(const v1::Inventory& proto);
+
+v1::ClusterState ClusterStateToProto(ClusterState s);
+// A cluster as stored, with allocation and free capacity taken from the scheduler's pool
+// snapshot when it knows the cluster.
+v1::Cluster ClusterToProto(const Cluster& cluster, const ClusterSlots* slots, bool include_nodes);
+
+v1::Tenant TenantToProto(const Tenant& t);
+v1::Project ProjectToProto(const Project& p);
+
+}  // namespace gpufed::api
+
+#endif  // GPUFED_API_CONVERT_H_

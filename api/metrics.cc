@@ -1,0 +1,51 @@
+#include "api/metrics.h"
+
+namespace gpufed::api {
+
+Metrics::Metrics(prometheus::Registry& registry)
+    : submissions(prometheus::BuildCounter()
+                      .Name("gpufed_submissions_total")
+                      .Help("Workload submissions by outcome")
+                      .Register(registry)),
+      submissions_created(submissions.Add({{"outcome", "created"}})),
+      submissions_replayed(submissions.Add({{"outcome", "replayed"}})),
+      submissions_rejected(submissions.Add({{"outcome", "rejected"}})),
+      workloads_by_state(prometheus::BuildGauge()
+                             .Name("gpufed_workloads")
+                             .Help("Workloads in the store by state")
+                             .Register(registry)),
+      scheduler_cycle_seconds(
+          prometheus::BuildHistogram()
+              .Name("gpufed_scheduler_cycle_seconds")
+              .Help("Duration of one scheduling cycle, commit included")
+              .Register(registry)
+              .Add({},
+                   prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                           0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5})),
+      scheduler_placements(prometheus::BuildCounter()
+                               .Name("gpufed_scheduler_placements_total")
+                               .Help("Workloads placed by the scheduler")
+                               .Register(registry)
+                               .Add({})),
+      scheduler_pending(prometheus::BuildGauge()
+                            .Name("gpufed_scheduler_pending")
+                            .Help("Workloads in the scheduler's pending queue")
+                            .Register(registry)
+                            .Add({})),
+      scheduler_leader(prometheus::BuildGauge()
+                           .Name("gpufed_scheduler_leader")
+                           .Help("1 if this server holds the scheduler lock")
+                           .Register(registry)
+                           .Add({})),
+      agents_connected(prometheus::BuildGauge()
+                           .Name("gpufed_agents_connected")
+                           .Help("Agent streams connected to this server")
+                           .Register(registry)
+                           .Add({})),
+      agent_status_updates(prometheus::BuildCounter()
+                               .Name("gpufed_agent_status_updates_total")
+                               .Help("Workload status updates received from agents")
+                               .Register(registry)
+                               .Add({})) {}
+
+}  // namespace gpufed::api

@@ -1,0 +1,36 @@
+#ifndef GPUFED_API_TENANT_SERVICE_H_
+#define GPUFED_API_TENANT_SERVICE_H_
+
+#include "api/context.h"
+#include "gpufed/v1/tenant_service.grpc.pb.h"
+
+namespace gpufed::api {
+
+// gpufed.v1.TenantService: tenants, projects and API tokens (only hashes are stored).
+class TenantServiceImpl final : public v1::TenantService::CallbackService {
+ public:
+  explicit TenantServiceImpl(ApiContext context) : ctx_(std::move(context)) {}
+
+  grpc::ServerUnaryReactor* CreateTenant(grpc::CallbackServerContext* context,
+                                         const v1::CreateTenantRequest* request,
+                                         v1::Tenant* response) override;
+  grpc::ServerUnaryReactor* ListTenants(grpc::CallbackServerContext* context,
+                                        const v1::ListTenantsRequest* request,
+                                        v1::ListTenantsResponse* response) override;
+  grpc::ServerUnaryReactor* CreateProject(grpc::CallbackServerContext* context,
+                                          const v1::CreateProjectRequest* request,
+                                          v1::Project* response) override;
+  grpc::ServerUnaryReactor* ListProjects(grpc::CallbackServerContext* context,
+                                         const v1::ListProjectsRequest* request,
+                                         v1::ListProjectsResponse* response) override;
+  grpc::ServerUnaryReactor* CreateToken(grpc::CallbackServerContext* context,
+                                        const v1::CreateTokenRequest* request,
+                                        v1::CreateTokenResponse* response) override;
+
+ private:
+  ApiContext ctx_;
+};
+
+}  // namespace gpufed::api
+
+#endif  // GPUFED_API_TENANT_SERVICE_H_

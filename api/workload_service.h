@@ -1,0 +1,45 @@
+#ifndef GPUFED_API_WORKLOAD_SERVICE_H_
+#define GPUFED_API_WORKLOAD_SERVICE_H_
+
+#include "api/context.h"
+#include "gpufed/v1/workload_service.grpc.pb.h"
+
+namespace gpufed::api {
+
+// gpufed.v1.WorkloadService on the gRPC callback API. Each handler authenticates, authorises,
+// converts, calls the store on the executor, converts back. Tenant-scoped callers see only their
+// tenant; another tenant's workload is NOT_FOUND, never PERMISSION_DENIED with details.
+class WorkloadServiceImpl final : public v1::WorkloadService::CallbackService {
+ public:
+  explicit WorkloadServiceImpl(ApiContext context) : ctx_(std::move(context)) {}
+
+  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
+                                   const v1::SubmitRequest* request,
+                                   v1::SubmitResponse* response) override;
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
+                                const v1::GetWorkloadRequest* request,
+                                v1::Workload* response) override;
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
+                                 const v1::ListWorkloadsRequest* request,
+                                 v1::ListWorkloadsResponse* response) override;
+  grpc::ServerUnaryReactor* Cancel(grpc::CallbackServerContext* context,
+                                   const v1::CancelRequest* request,
+                                   v1::Workload* response) override;
+  grpc::ServerWriteReactor<v1::WorkloadEvent>* Watch(grpc::CallbackServerContext* context,
+                                                     const v1::WatchRequest* request) override;
+
+ private:
+  ApiContext ctx_;
+};
+
+// Runs `fn` (returning absl::Status) on the executor and finishes the reactor with its status;
+// UNAVAILABLE at once when the executor is saturated.
+template <typename Fn>
+grpc::ServerUnaryReactor* RunOnExecutor(const ApiContext& ctx, grpc::CallbackServerContext* context,
+                                        Fn fn);
+
+}  // namespace gpufed::api
+
+#include "api/run_on_executor.inc"
+
+#endif  // GPUFED_API_WORKLOAD_SERVICE_H_

@@ -1,0 +1,47 @@
+#ifndef GPUFED_AUTH_PRINCIPAL_H_
+#define GPUFED_AUTH_PRINCIPAL_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace gpufed::auth {
+
+// The roles of DESIGN.md §2.
+enum class Role { kPlatformAdmin, kTenantAdmin, kTenantUser, kViewer, kAgent };
+
+// "platform-admin", "tenant-admin", "tenant-user", "viewer", "agent".
+absl::string_view RoleName(Role role);
+std::optional<Role> ParseRole(absl::string_view name);
+
+// Who is calling, as established from a bearer token.
+struct Principal {
+  std::string subject;
+  Role role = Role::kViewer;
+  std::string tenant;   // tenant roles and tenant-scoped viewers; empty: platform scope
+  std::string cluster;  // agents only
+
+  bool IsPlatformAdmin() const { return role == Role::kPlatformAdmin; }
+  // Platform-wide viewers (finance) and platform admins see every tenant.
+  bool SeesAllTenants() const {
+    return role == Role::kPlatformAdmin || (role == Role::kViewer && tenant.empty());
+  }
+  bool CanRead(absl::string_view t) const {
+    return SeesAllTenants() || (role != Role::kAgent && tenant == t);
+  }
+  bool CanSubmit(absl::string_view t) const {
+    return role == Role::kPlatformAdmin ||
+           ((role == Role::kTenantAdmin || role == Role::kTenantUser) && tenant == t);
+  }
+  bool CanAdminTenant(absl::string_view t) const {
+    return role == Role::kPlatformAdmin || (role == Role::kTenantAdmin && tenant == t);
+  }
+  bool CanActForCluster(absl::string_view c) const { return role == Role::kAgent && cluster == c; }
+  // Pool-wide views (clusters, nodes, free capacity).
+  bool CanViewPool() const { return role != Role::kAgent; }
+};
+
+}  // namespace gpufed::auth
+
+#endif  // GPUFED_AUTH_PRINCIPAL_H_

@@ -1,0 +1,213 @@
+#include "federation/scheduler.h"
+
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "federation/placement.h"
+#include "federation/status_macros.h"
+
+namespace gpufed {
+namespace {
+
+// Workloads with the same shape get the same answer within a cycle once one of them failed:
+// capacity only shrinks during a cycle. This keeps a long queue of identical jobs cheap.
+using ShapeKey = std::tuple<uint32_t, uint32_t, std::vector<std::string>, uint64_t, Topology>;
+
+ShapeKey ShapeOf(const WorkloadSpec& spec) {
+  return {spec.replicas, spec.gpus_per_replica, spec.gpu_models, spec.min_gpu_memory_mib,
+          spec.topology};
+}
+
+}  // namespace
+
+Scheduler::Scheduler(WorkloadStore* workloads, ClusterStore* clusters, SchedulerOptions options)
+    : workloads_(workloads), clusters_(clusters), options_(options) {
+  absl::MutexLock lock(&mu_);
+  snapshot_ = std::make_shared<const Pool>();
+}
+
+absl::Status Scheduler::Rebuild() {
+  ASSIGN_OR_RETURN(std::vector<Cluster> clusters, clusters_->ListClusters(/*include_nodes=*/true));
+  ASSIGN_OR_RETURN(std::vector<Workload> active, workloads_->ListActive(""));
+  {
+    // Anything queued before the rebuild is superseded by what the store says.
+    absl::MutexLock lock(&mu_);
+    inbox_ = Inbox{};
+  }
+  pool_ = Pool();
+  for (const Cluster& cluster : clusters) pool_.UpsertCluster(cluster);
+  for (const Workload& w : active) {
+    // Conflicts cannot happen for committed data unless two schedulers ran at once; keep the
+    // first holder and let the operator see the error in the log via the status.
+    (void)pool_.Allocate(w.id, w.assignment);
+  }
+  RETURN_IF_ERROR(ReloadPending());
+  Publish();
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::ReloadPending() {
+  ASSIGN_OR_RETURN(std::vector<Workload> pending, workloads_->ListPending(options_.reload_limit));
+  queue_.clear();
+  queued_ids_.clear();
+  for (const Workload& w : pending) Enqueue(w);
+  return absl::OkStatus();
+}
+
+void Scheduler::Enqueue(const Workload& workload) {
+  if (workload.state != WorkloadState::kPending || queued_ids_.contains(workload.id)) return;
+  QueueKey key{-workload.spec.priority, workload.id};
+  queue_[key] = Queued{workload, workload.pending_reason};
+  queued_ids_[workload.id] = key;
+}
+
+void Scheduler::NotifySubmitted(const Workload& workload) {
+  absl::MutexLock lock(&mu_);
+  inbox_.submitted.push_back(workload);
+}
+
+void Scheduler::NotifyReleased(WorkloadId id) {
+  absl::MutexLock lock(&mu_);
+  inbox_.released.push_back(id);
+}
+
+void Scheduler::NotifyClusterChanged(const Cluster& cluster) {
+  absl::MutexLock lock(&mu_);
+  inbox_.clusters.push_back(cluster);
+}
+
+void Scheduler::NotifyClusterState(const std::string& cluster, ClusterState state) {
+  absl::MutexLock lock(&mu_);
+  inbox_.states.emplace_back(cluster, state);
+}
+
+bool Scheduler::DrainInbox() {
+  Inbox inbox;
+  {
+    absl::MutexLock lock(&mu_);
+    std::swap(inbox, inbox_);
+  }
+  for (const Cluster& cluster : inbox.clusters) pool_.UpsertCluster(cluster);
+  for (const auto& [cluster, state] : inbox.states) pool_.SetClusterState(cluster, state);
+  for (WorkloadId id : inbox.released) {
+    pool_.Release(id);
+    // A released workload may also still sit in the queue (cancelled while pending).
+    if (auto it = queued_ids_.find(id); it != queued_ids_.end()) {
+      queue_.erase(it->second);
+      queued_ids_.erase(it);
+    }
+  }
+  for (const Workload& w : inbox.submitted) Enqueue(w);
+  return !inbox.clusters.empty() || !inbox.states.empty() || !inbox.released.empty();
+}
+
+absl::StatusOr<CycleResult> Scheduler::RunCycle() {
+  const bool pool_changed = DrainInbox();
+  CycleResult result;
+  result.stats.pending = static_cast<int>(queue_.size());
+
+  std::vector<Transition> transitions;
+  std::vector<std::pair<WorkloadId, std::string>> reasons;
+  std::map<ShapeKey, std::string> failed_shapes;
+
+  int considered = 0;
+  for (auto& [key, queued] : queue_) {
+    if (considered++ >= options_.max_considered) break;
+    const WorkloadSpec& spec = queued.workload.spec;
+    std::string reason;
+    ShapeKey shape = ShapeOf(spec);
+    if (auto it = failed_shapes.find(shape); it != failed_shapes.end()) {
+      reason = it->second;
+    } else {
+      PlacementDecision decision = PlaceBestFit(pool_, spec);
+      if (decision.assignment) {
+        if (pool_.Allocate(queued.workload.id, *decision.assignment).ok()) {
+          Transition t;
+          t.id = queued.workload.id;
+          t.from = WorkloadState::kPending;
+          t.to = WorkloadState::kPlaced;
+          t.actor = "scheduler";
+          t.reason = absl::StrCat("placed on ", decision.assignment->cluster, " (",
+                                  decision.assignment->replicas.size(), " replica",
+                                  decision.assignment->replicas.size() == 1 ? "" : "s", ")");
+          t.assignment = std::move(decision.assignment);
+          transitions.push_back(std::move(t));
+          continue;
+        }
+        reason = "internal: placement conflicted with the pool; retrying next cycle";
+      } else {
+        reason = std::move(decision.reason);
+        failed_shapes.emplace(std::move(shape), reason);
+      }
+    }
+    if (reason != queued.last_reason) {
+      reasons.emplace_back(queued.workload.id, reason);
+      queued.last_reason = reason;
+    }
+  }
+  result.stats.considered = std::min(considered, static_cast<int>(queue_.size()));
+
+  if (!transitions.empty()) {
+    absl::StatusOr<std::vector<TransitionResult>> applied =
+        workloads_->ApplyTransitions(transitions);
+    if (!applied.ok()) {
+      // Nothing committed: undo the tentative allocations; the queue is untouched.
+      for (const Transition& t : transitions) pool_.Release(t.id);
+      return applied.status();
+    }
+    for (TransitionResult& r : *applied) {
+      auto qit = queued_ids_.find(r.id);
+      if (qit != queued_ids_.end()) {
+        queue_.erase(qit->second);
+        queued_ids_.erase(qit);
+      }
+      if (r.applied && r.event) {
+        result.placed.push_back(r.event->workload);
+      } else {
+        // Cancelled (or otherwise moved on) between read and commit.
+        pool_.Release(r.id);
+        ++result.stats.lost_races;
+      }
+    }
+  }
+  result.stats.placed = static_cast<int>(result.placed.size());
+
+  if (!reasons.empty()) {
+    // Reasons are advisory; failing to record them must not undo committed placements.
+    if (workloads_->SetPendingReasons(reasons).ok()) {
+      result.stats.reasons_written = static_cast<int>(reasons.size());
+    }
+  }
+  if (pool_changed || !transitions.empty()) {
+    Publish();
+  } else {
+    absl::MutexLock lock(&mu_);
+    pending_count_ = static_cast<int>(queue_.size());
+  }
+  return result;
+}
+
+void Scheduler::ClearInbox() {
+  absl::MutexLock lock(&mu_);
+  inbox_ = Inbox{};
+}
+
+void Scheduler::Publish() {
+  auto snapshot = std::make_shared<const Pool>(pool_);
+  absl::MutexLock lock(&mu_);
+  snapshot_ = std::move(snapshot);
+  pending_count_ = static_cast<int>(queue_.size());
+}
+
+std::shared_ptr<const Pool> Scheduler::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return snapshot_;
+}
+
+int Scheduler::pending_count() const {
+  absl::MutexLock lock(&mu_);
+  return pending_count_;
+}
+
+}  // namespace gpufed

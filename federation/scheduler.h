@@ -1,0 +1,114 @@
+#ifndef GPUFED_FEDERATION_SCHEDULER_H_
+#define GPUFED_FEDERATION_SCHEDULER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "federation/pool.h"
+#include "federation/store.h"
+
+namespace gpufed {
+
+struct SchedulerOptions {
+  // Most workloads considered per cycle, in queue order.
+  int max_considered = 2000;
+  // Most PENDING rows read when (re)loading the queue from the store.
+  int reload_limit = 50000;
+};
+
+struct CycleStats {
+  int pending = 0;  // queue length at the start of the cycle
+  int considered = 0;
+  int placed = 0;
+  int lost_races = 0;  // placements whose guard failed (cancelled meanwhile)
+  int reasons_written = 0;
+};
+
+struct CycleResult {
+  std::vector<Workload> placed;  // committed PLACED, to hand to agents
+  CycleStats stats;
+};
+
+// Scheduler v0 (DESIGN.md §6): holds the pool and the pending queue in memory, takes the queue in
+// priority order, decides a batch of gang placements (PlaceBestFit) and commits them in one
+// transaction; every workload left PENDING carries a reason.
+//
+// Thread-safety: RunCycle/Rebuild must be called from one thread (the scheduler loop). The
+// Notify* methods and Snapshot are safe from any thread; notifications are applied at the start
+// of the next cycle.
+class Scheduler {
+ public:
+  Scheduler(WorkloadStore* workloads, ClusterStore* clusters, SchedulerOptions options = {});
+
+  // Loads clusters, active workloads and the pending queue from the store. Call before the first
+  // cycle and whenever leadership was (re)gained.
+  absl::Status Rebuild();
+
+  // Re-reads the pending queue from the store (catches submissions made through other API
+  // replicas). Keeps the pool as it is.
+  absl::Status ReloadPending();
+
+  // One scheduling cycle.
+  absl::StatusOr<CycleResult> RunCycle();
+
+  void NotifySubmitted(const Workload& workload);
+  void NotifyReleased(WorkloadId id);
+  void NotifyClusterChanged(const Cluster& cluster);
+  void NotifyClusterState(const std::string& cluster, ClusterState state);
+
+  // Drops queued notifications (a server that is not the active scheduler calls this so they do
+  // not pile up; Rebuild reads the truth from the store when it becomes active).
+  void ClearInbox();
+
+  // The pool as of the end of the last cycle.
+  std::shared_ptr<const Pool> Snapshot() const;
+
+  // Queue length after the last cycle.
+  int pending_count() const;
+
+ private:
+  struct QueueKey {
+    int32_t neg_priority;
+    WorkloadId id;
+    auto operator<=>(const QueueKey&) const = default;
+  };
+  struct Queued {
+    Workload workload;
+    std::string last_reason;  // as stored
+  };
+  struct Inbox {
+    std::vector<Workload> submitted;
+    std::vector<WorkloadId> released;
+    std::vector<Cluster> clusters;
+    std::vector<std::pair<std::string, ClusterState>> states;
+  };
+
+  // Applies notifications; true if the pool changed.
+  bool DrainInbox();
+  void Enqueue(const Workload& workload);
+  void Publish();
+
+  WorkloadStore* const workloads_;
+  ClusterStore* const clusters_;
+  const SchedulerOptions options_;
+
+  // Owned by the scheduler thread.
+  Pool pool_;
+  std::map<QueueKey, Queued> queue_;
+  std::map<WorkloadId, QueueKey> queued_ids_;
+
+  mutable absl::Mutex mu_;
+  Inbox inbox_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const Pool> snapshot_ ABSL_GUARDED_BY(mu_);
+  int pending_count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gpufed
+
+#endif  // GPUFED_FEDERATION_SCHEDULER_H_

@@ -1,0 +1,133 @@
+#include "server/config.h"
+
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "yaml-cpp/yaml.h"
+
+namespace gpufed::server {
+namespace {
+
+template <typename T>
+absl::Status ReadKey(const YAML::Node& root, const std::string& file, const char* key, T* out) {
+  const YAML::Node node = root[key];
+  if (!node) return absl::OkStatus();
+  try {
+    *out = node.as<T>();
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ":", node.Mark().line + 1, ": ", key, ": ", e.msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadFile(const std::string& file, ServerConfig* config) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::BadFile&) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": cannot read file"));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ":", e.mark.line + 1, ": ", e.msg));
+  }
+  if (root.IsNull()) return absl::OkStatus();
+  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(file, ": expected a mapping"));
+  static const char* kKeys[] = {
+      "grpc_listen",           "http_listen",     "data_dir",  "database_url",
+      "admin_token_file",      "ready_file",      "log_level", "heartbeat_timeout_seconds",
+      "heartbeat_interval_ms", "executor_threads"};
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    bool known = false;
+    for (const char* k : kKeys) known = known || key == k;
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ":", kv.first.Mark().line + 1, ": unknown key \"", key, "\""));
+    }
+  }
+  for (absl::Status s :
+       {ReadKey(root, file, "grpc_listen", &config->grpc_listen),
+        ReadKey(root, file, "http_listen", &config->http_listen),
+        ReadKey(root, file, "data_dir", &config->data_dir),
+        ReadKey(root, file, "database_url", &config->database_url),
+        ReadKey(root, file, "admin_token_file", &config->admin_token_file),
+        ReadKey(root, file, "ready_file", &config->ready_file),
+        ReadKey(root, file, "log_level", &config->log_level),
+        ReadKey(root, file, "heartbeat_timeout_seconds", &config->heartbeat_timeout_seconds),
+        ReadKey(root, file, "heartbeat_interval_ms", &config->heartbeat_interval_ms),
+        ReadKey(root, file, "executor_threads", &config->executor_threads)}) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
+  ServerConfig config;
+  // First pass: only find the config file, so flags can override what it says.
+  std::string config_file;
+  {
+    CLI::App pre;
+    pre.allow_extras();
+    pre.set_help_flag();
+    pre.add_option("--config", config_file)->envname("GPUFED_SERVER_CONFIG");
+    try {
+      pre.parse(argc, argv);
+    } catch (const CLI::ParseError&) {
+      // Reported by the full parse below.
+    }
+  }
+  if (!config_file.empty()) {
+    if (absl::Status s = LoadFile(config_file, &config); !s.ok()) return s;
+  }
+
+  CLI::App app("gpufed-server: the gpufed control plane", "gpufed-server");
+  app.add_option("--config", config_file, "YAML configuration file")
+      ->envname("GPUFED_SERVER_CONFIG");
+  app.add_option("--grpc-listen", config.grpc_listen, "gRPC address (port 0 picks one)")
+      ->envname("GPUFED_GRPC_LISTEN")
+      ->capture_default_str();
+  app.add_option("--http-listen", config.http_listen, "HTTP address for health and metrics")
+      ->envname("GPUFED_HTTP_LISTEN")
+      ->capture_default_str();
+  app.add_option("--data-dir", config.data_dir, "data folder (embedded PostgreSQL lives here)")
+      ->envname("GPUFED_DATA_DIR")
+      ->capture_default_str();
+  app.add_option("--database-url", config.database_url,
+                 "libpq connection string; empty runs an embedded PostgreSQL")
+      ->envname("GPUFED_DATABASE_URL");
+  app.add_option("--admin-token-file", config.admin_token_file,
+                 "where the bootstrap admin token is written (default DATA_DIR/admin.token)")
+      ->envname("GPUFED_ADMIN_TOKEN_FILE");
+  app.add_option("--ready-file", config.ready_file, "written with the bound ports once serving");
+  app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error")
+      ->envname("GPUFED_LOG_LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  app.add_option("--heartbeat-timeout", config.heartbeat_timeout_seconds,
+                 "seconds without heartbeat before a cluster is unreachable")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  app.add_option("--heartbeat-interval-ms", config.heartbeat_interval_ms,
+                 "how often agents heartbeat")
+      ->check(CLI::Range(50, 600000))
+      ->capture_default_str();
+  app.add_option("--executor-threads", config.executor_threads,
+                 "threads for database work behind the gRPC handlers")
+      ->check(CLI::Range(2, 1024))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::cout << app.help();
+    return absl::CancelledError("help");
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  if (config.admin_token_file.empty()) config.admin_token_file = config.data_dir + "/admin.token";
+  return config;
+}
+
+}  // namespace gpufed::server

@@ -1,0 +1,31 @@
+#ifndef GPUFED_SERVER_CONFIG_H_
+#define GPUFED_SERVER_CONFIG_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace gpufed::server {
+
+// Everything gpufed-server reads at start (docs/interfaces.md). Built-in defaults, then the YAML
+// file, then environment variables, then flags.
+struct ServerConfig {
+  std::string grpc_listen = "127.0.0.1:50051";
+  std::string http_listen = "127.0.0.1:8080";
+  std::string data_dir = "./gpufed-data";
+  std::string database_url;      // empty: embedded PostgreSQL under data_dir/postgres
+  std::string admin_token_file;  // empty: data_dir/admin.token
+  std::string ready_file;
+  std::string log_level = "info";
+  int heartbeat_timeout_seconds = 30;
+  int heartbeat_interval_ms = 5000;
+  int executor_threads = 64;
+};
+
+// Parses argv (with --config FILE and env vars). On --help, prints usage and returns
+// CANCELLED; on bad flags or a bad file, INVALID_ARGUMENT with one clear line.
+absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv);
+
+}  // namespace gpufed::server
+
+#endif  // GPUFED_SERVER_CONFIG_H_

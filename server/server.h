@@ -1,0 +1,98 @@
+#ifndef GPUFED_SERVER_SERVER_H_
+#define GPUFED_SERVER_SERVER_H_
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/config.h"
+
+namespace grpc {
+class Server;
+}
+namespace httplib {
+class Server;
+}
+namespace prometheus {
+class Registry;
+}
+
+namespace gpufed {
+class Scheduler;
+namespace storage {
+class EmbeddedPostgres;
+class PgStore;
+}  // namespace storage
+namespace api {
+class AgentHub;
+class AgentServiceImpl;
+class Authenticator;
+class ClusterServiceImpl;
+class Executor;
+struct Metrics;
+class TenantServiceImpl;
+class WatchHub;
+class WorkloadServiceImpl;
+}  // namespace api
+}  // namespace gpufed
+
+namespace gpufed::server {
+
+// The whole control plane in one process: (embedded) PostgreSQL, migrations, the store, the
+// gRPC services, the scheduler loop (active only while it holds the scheduler lock) and the HTTP
+// side (/healthz, /readyz, /metrics). The composition root: the only place that wires parts.
+class Server {
+ public:
+  // Starts everything; returns once serving. Bad configuration or an unreachable / too-new
+  // database fails here with one clear status.
+  static absl::StatusOr<std::unique_ptr<Server>> Create(const ServerConfig& config);
+  ~Server();  // Shutdown()
+
+  // Stops accepting calls, stops the loops, stops an embedded PostgreSQL. Idempotent.
+  void Shutdown();
+
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const { return http_port_; }
+
+ private:
+  explicit Server(ServerConfig config);
+  absl::Status Start();
+  absl::Status BootstrapAdminToken();
+  absl::Status StartHttp();
+  void SchedulerLoop();
+  void WakeScheduler();
+  bool Ready(std::string* why);
+
+  const ServerConfig config_;
+  std::unique_ptr<storage::EmbeddedPostgres> embedded_;
+  std::string dsn_;
+  std::unique_ptr<storage::PgStore> store_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<api::Metrics> metrics_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<api::Authenticator> authn_;
+  std::unique_ptr<api::Executor> executor_;
+  std::unique_ptr<api::WatchHub> watch_;
+  std::unique_ptr<api::AgentHub> agents_;
+  std::unique_ptr<api::WorkloadServiceImpl> workload_service_;
+  std::unique_ptr<api::ClusterServiceImpl> cluster_service_;
+  std::unique_ptr<api::TenantServiceImpl> tenant_service_;
+  std::unique_ptr<api::AgentServiceImpl> agent_service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread http_thread_;
+  std::thread scheduler_thread_;
+  int grpc_port_ = 0;
+  int http_port_ = 0;
+
+  absl::Mutex wake_mu_;
+  bool wake_ ABSL_GUARDED_BY(wake_mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(wake_mu_) = false;
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace gpufed::server
+
+#endif  // GPUFED_SERVER_SERVER_H_

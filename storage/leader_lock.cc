@@ -1,0 +1,60 @@
+#include "storage/leader_lock.h"
+
+#include <pqxx/pqxx>
+
+#include "spdlog/spdlog.h"
+
+namespace gpufed::storage {
+
+LeaderLock::LeaderLock(std::string dsn, int64_t key) : dsn_(std::move(dsn)), key_(key) {}
+
+LeaderLock::~LeaderLock() { Release(); }
+
+bool LeaderLock::TryAcquire() {
+  if (held_) return StillHeld();
+  try {
+    if (!conn_ || !conn_->is_open()) conn_ = std::make_unique<pqxx::connection>(dsn_);
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r = tx.exec_params("SELECT pg_try_advisory_lock($1)", key_);
+    held_ = r[0][0].as<bool>();
+  } catch (const std::exception& e) {
+    spdlog::warn("scheduler lock: {}", e.what());
+    conn_.reset();
+    held_ = false;
+  }
+  return held_;
+}
+
+bool LeaderLock::StillHeld() {
+  if (!held_ || !conn_) return false;
+  try {
+    pqxx::nontransaction tx(*conn_);
+    // Ask PostgreSQL rather than trust our flag: the lock is ours only while this session lives.
+    pqxx::result r = tx.exec_params(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() "
+        "AND granted AND ((classid::bigint << 32) | objid::bigint) = $1",
+        key_);
+    held_ = r[0][0].as<int64_t>() > 0;
+  } catch (const std::exception& e) {
+    spdlog::warn("scheduler lock lost: {}", e.what());
+    conn_.reset();
+    held_ = false;
+  }
+  return held_;
+}
+
+void LeaderLock::Release() {
+  if (!conn_) return;
+  try {
+    if (held_) {
+      pqxx::nontransaction tx(*conn_);
+      tx.exec_params("SELECT pg_advisory_unlock($1)", key_);
+    }
+  } catch (const std::exception&) {
+    // Closing the session releases it anyway.
+  }
+  held_ = false;
+  conn_.reset();
+}
+
+}  // namespace gpufed::storage

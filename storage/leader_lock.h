@@ -1,0 +1,44 @@
+#ifndef GPUFED_STORAGE_LEADER_LOCK_H_
+#define GPUFED_STORAGE_LEADER_LOCK_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace pqxx {
+class connection;
+}
+
+namespace gpufed::storage {
+
+// "Only one scheduler is active": a PostgreSQL session-level advisory lock held on a dedicated
+// connection. PostgreSQL releases it when that session ends, so a crashed or partitioned leader
+// loses it without any lease logic of ours. Not thread-safe: one owner (the scheduler loop).
+class LeaderLock {
+ public:
+  static constexpr int64_t kSchedulerKey = 0x67707566'65640001;  // "gpufed" + 1
+
+  LeaderLock(std::string dsn, int64_t key);
+  ~LeaderLock();
+  LeaderLock(const LeaderLock&) = delete;
+  LeaderLock& operator=(const LeaderLock&) = delete;
+
+  // Takes the lock if it is free; true if this process holds it afterwards. Reconnects as
+  // needed; never throws.
+  bool TryAcquire();
+  // True if the lock is still held: its session answers. False also means it is lost, and the
+  // caller must stop acting as leader before trying to acquire again.
+  bool StillHeld();
+  void Release();
+  bool held() const { return held_; }
+
+ private:
+  const std::string dsn_;
+  const int64_t key_;
+  std::unique_ptr<pqxx::connection> conn_;
+  bool held_ = false;
+};
+
+}  // namespace gpufed::storage
+
+#endif  // GPUFED_STORAGE_LEADER_LOCK_H_

@@ -1,0 +1,45 @@
+#include "auth/token.h"
+
+#include "auth/principal.h"
+#include "gtest/gtest.h"
+
+namespace gpufed::auth {
+namespace {
+
+TEST(TokenTest, TokensAreRandomAndHashesStable) {
+  std::string a = GenerateToken();
+  std::string b = GenerateToken();
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.rfind("gpf_", 0), 0u);
+  EXPECT_GE(a.size(), 40u);
+  EXPECT_EQ(HashToken(a), HashToken(a));
+  EXPECT_NE(HashToken(a), HashToken(b));
+  EXPECT_EQ(HashToken(a).size(), 64u);
+  // SHA-256 of "abc", a published test vector.
+  EXPECT_EQ(HashToken("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(PrincipalTest, TenantsDoNotSeeEachOther) {
+  Principal user{"u", Role::kTenantUser, "acme", ""};
+  EXPECT_TRUE(user.CanRead("acme"));
+  EXPECT_TRUE(user.CanSubmit("acme"));
+  EXPECT_FALSE(user.CanRead("globex"));
+  EXPECT_FALSE(user.CanSubmit("globex"));
+  EXPECT_FALSE(user.CanAdminTenant("acme"));
+  Principal viewer{"v", Role::kViewer, "acme", ""};
+  EXPECT_TRUE(viewer.CanRead("acme"));
+  EXPECT_FALSE(viewer.CanSubmit("acme"));
+  Principal agent{"edge", Role::kAgent, "", "edge"};
+  EXPECT_TRUE(agent.CanActForCluster("edge"));
+  EXPECT_FALSE(agent.CanActForCluster("dgx"));
+  EXPECT_FALSE(agent.CanRead("acme"));
+  EXPECT_FALSE(agent.CanViewPool());
+  Principal admin{"root", Role::kPlatformAdmin, "", ""};
+  EXPECT_TRUE(admin.CanSubmit("anyone"));
+  EXPECT_FALSE(admin.CanActForCluster("edge"));
+  EXPECT_EQ(ParseRole(RoleName(Role::kTenantAdmin)), Role::kTenantAdmin);
+  EXPECT_FALSE(ParseRole("root").has_value());
+}
+
+}  // namespace
+}  // namespace gpufed::auth

@@ -1,0 +1,76 @@
+#include "federation/pool.h"
+
+#include "gtest/gtest.h"
+#include "tests/unit/federation/test_pools.h"
+
+namespace gpufed {
+namespace {
+
+using testing::MakeCluster;
+
+Assignment TwoGpus(const std::string& node) {
+  Assignment a;
+  a.cluster = "a";
+  a.replicas.push_back({node, {"GPU-" + node + "-0", "GPU-" + node + "-1"}, {0, 1}});
+  return a;
+}
+
+TEST(PoolTest, AllocateAndReleaseTrackFreeCapacity) {
+  Pool pool;
+  pool.UpsertCluster(MakeCluster("a", 2, 4, "L4"));
+  EXPECT_EQ(Pool::CapacityOf(*pool.FindCluster("a")).free, 8u);
+  ASSERT_TRUE(pool.Allocate(10, TwoGpus("a-n0")).ok());
+  EXPECT_EQ(Pool::CapacityOf(*pool.FindCluster("a")).free, 6u);
+  EXPECT_TRUE(pool.Holds(10));
+  pool.Release(10);
+  EXPECT_EQ(Pool::CapacityOf(*pool.FindCluster("a")).free, 8u);
+  pool.Release(10);  // idempotent
+  EXPECT_EQ(Pool::CapacityOf(*pool.FindCluster("a")).free, 8u);
+}
+
+TEST(PoolTest, ConflictingAllocationIsRefusedAndChangesNothing) {
+  Pool pool;
+  pool.UpsertCluster(MakeCluster("a", 1, 4, "L4"));
+  ASSERT_TRUE(pool.Allocate(1, TwoGpus("a-n0")).ok());
+  absl::Status s = pool.Allocate(2, TwoGpus("a-n0"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(pool.Holds(2));
+  EXPECT_EQ(Pool::CapacityOf(*pool.FindCluster("a")).free, 2u);
+}
+
+TEST(PoolTest, InventoryReplacementKeepsAllocations) {
+  Pool pool;
+  pool.UpsertCluster(MakeCluster("a", 2, 4, "L4"));
+  ASSERT_TRUE(pool.Allocate(1, TwoGpus("a-n1")).ok());
+  // The agent re-registers with the same inventory (e.g. after a server restart).
+  pool.UpsertCluster(MakeCluster("a", 2, 4, "L4"));
+  EXPECT_EQ(Pool::CapacityOf(*pool.FindCluster("a")).free, 6u);
+  const NodeSlots& n1 = pool.FindCluster("a")->nodes[1];
+  EXPECT_EQ(n1.owners[0], 1);
+  EXPECT_EQ(n1.owners[1], 1);
+}
+
+TEST(PoolTest, UnhealthyGpusAreNotFree) {
+  Cluster c = MakeCluster("a", 1, 4, "L4");
+  c.nodes[0].gpus[3].healthy = false;
+  Pool pool;
+  pool.UpsertCluster(c);
+  ClusterCapacity cap = Pool::CapacityOf(*pool.FindCluster("a"));
+  EXPECT_EQ(cap.total, 4u);
+  EXPECT_EQ(cap.free, 3u);
+}
+
+TEST(PoolTest, ClustersAreKeptSortedByName) {
+  Pool pool;
+  pool.UpsertCluster(MakeCluster("zeta", 1, 1, "L4"));
+  pool.UpsertCluster(MakeCluster("alpha", 1, 1, "L4"));
+  pool.UpsertCluster(MakeCluster("mid", 1, 1, "L4"));
+  ASSERT_EQ(pool.clusters().size(), 3u);
+  EXPECT_EQ(pool.clusters()[0].info.name, "alpha");
+  EXPECT_EQ(pool.clusters()[2].info.name, "zeta");
+  EXPECT_NE(pool.FindCluster("mid"), nullptr);
+  EXPECT_EQ(pool.FindCluster("nope"), nullptr);
+}
+
+}  // namespace
+}  // namespace gpufed

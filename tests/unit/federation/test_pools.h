@@ -1,0 +1,51 @@
+#ifndef GPUFED_TESTS_UNIT_FEDERATION_TEST_POOLS_H_
+#define GPUFED_TESTS_UNIT_FEDERATION_TEST_POOLS_H_
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "federation/pool.h"
+#include "federation/types.h"
+
+namespace gpufed::testing {
+
+// A cluster of `nodes` identical nodes with `gpus` GPUs each; one NVLink domain per node when
+// `nvlink` is set.
+inline Cluster MakeCluster(const std::string& name, int nodes, int gpus, const std::string& model,
+                           uint64_t memory_mib = 81559, bool nvlink = true) {
+  Cluster c;
+  c.info.name = name;
+  c.info.provider = "onprem";
+  c.state = ClusterState::kReady;
+  for (int n = 0; n < nodes; ++n) {
+    NodeInfo node;
+    node.name = absl::StrCat(name, "-n", n);
+    node.rack = absl::StrCat("r", n / 2);
+    for (int g = 0; g < gpus; ++g) {
+      GpuInfo gpu;
+      gpu.uuid = absl::StrCat("GPU-", node.name, "-", g);
+      gpu.index = g;
+      gpu.model = model;
+      gpu.memory_mib = memory_mib;
+      gpu.nvlink_domain = nvlink ? absl::StrCat(node.name, "-nvl") : "";
+      node.gpus.push_back(gpu);
+    }
+    c.nodes.push_back(node);
+  }
+  return c;
+}
+
+inline WorkloadSpec Gang(uint32_t replicas, uint32_t gpus, std::vector<std::string> models = {}) {
+  WorkloadSpec s;
+  s.tenant = "acme";
+  s.project = "p";
+  s.name = "job";
+  s.replicas = replicas;
+  s.gpus_per_replica = gpus;
+  s.gpu_models = std::move(models);
+  return s;
+}
+
+}  // namespace gpufed::testing
+
+#endif  // GPUFED_TESTS_UNIT_FEDERATION_TEST_POOLS_H_

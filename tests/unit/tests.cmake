@@ -1,0 +1,10 @@
+# Domain unit tests: fast, nothing running.
+set(UNIT_DIR ${CMAKE_CURRENT_LIST_DIR})
+add_executable(federation_unit_tests
+  ${UNIT_DIR}/federation/placement_test.cc
+  ${UNIT_DIR}/federation/pool_test.cc
+  ${UNIT_DIR}/federation/validation_test.cc
+  ${UNIT_DIR}/auth/token_test.cc)
+target_link_libraries(federation_unit_tests PRIVATE gpufed_federation gpufed_auth
+  GTest::gtest GTest::gtest_main)
+gtest_discover_tests(federation_unit_tests PROPERTIES LABELS unit)
