@@ -1,0 +1,270 @@
+// gpufed-bench: measures what issue #2 promises, against real processes on this machine.
+//
+//   gpufed-bench submit --clients 8 --count 20000   durable, acknowledged submissions
+//   gpufed-bench e2e --jobs 5000                    first submit to last SUCCEEDED, process backend
+//
+// Each starts its own gpufed-server (embedded PostgreSQL in a temporary folder) unless --server
+// and --token point at a running one, and prints its figures as one JSON object on its last line.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "gpufed/v1/workload_service.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/process_harness.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using gpufed::testing::ChildProcess;
+using gpufed::testing::ServerProcess;
+
+struct Target {
+  std::string address;
+  std::string token;
+  std::unique_ptr<gpufed::testing::TempDir> dir;
+  ServerProcess server;
+};
+
+int Fail(const std::string& what) {
+  std::cerr << "gpufed-bench: " << what << "\n";
+  return 1;
+}
+
+absl::Status StartTarget(Target* t, const std::string& tenant) {
+  t->dir = std::make_unique<gpufed::testing::TempDir>("gpufed-bench");
+  gpufed::testing::ServerOptions options;
+  options.data_dir = t->dir->path() + "/server";
+  auto server = gpufed::testing::StartServer(options);
+  if (!server.ok()) return server.status();
+  t->server = std::move(*server);
+  t->address = t->server.address();
+  auto token = gpufed::testing::BootstrapTenant(t->address, t->server.admin_token, tenant, "bench");
+  if (!token.ok()) return token.status();
+  t->token = *token;
+  return absl::OkStatus();
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  return v[i];
+}
+
+gpufed::v1::SubmitRequest MakeRequest(const std::string& tenant, const std::string& key,
+                                      const std::vector<std::string>& command) {
+  gpufed::v1::SubmitRequest req;
+  auto* spec = req.mutable_spec();
+  spec->set_tenant(tenant);
+  spec->set_project("bench");
+  spec->set_name("bench-job");
+  spec->set_idempotency_key(key);
+  spec->set_replicas(1);
+  spec->mutable_per_replica()->set_gpus(1);
+  spec->set_workload_class(gpufed::v1::WORKLOAD_CLASS_BATCH);
+  for (const auto& c : command) spec->mutable_run()->add_command(c);
+  return req;
+}
+
+// Submits `count` workloads from `clients` threads. With rate > 0, paced (open loop) at `rate`
+// submissions per second in total; otherwise as fast as acknowledgements come back.
+struct SubmitResult {
+  std::vector<double> latencies_ms;
+  double seconds = 0;
+  int errors = 0;
+  Clock::time_point first;
+};
+
+SubmitResult RunSubmits(const Target& t, const std::string& tenant, int clients, int count,
+                        double rate, const std::string& key_prefix,
+                        const std::vector<std::string>& command) {
+  SubmitResult result;
+  std::mutex mu;
+  std::atomic<int> next{0};
+  const Clock::time_point start = Clock::now();
+  result.first = start;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      // One channel (one HTTP/2 connection) per client, as separate programs would have.
+      grpc::ChannelArguments args;
+      args.SetInt("gpufed.bench.client", c);
+      auto channel = grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), args);
+      auto stub = gpufed::v1::WorkloadService::NewStub(channel);
+      std::vector<double> mine;
+      int errors = 0;
+      for (;;) {
+        int i = next.fetch_add(1);
+        if (i >= count) break;
+        if (rate > 0)
+          std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                                    std::chrono::duration<double>(i / rate)));
+        auto req = MakeRequest(tenant, absl::StrCat(key_prefix, i), command);
+        gpufed::v1::SubmitResponse resp;
+        grpc::ClientContext ctx;
+        ctx.AddMetadata("authorization", "Bearer " + t.token);
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        auto t0 = Clock::now();
+        grpc::Status s = stub->Submit(&ctx, req, &resp);
+        auto t1 = Clock::now();
+        if (!s.ok()) {
+          if (++errors <= 3) std::cerr << "submit: " << s.error_message() << "\n";
+          continue;
+        }
+        mine.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      result.latencies_ms.insert(result.latencies_ms.end(), mine.begin(), mine.end());
+      result.errors += errors;
+    });
+  }
+  for (auto& th : threads) th.join();
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+int BenchSubmit(Target& t, int clients, int count, double paced_rate, double paced_seconds) {
+  const std::string tenant = "bench";
+  // Warm-up: connections, prepared statements, caches.
+  RunSubmits(t, tenant, clients, std::min(500, count / 10 + 1), 0, "warm-", {"true"});
+  SubmitResult closed = RunSubmits(t, tenant, clients, count, 0, "closed-", {"true"});
+  std::cerr << "closed loop: " << closed.latencies_ms.size() << " acknowledged in "
+            << closed.seconds << " s\n";
+  SubmitResult paced;
+  if (paced_rate > 0) {
+    paced = RunSubmits(t, tenant, clients, static_cast<int>(paced_rate * paced_seconds), paced_rate,
+                       "paced-", {"true"});
+    std::cerr << "paced at " << paced_rate << "/s: " << paced.latencies_ms.size()
+              << " acknowledged\n";
+  }
+  nlohmann::json out = {
+      {"bench", "submit"},
+      {"clients", clients},
+      {"count", count},
+      {"acknowledged", closed.latencies_ms.size()},
+      {"errors", closed.errors + paced.errors},
+      {"seconds", closed.seconds},
+      {"submits_per_second", static_cast<double>(closed.latencies_ms.size()) / closed.seconds},
+      {"p50_ms", Percentile(closed.latencies_ms, 0.50)},
+      {"p99_ms", Percentile(closed.latencies_ms, 0.99)},
+      {"paced_rate_per_second", paced_rate},
+      {"paced_count", paced.latencies_ms.size()},
+      {"paced_p50_ms", Percentile(paced.latencies_ms, 0.50)},
+      {"paced_p99_ms", Percentile(paced.latencies_ms, 0.99)},
+  };
+  std::cout << out.dump() << std::endl;
+  return closed.errors + paced.errors == 0 ? 0 : 1;
+}
+
+int BenchE2e(Target& t, int jobs, int clients, const std::string& topology) {
+  const std::string tenant = "bench";
+  auto agent_token =
+      gpufed::testing::CreateAgentToken(t.address, t.server.admin_token, "bench-16x8");
+  if (!agent_token.ok()) return Fail(agent_token.status().ToString());
+  gpufed::testing::AgentOptions ao;
+  ao.server_address = t.address;
+  ao.token = *agent_token;
+  ao.topology = topology;
+  ao.backend = "process";
+  ao.work_dir = t.dir->path() + "/agent";
+  ao.log_path = t.dir->path() + "/agent.log";
+  auto agent = gpufed::testing::StartAgent(ao);
+  if (!agent.ok()) return Fail(agent.status().ToString());
+
+  // Count terminal events on one Watch stream.
+  std::atomic<int> succeeded{0}, failed{0};
+  std::atomic<int64_t> last_end_ns{0};
+  auto watch_channel = gpufed::testing::Connect(t.address);
+  auto watch_stub = gpufed::v1::WorkloadService::NewStub(watch_channel);
+  grpc::ClientContext watch_ctx;
+  watch_ctx.AddMetadata("authorization", "Bearer " + t.token);
+  gpufed::v1::WatchRequest wreq;
+  auto reader = watch_stub->Watch(&watch_ctx, wreq);
+  std::thread watcher([&] {
+    gpufed::v1::WorkloadEvent e;
+    while (reader->Read(&e)) {
+      if (e.to_state() == gpufed::v1::WORKLOAD_STATE_SUCCEEDED) {
+        succeeded.fetch_add(1);
+      } else if (e.to_state() == gpufed::v1::WORKLOAD_STATE_FAILED ||
+                 e.to_state() == gpufed::v1::WORKLOAD_STATE_CANCELLED) {
+        failed.fetch_add(1);
+      } else {
+        continue;
+      }
+      last_end_ns.store(Clock::now().time_since_epoch().count());
+    }
+  });
+  // Give the agent a moment to register so its capacity exists when work arrives.
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream log(ao.log_path);
+    std::string all((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    if (all.find("egistered") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  SubmitResult submitted = RunSubmits(t, tenant, clients, jobs, 0, "e2e-", {"true"});
+  const auto deadline = Clock::now() + std::chrono::minutes(10);
+  while (succeeded.load() + failed.load() < static_cast<int>(submitted.latencies_ms.size()) &&
+         Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  watch_ctx.TryCancel();
+  watcher.join();
+  double seconds = std::chrono::duration<double>(
+                       Clock::time_point(Clock::duration(last_end_ns.load())) - submitted.first)
+                       .count();
+  nlohmann::json out = {
+      {"bench", "e2e"},
+      {"jobs", jobs},
+      {"submitted", submitted.latencies_ms.size()},
+      {"succeeded", succeeded.load()},
+      {"failed", failed.load()},
+      {"seconds", seconds},
+      {"jobs_per_second", seconds > 0 ? succeeded.load() / seconds : 0.0},
+      {"submit_seconds", submitted.seconds},
+      {"gpus", 128},
+      {"backend", "process"},
+  };
+  (*agent)->Stop();
+  std::cout << out.dump() << std::endl;
+  return succeeded.load() == jobs ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("gpufed-bench: benchmarks against real gpufed processes", "gpufed-bench");
+  app.require_subcommand(1);
+  int clients = 8, count = 20000, jobs = 5000;
+  double paced_rate = 500, paced_seconds = 10;
+  std::string topology = gpufed::testing::SourceDir() + "/bench/topologies/bench-16x8.yaml";
+  auto* submit = app.add_subcommand("submit", "durable, acknowledged submissions");
+  submit->add_option("--clients", clients)->check(CLI::Range(1, 256));
+  submit->add_option("--count", count)->check(CLI::Range(1, 10000000));
+  submit->add_option("--paced-rate", paced_rate, "second phase: submissions/s (0: skip)");
+  submit->add_option("--paced-seconds", paced_seconds);
+  auto* e2e = app.add_subcommand("e2e", "one agent, process backend, one-GPU jobs running true");
+  e2e->add_option("--jobs", jobs)->check(CLI::Range(1, 1000000));
+  e2e->add_option("--clients", clients)->check(CLI::Range(1, 256));
+  e2e->add_option("--topology", topology);
+  CLI11_PARSE(app, argc, argv);
+
+  Target target;
+  if (absl::Status s = StartTarget(&target, "bench"); !s.ok()) return Fail(s.ToString());
+  int rc = submit->parsed() ? BenchSubmit(target, clients, count, paced_rate, paced_seconds)
+                            : BenchE2e(target, jobs, clients, topology);
+  target.server.process->Stop();
+  return rc;
+}

@@ -1,0 +1,314 @@
+#include "cli/app.h"
+
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "cli/duration.h"
+#include "cli/enum_names.h"
+#include "cli/output.h"
+#include "cli/workload_yaml.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+#ifndef GPUFED_VERSION
+#define GPUFED_VERSION "dev"
+#endif
+
+namespace gpufed::cli {
+namespace {
+
+// A cluster listing with --nodes carries every GPU of the pool; tens of thousands of GPUs
+// exceed gRPC's 4 MiB default.
+constexpr int kMaxReceiveMessageBytes = 64 << 20;
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+CLI::Validator DurationValidator(bool positive) {
+  return {[positive](std::string& value) -> std::string {
+            absl::StatusOr<absl::Duration> d = ParseDuration(value);
+            if (!d.ok()) return std::string(d.status().message());
+            if (positive && *d <= absl::ZeroDuration()) return "must be greater than zero";
+            return "";
+          },
+          "DURATION"};
+}
+
+CLI::Validator EnvEntryValidator() {
+  return {[](std::string& value) -> std::string {
+            const size_t eq = value.find('=');
+            if (eq == std::string::npos || eq == 0) return "expected NAME=VALUE";
+            return "";
+          },
+          "NAME=VALUE"};
+}
+
+std::shared_ptr<grpc::Channel> Dial(const std::string& server) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  args.SetUserAgentPrefix(absl::StrCat("gpufedctl/", GPUFED_VERSION));
+  // gRPC waits 1 s, then longer, before redialling a server that refused; our own retries of
+  // UNAVAILABLE (commands.h) come sooner and would fail without even trying to connect.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // TODO(gpufed): TLS once the server serves it (DESIGN.md §3); tokens travel in clear until then.
+  return grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args);
+}
+
+int ReportError(const absl::Status& status, std::ostream& err) {
+  err << "error: " << absl::StatusCodeToString(status.code()) << ": " << status.message() << "\n";
+  return kExitError;
+}
+
+// Everything the flags can hold, so the parser's targets outlive parsing.
+struct Flags {
+  std::string config_file;
+  std::string server;
+  std::string token;
+  std::string output = "table";
+  std::string timeout = "10s";
+
+  SubmitFlags submit;
+  std::string submit_file;
+
+  std::string id;
+  std::string reason;
+
+  std::vector<std::string> states;
+  std::string list_tenant;
+  std::string list_project;
+  std::string list_cluster;
+  uint32_t limit = 100;
+
+  bool nodes = false;
+
+  std::string tenant_name;
+  std::string display_name;
+  std::string project_tenant;
+  std::string project_name;
+
+  std::string role;
+  TokenOptions token_options;
+};
+
+}  // namespace
+
+int RunCli(int argc, const char* const* argv, const CliIo& io) {
+  Flags f;
+  CLI::App app{"gpufedctl: submit and inspect GPU workloads across federated clusters",
+               "gpufedctl"};
+  app.set_version_flag("--version", GPUFED_VERSION);
+  app.require_subcommand(1);
+  // Global flags may follow the subcommand: `gpufedctl list -o json`.
+  app.fallthrough();
+  app.footer(
+      "Configuration: --config FILE, else $GPUFED_CONFIG, else ~/.config/gpufed/config.yaml\n"
+      "(keys: server, token, tenant, project). $GPUFED_SERVER and $GPUFED_TOKEN override the\n"
+      "file; flags override both. See docs/cli.md.");
+
+  CLI::Option* config_opt =
+      app.add_option("--config", f.config_file, "Client configuration file (YAML)");
+  CLI::Option* server_opt =
+      app.add_option("--server", f.server, "Server address HOST:PORT (default 127.0.0.1:50051)");
+  CLI::Option* token_opt = app.add_option("--token", f.token, "Bearer token");
+  app.add_option("-o,--output", f.output, "Output format")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  app.add_option("--timeout", f.timeout, "Deadline of each call (not watch), e.g. 10s, 1m")
+      ->check(DurationValidator(/*positive=*/true))
+      ->capture_default_str();
+
+  // submit
+  CLI::App* submit = app.add_subcommand(
+      "submit", "Submit a workload from flags (command after --), or workloads from a YAML file");
+  CLI::Option* file_opt = submit->add_option(
+      "-f,--file", f.submit_file, "YAML file with one or more workload documents ('-': stdin)");
+  submit->add_option("--tenant", f.submit.tenant, "Tenant (default: from the config)");
+  submit->add_option("--project", f.submit.project, "Project (default: from the config)");
+  std::vector<CLI::Option*> spec_opts = {
+      submit->add_option("--name", f.submit.name, "Workload name"),
+      submit->add_option("--class", f.submit.workload_class, "Workload class")
+          ->check(CLI::IsMember(WorkloadClassNames(), CLI::ignore_case)),
+      submit->add_option("--priority", f.submit.priority, "Priority within the tenant"),
+      submit->add_option("--replicas", f.submit.replicas, "Replicas in the gang")
+          ->capture_default_str(),
+      submit->add_option("--gpus", f.submit.gpus, "GPUs per replica")->capture_default_str(),
+      submit->add_option("--model", f.submit.models, "Allowed GPU model (repeatable)")
+          ->allow_extra_args(false),
+      submit->add_option("--min-gpu-memory-mib", f.submit.min_gpu_memory_mib,
+                         "Minimum memory per GPU, MiB"),
+      submit->add_option("--topology", f.submit.topology, "Where replicas must sit")
+          ->check(CLI::IsMember(TopologyNames(), CLI::ignore_case)),
+      submit->add_option("--duration", f.submit.duration, "Estimated duration, e.g. 30s, 1h30m")
+          ->check(DurationValidator(/*positive=*/false)),
+      submit->add_option("--idempotency-key", f.submit.idempotency_key,
+                         "Deduplication key (default: random)"),
+      submit->add_option("--image", f.submit.image, "Container image"),
+      submit->add_option("--env", f.submit.env, "Environment variable NAME=VALUE (repeatable)")
+          ->allow_extra_args(false)
+          ->check(EnvEntryValidator()),
+      submit->add_flag("--sim-fail", f.submit.sim_fail, "sim backend: end the workload FAILED"),
+      submit->add_option("--sim-exit-code", f.submit.sim_exit_code,
+                         "sim backend: exit code to report"),
+      submit->add_option("command", f.submit.command, "Command and arguments, after --"),
+  };
+
+  // get, list, cancel, watch
+  CLI::App* get = app.add_subcommand("get", "Show one workload");
+  get->add_option("id", f.id, "Workload ID")->required();
+
+  CLI::App* list = app.add_subcommand("list", "List workloads, newest first");
+  list->add_option("--state", f.states, "Only workloads in this state (repeatable)")
+      ->allow_extra_args(false)
+      ->check(CLI::IsMember(WorkloadStateNames(), CLI::ignore_case));
+  CLI::Option* list_tenant_opt = list->add_option(
+      "--tenant", f.list_tenant, "Tenant (default: from the config; '' for every tenant)");
+  list->add_option("--project", f.list_project, "Project");
+  list->add_option("--cluster", f.list_cluster, "Cluster the workloads were placed on");
+  list->add_option("--limit", f.limit, "Most workloads to show; 0 for all")->capture_default_str();
+
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a workload");
+  cancel->add_option("id", f.id, "Workload ID")->required();
+  cancel->add_option("--reason", f.reason, "Recorded in the workload's history");
+
+  CLI::App* watch = app.add_subcommand(
+      "watch", "Stream state changes of one workload (until it ends) or of all (until Ctrl-C)");
+  watch->add_option("id", f.id, "Workload ID");
+
+  CLI::App* clusters = app.add_subcommand("clusters", "List clusters and their free GPUs");
+  clusters->add_flag("--nodes", f.nodes, "Also list every GPU and what holds it");
+
+  // tenants, projects, tokens
+  CLI::App* tenants = app.add_subcommand("tenants", "Create and list tenants");
+  tenants->require_subcommand(1);
+  CLI::App* tenants_create = tenants->add_subcommand("create", "Create a tenant");
+  tenants_create->add_option("name", f.tenant_name, "Tenant name")->required();
+  tenants_create->add_option("--display-name", f.display_name, "Human-readable name");
+  CLI::App* tenants_list = tenants->add_subcommand("list", "List tenants");
+
+  CLI::App* projects = app.add_subcommand("projects", "Create and list projects");
+  projects->require_subcommand(1);
+  CLI::App* projects_create = projects->add_subcommand("create", "Create a project");
+  projects_create->add_option("tenant", f.project_tenant, "Tenant")->required();
+  projects_create->add_option("name", f.project_name, "Project name")->required();
+  CLI::App* projects_list = projects->add_subcommand("list", "List a tenant's projects");
+  projects_list->add_option("tenant", f.project_tenant, "Tenant")->required();
+
+  CLI::App* tokens = app.add_subcommand("tokens", "Create API tokens");
+  tokens->require_subcommand(1);
+  CLI::App* tokens_create =
+      tokens->add_subcommand("create", "Create a token; the secret is printed once");
+  tokens_create->add_option("--role", f.role, "Role")
+      ->required()
+      ->check(CLI::IsMember(RoleNames(), CLI::ignore_case));
+  tokens_create->add_option("--subject", f.token_options.subject, "Who the token is for")
+      ->required();
+  tokens_create->add_option("--tenant", f.token_options.tenant, "Tenant (tenant roles)");
+  tokens_create->add_option("--cluster", f.token_options.cluster, "Cluster (agent role)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e, *io.out, *io.err);
+    return code == 0 ? 0 : kExitUsage;
+  }
+
+  // Checked here rather than with CLI11's excludes(), which lists every pair in the help.
+  if (file_opt->count() > 0) {
+    for (const CLI::Option* opt : spec_opts) {
+      if (opt->count() > 0) {
+        *io.err << opt->get_name() << " cannot be combined with -f: the file says what to run "
+                << "(only --tenant and --project may fill what documents leave out)\n"
+                << "Run with --help for more information.\n";
+        return kExitUsage;
+      }
+    }
+  }
+
+  // Configuration.
+  ConfigFlags config_flags;
+  if (config_opt->count() > 0) config_flags.config_file = f.config_file;
+  if (server_opt->count() > 0) config_flags.server = f.server;
+  if (token_opt->count() > 0) config_flags.token = f.token;
+  absl::StatusOr<ClientConfig> config = ResolveClientConfig(config_flags, io.env);
+  if (!config.ok()) return ReportError(config.status(), *io.err);
+
+  CommandEnv env;
+  env.channel = Dial(config->server);
+  env.server = config->server;
+  env.token = config->token;
+  env.format = *ParseOutputFormat(f.output);
+  env.timeout = *ParseDuration(f.timeout);
+  env.retry = io.retry;
+  env.out = io.out;
+  env.err = io.err;
+  env.now = io.now;
+  env.interrupt = io.interrupt;
+  Commands commands(std::move(env));
+
+  absl::Status status;
+  if (submit->parsed()) {
+    std::vector<WorkloadDocument> docs;
+    if (file_opt->count() > 0) {
+      absl::StatusOr<std::vector<WorkloadDocument>> loaded;
+      if (f.submit_file == "-") {
+        std::ostringstream text;
+        text << io.in->rdbuf();
+        loaded = ParseWorkloadYaml(text.str(), "<stdin>");
+      } else {
+        loaded = LoadWorkloadFile(f.submit_file);
+      }
+      if (!loaded.ok()) return ReportError(loaded.status(), *io.err);
+      docs = *std::move(loaded);
+    } else {
+      absl::StatusOr<v1::WorkloadSpec> spec = SpecFromFlags(f.submit);
+      if (!spec.ok()) return ReportError(spec.status(), *io.err);
+      docs.push_back(WorkloadDocument{*std::move(spec), ""});
+    }
+    for (WorkloadDocument& doc : docs) {
+      ApplySubmitDefaults(doc.spec, {f.submit.tenant, config->tenant},
+                          {f.submit.project, config->project});
+    }
+    status = commands.Submit(docs);
+  } else if (get->parsed()) {
+    status = commands.Get(f.id);
+  } else if (list->parsed()) {
+    ListOptions options;
+    // An explicit --tenant '' asks for every tenant the caller may see.
+    options.tenant = list_tenant_opt->count() > 0 ? f.list_tenant : config->tenant;
+    options.project = f.list_project;
+    options.cluster = f.list_cluster;
+    options.limit = f.limit;
+    for (const std::string& name : f.states) options.states.push_back(*ParseWorkloadState(name));
+    status = commands.List(options);
+  } else if (cancel->parsed()) {
+    status = commands.Cancel(f.id, f.reason);
+  } else if (watch->parsed()) {
+    status = commands.Watch(f.id);
+  } else if (clusters->parsed()) {
+    status = commands.Clusters(f.nodes);
+  } else if (tenants_create->parsed()) {
+    status = commands.CreateTenant(f.tenant_name, f.display_name);
+  } else if (tenants_list->parsed()) {
+    status = commands.ListTenants();
+  } else if (projects_create->parsed()) {
+    status = commands.CreateProject(f.project_tenant, f.project_name);
+  } else if (projects_list->parsed()) {
+    status = commands.ListProjects(f.project_tenant);
+  } else if (tokens_create->parsed()) {
+    f.token_options.role = *ParseRole(f.role);
+    status = commands.CreateToken(f.token_options);
+  }
+  if (!status.ok()) return ReportError(status, *io.err);
+  return 0;
+}
+
+}  // namespace gpufed::cli

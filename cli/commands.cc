@@ -1,0 +1,404 @@
+#include "cli/commands.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/duration.h"
+#include "cli/enum_names.h"
+#include "federation/status_macros.h"
+#include "grpcpp/client_context.h"
+
+namespace gpufed::cli {
+namespace {
+
+// The server's page size cap (ListWorkloadsRequest: 1..1000).
+constexpr uint32_t kMaxPageSize = 1000;
+
+std::string FirstNonEmpty(const std::vector<std::string>& candidates) {
+  for (const std::string& c : candidates) {
+    if (!c.empty()) return c;
+  }
+  return "";
+}
+
+absl::Status Annotate(const absl::Status& status, absl::string_view prefix,
+                      absl::string_view suffix) {
+  return {status.code(), absl::StrCat(prefix, status.message(), suffix)};
+}
+
+}  // namespace
+
+absl::StatusOr<v1::WorkloadSpec> SpecFromFlags(const SubmitFlags& flags) {
+  v1::WorkloadSpec spec;
+  spec.set_name(flags.name);
+  spec.set_tenant(flags.tenant);
+  spec.set_project(flags.project);
+  spec.set_idempotency_key(flags.idempotency_key);
+  if (!flags.workload_class.empty()) {
+    const std::optional<v1::WorkloadClass> c = ParseWorkloadClass(flags.workload_class);
+    if (!c.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--class: expected one of ", absl::StrJoin(WorkloadClassNames(), ", ")));
+    }
+    spec.set_workload_class(*c);
+  }
+  spec.set_priority(flags.priority);
+  spec.set_replicas(flags.replicas);
+  spec.mutable_per_replica()->set_gpus(flags.gpus);
+  spec.mutable_gpu_models()->Assign(flags.models.begin(), flags.models.end());
+  spec.set_min_gpu_memory_mib(flags.min_gpu_memory_mib);
+  if (!flags.topology.empty()) {
+    const std::optional<v1::TopologyRequirement> t = ParseTopology(flags.topology);
+    if (!t.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--topology: expected one of ", absl::StrJoin(TopologyNames(), ", ")));
+    }
+    spec.set_topology(*t);
+  }
+  if (!flags.duration.empty()) {
+    absl::StatusOr<absl::Duration> d = ParseDuration(flags.duration);
+    if (!d.ok()) return Annotate(d.status(), "--duration: ", "");
+    absl::StatusOr<google::protobuf::Duration> proto = DurationToProto(*d);
+    if (!proto.ok()) return Annotate(proto.status(), "--duration: ", "");
+    *spec.mutable_estimated_duration() = *std::move(proto);
+  }
+  v1::RunSpec& run = *spec.mutable_run();
+  run.set_image(flags.image);
+  run.mutable_command()->Assign(flags.command.begin(), flags.command.end());
+  for (const std::string& entry : flags.env) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--env: expected NAME=VALUE, got \"", absl::CEscape(entry), "\""));
+    }
+    (*run.mutable_env())[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  if (flags.sim_fail) run.set_sim_outcome(v1::SIM_OUTCOME_FAIL);
+  run.set_sim_exit_code(flags.sim_exit_code);
+  return spec;
+}
+
+void ApplySubmitDefaults(v1::WorkloadSpec& spec, const std::vector<std::string>& tenants,
+                         const std::vector<std::string>& projects) {
+  if (spec.tenant().empty()) spec.set_tenant(FirstNonEmpty(tenants));
+  if (spec.project().empty()) spec.set_project(FirstNonEmpty(projects));
+  if (spec.idempotency_key().empty()) spec.set_idempotency_key(NewIdempotencyKey());
+}
+
+std::string NewIdempotencyKey() {
+  // random_device reads the kernel's entropy source; uniqueness, not secrecy, is what matters.
+  std::random_device device;
+  std::string bytes(16, '\0');
+  for (size_t i = 0; i < bytes.size(); i += 4) {
+    const uint32_t word = device();
+    for (size_t j = 0; j < 4; ++j) bytes[i + j] = static_cast<char>((word >> (8 * j)) & 0xff);
+  }
+  return absl::BytesToHexString(bytes);
+}
+
+Commands::Commands(CommandEnv env)
+    : env_(std::move(env)),
+      workloads_(v1::WorkloadService::NewStub(env_.channel)),
+      clusters_(v1::ClusterService::NewStub(env_.channel)),
+      tenants_(v1::TenantService::NewStub(env_.channel)) {}
+
+void Commands::PrepareContext(grpc::ClientContext& context, bool with_deadline) const {
+  if (with_deadline) context.set_deadline(absl::ToChronoTime(absl::Now() + env_.timeout));
+  if (!env_.token.empty()) context.AddMetadata("authorization", "Bearer " + env_.token);
+}
+
+absl::Status Commands::FromGrpc(const grpc::Status& status) const {
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  std::string message = status.error_message();
+  switch (code) {
+    case absl::StatusCode::kUnavailable:
+      absl::StrAppend(&message, " (server ", env_.server, ")");
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      absl::StrAppend(&message, " (timeout ", DurationToText(env_.timeout), "; see --timeout)");
+      break;
+    case absl::StatusCode::kUnauthenticated:
+      if (env_.token.empty()) {
+        absl::StrAppend(&message,
+                        " (no token was sent: use --token, $GPUFED_TOKEN or the config file)");
+      }
+      break;
+    default:
+      break;
+  }
+  return {code, message};
+}
+
+absl::Status Commands::Unary(bool retry_safe,
+                             const std::function<grpc::Status(grpc::ClientContext*)>& call,
+                             int* attempts) {
+  std::mt19937 jitter_source{std::random_device{}()};
+  absl::Duration backoff = env_.retry.initial_backoff;
+  for (int attempt = 0;; ++attempt) {
+    if (attempts != nullptr) *attempts = attempt + 1;
+    grpc::ClientContext context;
+    PrepareContext(context, /*with_deadline=*/true);
+    const grpc::Status status = call(&context);
+    if (status.ok()) return absl::OkStatus();
+    if (!retry_safe || status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        attempt >= env_.retry.max_retries) {
+      return FromGrpc(status);
+    }
+    std::uniform_real_distribution<double> jitter(1.0, 1.5);
+    absl::SleepFor(backoff * jitter(jitter_source));
+    backoff = std::min(backoff * 2, env_.retry.max_backoff);
+  }
+}
+
+absl::Status Commands::Submit(const std::vector<WorkloadDocument>& docs) {
+  std::vector<std::string> submitted;
+  for (const WorkloadDocument& doc : docs) {
+    v1::SubmitRequest request;
+    *request.mutable_spec() = doc.spec;
+    v1::SubmitResponse response;
+    // Safe to retry: every spec carries an idempotency key (ApplySubmitDefaults), so a repeat
+    // of a call the server did commit returns that workload instead of a second one.
+    const bool retry_safe = !doc.spec.idempotency_key().empty();
+    int attempts = 0;
+    absl::Status status = Unary(
+        retry_safe,
+        [&](grpc::ClientContext* context) {
+          return workloads_->Submit(context, request, &response);
+        },
+        &attempts);
+    if (!status.ok()) {
+      if (!submitted.empty()) {
+        *env_.err << "note: " << submitted.size() << " workload(s) were submitted before this "
+                  << "error: " << absl::StrJoin(submitted, ", ") << "\n";
+      }
+      std::string suffix;
+      if ((absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) && retry_safe) {
+        suffix = absl::StrCat(
+            "; the server may have accepted it: submitting again with "
+            "idempotency key ",
+            doc.spec.idempotency_key(), " cannot create a second workload");
+      }
+      return Annotate(status, doc.origin.empty() ? "" : absl::StrCat(doc.origin, ": "), suffix);
+    }
+    submitted.push_back(response.workload().id());
+    if (env_.format == OutputFormat::kJson) {
+      RETURN_IF_ERROR(WriteJson(response, *env_.out));
+    } else {
+      // After a retry, "not created" most likely means our own earlier attempt committed and
+      // only its reply was lost: for the person reading, the workload was created now.
+      if (attempts > 1) response.set_created(true);
+      WriteSubmitResult(response, *env_.out);
+    }
+    env_.out->flush();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Commands::Get(absl::string_view id) {
+  v1::GetWorkloadRequest request;
+  request.set_id(std::string(id));
+  v1::Workload workload;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return workloads_->Get(context, request, &workload);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(workload, *env_.out);
+  WriteWorkloadDetail(workload, env_.now(), *env_.out);
+  return absl::OkStatus();
+}
+
+absl::Status Commands::List(const ListOptions& options) {
+  v1::ListWorkloadsRequest request;
+  request.set_tenant(options.tenant);
+  request.set_project(options.project);
+  request.set_cluster(options.cluster);
+  for (const v1::WorkloadState state : options.states) request.add_states(state);
+
+  v1::ListWorkloadsResponse all;
+  std::string page_token;
+  while (true) {
+    const uint32_t remaining =
+        options.limit == 0 ? kMaxPageSize : options.limit - all.workloads_size();
+    request.set_page_size(std::min(remaining, kMaxPageSize));
+    request.set_page_token(page_token);
+    v1::ListWorkloadsResponse page;
+    RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+      return workloads_->List(context, request, &page);
+    }));
+    for (v1::Workload& w : *page.mutable_workloads()) {
+      if (options.limit != 0 && static_cast<uint32_t>(all.workloads_size()) >= options.limit) {
+        break;  // A server that sends more than asked for; keep the promise of --limit.
+      }
+      *all.add_workloads() = std::move(w);
+    }
+    if (page.next_page_token().empty()) break;
+    if (page.next_page_token() == page_token) {
+      return absl::InternalError("the server returned the same page token twice");
+    }
+    page_token = page.next_page_token();
+    if (options.limit != 0 && static_cast<uint32_t>(all.workloads_size()) >= options.limit) {
+      all.set_next_page_token(page_token);
+      break;
+    }
+  }
+
+  if (env_.format == OutputFormat::kJson) return WriteJson(all, *env_.out);
+  WriteWorkloadTable(all.workloads(), env_.now(), *env_.out);
+  if (!all.next_page_token().empty()) {
+    *env_.err << "(showing the first " << all.workloads_size()
+              << " workloads; raise --limit, or use --limit 0 for all)\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Commands::Cancel(absl::string_view id, absl::string_view reason) {
+  v1::CancelRequest request;
+  request.set_id(std::string(id));
+  request.set_reason(std::string(reason));
+  v1::Workload workload;
+  // Not retried: a repeat after a cancel that did commit would answer FAILED_PRECONDITION.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/false, [&](grpc::ClientContext* context) {
+    return workloads_->Cancel(context, request, &workload);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(workload, *env_.out);
+  WriteCancelResult(workload, *env_.out);
+  return absl::OkStatus();
+}
+
+absl::Status Commands::Watch(absl::string_view id) {
+  v1::WatchRequest request;
+  request.set_workload_id(std::string(id));
+  grpc::ClientContext context;
+  PrepareContext(context, /*with_deadline=*/false);
+  std::unique_ptr<grpc::ClientReader<v1::WorkloadEvent>> reader =
+      workloads_->Watch(&context, request);
+
+  bool finished = false;     // The watched workload reached a terminal state.
+  bool output_gone = false;  // Nobody reads what we print any more.
+  absl::Status print_status;
+  {
+    const Interrupt::Handler on_interrupt(env_.interrupt, [&context] { context.TryCancel(); });
+    v1::WorkloadEvent event;
+    while (reader->Read(&event)) {
+      if (env_.format == OutputFormat::kJson) {
+        print_status = WriteJson(event, *env_.out);
+        if (!print_status.ok()) break;
+      } else {
+        WriteWatchEvent(event, *env_.out);
+      }
+      env_.out->flush();
+      if (!env_.out->good()) {
+        output_gone = true;
+        break;
+      }
+      if (!id.empty() && event.workload().id() == id && IsTerminalState(event.to_state())) {
+        finished = true;
+        break;
+      }
+    }
+    // Finish() waits for the stream to close; stop it ourselves when we are done reading.
+    if (finished || output_gone || !print_status.ok()) context.TryCancel();
+  }
+  const grpc::Status status = reader->Finish();
+  if (!print_status.ok()) return print_status;
+  if (finished || output_gone) return absl::OkStatus();
+  if (env_.interrupt != nullptr && env_.interrupt->triggered() &&
+      status.error_code() == grpc::StatusCode::CANCELLED) {
+    return absl::OkStatus();
+  }
+  if (!status.ok()) return FromGrpc(status);
+  if (!id.empty()) {
+    return absl::UnavailableError(absl::StrCat("the server ended the watch before workload ", id,
+                                               " finished (server ", env_.server, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Commands::Clusters(bool include_nodes) {
+  v1::ListClustersRequest request;
+  // The table's NODES column needs the nodes even when their GPUs are not shown.
+  request.set_include_nodes(include_nodes || env_.format == OutputFormat::kTable);
+  v1::ListClustersResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return clusters_->ListClusters(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  WriteClusterTable(response.clusters(), *env_.out);
+  if (include_nodes) {
+    *env_.out << "\n";
+    WriteGpuTable(response.clusters(), *env_.out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Commands::CreateTenant(absl::string_view name, absl::string_view display_name) {
+  v1::CreateTenantRequest request;
+  request.set_name(std::string(name));
+  request.set_display_name(std::string(display_name));
+  v1::Tenant tenant;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/false, [&](grpc::ClientContext* context) {
+    return tenants_->CreateTenant(context, request, &tenant);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(tenant, *env_.out);
+  *env_.out << "tenant/" << SanitizeForTerminal(tenant.name()) << " created\n";
+  return absl::OkStatus();
+}
+
+absl::Status Commands::ListTenants() {
+  v1::ListTenantsResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return tenants_->ListTenants(context, v1::ListTenantsRequest(), &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  WriteTenantTable(response.tenants(), env_.now(), *env_.out);
+  return absl::OkStatus();
+}
+
+absl::Status Commands::CreateProject(absl::string_view tenant, absl::string_view name) {
+  v1::CreateProjectRequest request;
+  request.set_tenant(std::string(tenant));
+  request.set_name(std::string(name));
+  v1::Project project;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/false, [&](grpc::ClientContext* context) {
+    return tenants_->CreateProject(context, request, &project);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(project, *env_.out);
+  *env_.out << "project/" << SanitizeForTerminal(project.tenant()) << "/"
+            << SanitizeForTerminal(project.name()) << " created\n";
+  return absl::OkStatus();
+}
+
+absl::Status Commands::ListProjects(absl::string_view tenant) {
+  v1::ListProjectsRequest request;
+  request.set_tenant(std::string(tenant));
+  v1::ListProjectsResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return tenants_->ListProjects(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  WriteProjectTable(response.projects(), env_.now(), *env_.out);
+  return absl::OkStatus();
+}
+
+absl::Status Commands::CreateToken(const TokenOptions& options) {
+  v1::CreateTokenRequest request;
+  request.set_subject(options.subject);
+  request.set_role(options.role);
+  request.set_tenant(options.tenant);
+  request.set_cluster(options.cluster);
+  v1::CreateTokenResponse response;
+  // Not retried: each call mints another live secret.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/false, [&](grpc::ClientContext* context) {
+    return tenants_->CreateToken(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  *env_.out << response.token() << "\n";
+  *env_.err << "token for " << SanitizeForTerminal(options.subject) << " ("
+            << RoleName(options.role) << "); store it now, it is not shown again\n";
+  return absl::OkStatus();
+}
+
+}  // namespace gpufed::cli

@@ -1,0 +1,173 @@
+#ifndef GPUFED_CLI_COMMANDS_H_
+#define GPUFED_CLI_COMMANDS_H_
+
+// The gpufedctl commands (docs/interfaces.md, "gpufedctl"), independent of flag parsing: each
+// takes its arguments as values, talks to the server over the channel in CommandEnv, writes its
+// result to env.out and returns a status. An in-process server test can drive them through a
+// real channel and read what they print. app.h maps flags onto these calls.
+//
+// Every call carries `authorization: Bearer <token>` (when a token is set) and a deadline of
+// env.timeout, except Watch, which has none. Calls that are safe to repeat (reads, and Submit,
+// whose idempotency key makes a repeat return the first workload) are retried on UNAVAILABLE
+// per env.retry, with the same request each time. Server errors come back with the server's
+// code and message; a few get a hint appended (which server, which token, which key).
+//
+// Thread safety: a Commands object is used by one thread at a time. Watch may be ended from
+// another thread through env.interrupt.
+
+#include <cstdint>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "cli/interrupt.h"
+#include "cli/output.h"
+#include "cli/workload_yaml.h"
+#include "gpufed/v1/cluster_service.grpc.pb.h"
+#include "gpufed/v1/tenant_service.grpc.pb.h"
+#include "gpufed/v1/workload_service.grpc.pb.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/support/status.h"
+
+namespace gpufed::cli {
+
+struct RetryPolicy {
+  // Attempts after the first one, on UNAVAILABLE only.
+  int max_retries = 3;
+  // Doubles after each attempt up to max_backoff; each wait adds up to half again at random so
+  // many clients do not retry in step.
+  absl::Duration initial_backoff = absl::Milliseconds(250);
+  absl::Duration max_backoff = absl::Seconds(2);
+};
+
+// What every command needs. The pointers must outlive the Commands object.
+struct CommandEnv {
+  std::shared_ptr<grpc::ChannelInterface> channel;
+  // The address `channel` dials, for error messages.
+  std::string server;
+  // Bearer token; empty sends no authorization metadata.
+  std::string token;
+  OutputFormat format = OutputFormat::kTable;
+  // Deadline of each unary call (each attempt, when retried).
+  absl::Duration timeout = absl::Seconds(10);
+  RetryPolicy retry;
+  std::ostream* out = &std::cout;
+  // Notes that are not the result (e.g. "more workloads exist").
+  std::ostream* err = &std::cerr;
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Optional; lets Ctrl-C end Watch cleanly.
+  Interrupt* interrupt = nullptr;
+};
+
+// The submit command's flags (everything but -f).
+struct SubmitFlags {
+  std::string name;
+  std::string tenant;
+  std::string project;
+  std::string workload_class;  // enum_names.h spelling; empty: unspecified
+  int32_t priority = 0;
+  uint32_t replicas = 1;
+  uint32_t gpus = 1;
+  std::vector<std::string> models;
+  uint64_t min_gpu_memory_mib = 0;
+  std::string topology;  // enum_names.h spelling; empty: unspecified
+  std::string duration;  // "30s"; empty: unset
+  std::string idempotency_key;
+  std::string image;
+  std::vector<std::string> env;  // "K=V"
+  bool sim_fail = false;
+  int32_t sim_exit_code = 0;
+  std::vector<std::string> command;
+};
+
+// Builds a spec from flags. INVALID_ARGUMENT naming the flag for a bad class, topology,
+// duration or env entry. Tenant, project and idempotency key are copied as given (maybe empty).
+absl::StatusOr<v1::WorkloadSpec> SpecFromFlags(const SubmitFlags& flags);
+
+// Fills what a spec leaves empty: tenant and project from the first non-empty of the given
+// defaults (typically the --tenant/--project flags, then the config file), and a random
+// idempotency key so a retried call cannot create a second workload.
+void ApplySubmitDefaults(v1::WorkloadSpec& spec, const std::vector<std::string>& tenants,
+                         const std::vector<std::string>& projects);
+
+// 128 random bits as 32 lower-case hex digits.
+std::string NewIdempotencyKey();
+
+struct ListOptions {
+  std::string tenant;
+  std::string project;
+  std::string cluster;
+  std::vector<v1::WorkloadState> states;
+  // Most workloads to fetch, across pages; 0 means all.
+  uint32_t limit = 100;
+};
+
+struct TokenOptions {
+  std::string subject;
+  v1::Role role = v1::ROLE_UNSPECIFIED;
+  std::string tenant;
+  std::string cluster;
+};
+
+class Commands {
+ public:
+  explicit Commands(CommandEnv env);
+
+  // Submits each document in order, stopping at the first error, which is returned prefixed
+  // with the document's origin (when it has one); a note on env.err lists the ids already
+  // submitted. The specs must be complete (ApplySubmitDefaults). Prints one result per workload.
+  absl::Status Submit(const std::vector<WorkloadDocument>& docs);
+
+  absl::Status Get(absl::string_view id);
+
+  // Pages through the server's results until options.limit workloads or the last page. JSON
+  // output is one ListWorkloadsResponse holding every fetched workload and the token of the
+  // next page (empty when there is none); the table notes on env.err that more exist.
+  absl::Status List(const ListOptions& options);
+
+  absl::Status Cancel(absl::string_view id, absl::string_view reason);
+
+  // Prints events as they arrive. With an id, returns once the workload reaches a terminal state
+  // (UNAVAILABLE if the stream ends before that). Without one, runs until the server ends the
+  // stream or env.interrupt fires; an interrupt returns OK. If env.out stops accepting output
+  // (a closed pipe), returns OK at once.
+  absl::Status Watch(absl::string_view id);
+
+  // The cluster table; with include_nodes also the per-GPU table. In JSON, nodes are present
+  // only with include_nodes.
+  absl::Status Clusters(bool include_nodes);
+
+  absl::Status CreateTenant(absl::string_view name, absl::string_view display_name);
+  absl::Status ListTenants();
+  absl::Status CreateProject(absl::string_view tenant, absl::string_view name);
+  absl::Status ListProjects(absl::string_view tenant);
+
+  // The table form prints only the secret on env.out (so `$(gpufedctl tokens create ...)`
+  // captures it) and a reminder on env.err that it is shown once.
+  absl::Status CreateToken(const TokenOptions& options);
+
+ private:
+  // Runs `call` with a fresh context per attempt; retries on UNAVAILABLE when `retry_safe`.
+  // `attempts`, when given, receives how many calls were made.
+  absl::Status Unary(bool retry_safe, const std::function<grpc::Status(grpc::ClientContext*)>& call,
+                     int* attempts = nullptr);
+  void PrepareContext(grpc::ClientContext& context, bool with_deadline) const;
+  absl::Status FromGrpc(const grpc::Status& status) const;
+
+  CommandEnv env_;
+  std::unique_ptr<v1::WorkloadService::Stub> workloads_;
+  std::unique_ptr<v1::ClusterService::Stub> clusters_;
+  std::unique_ptr<v1::TenantService::Stub> tenants_;
+};
+
+}  // namespace gpufed::cli
+
+#endif  // GPUFED_CLI_COMMANDS_H_

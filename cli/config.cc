@@ -1,0 +1,113 @@
+#include "cli/config.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "cli/read_file.h"
+#include "cli/yaml_util.h"
+#include "federation/status_macros.h"
+
+namespace gpufed::cli {
+namespace {
+
+std::optional<std::string> NonEmpty(std::optional<std::string> value) {
+  if (value.has_value() && value->empty()) return std::nullopt;
+  return value;
+}
+
+// Tokens are pasted and read from files, so surrounding whitespace is an accident; anything
+// else that is not printable ASCII would be rejected by gRPC only at call time, with a worse
+// message.
+absl::StatusOr<std::string> CleanToken(absl::string_view token, absl::string_view source) {
+  const absl::string_view trimmed = absl::StripAsciiWhitespace(token);
+  for (const char c : trimmed) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token from ", source, ": must be printable ASCII without spaces"));
+    }
+  }
+  return std::string(trimmed);
+}
+
+}  // namespace
+
+EnvLookup ProcessEnv() {
+  return [](absl::string_view name) -> std::optional<std::string> {
+    // Nothing in gpufedctl calls setenv, so reading the environment cannot race.
+    const char* value = std::getenv(std::string(name).c_str());  // NOLINT(concurrency-mt-unsafe)
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+absl::StatusOr<ClientConfig> ParseClientConfig(absl::string_view text, absl::string_view file_name,
+                                               ClientConfig base) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    const std::string where =
+        e.mark.is_null() ? std::string(file_name) : absl::StrCat(file_name, ":", e.mark.line + 1);
+    return absl::InvalidArgumentError(absl::StrCat(where, ": invalid YAML: ", e.msg));
+  }
+  if (root.IsNull()) return base;  // An empty file configures nothing.
+  static const std::vector<absl::string_view> kKeys = {"server", "token", "tenant", "project"};
+  RETURN_IF_ERROR(ForEachYamlField(
+      YamlField{file_name, "", root}, kKeys, [&](absl::string_view key, const YamlField& value) {
+        ASSIGN_OR_RETURN(std::string str, YamlString(value));
+        if (key == "server") {
+          base.server = std::move(str);
+        } else if (key == "token") {
+          absl::StatusOr<std::string> token = CleanToken(str, file_name);
+          if (!token.ok()) return YamlError(value, "must be printable ASCII without spaces");
+          base.token = *std::move(token);
+        } else if (key == "tenant") {
+          base.tenant = std::move(str);
+        } else if (key == "project") {
+          base.project = std::move(str);
+        }
+        return absl::OkStatus();
+      }));
+  return base;
+}
+
+std::optional<ConfigPath> FindConfigFile(const ConfigFlags& flags, const EnvLookup& env) {
+  if (flags.config_file.has_value()) return ConfigPath{*flags.config_file, true};
+  if (std::optional<std::string> path = NonEmpty(env("GPUFED_CONFIG"))) {
+    return ConfigPath{*std::move(path), true};
+  }
+  if (std::optional<std::string> home = NonEmpty(env("HOME"))) {
+    return ConfigPath{absl::StrCat(*home, "/.config/gpufed/config.yaml"), false};
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<ClientConfig> ResolveClientConfig(const ConfigFlags& flags, const EnvLookup& env) {
+  ClientConfig config;
+  if (std::optional<ConfigPath> file = FindConfigFile(flags, env)) {
+    absl::StatusOr<std::string> text = ReadTextFile(file->path);
+    if (text.ok()) {
+      ASSIGN_OR_RETURN(config, ParseClientConfig(*text, file->path, std::move(config)));
+    } else if (!(absl::IsNotFound(text.status()) && !file->explicitly_named)) {
+      return absl::Status(text.status().code(),
+                          absl::StrCat("config file ", text.status().message()));
+    }
+  }
+  if (std::optional<std::string> server = NonEmpty(env("GPUFED_SERVER"))) config.server = *server;
+  if (std::optional<std::string> token = NonEmpty(env("GPUFED_TOKEN"))) {
+    ASSIGN_OR_RETURN(config.token, CleanToken(*token, "$GPUFED_TOKEN"));
+  }
+  if (flags.server.has_value()) config.server = *flags.server;
+  if (flags.token.has_value()) {
+    ASSIGN_OR_RETURN(config.token, CleanToken(*flags.token, "--token"));
+  }
+  if (config.server.empty()) {
+    return absl::InvalidArgumentError("server: the address is empty (use --server HOST:PORT)");
+  }
+  return config;
+}
+
+}  // namespace gpufed::cli

@@ -1,0 +1,339 @@
+#include "cli/output.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/duration.h"
+#include "cli/enum_names.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace gpufed::cli {
+namespace {
+
+constexpr char kColumnGap[] = "   ";
+
+size_t DisplayWidth(absl::string_view text) {
+  // Counts UTF-8 lead bytes. Wide (CJK) characters are rare in these names and would only
+  // shift a column, so they are not measured separately.
+  return std::count_if(text.begin(), text.end(),
+                       [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+}
+
+std::string OrDash(absl::string_view text) { return text.empty() ? "-" : std::string(text); }
+
+std::string GangShape(const v1::WorkloadSpec& spec) {
+  // The server reads replicas 0 as 1.
+  const uint32_t replicas = spec.replicas() == 0 ? 1 : spec.replicas();
+  if (spec.per_replica().kind_case() != v1::ReplicaResources::kGpus) {
+    return absl::StrCat(replicas, "x?");
+  }
+  return absl::StrCat(replicas, "x", spec.per_replica().gpus());
+}
+
+std::string StateWithCancel(const v1::Workload& w) {
+  std::string state = WorkloadStateName(w.state());
+  if (w.cancel_requested() && !IsTerminalState(w.state())) absl::StrAppend(&state, " (cancelling)");
+  return state;
+}
+
+// Why the workload is where it is: the pending reason while pending, else the last message.
+std::string Reason(const v1::Workload& w) {
+  return w.pending_reason().empty() ? w.message() : w.pending_reason();
+}
+
+std::string Age(const google::protobuf::Timestamp& t, absl::Time now) {
+  return IsSet(t) ? FormatAge(now - TimeFromProto(t)) : "-";
+}
+
+std::string JoinCommand(const google::protobuf::RepeatedPtrField<std::string>& command) {
+  // Quote arguments with spaces so the printed command reads back the way it will run.
+  std::vector<std::string> parts;
+  for (const std::string& arg : command) {
+    if (arg.empty() || arg.find_first_of(" \t\"'") != std::string::npos) {
+      parts.push_back(absl::StrCat("'", arg, "'"));
+    } else {
+      parts.push_back(arg);
+    }
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+// Aligned "Key: value" lines.
+class Details {
+ public:
+  void Add(std::string key, std::string value) {
+    if (!value.empty()) lines_.emplace_back(std::move(key), std::move(value));
+  }
+  void Render(std::ostream& out) const {
+    size_t width = 0;
+    for (const auto& [key, value] : lines_) width = std::max(width, key.size() + 1);
+    for (const auto& [key, value] : lines_) {
+      out << key << ":" << std::string(width - key.size() - 1 + 2, ' ')
+          << SanitizeForTerminal(value) << "\n";
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> lines_;
+};
+
+}  // namespace
+
+std::optional<OutputFormat> ParseOutputFormat(absl::string_view name) {
+  if (name == "table") return OutputFormat::kTable;
+  if (name == "json") return OutputFormat::kJson;
+  return std::nullopt;
+}
+
+Table::Table(std::vector<std::string> headers) : headers_(std::move(headers)) {}
+
+void Table::AddRow(std::vector<std::string> cells) {
+  cells.resize(headers_.size());
+  for (std::string& cell : cells) cell = SanitizeForTerminal(cell);
+  rows_.push_back(std::move(cells));
+}
+
+void Table::Render(std::ostream& out) const {
+  std::vector<size_t> widths(headers_.size());
+  for (size_t i = 0; i < headers_.size(); ++i) widths[i] = DisplayWidth(headers_[i]);
+  for (const auto& row : rows_) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], DisplayWidth(row[i]));
+  }
+  const auto write_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i > 0) line += kColumnGap;
+      line += row[i];
+      if (i + 1 < row.size()) line.append(widths[i] - DisplayWidth(row[i]), ' ');
+    }
+    // An empty last cell would otherwise leave the padding of the one before it.
+    line.erase(line.find_last_not_of(' ') + 1);
+    out << line << "\n";
+  };
+  write_row(headers_);
+  for (const auto& row : rows_) write_row(row);
+}
+
+std::string SanitizeForTerminal(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    } else if (c == 0xC2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+      // U+0080..U+009F: the C1 controls, which include a one-character escape introducer.
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(text[i + 1]));
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string FormatAge(absl::Duration age) {
+  if (age < absl::ZeroDuration()) age = absl::ZeroDuration();
+  const int64_t seconds = absl::ToInt64Seconds(age);
+  if (seconds < 120) return absl::StrCat(seconds, "s");
+  const int64_t minutes = seconds / 60;
+  if (minutes < 120) return absl::StrCat(minutes, "m");
+  const int64_t hours = minutes / 60;
+  if (hours < 48) return absl::StrCat(hours, "h");
+  return absl::StrCat(hours / 24, "d");
+}
+
+bool IsSet(const google::protobuf::Timestamp& t) { return t.seconds() != 0 || t.nanos() != 0; }
+
+absl::Time TimeFromProto(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+std::string FormatTimestamp(const google::protobuf::Timestamp& t) {
+  if (!IsSet(t)) return "-";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", TimeFromProto(t), absl::UTCTimeZone());
+}
+
+absl::Status WriteJson(const google::protobuf::Message& message, std::ostream& out) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  options.add_whitespace = false;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot print ", message.GetTypeName(), " as JSON: ", status.ToString()));
+  }
+  out << json << "\n";
+  return absl::OkStatus();
+}
+
+void WriteWorkloadTable(const google::protobuf::RepeatedPtrField<v1::Workload>& workloads,
+                        absl::Time now, std::ostream& out) {
+  Table table({"ID", "NAME", "TENANT/PROJECT", "STATE", "GPUS", "CLUSTER", "AGE", "REASON"});
+  for (const v1::Workload& w : workloads) {
+    table.AddRow({w.id(), w.spec().name(), absl::StrCat(w.spec().tenant(), "/", w.spec().project()),
+                  StateWithCancel(w), GangShape(w.spec()), OrDash(w.assignment().cluster()),
+                  Age(w.create_time(), now), Reason(w)});
+  }
+  table.Render(out);
+}
+
+void WriteWorkloadDetail(const v1::Workload& w, absl::Time now, std::ostream& out) {
+  const v1::WorkloadSpec& spec = w.spec();
+  Details d;
+  d.Add("ID", w.id());
+  d.Add("Name", spec.name());
+  d.Add("Tenant/Project", absl::StrCat(spec.tenant(), "/", spec.project()));
+  d.Add("State", StateWithCancel(w));
+  d.Add("Pending reason", w.pending_reason());
+  d.Add("Class", WorkloadClassName(spec.workload_class()));
+  d.Add("Priority", absl::StrCat(spec.priority()));
+  d.Add("Replicas x GPUs", GangShape(spec));
+  d.Add("GPU models", spec.gpu_models().empty() ? "any" : absl::StrJoin(spec.gpu_models(), ", "));
+  if (spec.min_gpu_memory_mib() > 0) {
+    d.Add("Min GPU memory", absl::StrCat(spec.min_gpu_memory_mib(), " MiB"));
+  }
+  d.Add("Topology", TopologyName(spec.topology()));
+  if (spec.has_estimated_duration()) {
+    d.Add("Duration", DurationToText(DurationFromProto(spec.estimated_duration())));
+  }
+  d.Add("Idempotency key", spec.idempotency_key());
+  d.Add("Image", spec.run().image());
+  d.Add("Command", JoinCommand(spec.run().command()));
+  std::vector<std::pair<std::string, std::string>> env(spec.run().env().begin(),
+                                                       spec.run().env().end());
+  std::sort(env.begin(), env.end());  // Protobuf maps have no stable order.
+  d.Add("Env", absl::StrJoin(env, " ", absl::PairFormatter("=")));
+  if (spec.run().sim_outcome() == v1::SIM_OUTCOME_FAIL || spec.run().sim_exit_code() != 0) {
+    d.Add("Simulated outcome", absl::StrCat(SimOutcomeName(spec.run().sim_outcome()),
+                                            " (exit code ", spec.run().sim_exit_code(), ")"));
+  }
+  if (!w.assignment().cluster().empty()) {
+    d.Add("Cluster",
+          absl::StrCat(w.assignment().cluster(), " (epoch ", w.assignment().epoch(), ")"));
+    for (int i = 0; i < w.assignment().replicas_size(); ++i) {
+      const v1::ReplicaAssignment& r = w.assignment().replicas(i);
+      d.Add(absl::StrCat("Replica ", i),
+            absl::StrCat(r.node(), " GPUs ", absl::StrJoin(r.gpu_indices(), ","), " (",
+                         absl::StrJoin(r.gpu_uuids(), ","), ")"));
+    }
+  }
+  if (w.cancel_requested()) d.Add("Cancel requested", "yes");
+  if (IsTerminalState(w.state())) d.Add("Exit code", absl::StrCat(w.exit_code()));
+  d.Add("Message", w.message());
+  if (IsSet(w.create_time())) {
+    d.Add("Created",
+          absl::StrCat(FormatTimestamp(w.create_time()), " (", Age(w.create_time(), now), " ago)"));
+  }
+  if (IsSet(w.start_time())) d.Add("Started", FormatTimestamp(w.start_time()));
+  if (IsSet(w.end_time())) d.Add("Ended", FormatTimestamp(w.end_time()));
+  d.Add("Version", absl::StrCat(w.version()));
+  d.Render(out);
+}
+
+void WriteSubmitResult(const v1::SubmitResponse& response, std::ostream& out) {
+  const v1::Workload& w = response.workload();
+  out << "workload/" << SanitizeForTerminal(w.id()) << " " << SanitizeForTerminal(w.spec().name())
+      << (response.created() ? " created"
+                             : " unchanged (its idempotency key matched an earlier submission)")
+      << "\n";
+}
+
+void WriteCancelResult(const v1::Workload& w, std::ostream& out) {
+  out << "workload/" << SanitizeForTerminal(w.id());
+  if (w.state() == v1::WORKLOAD_STATE_CANCELLED) {
+    out << " cancelled\n";
+  } else {
+    out << " cancel requested (" << WorkloadStateName(w.state()) << ")\n";
+  }
+}
+
+void WriteWatchEvent(const v1::WorkloadEvent& event, std::ostream& out) {
+  const v1::Workload& w = event.workload();
+  std::string line =
+      absl::StrCat(FormatTimestamp(IsSet(event.time()) ? event.time() : w.update_time()), "  ",
+                   w.id(), "  ", w.spec().name(), "  ");
+  if (event.from_state() != v1::WORKLOAD_STATE_UNSPECIFIED) {
+    absl::StrAppend(&line, WorkloadStateName(event.from_state()), " -> ");
+  }
+  absl::StrAppend(&line, WorkloadStateName(event.to_state()));
+  if (!w.assignment().cluster().empty()) {
+    absl::StrAppend(&line, "  cluster=", w.assignment().cluster());
+  }
+  if (IsTerminalState(event.to_state()) && event.to_state() != v1::WORKLOAD_STATE_CANCELLED) {
+    absl::StrAppend(&line, "  exit_code=", w.exit_code());
+  }
+  if (const std::string reason = Reason(w); !reason.empty()) absl::StrAppend(&line, "  ", reason);
+  out << SanitizeForTerminal(line) << "\n";
+}
+
+void WriteClusterTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& clusters,
+                       std::ostream& out) {
+  Table table({"NAME", "PROVIDER", "REGION", "STATE", "NODES", "GPUS", "FREE", "MODELS"});
+  for (const v1::Cluster& c : clusters) {
+    std::vector<std::string> models;
+    for (const v1::ModelCapacity& m : c.capacity()) {
+      models.push_back(absl::StrCat(m.model(), ":", m.free(), "/", m.total()));
+    }
+    table.AddRow({c.name(), OrDash(c.info().provider()), OrDash(c.info().region()),
+                  ClusterStateName(c.state()), absl::StrCat(c.nodes_size()),
+                  absl::StrCat(c.gpus_total()), absl::StrCat(c.gpus_free()),
+                  OrDash(absl::StrJoin(models, ","))});
+  }
+  table.Render(out);
+}
+
+void WriteGpuTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& clusters,
+                   std::ostream& out) {
+  Table table(
+      {"CLUSTER", "NODE", "RACK", "GPU", "MODEL", "MEMORY", "NVLINK", "STATUS", "ALLOCATED_TO"});
+  for (const v1::Cluster& c : clusters) {
+    for (const v1::Node& node : c.nodes()) {
+      for (const v1::Gpu& gpu : node.gpus()) {
+        std::string status = "ok";
+        if (!node.schedulable()) {
+          status = "drained";
+        } else if (!gpu.healthy()) {
+          status = "unhealthy";
+        }
+        table.AddRow({c.name(), node.name(), OrDash(node.rack()), absl::StrCat(gpu.index()),
+                      gpu.model(), absl::StrCat(gpu.memory_mib(), "MiB"),
+                      OrDash(gpu.nvlink_domain()), status, OrDash(gpu.allocated_to())});
+      }
+    }
+  }
+  table.Render(out);
+}
+
+void WriteTenantTable(const google::protobuf::RepeatedPtrField<v1::Tenant>& tenants, absl::Time now,
+                      std::ostream& out) {
+  Table table({"NAME", "DISPLAY NAME", "AGE"});
+  for (const v1::Tenant& t : tenants) {
+    table.AddRow({t.name(), OrDash(t.display_name()), Age(t.create_time(), now)});
+  }
+  table.Render(out);
+}
+
+void WriteProjectTable(const google::protobuf::RepeatedPtrField<v1::Project>& projects,
+                       absl::Time now, std::ostream& out) {
+  Table table({"TENANT", "NAME", "AGE"});
+  for (const v1::Project& p : projects) {
+    table.AddRow({p.tenant(), p.name(), Age(p.create_time(), now)});
+  }
+  table.Render(out);
+}
+
+}  // namespace gpufed::cli

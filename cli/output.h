@@ -1,0 +1,105 @@
+#ifndef GPUFED_CLI_OUTPUT_H_
+#define GPUFED_CLI_OUTPUT_H_
+
+// What gpufedctl prints: aligned human tables (the default) and JSON for scripts.
+//
+// JSON is the protobuf JSON mapping with the .proto field names (snake_case), enums by their
+// full names, and every field present even when zero, so scripts can rely on keys existing.
+// Each document is written on one line: a command that makes one call prints one document,
+// `submit -f` with several workloads and `watch` print one document per line (JSON Lines).
+//
+// Text that came from elsewhere (names, reasons, backend messages) is sanitised before it
+// reaches a terminal: control characters are escaped so a workload message cannot move the
+// cursor or change the terminal's settings.
+//
+// Thread safety: stateless functions; Table is not thread-safe.
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/repeated_ptr_field.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "gpufed/v1/cluster_service.pb.h"
+#include "gpufed/v1/tenant_service.pb.h"
+#include "gpufed/v1/workload_service.pb.h"
+
+namespace gpufed::cli {
+
+enum class OutputFormat { kTable, kJson };
+
+// "table" or "json".
+std::optional<OutputFormat> ParseOutputFormat(absl::string_view name);
+
+// Columns padded to their widest cell, separated by three spaces; the last column is not
+// padded. Widths count UTF-8 code points. Cells are sanitised.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headers);
+
+  // Missing trailing cells print empty; extra cells are an error in the caller and dropped.
+  void AddRow(std::vector<std::string> cells);
+  size_t rows() const { return rows_.size(); }
+
+  void Render(std::ostream& out) const;
+
+ private:
+  std::vector<std::string> headers_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Control characters become visible escapes (\n, \t, \x1b, ...); everything else is kept.
+std::string SanitizeForTerminal(absl::string_view text);
+
+// Coarse age as kubectl shows it: "45s", "12m", "5h", "3d". Negative ages (clock skew) are "0s".
+std::string FormatAge(absl::Duration age);
+
+// Whether a Timestamp was set (the API leaves unset times at the epoch).
+bool IsSet(const google::protobuf::Timestamp& t);
+absl::Time TimeFromProto(const google::protobuf::Timestamp& t);
+// RFC 3339 in UTC to the second, e.g. "2026-11-21T10:00:03Z"; "-" when unset.
+std::string FormatTimestamp(const google::protobuf::Timestamp& t);
+
+// One JSON document on one line. INTERNAL if the message cannot be converted.
+absl::Status WriteJson(const google::protobuf::Message& message, std::ostream& out);
+
+// ID NAME TENANT/PROJECT STATE GPUS CLUSTER AGE REASON
+void WriteWorkloadTable(const google::protobuf::RepeatedPtrField<v1::Workload>& workloads,
+                        absl::Time now, std::ostream& out);
+
+// "Key: value" lines describing one workload; empty fields are left out.
+void WriteWorkloadDetail(const v1::Workload& workload, absl::Time now, std::ostream& out);
+
+// One line per submitted workload: "workload/42 train-llm created".
+void WriteSubmitResult(const v1::SubmitResponse& response, std::ostream& out);
+
+// One line: "workload/42 cancelled" or "workload/42 cancel requested (RUNNING)".
+void WriteCancelResult(const v1::Workload& workload, std::ostream& out);
+
+// One line per event: "<time>  <id>  <name>  <FROM> -> <TO>  [cluster=<c>]  [reason]".
+void WriteWatchEvent(const v1::WorkloadEvent& event, std::ostream& out);
+
+// NAME PROVIDER REGION STATE NODES GPUS FREE MODELS, where MODELS lists "<model>:<free>/<total>".
+void WriteClusterTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& clusters,
+                       std::ostream& out);
+
+// One row per GPU: CLUSTER NODE RACK GPU MODEL MEMORY NVLINK STATUS ALLOCATED_TO.
+void WriteGpuTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& clusters,
+                   std::ostream& out);
+
+// NAME DISPLAY NAME AGE
+void WriteTenantTable(const google::protobuf::RepeatedPtrField<v1::Tenant>& tenants, absl::Time now,
+                      std::ostream& out);
+
+// TENANT NAME AGE
+void WriteProjectTable(const google::protobuf::RepeatedPtrField<v1::Project>& projects,
+                       absl::Time now, std::ostream& out);
+
+}  // namespace gpufed::cli
+
+#endif  // GPUFED_CLI_OUTPUT_H_

@@ -1,0 +1,173 @@
+#include "cli/workload_yaml.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/duration.h"
+#include "cli/enum_names.h"
+#include "cli/read_file.h"
+#include "cli/yaml_util.h"
+#include "federation/status_macros.h"
+
+namespace gpufed::cli {
+namespace {
+
+const std::vector<absl::string_view>& SpecFields() {
+  static const auto* fields = new std::vector<absl::string_view>{"name",
+                                                                 "tenant",
+                                                                 "project",
+                                                                 "class",
+                                                                 "priority",
+                                                                 "replicas",
+                                                                 "gpus_per_replica",
+                                                                 "gpu_models",
+                                                                 "min_gpu_memory_mib",
+                                                                 "topology",
+                                                                 "duration",
+                                                                 "idempotency_key",
+                                                                 "run"};
+  return *fields;
+}
+
+const std::vector<absl::string_view>& RunFields() {
+  static const auto* fields =
+      new std::vector<absl::string_view>{"image", "command", "env", "sim_outcome", "sim_exit_code"};
+  return *fields;
+}
+
+// Reads an enum by its short name (enum_names.h).
+template <typename Enum>
+absl::StatusOr<Enum> YamlEnum(const YamlField& f, std::optional<Enum> (*parse)(absl::string_view),
+                              const std::vector<std::string>& names) {
+  ASSIGN_OR_RETURN(const std::string text, YamlString(f));
+  const std::optional<Enum> value = parse(text);
+  if (!value.has_value()) {
+    return YamlError(f, absl::StrCat("expected one of ", absl::StrJoin(names, ", "), ", got ",
+                                     DescribeYamlValue(f.node)));
+  }
+  return *value;
+}
+
+absl::StatusOr<google::protobuf::Duration> YamlDuration(const YamlField& f) {
+  ASSIGN_OR_RETURN(const std::string text, YamlString(f));
+  absl::StatusOr<absl::Duration> d = ParseDuration(text);
+  if (!d.ok()) return YamlError(f, d.status().message());
+  absl::StatusOr<google::protobuf::Duration> proto = DurationToProto(*d);
+  if (!proto.ok()) return YamlError(f, proto.status().message());
+  return *std::move(proto);
+}
+
+absl::Status ParseEnv(const YamlField& f, v1::RunSpec& run) {
+  return ForEachYamlField(f, /*known=*/{}, [&](absl::string_view key, const YamlField& value) {
+    // Environment values are strings to the process; an unquoted 3 means "3".
+    ASSIGN_OR_RETURN(std::string text, YamlString(value));
+    (*run.mutable_env())[std::string(key)] = std::move(text);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ParseRun(const YamlField& f, v1::RunSpec& run) {
+  return ForEachYamlField(f, RunFields(), [&](absl::string_view key, const YamlField& value) {
+    if (key == "image") {
+      ASSIGN_OR_RETURN(*run.mutable_image(), YamlString(value));
+    } else if (key == "command") {
+      ASSIGN_OR_RETURN(const std::vector<std::string> command, YamlStringList(value));
+      run.mutable_command()->Assign(command.begin(), command.end());
+    } else if (key == "env") {
+      RETURN_IF_ERROR(ParseEnv(value, run));
+    } else if (key == "sim_outcome") {
+      ASSIGN_OR_RETURN(const v1::SimOutcome outcome,
+                       YamlEnum<v1::SimOutcome>(value, ParseSimOutcome, SimOutcomeNames()));
+      run.set_sim_outcome(outcome);
+    } else if (key == "sim_exit_code") {
+      ASSIGN_OR_RETURN(const int32_t code, YamlInt32(value));
+      run.set_sim_exit_code(code);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<v1::WorkloadSpec> ParseSpec(const YamlField& doc) {
+  v1::WorkloadSpec spec;
+  bool has_gpus = false;
+  RETURN_IF_ERROR(
+      ForEachYamlField(doc, SpecFields(), [&](absl::string_view key, const YamlField& value) {
+        if (key == "name") {
+          ASSIGN_OR_RETURN(*spec.mutable_name(), YamlString(value));
+        } else if (key == "tenant") {
+          ASSIGN_OR_RETURN(*spec.mutable_tenant(), YamlString(value));
+        } else if (key == "project") {
+          ASSIGN_OR_RETURN(*spec.mutable_project(), YamlString(value));
+        } else if (key == "class") {
+          ASSIGN_OR_RETURN(
+              const v1::WorkloadClass c,
+              YamlEnum<v1::WorkloadClass>(value, ParseWorkloadClass, WorkloadClassNames()));
+          spec.set_workload_class(c);
+        } else if (key == "priority") {
+          ASSIGN_OR_RETURN(const int32_t priority, YamlInt32(value));
+          spec.set_priority(priority);
+        } else if (key == "replicas") {
+          ASSIGN_OR_RETURN(const uint32_t replicas, YamlUint32(value));
+          spec.set_replicas(replicas);
+        } else if (key == "gpus_per_replica") {
+          ASSIGN_OR_RETURN(const uint32_t gpus, YamlUint32(value));
+          spec.mutable_per_replica()->set_gpus(gpus);
+          has_gpus = true;
+        } else if (key == "gpu_models") {
+          ASSIGN_OR_RETURN(const std::vector<std::string> models, YamlStringList(value));
+          spec.mutable_gpu_models()->Assign(models.begin(), models.end());
+        } else if (key == "min_gpu_memory_mib") {
+          ASSIGN_OR_RETURN(const uint64_t mib, YamlUint64(value));
+          spec.set_min_gpu_memory_mib(mib);
+        } else if (key == "topology") {
+          ASSIGN_OR_RETURN(
+              const v1::TopologyRequirement t,
+              YamlEnum<v1::TopologyRequirement>(value, ParseTopology, TopologyNames()));
+          spec.set_topology(t);
+        } else if (key == "duration") {
+          ASSIGN_OR_RETURN(*spec.mutable_estimated_duration(), YamlDuration(value));
+        } else if (key == "idempotency_key") {
+          ASSIGN_OR_RETURN(*spec.mutable_idempotency_key(), YamlString(value));
+        } else if (key == "run") {
+          RETURN_IF_ERROR(ParseRun(value, *spec.mutable_run()));
+        }
+        return absl::OkStatus();
+      }));
+  if (!has_gpus) spec.mutable_per_replica()->set_gpus(1);
+  return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<WorkloadDocument>> ParseWorkloadYaml(absl::string_view text,
+                                                                absl::string_view file_name) {
+  std::vector<YAML::Node> nodes;
+  try {
+    nodes = YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    const std::string where =
+        e.mark.is_null() ? std::string(file_name) : absl::StrCat(file_name, ":", e.mark.line + 1);
+    return absl::InvalidArgumentError(absl::StrCat(where, ": invalid YAML: ", e.msg));
+  }
+  std::vector<WorkloadDocument> docs;
+  for (const YAML::Node& node : nodes) {
+    if (node.IsNull()) continue;  // "---" with nothing after it, or a comment-only document.
+    const YamlField doc{file_name, "", node};
+    ASSIGN_OR_RETURN(v1::WorkloadSpec spec, ParseSpec(doc));
+    docs.push_back(WorkloadDocument{std::move(spec), absl::StrCat(file_name, ":", YamlLine(node))});
+  }
+  if (docs.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(file_name, ": no workload in the file"));
+  }
+  return docs;
+}
+
+absl::StatusOr<std::vector<WorkloadDocument>> LoadWorkloadFile(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  return ParseWorkloadYaml(text, path);
+}
+
+}  // namespace gpufed::cli

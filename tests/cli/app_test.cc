@@ -1,0 +1,282 @@
+#include "cli/app.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/cli/fake_gpufed_server.h"
+
+namespace gpufed::cli {
+namespace {
+
+using ::gpufed::cli::testing::FakeGpufedServer;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+using ::testing::StartsWith;
+
+std::string ExamplePath(const std::string& name) {
+  return std::string(GPUFED_SOURCE_DIR) + "/examples/" + name;
+}
+
+// Runs gpufedctl in-process with a private environment against a fake server.
+class AppTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = FakeGpufedServer::Start();
+    ASSERT_NE(server_, nullptr);
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("gpufed-cli-app-" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ / "home");
+    env_["HOME"] = (dir_ / "home").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // Writes the default config file pointing at the fake server.
+  void WriteHomeConfig(const std::string& extra = "") {
+    std::filesystem::create_directories(dir_ / "home/.config/gpufed");
+    std::ofstream(dir_ / "home/.config/gpufed/config.yaml")
+        << "server: " << server_->address() << "\ntoken: gpf_cfg\ntenant: demo\n"
+        << "project: default\n"
+        << extra;
+  }
+
+  int Run(std::vector<std::string> args) {
+    out_.str("");
+    err_.str("");
+    args.insert(args.begin(), "gpufedctl");
+    std::vector<const char*> argv;
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    CliIo io;
+    io.out = &out_;
+    io.err = &err_;
+    io.in = &in_;
+    io.env = [this](absl::string_view name) -> std::optional<std::string> {
+      auto it = env_.find(std::string(name));
+      if (it == env_.end()) return std::nullopt;
+      return it->second;
+    };
+    io.retry.initial_backoff = absl::Milliseconds(1);
+    io.retry.max_backoff = absl::Milliseconds(2);
+    return RunCli(static_cast<int>(argv.size()), argv.data(), io);
+  }
+
+  std::unique_ptr<FakeGpufedServer> server_;
+  std::filesystem::path dir_;
+  std::map<std::string, std::string> env_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+  std::istringstream in_;
+};
+
+TEST_F(AppTest, SubmitFromFlagsWithCommandAfterDoubleDash) {
+  WriteHomeConfig();
+  ASSERT_EQ(Run({"submit",     "--name",     "train",     "--class",    "training",
+                 "--replicas", "2",          "--gpus",    "8",          "--model",
+                 "H100-80GB",  "--model",    "A100-80GB", "--topology", "same_node",
+                 "--duration", "20s",        "--env",     "EPOCHS=3",   "--env",
+                 "LR=0.1",     "--priority", "-5",        "--sim-fail", "--sim-exit-code",
+                 "3",          "--",         "python",    "train.py",   "--lr",
+                 "0.1"}),
+            0)
+      << err_.str();
+  EXPECT_EQ(out_.str(), "workload/1 train created\n");
+  ASSERT_THAT(server_->submits(), SizeIs(1));
+  const v1::WorkloadSpec spec = server_->submits()[0].spec();
+  EXPECT_EQ(spec.tenant(), "demo");  // From the config file.
+  EXPECT_EQ(spec.project(), "default");
+  EXPECT_EQ(spec.replicas(), 2u);
+  EXPECT_EQ(spec.per_replica().gpus(), 8u);
+  EXPECT_EQ(spec.priority(), -5);
+  EXPECT_THAT(spec.gpu_models(), ElementsAre("H100-80GB", "A100-80GB"));
+  EXPECT_EQ(spec.topology(), v1::TOPOLOGY_REQUIREMENT_SAME_NODE);
+  EXPECT_EQ(spec.estimated_duration().seconds(), 20);
+  EXPECT_EQ(spec.run().env().size(), 2u);
+  EXPECT_EQ(spec.run().sim_outcome(), v1::SIM_OUTCOME_FAIL);
+  EXPECT_EQ(spec.run().sim_exit_code(), 3);
+  EXPECT_THAT(spec.run().command(), ElementsAre("python", "train.py", "--lr", "0.1"));
+  EXPECT_EQ(spec.idempotency_key().size(), 32u);
+  EXPECT_THAT(server_->authorizations(), ElementsAre("Bearer gpf_cfg"));
+}
+
+TEST_F(AppTest, SubmitDefaultsToOneReplicaOfOneGpu) {
+  WriteHomeConfig();
+  ASSERT_EQ(Run({"submit", "--name", "x", "--tenant", "other"}), 0) << err_.str();
+  const v1::WorkloadSpec spec = server_->submits()[0].spec();
+  EXPECT_EQ(spec.replicas(), 1u);
+  EXPECT_EQ(spec.per_replica().gpus(), 1u);
+  EXPECT_EQ(spec.tenant(), "other");  // The flag beats the config.
+  EXPECT_TRUE(spec.run().command().empty());
+}
+
+TEST_F(AppTest, SubmitEveryExampleFile) {
+  WriteHomeConfig();
+  for (const char* name : {"train-gang.yaml", "inference-small.yaml", "batch.yaml"}) {
+    ASSERT_EQ(Run({"submit", "-f", ExamplePath(name)}), 0) << name << ": " << err_.str();
+  }
+  const std::vector<v1::SubmitRequest> submits = server_->submits();
+  ASSERT_THAT(submits, SizeIs(5));
+  for (const v1::SubmitRequest& r : submits) {
+    EXPECT_EQ(r.spec().tenant(), "demo");
+    EXPECT_EQ(r.spec().project(), "default");
+    EXPECT_FALSE(r.spec().idempotency_key().empty());
+  }
+  EXPECT_NE(submits[2].spec().idempotency_key(), submits[3].spec().idempotency_key());
+}
+
+TEST_F(AppTest, SubmitFromStdin) {
+  WriteHomeConfig();
+  in_.str("name: piped\nproject: p2\n");
+  ASSERT_EQ(Run({"submit", "-f", "-", "--project", "ignored"}), 0) << err_.str();
+  EXPECT_EQ(server_->submits()[0].spec().name(), "piped");
+  EXPECT_EQ(server_->submits()[0].spec().project(), "p2");  // The document wins over the flag.
+}
+
+TEST_F(AppTest, BadYamlFailsBeforeAnyCall) {
+  WriteHomeConfig();
+  const std::string path = Write("bad.yaml", "name: x\nreplicas: two\n");
+  EXPECT_EQ(Run({"submit", "-f", path}), 1);
+  EXPECT_EQ(err_.str(), "error: INVALID_ARGUMENT: " + path +
+                            ":2: replicas: expected a non-negative integer, got \"two\"\n");
+  EXPECT_THAT(server_->submits(), IsEmpty());
+}
+
+TEST_F(AppTest, ServerErrorsExitOneWithCodeAndMessage) {
+  WriteHomeConfig();
+  EXPECT_EQ(Run({"submit", "--name", ""}), 1);
+  EXPECT_EQ(err_.str(), "error: INVALID_ARGUMENT: spec.name: must not be empty\n");
+  EXPECT_EQ(Run({"get", "12345"}), 1);
+  EXPECT_EQ(err_.str(), "error: NOT_FOUND: workload 12345 not found\n");
+  EXPECT_THAT(out_.str(), IsEmpty());
+}
+
+TEST_F(AppTest, UsageErrorsExitTwo) {
+  WriteHomeConfig();
+  EXPECT_EQ(Run({}), 2);
+  EXPECT_EQ(Run({"frobnicate"}), 2);
+  EXPECT_EQ(Run({"list", "--no-such-flag"}), 2);
+  EXPECT_EQ(Run({"submit", "--class", "training-ish", "--name", "x"}), 2);
+  EXPECT_EQ(Run({"submit", "-f", "x.yaml", "--name", "x"}), 2);
+  EXPECT_EQ(Run({"submit", "--replicas", "-1", "--name", "x"}), 2);
+  EXPECT_EQ(Run({"submit", "--replicas", "two", "--name", "x"}), 2);
+  EXPECT_EQ(Run({"submit", "--duration", "soon", "--name", "x"}), 2);
+  EXPECT_EQ(Run({"submit", "--env", "NOEQUALS", "--name", "x"}), 2);
+  EXPECT_EQ(Run({"list", "--state", "sleeping"}), 2);
+  EXPECT_EQ(Run({"list", "-o", "yaml"}), 2);
+  EXPECT_EQ(Run({"list", "--timeout", "0s"}), 2);
+  EXPECT_EQ(Run({"get"}), 2);
+  EXPECT_EQ(Run({"tenants"}), 2);
+  EXPECT_EQ(Run({"tokens", "create", "--role", "emperor", "--subject", "x"}), 2);
+  EXPECT_THAT(server_->authorizations(), IsEmpty());  // None of these reached the server.
+}
+
+TEST_F(AppTest, HelpExitsZero) {
+  EXPECT_EQ(Run({"--help"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("submit"));
+  EXPECT_EQ(Run({"submit", "--help"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("--idempotency-key"));
+}
+
+TEST_F(AppTest, GlobalFlagsMayFollowTheSubcommand) {
+  WriteHomeConfig();
+  ASSERT_EQ(Run({"submit", "--name", "a"}), 0);
+  ASSERT_EQ(Run({"list", "-o", "json", "--token", "gpf_flag"}), 0) << err_.str();
+  const nlohmann::json json = nlohmann::json::parse(out_.str());
+  EXPECT_EQ(json["workloads"][0]["spec"]["name"], "a");
+  EXPECT_EQ(server_->authorizations().back(), "Bearer gpf_flag");
+  EXPECT_EQ(server_->list_requests().back().tenant(), "demo");  // The config's tenant.
+  EXPECT_EQ(server_->list_requests().back().page_size(), 100u);
+}
+
+TEST_F(AppTest, ListStatesAndExplicitEmptyTenant) {
+  WriteHomeConfig();
+  ASSERT_EQ(Run({"list", "--tenant", "", "--state", "pending", "--state", "RUNNING", "--limit", "5",
+                 "--cluster", "c1", "--project", "p"}),
+            0)
+      << err_.str();
+  const v1::ListWorkloadsRequest r = server_->list_requests().back();
+  EXPECT_EQ(r.tenant(), "");
+  EXPECT_EQ(r.project(), "p");
+  EXPECT_EQ(r.cluster(), "c1");
+  EXPECT_EQ(r.page_size(), 5u);
+  EXPECT_THAT(r.states(), ElementsAre(v1::WORKLOAD_STATE_PENDING, v1::WORKLOAD_STATE_RUNNING));
+}
+
+TEST_F(AppTest, EnvironmentOverridesTheFileAndFlagsOverrideTheEnvironment) {
+  WriteHomeConfig();
+  env_["GPUFED_TOKEN"] = "gpf_env";
+  env_["GPUFED_SERVER"] = "127.0.0.1:1";  // Nothing listens there.
+  EXPECT_EQ(Run({"tenants", "list"}), 1);
+  EXPECT_THAT(err_.str(), StartsWith("error: UNAVAILABLE: "));
+  EXPECT_THAT(err_.str(), HasSubstr("127.0.0.1:1"));
+  ASSERT_EQ(Run({"tenants", "list", "--server", server_->address()}), 0) << err_.str();
+  EXPECT_EQ(server_->authorizations().back(), "Bearer gpf_env");
+}
+
+TEST_F(AppTest, TimeoutFlagSetsTheDeadline) {
+  WriteHomeConfig();
+  const absl::Time before = absl::Now();
+  ASSERT_EQ(Run({"tenants", "list", "--timeout", "1h"}), 0) << err_.str();
+  EXPECT_GT(absl::FromChrono(server_->deadlines().back()), before + absl::Minutes(59));
+}
+
+TEST_F(AppTest, MissingExplicitConfigIsAnError) {
+  EXPECT_EQ(Run({"--config", (dir_ / "nope.yaml").string(), "tenants", "list"}), 1);
+  EXPECT_THAT(err_.str(), StartsWith("error: NOT_FOUND: config file "));
+}
+
+TEST_F(AppTest, AdminCommands) {
+  WriteHomeConfig();
+  ASSERT_EQ(Run({"tenants", "create", "acme", "--display-name", "Acme Corp"}), 0) << err_.str();
+  ASSERT_EQ(Run({"projects", "create", "acme", "research"}), 0) << err_.str();
+  ASSERT_EQ(Run({"projects", "list", "acme", "-o", "json"}), 0) << err_.str();
+  EXPECT_EQ(nlohmann::json::parse(out_.str())["projects"][0]["name"], "research");
+  ASSERT_EQ(
+      Run({"tokens", "create", "--role", "agent", "--subject", "edge-l4", "--cluster", "edge-l4"}),
+      0)
+      << err_.str();
+  EXPECT_EQ(out_.str(), "gpf_fake_1\n");
+  EXPECT_EQ(server_->token_requests()[0].role(), v1::ROLE_AGENT);
+  EXPECT_EQ(server_->token_requests()[0].cluster(), "edge-l4");
+  ASSERT_EQ(Run({"tokens", "create", "--role", "Platform-Admin", "--subject", "root"}), 0);
+  EXPECT_EQ(server_->token_requests()[1].role(), v1::ROLE_PLATFORM_ADMIN);
+}
+
+TEST_F(AppTest, CancelAndWatch) {
+  WriteHomeConfig();
+  ASSERT_EQ(Run({"submit", "--name", "a"}), 0);
+  server_->SetWatchScript({v1::WORKLOAD_STATE_CANCELLED});
+  ASSERT_EQ(Run({"watch", "1"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("PENDING -> CANCELLED"));
+  EXPECT_EQ(Run({"cancel", "1", "--reason", "test"}), 1);
+  EXPECT_THAT(err_.str(), StartsWith("error: FAILED_PRECONDITION: "));
+}
+
+TEST_F(AppTest, ClustersWithNodes) {
+  WriteHomeConfig();
+  v1::Cluster c;
+  c.set_name("sim-a");
+  c.add_nodes()->add_gpus()->set_allocated_to("9");
+  server_->SetClusters({c});
+  ASSERT_EQ(Run({"clusters", "--nodes"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("ALLOCATED_TO"));
+  EXPECT_TRUE(server_->cluster_requests().back().include_nodes());
+}
+
+}  // namespace
+}  // namespace gpufed::cli

@@ -1,0 +1,465 @@
+#include "cli/commands.h"
+
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/cli/fake_gpufed_server.h"
+#include "tests/cli/sync_stream.h"
+
+namespace gpufed::cli {
+namespace {
+
+using ::gpufed::cli::testing::FakeGpufedServer;
+using ::gpufed::cli::testing::SyncStream;
+using ::testing::Each;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+// Waits for `condition` with a deadline; the waits here are for other threads' progress.
+template <typename Condition>
+bool WaitFor(Condition condition, absl::Duration limit = absl::Seconds(20)) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+class CommandsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = FakeGpufedServer::Start();
+    ASSERT_NE(server_, nullptr);
+  }
+
+  CommandEnv Env(OutputFormat format = OutputFormat::kTable) {
+    CommandEnv env;
+    env.channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+    env.server = server_->address();
+    env.token = "gpf_secret";
+    env.format = format;
+    env.retry.initial_backoff = absl::Milliseconds(1);
+    env.retry.max_backoff = absl::Milliseconds(4);
+    env.out = &out_;
+    env.err = &err_;
+    env.now = [] { return absl::FromUnixSeconds(testing::kFakeCreateSeconds + 90); };
+    env.interrupt = &interrupt_;
+    return env;
+  }
+
+  static WorkloadDocument Doc(std::string name, std::string origin = "") {
+    WorkloadDocument doc;
+    doc.spec.set_name(std::move(name));
+    doc.spec.set_tenant("demo");
+    doc.spec.set_project("default");
+    doc.spec.mutable_per_replica()->set_gpus(1);
+    ApplySubmitDefaults(doc.spec, {}, {});
+    doc.origin = std::move(origin);
+    return doc;
+  }
+
+  std::string AddWorkload(std::string name, v1::WorkloadState state, std::string tenant = "demo") {
+    v1::Workload w;
+    w.mutable_spec()->set_name(std::move(name));
+    w.mutable_spec()->set_tenant(std::move(tenant));
+    w.mutable_spec()->set_project("default");
+    w.mutable_spec()->mutable_per_replica()->set_gpus(1);
+    w.set_state(state);
+    return server_->AddWorkload(w);
+  }
+
+  std::unique_ptr<FakeGpufedServer> server_;
+  SyncStream out_;
+  std::ostringstream err_;
+  Interrupt interrupt_;
+};
+
+TEST_F(CommandsTest, SubmitSendsSpecTokenAndDeadline) {
+  Commands commands(Env());
+  const absl::Time before = absl::Now();
+  ASSERT_TRUE(commands.Submit({Doc("train")}).ok());
+  EXPECT_EQ(out_.contents(), "workload/1 train created\n");
+  ASSERT_THAT(server_->submits(), SizeIs(1));
+  EXPECT_EQ(server_->submits()[0].spec().name(), "train");
+  EXPECT_THAT(server_->authorizations(), ElementsAre("Bearer gpf_secret"));
+  // The call carried the 10 s default deadline.
+  const absl::Time deadline = absl::FromChrono(server_->deadlines()[0]);
+  EXPECT_GT(deadline, before + absl::Seconds(9));
+  EXPECT_LT(deadline, absl::Now() + absl::Seconds(11));
+}
+
+TEST_F(CommandsTest, NoTokenSendsNoAuthorization) {
+  CommandEnv env = Env();
+  env.token.clear();
+  Commands commands(std::move(env));
+  ASSERT_TRUE(commands.Submit({Doc("train")}).ok());
+  EXPECT_THAT(server_->authorizations(), ElementsAre(""));
+}
+
+TEST_F(CommandsTest, UnauthenticatedWithoutTokenSaysHowToGiveOne) {
+  server_->RequireToken("gpf_secret");
+  CommandEnv env = Env();
+  env.token.clear();
+  Commands commands(std::move(env));
+  const absl::Status status = commands.Get("1");
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(status.message(), HasSubstr("--token"));
+}
+
+TEST_F(CommandsTest, SubmitRetriesUnavailableWithTheSameKeyAndCreatesOneWorkload) {
+  // The first two replies are lost after the server committed: a retry must not duplicate.
+  server_->FailNextSubmits({grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset"),
+                            grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset")},
+                           /*commit_first=*/true);
+  Commands commands(Env());
+  const WorkloadDocument doc = Doc("train");
+  ASSERT_TRUE(commands.Submit({doc}).ok()) << err_.str();
+  const std::vector<v1::SubmitRequest> submits = server_->submits();
+  ASSERT_THAT(submits, SizeIs(3));
+  for (const v1::SubmitRequest& r : submits) {
+    EXPECT_EQ(r.spec().idempotency_key(), doc.spec.idempotency_key());
+  }
+  EXPECT_EQ(server_->workload_count(), 1);
+  EXPECT_EQ(out_.contents(), "workload/1 train created\n");
+}
+
+TEST_F(CommandsTest, SubmitGivesUpAfterThreeRetriesAndNamesTheKey) {
+  server_->FailNextSubmits(std::vector<grpc::Status>(
+      10, grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection refused")));
+  Commands commands(Env());
+  const WorkloadDocument doc = Doc("train");
+  const absl::Status status = commands.Submit({doc});
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr(doc.spec.idempotency_key()));
+  EXPECT_THAT(status.message(), HasSubstr(server_->address()));
+  EXPECT_THAT(server_->submits(), SizeIs(4));
+}
+
+TEST_F(CommandsTest, OtherErrorsAreNotRetried) {
+  Commands commands(Env());
+  const absl::Status status = commands.Submit({Doc("")});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "spec.name: must not be empty");
+  EXPECT_THAT(server_->submits(), SizeIs(1));
+}
+
+TEST_F(CommandsTest, SameKeyTwiceIsOneWorkload) {
+  Commands commands(Env());
+  const WorkloadDocument doc = Doc("train");
+  ASSERT_TRUE(commands.Submit({doc}).ok());
+  ASSERT_TRUE(commands.Submit({doc}).ok());
+  EXPECT_EQ(server_->workload_count(), 1);
+  EXPECT_THAT(out_.contents(), HasSubstr("workload/1 train unchanged"));
+}
+
+TEST_F(CommandsTest, MultiDocumentSubmitStopsAtTheFirstErrorAndSaysWhere) {
+  Commands commands(Env());
+  const absl::Status status = commands.Submit(
+      {Doc("a", "batch.yaml:1"), Doc("", "batch.yaml:5"), Doc("c", "batch.yaml:9")});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "batch.yaml:5: spec.name: must not be empty");
+  EXPECT_EQ(out_.contents(), "workload/1 a created\n");
+  EXPECT_THAT(err_.str(), HasSubstr("1 workload(s) were submitted before this error: 1"));
+  EXPECT_EQ(server_->workload_count(), 1);
+}
+
+TEST_F(CommandsTest, SubmitJsonIsOneLinePerWorkload) {
+  Commands commands(Env(OutputFormat::kJson));
+  ASSERT_TRUE(commands.Submit({Doc("a"), Doc("b")}).ok());
+  const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
+  ASSERT_THAT(lines, SizeIs(2));
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["workload"]["spec"]["name"], "a");
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["workload"]["spec"]["name"], "b");
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["created"], true);
+}
+
+TEST_F(CommandsTest, GetShowsDetailOrNotFound) {
+  const std::string id = AddWorkload("infer", v1::WORKLOAD_STATE_PENDING);
+  Commands commands(Env());
+  ASSERT_TRUE(commands.Get(id).ok());
+  EXPECT_THAT(out_.contents(), HasSubstr("Name:             infer\n"));
+  EXPECT_EQ(commands.Get("999").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(CommandsTest, ListPagesUpToTheLimit) {
+  for (int i = 0; i < 130; ++i) AddWorkload("w" + std::to_string(i), v1::WORKLOAD_STATE_PENDING);
+  server_->SetMaxPageSize(50);
+  Commands commands(Env(OutputFormat::kJson));
+  ListOptions options;
+  options.limit = 120;
+  ASSERT_TRUE(commands.List(options).ok()) << err_.str();
+  const nlohmann::json json = nlohmann::json::parse(out_.contents());
+  ASSERT_EQ(json["workloads"].size(), 120u);
+  EXPECT_EQ(json["workloads"][0]["id"], "130");  // Newest first, as the server sent them.
+  EXPECT_EQ(json["next_page_token"], "120");
+  const std::vector<v1::ListWorkloadsRequest> requests = server_->list_requests();
+  ASSERT_THAT(requests, SizeIs(3));
+  EXPECT_EQ(requests[0].page_size(), 120u);
+  EXPECT_EQ(requests[1].page_size(), 70u);
+  EXPECT_EQ(requests[1].page_token(), "50");
+  EXPECT_EQ(requests[2].page_size(), 20u);
+}
+
+TEST_F(CommandsTest, ListLimitZeroFetchesEverything) {
+  for (int i = 0; i < 130; ++i) AddWorkload("w" + std::to_string(i), v1::WORKLOAD_STATE_PENDING);
+  server_->SetMaxPageSize(50);
+  Commands commands(Env(OutputFormat::kJson));
+  ListOptions options;
+  options.limit = 0;
+  ASSERT_TRUE(commands.List(options).ok());
+  const nlohmann::json json = nlohmann::json::parse(out_.contents());
+  EXPECT_EQ(json["workloads"].size(), 130u);
+  EXPECT_EQ(json["next_page_token"], "");
+}
+
+TEST_F(CommandsTest, ListFiltersAndTableNotesTruncation) {
+  AddWorkload("a", v1::WORKLOAD_STATE_RUNNING);
+  AddWorkload("b", v1::WORKLOAD_STATE_PENDING);
+  AddWorkload("c", v1::WORKLOAD_STATE_RUNNING, "other");
+  AddWorkload("d", v1::WORKLOAD_STATE_RUNNING);
+  Commands commands(Env());
+  ListOptions options;
+  options.tenant = "demo";
+  options.states = {v1::WORKLOAD_STATE_RUNNING};
+  options.limit = 1;
+  ASSERT_TRUE(commands.List(options).ok());
+  EXPECT_EQ(server_->list_requests()[0].tenant(), "demo");
+  EXPECT_THAT(server_->list_requests()[0].states(), ElementsAre(v1::WORKLOAD_STATE_RUNNING));
+  const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
+  ASSERT_THAT(lines, SizeIs(2));
+  EXPECT_THAT(lines[0], HasSubstr("ID   NAME   TENANT/PROJECT"));
+  EXPECT_THAT(lines[1], HasSubstr("4    d      demo/default     RUNNING"));
+  EXPECT_THAT(err_.str(), HasSubstr("raise --limit"));
+}
+
+TEST_F(CommandsTest, CancelReportsWhatHappened) {
+  const std::string pending = AddWorkload("a", v1::WORKLOAD_STATE_PENDING);
+  const std::string running = AddWorkload("b", v1::WORKLOAD_STATE_RUNNING);
+  Commands commands(Env());
+  ASSERT_TRUE(commands.Cancel(pending, "no longer needed").ok());
+  ASSERT_TRUE(commands.Cancel(running, "").ok());
+  EXPECT_EQ(out_.contents(),
+            "workload/1 cancelled\n"
+            "workload/2 cancel requested (RUNNING)\n");
+  // Cancel is not retried and a terminal workload is the server's FAILED_PRECONDITION.
+  EXPECT_EQ(commands.Cancel(pending, "").code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CommandsTest, WatchOneWorkloadEndsWhenItEnds) {
+  const std::string id = AddWorkload("train", v1::WORKLOAD_STATE_PENDING);
+  server_->SetWatchScript(
+      {v1::WORKLOAD_STATE_PLACED, v1::WORKLOAD_STATE_RUNNING, v1::WORKLOAD_STATE_SUCCEEDED});
+  Commands commands(Env());
+  ASSERT_TRUE(commands.Watch(id).ok()) << err_.str();
+  const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
+  ASSERT_THAT(lines, SizeIs(4));
+  EXPECT_THAT(lines[0], HasSubstr("  1  train  PENDING"));
+  EXPECT_THAT(lines[1], HasSubstr("PENDING -> PLACED  cluster=sim-a"));
+  EXPECT_THAT(lines[3], HasSubstr("RUNNING -> SUCCEEDED  cluster=sim-a  exit_code=0"));
+  // Watch has no deadline: it may legitimately run for days.
+  EXPECT_EQ(server_->deadlines().back(), std::chrono::system_clock::time_point::max());
+}
+
+TEST_F(CommandsTest, WatchJsonIsOneEventPerLine) {
+  const std::string id = AddWorkload("train", v1::WORKLOAD_STATE_RUNNING);
+  server_->SetWatchScript({v1::WORKLOAD_STATE_FAILED});
+  Commands commands(Env(OutputFormat::kJson));
+  ASSERT_TRUE(commands.Watch(id).ok());
+  const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
+  ASSERT_THAT(lines, SizeIs(2));
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["to_state"], "WORKLOAD_STATE_FAILED");
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["from_state"], "WORKLOAD_STATE_RUNNING");
+}
+
+TEST_F(CommandsTest, WatchEndingEarlyIsAnError) {
+  const std::string id = AddWorkload("train", v1::WORKLOAD_STATE_PENDING);
+  Commands commands(Env());
+  const absl::Status status = commands.Watch(id);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("before workload 1 finished"));
+  EXPECT_EQ(commands.Watch("999").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(CommandsTest, WatchAllRunsUntilInterruptedAndThenEndsCleanly) {
+  AddWorkload("a", v1::WORKLOAD_STATE_PENDING);
+  AddWorkload("b", v1::WORKLOAD_STATE_RUNNING);
+  Commands commands(Env());
+  absl::Status status = absl::UnknownError("not finished");
+  std::thread watcher([&] { status = commands.Watch(""); });
+  const bool printed = WaitFor([&] {
+    const std::string text = out_.contents();
+    return std::count(text.begin(), text.end(), '\n') == 2;
+  });
+  EXPECT_TRUE(printed) << out_.contents();
+  EXPECT_TRUE(interrupt_.Trigger());  // Ctrl-C
+  watcher.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(WaitFor([&] { return server_->watch_all_cancelled() == 1; }));
+  // A second Ctrl-C would find no handler: main() exits the hard way.
+  EXPECT_FALSE(interrupt_.Trigger());
+}
+
+TEST_F(CommandsTest, WatchStopsWhenNobodyReadsTheOutput) {
+  AddWorkload("a", v1::WORKLOAD_STATE_PENDING);
+  CommandEnv env = Env();
+  std::ostringstream closed;
+  closed.setstate(std::ios::badbit);  // Like stdout after the reader of a pipe went away.
+  env.out = &closed;
+  Commands commands(std::move(env));
+  EXPECT_TRUE(commands.Watch("").ok());
+  EXPECT_TRUE(WaitFor([&] { return server_->watch_all_cancelled() == 1; }));
+}
+
+std::vector<v1::Cluster> OneCluster() {
+  v1::Cluster c;
+  c.set_name("edge-l4");
+  c.mutable_info()->set_provider("edge");
+  c.set_state(v1::CLUSTER_STATE_DEGRADED);
+  c.set_gpus_total(1);
+  c.set_gpus_free(0);
+  v1::Node& node = *c.add_nodes();
+  node.set_name("edge-01");
+  node.set_schedulable(true);
+  v1::Gpu& gpu = *node.add_gpus();
+  gpu.set_model("L4");
+  gpu.set_memory_mib(23034);
+  gpu.set_allocated_to("17");
+  gpu.set_healthy(false);
+  return {c};
+}
+
+TEST_F(CommandsTest, ClustersTableCountsNodes) {
+  server_->SetClusters(OneCluster());
+  Commands commands(Env());
+  ASSERT_TRUE(commands.Clusters(/*include_nodes=*/false).ok());
+  EXPECT_TRUE(server_->cluster_requests()[0].include_nodes());
+  EXPECT_THAT(out_.contents(),
+              HasSubstr("edge-l4   edge       -        degraded   1       1      0"));
+  EXPECT_THAT(out_.contents(), ::testing::Not(HasSubstr("ALLOCATED_TO")));
+}
+
+TEST_F(CommandsTest, ClustersWithNodesShowsGpus) {
+  server_->SetClusters(OneCluster());
+  Commands commands(Env());
+  ASSERT_TRUE(commands.Clusters(/*include_nodes=*/true).ok());
+  EXPECT_THAT(out_.contents(), HasSubstr("ALLOCATED_TO"));
+  EXPECT_THAT(
+      out_.contents(),
+      HasSubstr("edge-l4   edge-01   -      0     L4      23034MiB   -        unhealthy   17"));
+}
+
+TEST_F(CommandsTest, ClustersJsonOmitsNodesUnlessAsked) {
+  server_->SetClusters(OneCluster());
+  Commands commands(Env(OutputFormat::kJson));
+  ASSERT_TRUE(commands.Clusters(/*include_nodes=*/false).ok());
+  EXPECT_FALSE(server_->cluster_requests()[0].include_nodes());
+  const nlohmann::json json = nlohmann::json::parse(out_.contents());
+  EXPECT_EQ(json["clusters"][0]["name"], "edge-l4");
+  EXPECT_EQ(json["clusters"][0]["state"], "CLUSTER_STATE_DEGRADED");
+  EXPECT_TRUE(json["clusters"][0]["nodes"].empty());
+}
+
+TEST_F(CommandsTest, TenantsProjectsAndTokens) {
+  Commands commands(Env());
+  ASSERT_TRUE(commands.CreateTenant("acme", "Acme Corp").ok());
+  ASSERT_TRUE(commands.CreateProject("acme", "research").ok());
+  ASSERT_TRUE(commands.ListTenants().ok());
+  ASSERT_TRUE(commands.ListProjects("acme").ok());
+  EXPECT_EQ(out_.contents(),
+            "tenant/acme created\n"
+            "project/acme/research created\n"
+            "NAME   DISPLAY NAME   AGE\n"
+            "acme   Acme Corp      90s\n"
+            "TENANT   NAME       AGE\n"
+            "acme     research   90s\n");
+  EXPECT_EQ(commands.CreateTenant("acme", "").code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(CommandsTest, TokenSecretAloneOnStdout) {
+  Commands commands(Env());
+  TokenOptions options;
+  options.subject = "alice";
+  options.role = v1::ROLE_TENANT_USER;
+  options.tenant = "acme";
+  ASSERT_TRUE(commands.CreateToken(options).ok());
+  EXPECT_EQ(out_.contents(), "gpf_fake_1\n");
+  EXPECT_THAT(err_.str(), HasSubstr("alice (tenant-user)"));
+  ASSERT_THAT(server_->token_requests(), SizeIs(1));
+  EXPECT_EQ(server_->token_requests()[0].role(), v1::ROLE_TENANT_USER);
+  EXPECT_EQ(server_->token_requests()[0].tenant(), "acme");
+}
+
+TEST(SpecFromFlagsTest, MapsEveryFlag) {
+  SubmitFlags flags;
+  flags.name = "x";
+  flags.workload_class = "Inference";
+  flags.priority = -3;
+  flags.replicas = 2;
+  flags.gpus = 4;
+  flags.models = {"A100-80GB", "H100-80GB"};
+  flags.min_gpu_memory_mib = 40000;
+  flags.topology = "same_rack";
+  flags.duration = "1m30s";
+  flags.image = "img:1";
+  flags.env = {"A=1", "B=x=y"};
+  flags.sim_fail = true;
+  flags.sim_exit_code = 7;
+  flags.command = {"python", "serve.py"};
+  absl::StatusOr<v1::WorkloadSpec> spec = SpecFromFlags(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->workload_class(), v1::WORKLOAD_CLASS_INFERENCE);
+  EXPECT_EQ(spec->priority(), -3);
+  EXPECT_EQ(spec->replicas(), 2u);
+  EXPECT_EQ(spec->per_replica().gpus(), 4u);
+  EXPECT_THAT(spec->gpu_models(), ElementsAre("A100-80GB", "H100-80GB"));
+  EXPECT_EQ(spec->min_gpu_memory_mib(), 40000u);
+  EXPECT_EQ(spec->topology(), v1::TOPOLOGY_REQUIREMENT_SAME_RACK);
+  EXPECT_EQ(spec->estimated_duration().seconds(), 90);
+  EXPECT_EQ(spec->run().image(), "img:1");
+  EXPECT_EQ(spec->run().env().at("B"), "x=y");
+  EXPECT_EQ(spec->run().sim_outcome(), v1::SIM_OUTCOME_FAIL);
+  EXPECT_EQ(spec->run().sim_exit_code(), 7);
+  EXPECT_THAT(spec->run().command(), ElementsAre("python", "serve.py"));
+}
+
+TEST(SpecFromFlagsTest, BadValuesNameTheFlag) {
+  SubmitFlags flags;
+  flags.duration = "soon";
+  EXPECT_THAT(SpecFromFlags(flags).status().message(), HasSubstr("--duration: "));
+  flags = {};
+  flags.env = {"NOVALUE"};
+  EXPECT_THAT(SpecFromFlags(flags).status().message(), HasSubstr("--env: "));
+  flags = {};
+  flags.topology = "same_planet";
+  EXPECT_THAT(SpecFromFlags(flags).status().message(), HasSubstr("--topology: "));
+}
+
+TEST(ApplySubmitDefaultsTest, FirstNonEmptyWinsAndKeysAreRandom) {
+  v1::WorkloadSpec a;
+  ApplySubmitDefaults(a, {"", "config-tenant"}, {"flag-project", "config-project"});
+  EXPECT_EQ(a.tenant(), "config-tenant");
+  EXPECT_EQ(a.project(), "flag-project");
+  EXPECT_EQ(a.idempotency_key().size(), 32u);
+  v1::WorkloadSpec b;
+  b.set_tenant("own");
+  b.set_idempotency_key("mine");
+  ApplySubmitDefaults(b, {"flag"}, {});
+  EXPECT_EQ(b.tenant(), "own");
+  EXPECT_EQ(b.idempotency_key(), "mine");
+  v1::WorkloadSpec c;
+  ApplySubmitDefaults(c, {}, {});
+  EXPECT_NE(a.idempotency_key(), c.idempotency_key());
+}
+
+}  // namespace
+}  // namespace gpufed::cli

@@ -1,0 +1,58 @@
+#include "cli/duration.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpufed::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(DurationTest, ParsesTheFormsPeopleType) {
+  EXPECT_EQ(*ParseDuration("30s"), absl::Seconds(30));
+  EXPECT_EQ(*ParseDuration("5m"), absl::Minutes(5));
+  EXPECT_EQ(*ParseDuration("1h30m"), absl::Minutes(90));
+  EXPECT_EQ(*ParseDuration("250ms"), absl::Milliseconds(250));
+  EXPECT_EQ(*ParseDuration("1.5s"), absl::Milliseconds(1500));
+  EXPECT_EQ(*ParseDuration("0"), absl::ZeroDuration());
+  EXPECT_EQ(*ParseDuration("0s"), absl::ZeroDuration());
+}
+
+TEST(DurationTest, RejectsWhatIsNotADuration) {
+  for (const char* bad : {"", "30", "5 minutes", "1d", "-5s", "inf", "s", "1h30", "abc"}) {
+    absl::StatusOr<absl::Duration> d = ParseDuration(bad);
+    EXPECT_FALSE(d.ok()) << "\"" << bad << "\" parsed as " << *d;
+    if (!d.ok()) {
+      EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(d.status().message(), HasSubstr("30s, 5m, 1h30m or 250ms"));
+    }
+  }
+}
+
+TEST(DurationTest, ConvertsToAndFromProto) {
+  absl::StatusOr<google::protobuf::Duration> p = DurationToProto(absl::Milliseconds(90'250));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->seconds(), 90);
+  EXPECT_EQ(p->nanos(), 250'000'000);
+  EXPECT_EQ(DurationFromProto(*p), absl::Milliseconds(90'250));
+}
+
+TEST(DurationTest, ProtoRangeIsEnforced) {
+  EXPECT_FALSE(DurationToProto(absl::Seconds(-1)).ok());
+  EXPECT_FALSE(DurationToProto(absl::Hours(24 * 365 * 20000)).ok());
+  EXPECT_TRUE(DurationToProto(absl::Hours(24 * 365)).ok());
+}
+
+TEST(DurationTest, FormatsBackToAParsableForm) {
+  for (const absl::Duration d :
+       {absl::Seconds(20), absl::Minutes(90), absl::Milliseconds(250), absl::ZeroDuration()}) {
+    const std::string text = DurationToText(d);
+    absl::StatusOr<absl::Duration> back = ParseDuration(text);
+    ASSERT_TRUE(back.ok()) << text;
+    EXPECT_EQ(*back, d) << text;
+  }
+  EXPECT_EQ(DurationToText(absl::Minutes(90)), "1h30m");
+}
+
+}  // namespace
+}  // namespace gpufed::cli

@@ -1,0 +1,139 @@
+#ifndef GPUFED_TESTS_CLI_FAKE_GPUFED_SERVER_H_
+#define GPUFED_TESTS_CLI_FAKE_GPUFED_SERVER_H_
+
+// A small in-memory gpufed server for the command-line tests: a real gRPC server on
+// 127.0.0.1 (port 0) implementing WorkloadService, ClusterService and TenantService with just
+// enough behaviour to check the client side: idempotent submit, paging, cancel, watch, clusters
+// and tenants, plus scripted failures and a record of every request and its authorization.
+// The real server's behaviour is tested by the service and end-to-end tests.
+//
+// Thread safety: all members may be called from any thread.
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "gpufed/v1/cluster_service.grpc.pb.h"
+#include "gpufed/v1/tenant_service.grpc.pb.h"
+#include "gpufed/v1/workload_service.grpc.pb.h"
+#include "grpcpp/server.h"
+
+namespace gpufed::cli::testing {
+
+class FakeGpufedServer final : public v1::WorkloadService::Service,
+                               public v1::ClusterService::Service,
+                               public v1::TenantService::Service {
+ public:
+  // Starts listening; the server stops when the object is destroyed.
+  static std::unique_ptr<FakeGpufedServer> Start();
+  ~FakeGpufedServer() override;
+
+  std::string address() const { return address_; }
+
+  // When set, calls without "authorization: Bearer <token>" get UNAUTHENTICATED.
+  void RequireToken(std::string token);
+
+  // The next Submit calls answer these statuses, in order, before normal service resumes.
+  // With `commit_first`, each is returned after the workload was committed (a lost reply).
+  void FailNextSubmits(std::vector<grpc::Status> statuses, bool commit_first = false);
+
+  // Adds a stored workload (state as given) and returns its id.
+  std::string AddWorkload(v1::Workload workload);
+
+  // States that Watch on one workload walks through after its current state, the last of which
+  // should be terminal. Each step is also applied to the stored workload.
+  void SetWatchScript(std::vector<v1::WorkloadState> states);
+
+  void SetClusters(std::vector<v1::Cluster> clusters);
+
+  // List answers at most this many workloads per page, whatever the client asks (default 1000).
+  void SetMaxPageSize(size_t size);
+
+  // Watch without an id sends one event per stored workload, then waits for the client to
+  // cancel. How many such streams saw a cancellation:
+  int watch_all_cancelled() const;
+
+  // What the server saw.
+  std::vector<v1::SubmitRequest> submits() const;
+  std::vector<v1::ListWorkloadsRequest> list_requests() const;
+  std::vector<v1::ListClustersRequest> cluster_requests() const;
+  std::vector<v1::CreateTokenRequest> token_requests() const;
+  // The authorization metadata of every call, in order ("" when absent).
+  std::vector<std::string> authorizations() const;
+  // The deadline of every call, in order (time_point::max() when it had none).
+  std::vector<std::chrono::system_clock::time_point> deadlines() const;
+  // Workloads stored (created by Submit or AddWorkload).
+  int workload_count() const;
+
+  // WorkloadService
+  grpc::Status Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
+                      v1::SubmitResponse* response) override;
+  grpc::Status Get(grpc::ServerContext* context, const v1::GetWorkloadRequest* request,
+                   v1::Workload* response) override;
+  grpc::Status List(grpc::ServerContext* context, const v1::ListWorkloadsRequest* request,
+                    v1::ListWorkloadsResponse* response) override;
+  grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
+                      v1::Workload* response) override;
+  grpc::Status Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
+                     grpc::ServerWriter<v1::WorkloadEvent>* writer) override;
+
+  // ClusterService
+  grpc::Status ListClusters(grpc::ServerContext* context, const v1::ListClustersRequest* request,
+                            v1::ListClustersResponse* response) override;
+  grpc::Status GetCluster(grpc::ServerContext* context, const v1::GetClusterRequest* request,
+                          v1::Cluster* response) override;
+
+  // TenantService
+  grpc::Status CreateTenant(grpc::ServerContext* context, const v1::CreateTenantRequest* request,
+                            v1::Tenant* response) override;
+  grpc::Status ListTenants(grpc::ServerContext* context, const v1::ListTenantsRequest* request,
+                           v1::ListTenantsResponse* response) override;
+  grpc::Status CreateProject(grpc::ServerContext* context, const v1::CreateProjectRequest* request,
+                             v1::Project* response) override;
+  grpc::Status ListProjects(grpc::ServerContext* context, const v1::ListProjectsRequest* request,
+                            v1::ListProjectsResponse* response) override;
+  grpc::Status CreateToken(grpc::ServerContext* context, const v1::CreateTokenRequest* request,
+                           v1::CreateTokenResponse* response) override;
+
+ private:
+  FakeGpufedServer() = default;
+
+  // Records the call's authorization and checks it.
+  grpc::Status Authorize(grpc::ServerContext* context);
+
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+
+  mutable absl::Mutex mu_;
+  std::string required_token_ ABSL_GUARDED_BY(mu_);
+  std::deque<grpc::Status> submit_failures_ ABSL_GUARDED_BY(mu_);
+  bool commit_before_failing_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // id -> workload, in creation order (ids grow).
+  std::map<int64_t, v1::Workload> workloads_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> by_key_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::WorkloadState> watch_script_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Cluster> clusters_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Tenant> tenants_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Project> projects_ ABSL_GUARDED_BY(mu_);
+  int watch_all_cancelled_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<v1::SubmitRequest> submits_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ListWorkloadsRequest> list_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ListClustersRequest> cluster_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::CreateTokenRequest> token_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> authorizations_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::chrono::system_clock::time_point> deadlines_ ABSL_GUARDED_BY(mu_);
+  size_t max_page_size_ ABSL_GUARDED_BY(mu_) = 1000;
+};
+
+// A fixed creation time for fake workloads: 2026-01-02T03:04:05Z.
+constexpr int64_t kFakeCreateSeconds = 1767323045;
+
+}  // namespace gpufed::cli::testing
+
+#endif  // GPUFED_TESTS_CLI_FAKE_GPUFED_SERVER_H_

@@ -1,0 +1,258 @@
+#include "cli/output.h"
+
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace gpufed::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+const absl::Time kNow = absl::FromUnixSeconds(1'767'323'045);  // 2026-01-02T03:04:05Z
+
+google::protobuf::Timestamp Ago(absl::Duration d) {
+  google::protobuf::Timestamp t;
+  t.set_seconds(absl::ToUnixSeconds(kNow - d));
+  return t;
+}
+
+v1::Workload SampleWorkload() {
+  v1::Workload w;
+  w.set_id("42");
+  w.mutable_spec()->set_name("train-llm");
+  w.mutable_spec()->set_tenant("demo");
+  w.mutable_spec()->set_project("research");
+  w.mutable_spec()->set_replicas(2);
+  w.mutable_spec()->mutable_per_replica()->set_gpus(8);
+  w.set_state(v1::WORKLOAD_STATE_RUNNING);
+  w.mutable_assignment()->set_cluster("onprem-dgx");
+  *w.mutable_create_time() = Ago(absl::Minutes(5));
+  return w;
+}
+
+TEST(TableTest, AlignsColumnsAndDoesNotPadTheLastOne) {
+  Table table({"ID", "NAME", "REASON"});
+  table.AddRow({"1", "a-long-name", "because"});
+  table.AddRow({"1234", "b", ""});
+  std::ostringstream out;
+  table.Render(out);
+  EXPECT_EQ(out.str(),
+            "ID     NAME          REASON\n"
+            "1      a-long-name   because\n"
+            "1234   b\n");
+}
+
+TEST(TableTest, CountsUtf8CharactersNotBytes) {
+  Table table({"NAME", "X"});
+  table.AddRow({"Zürich", "1"});
+  table.AddRow({"abcdef", "2"});
+  std::ostringstream out;
+  table.Render(out);
+  EXPECT_EQ(out.str(),
+            "NAME     X\n"
+            "Zürich   1\n"
+            "abcdef   2\n");
+}
+
+TEST(TableTest, ShortRowsArePaddedWithEmptyCells) {
+  Table table({"A", "B", "C"});
+  table.AddRow({"x"});
+  std::ostringstream out;
+  table.Render(out);
+  EXPECT_EQ(out.str(), "A   B   C\nx\n");
+}
+
+TEST(SanitizeTest, EscapesControlCharacters) {
+  EXPECT_EQ(SanitizeForTerminal("ok"), "ok");
+  EXPECT_EQ(SanitizeForTerminal("a\nb\tc"), "a\\nb\\tc");
+  EXPECT_EQ(SanitizeForTerminal("\x1b[2J"), "\\x1b[2J");
+  EXPECT_EQ(SanitizeForTerminal("\xc2\x9b"
+                                "31m"),
+            "\\u009b31m");
+  EXPECT_EQ(SanitizeForTerminal("Zürich"), "Zürich");
+}
+
+TEST(FormatAgeTest, IsCoarse) {
+  EXPECT_EQ(FormatAge(absl::Seconds(-3)), "0s");
+  EXPECT_EQ(FormatAge(absl::Seconds(45)), "45s");
+  EXPECT_EQ(FormatAge(absl::Seconds(119)), "119s");
+  EXPECT_EQ(FormatAge(absl::Minutes(5)), "5m");
+  EXPECT_EQ(FormatAge(absl::Hours(5)), "5h");
+  EXPECT_EQ(FormatAge(absl::Hours(24 * 3)), "3d");
+}
+
+TEST(FormatTimestampTest, Rfc3339UtcOrDash) {
+  google::protobuf::Timestamp t;
+  EXPECT_EQ(FormatTimestamp(t), "-");
+  t.set_seconds(1'767'323'045);
+  EXPECT_EQ(FormatTimestamp(t), "2026-01-02T03:04:05Z");
+}
+
+TEST(WorkloadTableTest, ShowsTheListColumns) {
+  google::protobuf::RepeatedPtrField<v1::Workload> workloads;
+  *workloads.Add() = SampleWorkload();
+  v1::Workload& pending = *workloads.Add();
+  pending.set_id("7");
+  pending.mutable_spec()->set_name("infer");
+  pending.mutable_spec()->set_tenant("demo");
+  pending.mutable_spec()->set_project("default");
+  pending.mutable_spec()->mutable_per_replica()->set_gpus(1);
+  pending.set_state(v1::WORKLOAD_STATE_PENDING);
+  pending.set_pending_reason("no cluster has a free L4");
+  *pending.mutable_create_time() = Ago(absl::Seconds(30));
+
+  std::ostringstream out;
+  WriteWorkloadTable(workloads, kNow, out);
+  EXPECT_EQ(out.str(),
+            "ID   NAME        TENANT/PROJECT   STATE     GPUS   CLUSTER      AGE   REASON\n"
+            "42   train-llm   demo/research    RUNNING   2x8    onprem-dgx   5m\n"
+            "7    infer       demo/default     PENDING   1x1    -            30s   no cluster has "
+            "a free L4\n");
+}
+
+TEST(WorkloadTableTest, MarksRequestedCancellation) {
+  google::protobuf::RepeatedPtrField<v1::Workload> workloads;
+  v1::Workload& w = *workloads.Add();
+  w = SampleWorkload();
+  w.set_cancel_requested(true);
+  std::ostringstream out;
+  WriteWorkloadTable(workloads, kNow, out);
+  EXPECT_THAT(out.str(), HasSubstr("RUNNING (cancelling)"));
+}
+
+TEST(WorkloadDetailTest, ShowsSpecAndPlacement) {
+  v1::Workload w = SampleWorkload();
+  w.mutable_spec()->add_gpu_models("H100-80GB");
+  w.mutable_spec()->set_topology(v1::TOPOLOGY_REQUIREMENT_SAME_NODE);
+  w.mutable_spec()->mutable_estimated_duration()->set_seconds(90 * 60);
+  w.mutable_spec()->mutable_run()->add_command("python");
+  w.mutable_spec()->mutable_run()->add_command("train.py");
+  w.mutable_spec()->mutable_run()->add_command("--note=two words");
+  v1::ReplicaAssignment& r = *w.mutable_assignment()->add_replicas();
+  r.set_node("dgx-01");
+  r.add_gpu_indices(0);
+  r.add_gpu_indices(1);
+  r.add_gpu_uuids("GPU-a");
+  r.add_gpu_uuids("GPU-b");
+  std::ostringstream out;
+  WriteWorkloadDetail(w, kNow, out);
+  EXPECT_EQ(out.str(),
+            "ID:               42\n"
+            "Name:             train-llm\n"
+            "Tenant/Project:   demo/research\n"
+            "State:            RUNNING\n"
+            "Class:            unspecified\n"
+            "Priority:         0\n"
+            "Replicas x GPUs:  2x8\n"
+            "GPU models:       H100-80GB\n"
+            "Topology:         same_node\n"
+            "Duration:         1h30m\n"
+            "Command:          python train.py '--note=two words'\n"
+            "Cluster:          onprem-dgx (epoch 0)\n"
+            "Replica 0:        dgx-01 GPUs 0,1 (GPU-a,GPU-b)\n"
+            "Created:          2026-01-02T02:59:05Z (5m ago)\n"
+            "Version:          0\n");
+}
+
+TEST(WatchEventTest, OneLinePerEvent) {
+  v1::WorkloadEvent event;
+  *event.mutable_workload() = SampleWorkload();
+  event.set_from_state(v1::WORKLOAD_STATE_PLACED);
+  event.set_to_state(v1::WORKLOAD_STATE_RUNNING);
+  event.mutable_time()->set_seconds(1'767'323'045);
+  std::ostringstream out;
+  WriteWatchEvent(event, out);
+  EXPECT_EQ(out.str(),
+            "2026-01-02T03:04:05Z  42  train-llm  PLACED -> RUNNING  cluster=onprem-dgx\n");
+}
+
+TEST(WatchEventTest, MessagesCannotBreakTheLine) {
+  v1::WorkloadEvent event;
+  *event.mutable_workload() = SampleWorkload();
+  event.mutable_workload()->set_state(v1::WORKLOAD_STATE_FAILED);
+  event.mutable_workload()->set_exit_code(3);
+  event.mutable_workload()->set_message("boom\n\x1b[2Jgone");
+  event.set_to_state(v1::WORKLOAD_STATE_FAILED);
+  std::ostringstream out;
+  WriteWatchEvent(event, out);
+  const std::string text = out.str();
+  EXPECT_THAT(text, HasSubstr("FAILED  cluster=onprem-dgx  exit_code=3  boom\\n\\x1b[2Jgone\n"));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
+}
+
+v1::Cluster SampleCluster() {
+  v1::Cluster c;
+  c.set_name("onprem-dgx");
+  c.mutable_info()->set_provider("onprem");
+  c.mutable_info()->set_region("us-east");
+  c.set_state(v1::CLUSTER_STATE_READY);
+  c.set_gpus_total(16);
+  c.set_gpus_free(9);
+  v1::ModelCapacity& m = *c.add_capacity();
+  m.set_model("H100-80GB");
+  m.set_total(16);
+  m.set_free(9);
+  for (int n = 1; n <= 2; ++n) {
+    v1::Node& node = *c.add_nodes();
+    node.set_name("dgx-0" + std::to_string(n));
+    node.set_rack("r1");
+    node.set_schedulable(n == 1);
+    v1::Gpu& gpu = *node.add_gpus();
+    gpu.set_index(0);
+    gpu.set_model("H100-80GB");
+    gpu.set_memory_mib(81559);
+    gpu.set_nvlink_domain(node.name() + "-nvl");
+    gpu.set_healthy(true);
+    if (n == 1) gpu.set_allocated_to("42");
+  }
+  return c;
+}
+
+TEST(ClusterTableTest, ShowsCapacityPerModel) {
+  google::protobuf::RepeatedPtrField<v1::Cluster> clusters;
+  *clusters.Add() = SampleCluster();
+  std::ostringstream out;
+  WriteClusterTable(clusters, out);
+  EXPECT_EQ(out.str(),
+            "NAME         PROVIDER   REGION    STATE   NODES   GPUS   FREE   MODELS\n"
+            "onprem-dgx   onprem     us-east   ready   2       16     9      H100-80GB:9/16\n");
+}
+
+TEST(GpuTableTest, ShowsWhatHoldsEachGpu) {
+  google::protobuf::RepeatedPtrField<v1::Cluster> clusters;
+  *clusters.Add() = SampleCluster();
+  std::ostringstream out;
+  WriteGpuTable(clusters, out);
+  EXPECT_EQ(out.str(),
+            "CLUSTER      NODE     RACK   GPU   MODEL       MEMORY     NVLINK       STATUS    "
+            "ALLOCATED_TO\n"
+            "onprem-dgx   dgx-01   r1     0     H100-80GB   81559MiB   dgx-01-nvl   ok        42\n"
+            "onprem-dgx   dgx-02   r1     0     H100-80GB   81559MiB   dgx-02-nvl   drained   "
+            "-\n");
+}
+
+TEST(JsonTest, OneLineWithProtoFieldNamesAndZeroFields) {
+  v1::SubmitResponse response;
+  *response.mutable_workload() = SampleWorkload();
+  response.set_created(false);
+  std::ostringstream out;
+  ASSERT_TRUE(WriteJson(response, out).ok());
+  const std::string text = out.str();
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
+  const nlohmann::json json = nlohmann::json::parse(text);
+  EXPECT_EQ(json["created"], false);  // Present although it is the zero value.
+  EXPECT_EQ(json["workload"]["id"], "42");
+  EXPECT_EQ(json["workload"]["state"], "WORKLOAD_STATE_RUNNING");
+  EXPECT_EQ(json["workload"]["spec"]["per_replica"]["gpus"], 8);
+  EXPECT_EQ(json["workload"]["create_time"], "2026-01-02T02:59:05Z");
+  EXPECT_TRUE(json["workload"].contains("pending_reason"));
+}
+
+}  // namespace
+}  // namespace gpufed::cli

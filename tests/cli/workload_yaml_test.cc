@@ -1,0 +1,289 @@
+#include "cli/workload_yaml.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpufed::cli {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+std::string ExamplePath(const std::string& name) {
+  return std::string(GPUFED_SOURCE_DIR) + "/examples/" + name;
+}
+
+// The message of a failed parse; fails the test when the parse succeeded.
+std::string ParseError(const std::string& yaml, const std::string& file = "train.yaml") {
+  absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(yaml, file);
+  EXPECT_FALSE(docs.ok()) << "parsed unexpectedly:\n" << yaml;
+  if (docs.ok()) return "";
+  EXPECT_EQ(docs.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(docs.status().message());
+}
+
+TEST(WorkloadYamlTest, ParsesEveryFieldOfTheInterfaceExample) {
+  // The example of docs/interfaces.md, verbatim.
+  const std::string yaml = R"(name: train-llm
+tenant: demo            # optional: config default
+project: research       # optional: config default
+class: training         # training, inference, batch, interactive
+priority: 10
+replicas: 2
+gpus_per_replica: 8
+gpu_models: [H100-80GB]
+min_gpu_memory_mib: 0
+topology: same_node
+duration: 20s           # estimated duration; sim runs exactly this long
+idempotency_key: train-llm-2026-11-21
+run:
+  image: registry/llm:1
+  command: [python, train.py]
+  env: {EPOCHS: "3"}
+  sim_outcome: succeed  # succeed | fail
+  sim_exit_code: 0
+)";
+  absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(yaml, "train.yaml");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_EQ(docs->size(), 1u);
+  const v1::WorkloadSpec& spec = (*docs)[0].spec;
+  EXPECT_EQ((*docs)[0].origin, "train.yaml:1");
+  EXPECT_EQ(spec.name(), "train-llm");
+  EXPECT_EQ(spec.tenant(), "demo");
+  EXPECT_EQ(spec.project(), "research");
+  EXPECT_EQ(spec.workload_class(), v1::WORKLOAD_CLASS_TRAINING);
+  EXPECT_EQ(spec.priority(), 10);
+  EXPECT_EQ(spec.replicas(), 2u);
+  EXPECT_EQ(spec.per_replica().gpus(), 8u);
+  EXPECT_THAT(spec.gpu_models(), ElementsAre("H100-80GB"));
+  EXPECT_EQ(spec.min_gpu_memory_mib(), 0u);
+  EXPECT_EQ(spec.topology(), v1::TOPOLOGY_REQUIREMENT_SAME_NODE);
+  EXPECT_EQ(spec.estimated_duration().seconds(), 20);
+  EXPECT_EQ(spec.estimated_duration().nanos(), 0);
+  EXPECT_EQ(spec.idempotency_key(), "train-llm-2026-11-21");
+  EXPECT_EQ(spec.run().image(), "registry/llm:1");
+  EXPECT_THAT(spec.run().command(), ElementsAre("python", "train.py"));
+  EXPECT_THAT(spec.run().env(), UnorderedElementsAre(Pair("EPOCHS", "3")));
+  EXPECT_EQ(spec.run().sim_outcome(), v1::SIM_OUTCOME_SUCCEED);
+  EXPECT_EQ(spec.run().sim_exit_code(), 0);
+}
+
+TEST(WorkloadYamlTest, EveryExampleFileParses) {
+  for (const char* name : {"train-gang.yaml", "inference-small.yaml", "batch.yaml"}) {
+    absl::StatusOr<std::vector<WorkloadDocument>> docs = LoadWorkloadFile(ExamplePath(name));
+    ASSERT_TRUE(docs.ok()) << name << ": " << docs.status();
+    for (const WorkloadDocument& doc : *docs) {
+      EXPECT_FALSE(doc.spec.name().empty()) << doc.origin;
+      EXPECT_GT(doc.spec.per_replica().gpus(), 0u) << doc.origin;
+      // The demo must finish quickly: a few seconds each.
+      EXPECT_GT(doc.spec.estimated_duration().seconds(), 0) << doc.origin;
+      EXPECT_LE(doc.spec.estimated_duration().seconds(), 15) << doc.origin;
+    }
+  }
+}
+
+TEST(WorkloadYamlTest, ExamplesAskForWhatTheirNamesSay) {
+  absl::StatusOr<std::vector<WorkloadDocument>> gang =
+      LoadWorkloadFile(ExamplePath("train-gang.yaml"));
+  ASSERT_TRUE(gang.ok()) << gang.status();
+  ASSERT_EQ(gang->size(), 1u);
+  const v1::WorkloadSpec& g = (*gang)[0].spec;
+  EXPECT_EQ(g.replicas(), 2u);
+  EXPECT_EQ(g.per_replica().gpus(), 8u);
+  EXPECT_THAT(g.gpu_models(), ElementsAre("H100-80GB"));
+  EXPECT_EQ(g.topology(), v1::TOPOLOGY_REQUIREMENT_NONE);
+  EXPECT_EQ(g.workload_class(), v1::WORKLOAD_CLASS_TRAINING);
+
+  absl::StatusOr<std::vector<WorkloadDocument>> inference =
+      LoadWorkloadFile(ExamplePath("inference-small.yaml"));
+  ASSERT_TRUE(inference.ok()) << inference.status();
+  ASSERT_EQ(inference->size(), 1u);
+  EXPECT_EQ((*inference)[0].spec.per_replica().gpus(), 1u);
+  EXPECT_THAT((*inference)[0].spec.gpu_models(), ElementsAre("L4"));
+  EXPECT_EQ((*inference)[0].spec.workload_class(), v1::WORKLOAD_CLASS_INFERENCE);
+
+  absl::StatusOr<std::vector<WorkloadDocument>> batch = LoadWorkloadFile(ExamplePath("batch.yaml"));
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_GE(batch->size(), 2u);
+  for (const WorkloadDocument& doc : *batch) {
+    EXPECT_EQ(doc.spec.per_replica().gpus(), 1u) << doc.origin;
+    EXPECT_EQ(doc.spec.workload_class(), v1::WORKLOAD_CLASS_BATCH) << doc.origin;
+  }
+}
+
+TEST(WorkloadYamlTest, MultipleDocumentsKeepTheirOrderAndLines) {
+  const std::string yaml =
+      "name: a\n"
+      "---\n"
+      "# a comment-only document is skipped\n"
+      "---\n"
+      "name: b\n"
+      "gpus_per_replica: 2\n"
+      "---\n";
+  absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(yaml, "multi.yaml");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_EQ(docs->size(), 2u);
+  EXPECT_EQ((*docs)[0].spec.name(), "a");
+  EXPECT_EQ((*docs)[0].origin, "multi.yaml:1");
+  EXPECT_EQ((*docs)[1].spec.name(), "b");
+  EXPECT_EQ((*docs)[1].origin, "multi.yaml:5");
+  EXPECT_EQ((*docs)[1].spec.per_replica().gpus(), 2u);
+}
+
+TEST(WorkloadYamlTest, AnErrorInALaterDocumentNamesItsLine) {
+  const std::string yaml =
+      "name: a\n"
+      "---\n"
+      "name: b\n"
+      "replicas: two\n";
+  EXPECT_EQ(ParseError(yaml, "batch.yaml"),
+            "batch.yaml:4: replicas: expected a non-negative integer, got \"two\"");
+}
+
+TEST(WorkloadYamlTest, DefaultsWhatTheApiNeeds) {
+  absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml("name: x\n", "x.yaml");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  const v1::WorkloadSpec& spec = (*docs)[0].spec;
+  EXPECT_EQ(spec.per_replica().gpus(), 1u);
+  EXPECT_EQ(spec.replicas(), 0u);  // The server reads 0 as 1.
+  EXPECT_TRUE(spec.tenant().empty());
+  EXPECT_TRUE(spec.idempotency_key().empty());
+  EXPECT_FALSE(spec.has_estimated_duration());
+}
+
+TEST(WorkloadYamlTest, BadTypeNamesFileLineAndField) {
+  EXPECT_EQ(ParseError("name: x\nreplicas: two\n"),
+            "train.yaml:2: replicas: expected a non-negative integer, got \"two\"");
+  EXPECT_EQ(ParseError("name: x\npriority: high\n"),
+            "train.yaml:2: priority: expected an integer, got \"high\"");
+  EXPECT_EQ(ParseError("name: [a, b]\n"), "train.yaml:1: name: expected a string, got a list");
+  EXPECT_EQ(ParseError("name: x\ngpu_models: {a: b}\n"),
+            "train.yaml:2: gpu_models: expected a list of strings, got a mapping");
+  EXPECT_EQ(ParseError("name: x\nrun:\n  command: [a, [b]]\n"),
+            "train.yaml:3: run.command[1]: expected a string, got a list");
+  EXPECT_EQ(ParseError("name: x\nrun:\n  env: {A: [1]}\n"),
+            "train.yaml:3: run.env.A: expected a string, got a list");
+  EXPECT_EQ(ParseError("name: x\nrun: python\n"),
+            "train.yaml:2: run: expected a mapping, got \"python\"");
+  EXPECT_EQ(ParseError("- name: x\n"), "train.yaml:1: expected a mapping, got a list");
+}
+
+TEST(WorkloadYamlTest, QuotedNumbersAreStrings) {
+  EXPECT_EQ(ParseError("name: x\nreplicas: \"2\"\n"),
+            "train.yaml:2: replicas: expected a non-negative integer, got \"2\"");
+}
+
+TEST(WorkloadYamlTest, FractionsAndOverflowAreRejected) {
+  EXPECT_EQ(ParseError("name: x\ngpus_per_replica: 1.5\n"),
+            "train.yaml:2: gpus_per_replica: expected a non-negative integer, got \"1.5\"");
+  EXPECT_EQ(ParseError("name: x\nreplicas: 4294967296\n"),
+            "train.yaml:2: replicas: 4294967296 is out of range (at most 4294967295)");
+  EXPECT_EQ(ParseError("name: x\npriority: 3000000000\n"),
+            "train.yaml:2: priority: 3000000000 is out of range [-2147483648, 2147483647]");
+}
+
+TEST(WorkloadYamlTest, NegativeCountsAreRejected) {
+  EXPECT_EQ(ParseError("name: x\nreplicas: -2\n"),
+            "train.yaml:2: replicas: expected a non-negative integer, got \"-2\"");
+  EXPECT_EQ(ParseError("name: x\ngpus_per_replica: -1\n"),
+            "train.yaml:2: gpus_per_replica: expected a non-negative integer, got \"-1\"");
+  EXPECT_EQ(ParseError("name: x\nmin_gpu_memory_mib: -1\n"),
+            "train.yaml:2: min_gpu_memory_mib: expected a non-negative integer, got \"-1\"");
+}
+
+TEST(WorkloadYamlTest, NegativeSignedValuesAreKept) {
+  absl::StatusOr<std::vector<WorkloadDocument>> docs =
+      ParseWorkloadYaml("name: x\npriority: -5\nrun:\n  sim_exit_code: -1\n", "x.yaml");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  EXPECT_EQ((*docs)[0].spec.priority(), -5);
+  EXPECT_EQ((*docs)[0].spec.run().sim_exit_code(), -1);
+}
+
+TEST(WorkloadYamlTest, SemanticChecksAreLeftToTheServer) {
+  // Zero replicas, an unknown GPU model and a bad name are representable: the server judges.
+  absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(
+      "name: Not A Valid Name!\nreplicas: 0\ngpu_models: [NoSuchGPU]\npriority: 99999\n", "x.yaml");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  EXPECT_EQ((*docs)[0].spec.name(), "Not A Valid Name!");
+}
+
+TEST(WorkloadYamlTest, UnknownKeysAreErrors) {
+  EXPECT_EQ(ParseError("name: x\ngpus: 8\n"),
+            "train.yaml:2: gpus: unknown field; did you mean \"gpus_per_replica\"?");
+  EXPECT_EQ(ParseError("name: x\nreplica: 2\n"),
+            "train.yaml:2: replica: unknown field; did you mean \"replicas\"?");
+  EXPECT_THAT(ParseError("name: x\nzzz: 1\n"),
+              HasSubstr("train.yaml:2: zzz: unknown field; expected one of: name, tenant"));
+  EXPECT_EQ(ParseError("name: x\nrun:\n  imgae: foo\n"),
+            "train.yaml:3: run.imgae: unknown field; did you mean \"image\"?");
+}
+
+TEST(WorkloadYamlTest, DuplicateKeysAreErrors) {
+  EXPECT_EQ(ParseError("name: x\nreplicas: 1\nreplicas: 2\n"),
+            "train.yaml:3: replicas: duplicate field");
+}
+
+TEST(WorkloadYamlTest, BadDurationNamesFieldAndForms) {
+  EXPECT_EQ(ParseError("name: x\nduration: 5 minutes\n"),
+            "train.yaml:2: duration: expected a duration such as 30s, 5m, 1h30m or 250ms, got "
+            "\"5 minutes\"");
+  EXPECT_THAT(ParseError("name: x\nduration: 30\n"), HasSubstr("train.yaml:2: duration: "));
+  EXPECT_THAT(ParseError("name: x\nduration: -5s\n"), HasSubstr("train.yaml:2: duration: "));
+}
+
+TEST(WorkloadYamlTest, EnumsByLowerCaseName) {
+  absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(
+      "name: x\nclass: interactive\ntopology: same_nvlink_domain\nrun: {sim_outcome: fail}\n",
+      "x.yaml");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  EXPECT_EQ((*docs)[0].spec.workload_class(), v1::WORKLOAD_CLASS_INTERACTIVE);
+  EXPECT_EQ((*docs)[0].spec.topology(), v1::TOPOLOGY_REQUIREMENT_SAME_NVLINK_DOMAIN);
+  EXPECT_EQ((*docs)[0].spec.run().sim_outcome(), v1::SIM_OUTCOME_FAIL);
+
+  EXPECT_EQ(ParseError("name: x\nclass: train\n"),
+            "train.yaml:2: class: expected one of training, inference, batch, interactive, got "
+            "\"train\"");
+  EXPECT_EQ(ParseError("name: x\ntopology: unspecified\n"),
+            "train.yaml:2: topology: expected one of none, same_node, same_nvlink_domain, "
+            "same_rack, got \"unspecified\"");
+  EXPECT_EQ(ParseError("name: x\nrun: {sim_outcome: crash}\n"),
+            "train.yaml:2: run.sim_outcome: expected one of succeed, fail, got \"crash\"");
+}
+
+TEST(WorkloadYamlTest, ScalarCommandAndUnquotedEnvValues) {
+  absl::StatusOr<std::vector<WorkloadDocument>> docs =
+      ParseWorkloadYaml("name: x\nrun:\n  command: sleep 5\n  env: {N: 3, B: true}\n", "x.yaml");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  EXPECT_THAT((*docs)[0].spec.run().command(), ElementsAre("sleep 5"));
+  EXPECT_THAT((*docs)[0].spec.run().env(), UnorderedElementsAre(Pair("N", "3"), Pair("B", "true")));
+}
+
+TEST(WorkloadYamlTest, KeyWithoutValueIsAbsent) {
+  absl::StatusOr<std::vector<WorkloadDocument>> docs =
+      ParseWorkloadYaml("name: x\ntenant:\nreplicas:\n", "x.yaml");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  EXPECT_TRUE((*docs)[0].spec.tenant().empty());
+  EXPECT_EQ((*docs)[0].spec.replicas(), 0u);
+}
+
+TEST(WorkloadYamlTest, SyntaxErrorsNameTheLine) {
+  EXPECT_THAT(ParseError("name: x\nrun: [a\n"), HasSubstr("train.yaml:"));
+  EXPECT_THAT(ParseError("name: x\nrun: [a\n"), HasSubstr("invalid YAML"));
+}
+
+TEST(WorkloadYamlTest, EmptyFileIsAnError) {
+  EXPECT_EQ(ParseError("# nothing here\n", "empty.yaml"), "empty.yaml: no workload in the file");
+}
+
+TEST(WorkloadYamlTest, MissingFileIsNotFound) {
+  absl::StatusOr<std::vector<WorkloadDocument>> docs = LoadWorkloadFile("/nonexistent/x.yaml");
+  EXPECT_EQ(docs.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(docs.status().message(), HasSubstr("/nonexistent/x.yaml"));
+}
+
+}  // namespace
+}  // namespace gpufed::cli

@@ -1,0 +1,498 @@
+// Service tests: the real server in-process on 127.0.0.1 port 0 against a real PostgreSQL,
+// called through real gRPC channels. The agent side of the protocol is driven by hand here so
+// each message is under the test's control (the agent program has its own end-to-end test).
+
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gpufed/v1/agent_service.grpc.pb.h"
+#include "gpufed/v1/cluster_service.grpc.pb.h"
+#include "gpufed/v1/tenant_service.grpc.pb.h"
+#include "gpufed/v1/workload_service.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "server/server.h"
+#include "tests/support/postgres_harness.h"
+#include "tests/support/process_harness.h"
+
+namespace gpufed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+grpc::Status Call(const std::string& token, auto&& fn) {
+  grpc::ClientContext ctx;
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  return fn(&ctx);
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server::ServerConfig config;
+    config.grpc_listen = "127.0.0.1:0";
+    config.http_listen = "127.0.0.1:0";
+    auto pg = testing::TestPostgres::Get();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    // An empty database: the server applies the migrations itself, as in production.
+    auto dsn = (*pg)->CreateEmptyDatabase();
+    ASSERT_TRUE(dsn.ok()) << dsn.status();
+    config.database_url = *dsn;
+    config.data_dir = dir_.path();
+    config.admin_token_file = config.data_dir + "/admin.token";
+    config.heartbeat_interval_ms = 200;
+    config.log_level = "warn";
+    auto server = server::Server::Create(config);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    address_ = absl::StrCat("127.0.0.1:", server_->grpc_port());
+    std::ifstream(config.admin_token_file) >> admin_;
+    ASSERT_FALSE(admin_.empty());
+    auto user = testing::BootstrapTenant(address_, admin_, "acme", "research");
+    ASSERT_TRUE(user.ok()) << user.status();
+    user_ = *user;
+    auto other = testing::BootstrapTenant(address_, admin_, "globex", "research");
+    ASSERT_TRUE(other.ok()) << other.status();
+    other_ = *other;
+    channel_ = testing::Connect(address_);
+    workloads_ = v1::WorkloadService::NewStub(channel_);
+    clusters_ = v1::ClusterService::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  static v1::WorkloadSpec Spec(const std::string& name, uint32_t replicas = 1, uint32_t gpus = 1) {
+    v1::WorkloadSpec s;
+    s.set_tenant("acme");
+    s.set_project("research");
+    s.set_name(name);
+    s.set_replicas(replicas);
+    s.mutable_per_replica()->set_gpus(gpus);
+    s.set_workload_class(v1::WORKLOAD_CLASS_BATCH);
+    return s;
+  }
+
+  grpc::Status Submit(const v1::WorkloadSpec& spec, v1::SubmitResponse* resp,
+                      const std::string& token = "") {
+    v1::SubmitRequest req;
+    *req.mutable_spec() = spec;
+    return Call(token.empty() ? user_ : token,
+                [&](grpc::ClientContext* c) { return workloads_->Submit(c, req, resp); });
+  }
+
+  int CountWorkloads() {
+    v1::ListWorkloadsRequest req;
+    req.set_page_size(1000);
+    v1::ListWorkloadsResponse resp;
+    EXPECT_TRUE(
+        Call(admin_, [&](grpc::ClientContext* c) { return workloads_->List(c, req, &resp); }).ok());
+    return resp.workloads_size();
+  }
+
+  v1::Workload Get(const std::string& id) {
+    v1::GetWorkloadRequest req;
+    req.set_id(id);
+    v1::Workload w;
+    EXPECT_TRUE(
+        Call(user_, [&](grpc::ClientContext* c) { return workloads_->Get(c, req, &w); }).ok());
+    return w;
+  }
+
+  // Waits (bounded) until the workload reaches `state`.
+  v1::Workload WaitFor(const std::string& id, v1::WorkloadState state) {
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    v1::Workload w;
+    while (Clock::now() < deadline) {
+      w = Get(id);
+      if (w.state() == state) return w;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "workload " << id << " stuck in " << v1::WorkloadState_Name(w.state()) << ": "
+                  << w.pending_reason();
+    return w;
+  }
+
+  testing::TempDir dir_{"gpufed-service"};
+  std::unique_ptr<server::Server> server_;
+  std::string address_, admin_, user_, other_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::WorkloadService::Stub> workloads_;
+  std::unique_ptr<v1::ClusterService::Stub> clusters_;
+};
+
+// A hand-driven agent stream.
+class FakeAgentStream {
+ public:
+  FakeAgentStream(const std::string& address, const std::string& token) {
+    stub_ = v1::AgentService::NewStub(testing::Connect(address));
+    ctx_.AddMetadata("authorization", "Bearer " + token);
+    stream_ = stub_->Connect(&ctx_);
+  }
+  ~FakeAgentStream() {
+    if (finished_) return;
+    stream_->WritesDone();
+    ctx_.TryCancel();
+    stream_->Finish();
+  }
+  bool Write(v1::AgentMessage m) {
+    m.set_seq(++seq_);
+    return stream_->Write(m);
+  }
+  bool Read(v1::ServerMessage* m) { return stream_->Read(m); }
+  // Reads until a message with the given body arrives (skipping acks etc.).
+  bool ReadUntil(v1::ServerMessage::BodyCase body, v1::ServerMessage* m) {
+    while (stream_->Read(m)) {
+      if (m->body_case() == body) return true;
+    }
+    return false;
+  }
+  grpc::Status Finish() {
+    finished_ = true;
+    return stream_->Finish();
+  }
+
+ private:
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream_;
+  uint64_t seq_ = 0;
+  bool finished_ = false;
+};
+
+v1::AgentMessage Registration(const std::string& cluster, int nodes, int gpus,
+                              const std::string& model) {
+  v1::AgentMessage m;
+  auto* r = m.mutable_register_();
+  r->set_cluster(cluster);
+  r->mutable_info()->set_provider("onprem");
+  for (int n = 0; n < nodes; ++n) {
+    auto* node = r->mutable_inventory()->add_nodes();
+    node->set_name(absl::StrCat(cluster, "-n", n));
+    node->set_schedulable(true);
+    for (int g = 0; g < gpus; ++g) {
+      auto* gpu = node->add_gpus();
+      gpu->set_uuid(absl::StrCat("GPU-", cluster, "-", n, "-", g));
+      gpu->set_index(g);
+      gpu->set_model(model);
+      gpu->set_memory_mib(81559);
+      gpu->set_nvlink_domain(absl::StrCat(cluster, "-n", n, "-nvl"));
+      gpu->set_healthy(true);
+    }
+  }
+  return m;
+}
+
+v1::AgentMessage Status(const std::string& id, v1::WorkloadState state, int exit_code = 0) {
+  v1::AgentMessage m;
+  auto* u = m.mutable_status()->add_updates();
+  u->set_workload_id(id);
+  u->set_state(state);
+  u->set_exit_code(exit_code);
+  return m;
+}
+
+TEST_F(ServiceTest, SubmitGetListAndIdempotency) {
+  v1::WorkloadSpec spec = Spec("first");
+  spec.set_idempotency_key("key-1");
+  v1::SubmitResponse a, b;
+  ASSERT_TRUE(Submit(spec, &a).ok());
+  EXPECT_TRUE(a.created());
+  EXPECT_EQ(a.workload().state(), v1::WORKLOAD_STATE_PENDING);
+  ASSERT_TRUE(Submit(spec, &b).ok());
+  EXPECT_FALSE(b.created());
+  EXPECT_EQ(a.workload().id(), b.workload().id());
+
+  v1::WorkloadSpec changed = spec;
+  changed.set_priority(5);
+  v1::SubmitResponse c;
+  grpc::Status s = Submit(changed, &c);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_NE(s.error_message().find("idempotency_key"), std::string::npos) << s.error_message();
+
+  for (int i = 0; i < 5; ++i) {
+    v1::SubmitResponse r;
+    ASSERT_TRUE(Submit(Spec(absl::StrCat("more-", i)), &r).ok());
+  }
+  // Pages of 2, newest first, covering all 6 exactly once.
+  std::vector<std::string> ids;
+  std::string token;
+  do {
+    v1::ListWorkloadsRequest req;
+    req.set_page_size(2);
+    req.set_page_token(token);
+    v1::ListWorkloadsResponse resp;
+    ASSERT_TRUE(
+        Call(user_, [&](grpc::ClientContext* c) { return workloads_->List(c, req, &resp); }).ok());
+    for (const auto& w : resp.workloads()) ids.push_back(w.id());
+    token = resp.next_page_token();
+  } while (!token.empty());
+  ASSERT_EQ(ids.size(), 6u);
+  EXPECT_EQ(ids.back(), a.workload().id());
+  EXPECT_TRUE(std::is_sorted(
+      ids.rbegin(), ids.rend(),
+      [](const std::string& x, const std::string& y) { return std::stoll(x) < std::stoll(y); }));
+
+  v1::ListWorkloadsRequest bad;
+  bad.set_page_token("garbage");
+  v1::ListWorkloadsResponse resp;
+  s = Call(user_, [&](grpc::ClientContext* c) { return workloads_->List(c, bad, &resp); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("page_token"), std::string::npos);
+}
+
+TEST_F(ServiceTest, BadInputIsInvalidArgumentNamingTheFieldAndChangesNothing) {
+  struct Case {
+    std::string field;
+    std::function<void(v1::WorkloadSpec*)> mutate;
+  };
+  std::vector<Case> cases = {
+      {"spec.name", [](v1::WorkloadSpec* s) { s->set_name(""); }},
+      {"spec.name", [](v1::WorkloadSpec* s) { s->set_name(std::string(300, 'x')); }},
+      {"spec.per_replica.gpus", [](v1::WorkloadSpec* s) { s->mutable_per_replica()->set_gpus(0); }},
+      {"spec.per_replica", [](v1::WorkloadSpec* s) { s->clear_per_replica(); }},
+      {"spec.gpu_models[0]", [](v1::WorkloadSpec* s) { s->add_gpu_models("H900"); }},
+      {"spec.workload_class",
+       [](v1::WorkloadSpec* s) { s->set_workload_class(static_cast<v1::WorkloadClass>(42)); }},
+      {"spec.topology",
+       [](v1::WorkloadSpec* s) { s->set_topology(static_cast<v1::TopologyRequirement>(9)); }},
+      {"spec.project", [](v1::WorkloadSpec* s) { s->set_project(""); }},
+      {"spec.priority", [](v1::WorkloadSpec* s) { s->set_priority(-99999); }},
+  };
+  const int before = CountWorkloads();
+  for (const Case& c : cases) {
+    v1::WorkloadSpec spec = Spec("bad");
+    c.mutate(&spec);
+    v1::SubmitResponse resp;
+    grpc::Status s = Submit(spec, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.field;
+    EXPECT_EQ(s.error_message().rfind(c.field, 0), 0u)
+        << "expected the message to name " << c.field << ": " << s.error_message();
+  }
+  v1::SubmitResponse resp;
+  v1::WorkloadSpec missing = Spec("unknown-project");
+  missing.set_project("nope");
+  grpc::Status s = Submit(missing, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(s.error_message().find("spec.project"), std::string::npos) << s.error_message();
+  EXPECT_EQ(CountWorkloads(), before);
+}
+
+TEST_F(ServiceTest, TenantsAreIsolatedAndTokensRequired) {
+  v1::SubmitResponse mine;
+  ASSERT_TRUE(Submit(Spec("mine"), &mine).ok());
+
+  v1::SubmitResponse r;
+  grpc::Status s = Submit(Spec("intruder"), &r, other_);  // globex submitting to acme
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(s.error_message().find("acme"), std::string::npos) << "no names leaked";
+
+  v1::GetWorkloadRequest get;
+  get.set_id(mine.workload().id());
+  v1::Workload w;
+  s = Call(other_, [&](grpc::ClientContext* c) { return workloads_->Get(c, get, &w); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  v1::ListWorkloadsRequest list;
+  v1::ListWorkloadsResponse resp;
+  ASSERT_TRUE(
+      Call(other_, [&](grpc::ClientContext* c) { return workloads_->List(c, list, &resp); }).ok());
+  EXPECT_EQ(resp.workloads_size(), 0);
+
+  s = Call("", [&](grpc::ClientContext* c) { return workloads_->Get(c, get, &w); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  s = Call("gpf_not-a-real-token",
+           [&](grpc::ClientContext* c) { return workloads_->Get(c, get, &w); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  // Only platform admins create tenants.
+  auto tenants = v1::TenantService::NewStub(channel_);
+  v1::CreateTenantRequest ct;
+  ct.set_name("sneaky");
+  v1::Tenant t;
+  s = Call(user_, [&](grpc::ClientContext* c) { return tenants->CreateTenant(c, ct, &t); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(ServiceTest, AgentRunsPlacedWorkToSuccessAndWatchSeesEveryStep) {
+  auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
+  ASSERT_TRUE(agent_token.ok());
+  FakeAgentStream agent(address_, *agent_token);
+  ASSERT_TRUE(agent.Write(Registration("dgx", 2, 8, "H100-80GB")));
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+  EXPECT_EQ(m.registered().cluster(), "dgx");
+
+  v1::SubmitResponse gang;
+  v1::WorkloadSpec spec = Spec("train", 2, 8);
+  spec.add_gpu_models("H100-80GB");
+  ASSERT_TRUE(Submit(spec, &gang).ok());
+  const std::string id = gang.workload().id();
+
+  // Watch it from the start.
+  grpc::ClientContext watch_ctx;
+  watch_ctx.AddMetadata("authorization", "Bearer " + user_);
+  v1::WatchRequest wr;
+  wr.set_workload_id(id);
+  auto watch = workloads_->Watch(&watch_ctx, wr);
+
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
+  ASSERT_EQ(m.assign().assignments_size(), 1);
+  const auto& a = m.assign().assignments(0);
+  EXPECT_EQ(a.workload_id(), id);
+  ASSERT_EQ(a.assignment().replicas_size(), 2);
+  EXPECT_NE(a.assignment().replicas(0).node(), a.assignment().replicas(1).node());
+  EXPECT_EQ(a.assignment().replicas(0).gpu_uuids_size(), 8);
+
+  ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_RUNNING)));
+  WaitFor(id, v1::WORKLOAD_STATE_RUNNING);
+  ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_SUCCEEDED)));
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAck, &m));
+  v1::Workload done = WaitFor(id, v1::WORKLOAD_STATE_SUCCEEDED);
+  EXPECT_TRUE(done.has_end_time());
+
+  std::vector<v1::WorkloadState> states;
+  v1::WorkloadEvent e;
+  while (watch->Read(&e)) states.push_back(e.workload().state());
+  EXPECT_TRUE(watch->Finish().ok());
+  ASSERT_FALSE(states.empty());
+  EXPECT_EQ(states.back(), v1::WORKLOAD_STATE_SUCCEEDED);
+  EXPECT_TRUE(std::is_sorted(states.begin(), states.end())) << "states never go backwards";
+
+  // The GPUs are free again.
+  v1::ListClustersRequest lr;
+  v1::ListClustersResponse clusters;
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  do {
+    ASSERT_TRUE(Call(user_, [&](grpc::ClientContext* c) {
+                  return clusters_->ListClusters(c, lr, &clusters);
+                }).ok());
+    ASSERT_EQ(clusters.clusters_size(), 1);
+  } while (clusters.clusters(0).gpus_free() != 16 && Clock::now() < deadline);
+  EXPECT_EQ(clusters.clusters(0).gpus_total(), 16u);
+  EXPECT_EQ(clusters.clusters(0).gpus_free(), 16u);
+}
+
+TEST_F(ServiceTest, GangLargerThanAnyClusterStaysPendingWithAReason) {
+  auto agent_token = testing::CreateAgentToken(address_, admin_, "edge");
+  ASSERT_TRUE(agent_token.ok());
+  FakeAgentStream agent(address_, *agent_token);
+  ASSERT_TRUE(agent.Write(Registration("edge", 2, 4, "L4")));
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+
+  v1::SubmitResponse huge;
+  ASSERT_TRUE(Submit(Spec("huge", 4, 8), &huge).ok());
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  v1::Workload w;
+  do {
+    w = Get(huge.workload().id());
+  } while (w.pending_reason().empty() && Clock::now() < deadline);
+  EXPECT_EQ(w.state(), v1::WORKLOAD_STATE_PENDING);
+  EXPECT_NE(w.pending_reason().find("no cluster can ever hold it"), std::string::npos)
+      << w.pending_reason();
+}
+
+TEST_F(ServiceTest, CancelPendingAndRunning) {
+  v1::SubmitResponse pending;
+  ASSERT_TRUE(Submit(Spec("waits"), &pending).ok());  // no clusters: stays pending
+  v1::CancelRequest cr;
+  cr.set_id(pending.workload().id());
+  v1::Workload w;
+  ASSERT_TRUE(
+      Call(user_, [&](grpc::ClientContext* c) { return workloads_->Cancel(c, cr, &w); }).ok());
+  EXPECT_EQ(w.state(), v1::WORKLOAD_STATE_CANCELLED);
+  grpc::Status again =
+      Call(user_, [&](grpc::ClientContext* c) { return workloads_->Cancel(c, cr, &w); });
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
+  FakeAgentStream agent(address_, *agent_token);
+  ASSERT_TRUE(agent.Write(Registration("dgx", 1, 8, "H100-80GB")));
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+  v1::SubmitResponse running;
+  ASSERT_TRUE(Submit(Spec("runs"), &running).ok());
+  const std::string id = running.workload().id();
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
+  ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_RUNNING)));
+  WaitFor(id, v1::WORKLOAD_STATE_RUNNING);
+
+  cr.set_id(id);
+  ASSERT_TRUE(
+      Call(user_, [&](grpc::ClientContext* c) { return workloads_->Cancel(c, cr, &w); }).ok());
+  EXPECT_TRUE(w.cancel_requested());
+  EXPECT_EQ(w.state(), v1::WORKLOAD_STATE_RUNNING) << "the agent confirms the stop";
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kCancel, &m));
+  EXPECT_EQ(m.cancel().workload_ids(0), id);
+  ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_CANCELLED)));
+  WaitFor(id, v1::WORKLOAD_STATE_CANCELLED);
+}
+
+TEST_F(ServiceTest, AgentMaySpeakOnlyForItsCluster) {
+  auto agent_token = testing::CreateAgentToken(address_, admin_, "edge");
+  ASSERT_TRUE(agent_token.ok());
+  FakeAgentStream agent(address_, *agent_token);
+  ASSERT_TRUE(agent.Write(Registration("dgx", 1, 8, "H100-80GB")));
+  v1::ServerMessage m;
+  EXPECT_FALSE(agent.Read(&m));
+  EXPECT_EQ(agent.Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  FakeAgentStream user_as_agent(address_, user_);
+  ASSERT_TRUE(user_as_agent.Write(Registration("edge", 1, 8, "L4")));
+  EXPECT_FALSE(user_as_agent.Read(&m));
+  EXPECT_EQ(user_as_agent.Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(ServiceTest, HttpSideAndGrpcHealth) {
+  httplib::Client http("127.0.0.1", server_->http_port());
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto ready = http.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200) << ready->body;
+  v1::SubmitResponse r;
+  ASSERT_TRUE(Submit(Spec("counted"), &r).ok());
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("gpufed_submissions_total{outcome=\"created\"} 1"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("gpufed_workloads{state=\"PENDING\"} 1"), std::string::npos);
+  EXPECT_NE(metrics->body.find("gpufed_scheduler_cycle_seconds_bucket"), std::string::npos);
+
+  // grpc.health.v1.Health/Check with an empty service name, via the generic stub: the reply
+  // is HealthCheckResponse{status: SERVING} = field 1, varint 1.
+  grpc::GenericStub generic(channel_);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Slice empty;
+  grpc::ByteBuffer request(&empty, 1), response;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      status = s;
+                      done = true;
+                      cv.notify_one();
+                    });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+}
+
+}  // namespace
+}  // namespace gpufed

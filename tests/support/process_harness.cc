@@ -1,0 +1,238 @@
+#include "tests/support/process_harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gpufed/v1/tenant_service.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+
+#ifndef GPUFED_SOURCE_DIR
+#error "GPUFED_SOURCE_DIR must be defined by the build"
+#endif
+
+namespace gpufed::testing {
+
+std::string BinDir() { return std::filesystem::canonical("/proc/self/exe").parent_path().string(); }
+
+std::string SourceDir() { return GPUFED_SOURCE_DIR; }
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
+    const std::vector<std::string>& argv, const std::string& log_path,
+    const std::map<std::string, std::string>& extra_env) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    // Die with the test: nothing it started may outlive it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    // The parent may block signals (the server does); children start with a clean mask.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::close(fd);
+    }
+    for (const auto& [k, v] : extra_env) ::setenv(k.c_str(), v.c_str(), 1);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid, log_path));
+}
+
+ChildProcess::~ChildProcess() { Stop(); }
+
+bool ChildProcess::Running() {
+  if (reaped_) return false;
+  pid_t r = ::waitpid(pid_, &status_, WNOHANG);
+  if (r == pid_) reaped_ = true;
+  return !reaped_;
+}
+
+int ChildProcess::Stop(std::chrono::milliseconds grace) {
+  if (!Running()) return status_;
+  ::kill(pid_, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!Running()) return status_;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Kill();
+  return status_;
+}
+
+void ChildProcess::Kill() {
+  if (!Running()) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, &status_, 0);
+  reaped_ = true;
+}
+
+absl::StatusOr<ServerProcess> StartServer(const ServerOptions& options) {
+  std::filesystem::create_directories(options.data_dir);
+  const std::string ready = options.data_dir + "/ready.json";
+  std::filesystem::remove(ready);
+  std::vector<std::string> argv = {
+      BinDir() + "/gpufed-server", absl::StrCat("--grpc-listen=127.0.0.1:", options.grpc_port),
+      "--http-listen=127.0.0.1:0", "--data-dir=" + options.data_dir,
+      "--ready-file=" + ready,     "--log-level=info"};
+  if (!options.database_url.empty()) argv.push_back("--database-url=" + options.database_url);
+  argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
+  ServerProcess server;
+  auto process = ChildProcess::Spawn(argv, options.data_dir + "/server.log");
+  if (!process.ok()) return process.status();
+  server.process = std::move(*process);
+  const auto deadline = std::chrono::steady_clock::now() + options.ready_timeout;
+  while (!std::filesystem::exists(ready)) {
+    if (!server.process->Running()) {
+      return absl::InternalError(
+          absl::StrCat("gpufed-server exited during start; see ", options.data_dir, "/server.log"));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError("gpufed-server did not become ready");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::ifstream in(ready);
+  nlohmann::json j = nlohmann::json::parse(in);
+  server.grpc_port = j.at("grpc_port").get<int>();
+  server.http_port = j.at("http_port").get<int>();
+  httplib::Client http("127.0.0.1", server.http_port);
+  for (;;) {
+    auto res = http.Get("/readyz");
+    if (res && res->status == 200) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError("gpufed-server /readyz never turned green");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::ifstream token_file(options.data_dir + "/admin.token");
+  std::getline(token_file, server.admin_token);
+  return server;
+}
+
+std::shared_ptr<grpc::Channel> Connect(const std::string& address) {
+  // gRPC's default reconnect backoff grows to two minutes; tests restart servers and want the
+  // channel back within a second.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+namespace {
+
+void Authorize(grpc::ClientContext* ctx, const std::string& token) {
+  ctx->AddMetadata("authorization", "Bearer " + token);
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+}
+
+absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(what, ": ", s.error_message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> BootstrapTenant(const std::string& address,
+                                            const std::string& admin_token,
+                                            const std::string& tenant, const std::string& project) {
+  auto stub = v1::TenantService::NewStub(Connect(address));
+  {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, admin_token);
+    v1::CreateTenantRequest req;
+    req.set_name(tenant);
+    v1::Tenant resp;
+    grpc::Status s = stub->CreateTenant(&ctx, req, &resp);
+    if (!s.ok() && s.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
+      return FromGrpc(s, "CreateTenant");
+    }
+  }
+  {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, admin_token);
+    v1::CreateProjectRequest req;
+    req.set_tenant(tenant);
+    req.set_name(project);
+    v1::Project resp;
+    grpc::Status s = stub->CreateProject(&ctx, req, &resp);
+    if (!s.ok() && s.error_code() != grpc::StatusCode::ALREADY_EXISTS) {
+      return FromGrpc(s, "CreateProject");
+    }
+  }
+  grpc::ClientContext ctx;
+  Authorize(&ctx, admin_token);
+  v1::CreateTokenRequest req;
+  req.set_subject(tenant + "-user");
+  req.set_role(v1::ROLE_TENANT_USER);
+  req.set_tenant(tenant);
+  v1::CreateTokenResponse resp;
+  if (absl::Status s = FromGrpc(stub->CreateToken(&ctx, req, &resp), "CreateToken"); !s.ok()) {
+    return s;
+  }
+  return resp.token();
+}
+
+absl::StatusOr<std::string> CreateAgentToken(const std::string& address,
+                                             const std::string& admin_token,
+                                             const std::string& cluster) {
+  auto stub = v1::TenantService::NewStub(Connect(address));
+  grpc::ClientContext ctx;
+  Authorize(&ctx, admin_token);
+  v1::CreateTokenRequest req;
+  req.set_subject("agent-" + cluster);
+  req.set_role(v1::ROLE_AGENT);
+  req.set_cluster(cluster);
+  v1::CreateTokenResponse resp;
+  if (absl::Status s = FromGrpc(stub->CreateToken(&ctx, req, &resp), "CreateToken"); !s.ok()) {
+    return s;
+  }
+  return resp.token();
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> StartAgent(const AgentOptions& o) {
+  std::vector<std::string> argv = {BinDir() + "/gpufed-agent", "--server=" + o.server_address,
+                                   "--topology=" + o.topology, "--backend=" + o.backend};
+  if (!o.work_dir.empty()) argv.push_back("--work-dir=" + o.work_dir);
+  argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
+  // The token travels in the environment, not argv (argv is visible to every local user).
+  return ChildProcess::Spawn(argv, o.log_path, {{"GPUFED_AGENT_TOKEN", o.token}});
+}
+
+TempDir::TempDir(const std::string& prefix) {
+  std::string templ = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  char* made = ::mkdtemp(templ.data());
+  path_ = made != nullptr ? made : templ;
+  // PostgreSQL (run as the postgres user when we are root) must be able to enter it.
+  ::chmod(path_.c_str(), 0755);
+}
+
+TempDir::~TempDir() {
+  if (std::getenv("GPUFED_KEEP_TEMP") != nullptr) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace gpufed::testing
