@@ -96,7 +96,11 @@ absl::Status Pool::Allocate(WorkloadId id, const Assignment& assignment) {
       }
     }
   }
-  Release(id);
+  if (allocations_.contains(id)) {
+    // Never silently move a workload: its GPUs are in use until it is released.
+    return absl::FailedPreconditionError(
+        absl::StrCat("workload ", id, " already holds an allocation"));
+  }
   allocations_[id] = assignment;
   Mark(assignment, id);
   return absl::OkStatus();

@@ -49,7 +49,7 @@ class Pool {
   void SetClusterState(absl::string_view cluster, ClusterState state);
 
   // Marks the assignment's GPUs as held by `id`. FAILED_PRECONDITION if a GPU is held by another
-  // workload; the pool is unchanged then. GPUs unknown to the pool are remembered and applied if
+  // workload or `id` already holds an allocation; the pool is unchanged then. GPUs unknown to the pool are remembered and applied if
   // the cluster's inventory brings them back.
   absl::Status Allocate(WorkloadId id, const Assignment& assignment);
   // Frees whatever `id` holds; no-op if nothing.

@@ -57,6 +57,9 @@ absl::Status Scheduler::ReloadPending() {
 
 void Scheduler::Enqueue(const Workload& workload) {
   if (workload.state != WorkloadState::kPending || queued_ids_.contains(workload.id)) return;
+  // A late notification (or a reload racing a placement) may carry a stale PENDING copy of a
+  // workload this scheduler already placed; the pool knows better.
+  if (pool_.Holds(workload.id)) return;
   QueueKey key{-workload.spec.priority, workload.id};
   queue_[key] = Queued{workload, workload.pending_reason};
   queued_ids_[workload.id] = key;
@@ -112,7 +115,15 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
   std::map<ShapeKey, std::string> failed_shapes;
 
   int considered = 0;
-  for (auto& [key, queued] : queue_) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    auto& [key, queued] = *it;
+    if (pool_.Holds(queued.workload.id)) {
+      // Already placed (see Enqueue); it must not be placed again.
+      queued_ids_.erase(queued.workload.id);
+      it = queue_.erase(it);
+      continue;
+    }
+    ++it;
     if (considered++ >= options_.max_considered) break;
     const WorkloadSpec& spec = queued.workload.spec;
     std::string reason;

@@ -74,3 +74,25 @@ TEST(PoolTest, ClustersAreKeptSortedByName) {
 
 }  // namespace
 }  // namespace gpufed
+
+namespace gpufed {
+namespace {
+
+TEST(PoolTest, AWorkloadIsNeverMovedBySecondAllocation) {
+  Pool pool;
+  pool.UpsertCluster(testing::MakeCluster("a", 2, 4, "L4"));
+  Assignment first;
+  first.cluster = "a";
+  first.replicas.push_back({"a-n0", {"GPU-a-n0-0"}, {0}});
+  Assignment second;
+  second.cluster = "a";
+  second.replicas.push_back({"a-n1", {"GPU-a-n1-0"}, {0}});
+  ASSERT_TRUE(pool.Allocate(5, first).ok());
+  EXPECT_EQ(pool.Allocate(5, second).code(), absl::StatusCode::kFailedPrecondition);
+  // The first allocation still stands: its GPU is not handed out again.
+  EXPECT_EQ(pool.FindCluster("a")->nodes[0].owners[0], 5);
+  EXPECT_EQ(pool.FindCluster("a")->nodes[1].owners[0], 0);
+}
+
+}  // namespace
+}  // namespace gpufed

@@ -1,0 +1,595 @@
+#include "agent/agent.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "federation/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace gpufed::agent {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+constexpr int kMaxMessageBytes = 64 << 20;
+// gRPC servers by default refuse client pings more often than every 5 minutes on a stream that
+// carries no server data; an idle cluster's stream only carries our heartbeats, so a shorter
+// keepalive would earn a GOAWAY. Dead peers are still found sooner: gRPC sets TCP_USER_TIMEOUT
+// to the keepalive timeout, and the heartbeats keep unacknowledged data in flight.
+constexpr int kKeepaliveTimeMs = 300'000;
+constexpr int kKeepaliveTimeoutMs = 20'000;
+// How long the reader waits for the sender to notice a finished stream before cancelling it.
+constexpr absl::Duration kSenderExitWait = absl::Seconds(2);
+constexpr absl::Duration kMinHeartbeat = absl::Milliseconds(10);
+// Repeated connection failures are logged at warning level once per this many attempts.
+constexpr int kFailureLogEvery = 12;
+
+bool IsActive(v1::WorkloadState s) {
+  return s == v1::WORKLOAD_STATE_PLACED || s == v1::WORKLOAD_STATE_RUNNING;
+}
+
+google::protobuf::Timestamp ToProto(absl::Time t) {
+  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
+}
+
+absl::Duration FromProto(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+std::string Describe(const grpc::Status& s) {
+  // gRPC and Abseil share the code numbering.
+  return absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())), ": ",
+                      s.error_message());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, ClusterTopology topology,
+                                                     const BackendFactory& make_backend) {
+  if (options.server_address.empty()) return absl::InvalidArgumentError("server: required");
+  if (topology.cluster.empty()) return absl::InvalidArgumentError("topology: no cluster name");
+  if (options.initial_backoff <= absl::ZeroDuration() ||
+      options.max_backoff < options.initial_backoff) {
+    return absl::InvalidArgumentError("backoff: need 0 < initial_backoff <= max_backoff");
+  }
+  if (options.register_timeout <= absl::ZeroDuration() ||
+      options.default_heartbeat_interval <= absl::ZeroDuration() ||
+      options.status_resend_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "register_timeout, default_heartbeat_interval, status_resend_interval: must be > 0");
+  }
+  if (options.max_updates_per_report < 1) {
+    return absl::InvalidArgumentError("max_updates_per_report: must be >= 1");
+  }
+  if (!make_backend) return absl::InvalidArgumentError("backend: no factory");
+  std::unique_ptr<Agent> agent(new Agent(std::move(options), std::move(topology)));
+  Agent* self = agent.get();
+  ASSIGN_OR_RETURN(agent->backend_,
+                   make_backend([self](WorkloadEvent event) { self->OnEvent(std::move(event)); }));
+  if (agent->backend_ == nullptr) return absl::InternalError("backend factory returned null");
+  return agent;
+}
+
+Agent::Agent(AgentOptions options, ClusterTopology topology)
+    : options_(std::move(options)),
+      topology_(std::move(topology)),
+      heartbeat_interval_(options_.default_heartbeat_interval),
+      rng_(std::random_device{}()) {}
+
+Agent::~Agent() {
+  Shutdown();
+  // No callback can reach this object once the backend is gone.
+  backend_.reset();
+}
+
+void Agent::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    changed_.SignalAll();
+  }
+  if (backend_ != nullptr) backend_->Shutdown();
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + options_.shutdown_flush_timeout;
+  while (registered_ && !stream_done_ && !outbox_.empty()) {
+    if (changed_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  if (current_context_ != nullptr) current_context_->TryCancel();
+}
+
+AgentStats Agent::Stats() const {
+  absl::MutexLock lock(&mu_);
+  AgentStats s;
+  s.registered = registered_;
+  s.epoch = epoch_;
+  s.registrations = registrations_;
+  s.unacked_statuses = outbox_.size();
+  s.known_workloads = workloads_.size();
+  s.duplicate_assignments = duplicate_assignments_;
+  return s;
+}
+
+absl::Duration Agent::Jitter(absl::Duration d) {
+  absl::MutexLock lock(&rng_mu_);
+  std::uniform_real_distribution<double> fraction(0.5, 1.0);
+  return d * fraction(rng_);
+}
+
+void Agent::Run() {
+  absl::Duration backoff = options_.initial_backoff;
+  int failures = 0;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    grpc::Status status;
+    const bool registered = RunStream(&status);
+    // ABORTED on a registered stream: the server handed the cluster to another stream (a second
+    // agent for the same cluster?). Coming straight back would just take it back and flap.
+    const absl::Duration wait =
+        Jitter(!registered                                        ? backoff
+               : status.error_code() == grpc::StatusCode::ABORTED ? options_.max_backoff
+                                                                  : options_.initial_backoff);
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    if (registered) {
+      backoff = options_.initial_backoff;
+      failures = 0;
+      spdlog::warn("disconnected from {}: {}; reconnecting", options_.server_address,
+                   Describe(status));
+    } else {
+      ++failures;
+      const std::string line =
+          absl::StrCat("cannot register with ", options_.server_address, ": ", Describe(status),
+                       " (attempt ", failures, "); retrying in ", absl::FormatDuration(wait));
+      if (failures == 1 || failures % kFailureLogEvery == 0) {
+        spdlog::warn("{}", line);
+      } else {
+        spdlog::debug("{}", line);
+      }
+      // A rejected token or inventory will not heal by itself quickly: do not hammer the server.
+      switch (status.error_code()) {
+        case grpc::StatusCode::UNAUTHENTICATED:
+        case grpc::StatusCode::PERMISSION_DENIED:
+        case grpc::StatusCode::INVALID_ARGUMENT:
+        case grpc::StatusCode::UNIMPLEMENTED:
+          backoff = options_.max_backoff;
+          break;
+        default:
+          backoff = std::min(backoff * 2, options_.max_backoff);
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + wait;
+    while (!stopping_) {
+      if (changed_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+  }
+  spdlog::info("agent stopped");
+}
+
+bool Agent::RunStream(grpc::Status* final_status) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, kMaxMessageBytes);
+  args.SetInt(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, kMaxMessageBytes);
+  // A fresh subchannel per attempt, so gRPC's own reconnect backoff (up to 2 minutes) never
+  // sits under ours.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto channel =
+      grpc::CreateCustomChannel(options_.server_address, grpc::InsecureChannelCredentials(), args);
+  auto agent_service = v1::AgentService::NewStub(channel);
+
+  Stream stream;
+  stream.context = std::make_shared<grpc::ClientContext>();
+  if (!options_.token.empty()) {
+    stream.context->AddMetadata("authorization", absl::StrCat("Bearer ", options_.token));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      *final_status = grpc::Status(grpc::StatusCode::CANCELLED, "shutting down");
+      return false;
+    }
+    current_context_ = stream.context;
+    stream_done_ = false;
+    sender_exited_ = false;
+    registered_ = false;
+    seq_ = 0;
+  }
+  stream.rw = agent_service->Connect(stream.context.get());
+  std::thread sender([this, &stream] { SendLoop(&stream); });
+
+  bool registered = false;
+  v1::ServerMessage msg;
+  while (stream.rw->Read(&msg)) {
+    if (!registered) {
+      if (!msg.has_registered()) {
+        spdlog::error("protocol error: expected Registered from {}, got message case {}",
+                      options_.server_address, static_cast<int>(msg.body_case()));
+        stream.context->TryCancel();
+        break;
+      }
+      const v1::Registered& reg = msg.registered();
+      absl::MutexLock lock(&mu_);
+      if (epoch_ != 0 && epoch_ != reg.epoch()) {
+        spdlog::info("cluster epoch changed from {} to {}", epoch_, reg.epoch());
+      }
+      epoch_ = reg.epoch();
+      const absl::Duration hb = FromProto(reg.heartbeat_interval());
+      heartbeat_interval_ = hb > absl::ZeroDuration() ? std::max(hb, kMinHeartbeat)
+                                                      : options_.default_heartbeat_interval;
+      registered_ = true;
+      ++registrations_;
+      registered = true;
+      // Everything unacknowledged goes out again, oldest first: the server's handlers are
+      // idempotent, and the old stream may have died with any of it in flight.
+      send_queue_.clear();
+      for (const auto& [order, key] : outbox_order_) {
+        outbox_[key].queued = true;
+        send_queue_.push_back(key);
+      }
+      size_t active = 0;
+      for (const auto& [id, r] : workloads_) active += IsActive(r.state) ? 1 : 0;
+      spdlog::info(
+          "connected to {} as cluster {}: epoch {}, heartbeat every {}, {} workload(s) running, "
+          "{} status(es) to deliver",
+          options_.server_address, topology_.cluster, epoch_,
+          absl::FormatDuration(heartbeat_interval_), active, outbox_.size());
+      changed_.SignalAll();
+      continue;
+    }
+    Dispatch(msg);
+  }
+
+  {
+    absl::MutexLock lock(&mu_);
+    stream_done_ = true;
+    registered_ = false;
+    changed_.SignalAll();
+    const absl::Time deadline = absl::Now() + kSenderExitWait;
+    while (!sender_exited_) {
+      if (changed_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+    // A sender stuck in Write on a half-dead stream needs the call cancelled; otherwise leave
+    // the call alone so Finish reports the server's own status.
+    if (!sender_exited_) stream.context->TryCancel();
+  }
+  sender.join();
+  *final_status = stream.rw->Finish();
+  absl::MutexLock lock(&mu_);
+  if (current_context_ == stream.context) current_context_.reset();
+  return registered;
+}
+
+void Agent::SendLoop(Stream* stream) {
+  v1::AgentMessage reg;
+  {
+    absl::MutexLock lock(&mu_);
+    reg = BuildRegister();
+  }
+  const bool wrote = stream->rw->Write(reg);
+
+  absl::MutexLock lock(&mu_);
+  const absl::Time register_deadline = absl::Now() + options_.register_timeout;
+  while (wrote && !stream_done_ && !registered_) {
+    if (changed_.WaitWithDeadline(&mu_, register_deadline) && !registered_ && !stream_done_) {
+      spdlog::warn("no Registered from {} within {}; redialling", options_.server_address,
+                   absl::FormatDuration(options_.register_timeout));
+      stream->context->TryCancel();
+      break;
+    }
+  }
+  absl::Time next_heartbeat = absl::Now() + heartbeat_interval_;
+  const absl::Duration scan_every =
+      std::max(options_.status_resend_interval / 2, absl::Milliseconds(10));
+  absl::Time next_scan = absl::Now() + scan_every;
+  std::vector<v1::AgentMessage> out;
+  while (wrote && !stream_done_ && registered_) {
+    const absl::Time now = absl::Now();
+    if (now >= next_scan) {
+      // Statuses sent but not acknowledged for a while go out again on this stream.
+      for (const auto& [order, key] : outbox_order_) {
+        OutboxEntry& e = outbox_[key];
+        if (!e.queued && e.last_sent + options_.status_resend_interval <= now) {
+          e.queued = true;
+          send_queue_.push_back(key);
+        }
+      }
+      next_scan = now + scan_every;
+    }
+    while (!send_queue_.empty()) {
+      v1::AgentMessage m;
+      v1::StatusReport* report = m.mutable_status();
+      while (!send_queue_.empty() && report->updates_size() < options_.max_updates_per_report) {
+        auto it = outbox_.find(send_queue_.front());
+        send_queue_.pop_front();
+        if (it == outbox_.end() || !it->second.queued) continue;  // acknowledged meanwhile
+        it->second.queued = false;
+        it->second.last_sent = now;
+        *report->add_updates() = it->second.status;
+      }
+      if (report->updates_size() == 0) break;
+      m.set_seq(++seq_);
+      m.set_epoch(epoch_);
+      out.push_back(std::move(m));
+    }
+    if (now >= next_heartbeat) {
+      v1::AgentMessage m;
+      m.set_seq(++seq_);
+      m.set_epoch(epoch_);
+      m.mutable_heartbeat()->set_running(static_cast<uint32_t>(active_count_));
+      out.push_back(std::move(m));
+      next_heartbeat = now + heartbeat_interval_;
+    }
+    if (out.empty()) {
+      changed_.WaitWithDeadline(&mu_, std::min(next_heartbeat, next_scan));
+      continue;
+    }
+    // Write without the lock: a slow server must not stall the backend's callbacks.
+    mu_.Unlock();
+    bool ok = true;
+    for (const v1::AgentMessage& m : out) {
+      if (!stream->rw->Write(m)) {
+        ok = false;
+        break;
+      }
+    }
+    out.clear();
+    mu_.Lock();
+    if (!ok) break;
+  }
+  sender_exited_ = true;
+  changed_.SignalAll();
+}
+
+void Agent::Dispatch(const v1::ServerMessage& msg) {
+  switch (msg.body_case()) {
+    case v1::ServerMessage::kAssign:
+      HandleAssign(msg.assign());
+      break;
+    case v1::ServerMessage::kCancel:
+      HandleCancel(msg.cancel());
+      break;
+    case v1::ServerMessage::kAck:
+      HandleAck(msg.ack());
+      break;
+    case v1::ServerMessage::kRegistered:
+      spdlog::warn("ignoring a second Registered on the same stream");
+      break;
+    default:
+      // A newer server may send messages this agent does not know yet.
+      spdlog::debug("ignoring server message case {}", static_cast<int>(msg.body_case()));
+  }
+}
+
+void Agent::HandleAssign(const v1::AssignBatch& batch) {
+  std::vector<const v1::WorkAssignment*> to_start;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;  // do not start what Shutdown would kill unreported
+    const absl::Time now = absl::Now();
+    int stale = 0;
+    for (const v1::WorkAssignment& a : batch.assignments()) {
+      const std::string& id = a.workload_id();
+      if (id.empty()) {
+        spdlog::warn("ignoring an assignment without workload_id");
+        continue;
+      }
+      auto it = workloads_.find(id);
+      if (it != workloads_.end()) {
+        // Known (running or ended): never start twice. An ended one is re-reported, since
+        // the server evidently missed its end.
+        ++duplicate_assignments_;
+        if (IsTerminal(it->second.state)) {
+          it->second.terminal_acked = false;
+          Enqueue(StatusOf(id, it->second));
+        }
+        continue;
+      }
+      // Placed under another epoch: the server fenced that placement off (DESIGN.md §7), so it
+      // must not run here. Reporting it FAILED (rather than ignoring it) keeps it from sitting
+      // PLACED forever on a server that still lists it for this cluster, and frees its GPUs.
+      if (a.assignment().epoch() != 0 && a.assignment().epoch() != epoch_) {
+        ++stale;
+        Record r;
+        r.state = v1::WORKLOAD_STATE_UNSPECIFIED;
+        r.epoch = a.assignment().epoch();
+        auto [inserted, ok] = workloads_.emplace(id, std::move(r));
+        Finish(id, inserted->second, v1::WORKLOAD_STATE_FAILED, 0,
+               absl::StrCat("not started: placed under cluster epoch ", a.assignment().epoch(),
+                            " but the cluster is at epoch ", epoch_),
+               now);
+        continue;
+      }
+      Record r;
+      r.epoch = a.assignment().epoch() != 0 ? a.assignment().epoch() : epoch_;
+      r.time = now;
+      workloads_.emplace(id, std::move(r));
+      ++active_count_;
+      to_start.push_back(&a);
+    }
+    if (stale > 0) {
+      spdlog::warn("refused {} assignment(s) placed under another epoch than {}", stale, epoch_);
+    }
+  }
+  for (const v1::WorkAssignment* a : to_start) {
+    const absl::Status started = backend_->Start(*a);
+    if (started.ok()) continue;
+    absl::MutexLock lock(&mu_);
+    auto it = workloads_.find(a->workload_id());
+    if (it == workloads_.end() || !IsActive(it->second.state)) continue;
+    if (absl::IsFailedPrecondition(started)) {
+      // The backend is shutting down: forget the id rather than fail the workload, so the
+      // server sees it missing and places it again.
+      workloads_.erase(it);
+      --active_count_;
+      continue;
+    }
+    Finish(a->workload_id(), it->second, v1::WORKLOAD_STATE_FAILED, 0,
+           absl::StrCat("not started: ", started.message()), absl::Now());
+  }
+}
+
+void Agent::HandleCancel(const v1::CancelBatch& batch) {
+  std::vector<std::string> to_cancel;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    for (const std::string& id : batch.workload_ids()) {
+      if (id.empty()) continue;
+      auto it = workloads_.find(id);
+      if (it == workloads_.end()) {
+        // Never seen: it is cancelled for good, and remembering it means a late assignment for
+        // it will not start.
+        Record r;
+        r.state = v1::WORKLOAD_STATE_UNSPECIFIED;
+        r.epoch = epoch_;
+        auto [inserted, ok] = workloads_.emplace(id, std::move(r));
+        Finish(id, inserted->second, v1::WORKLOAD_STATE_CANCELLED, 0,
+               "cancelled before the agent started it", now);
+      } else if (IsTerminal(it->second.state)) {
+        it->second.terminal_acked = false;
+        Enqueue(StatusOf(id, it->second));
+      } else {
+        to_cancel.push_back(id);
+      }
+    }
+  }
+  for (const std::string& id : to_cancel) {
+    const absl::Status s = backend_->Cancel(id);
+    // NOT_FOUND: its end is already on the way through OnEvent.
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      spdlog::warn("cancel {}: {}", id, s.ToString());
+    }
+  }
+}
+
+void Agent::HandleAck(const v1::StatusAck& ack) {
+  absl::MutexLock lock(&mu_);
+  auto remove = [this](const StatusKey& key) {
+    auto it = outbox_.find(key);
+    if (it == outbox_.end()) return;
+    outbox_order_.erase(it->second.order);
+    outbox_.erase(it);
+  };
+  for (const v1::WorkloadStatus& s : ack.statuses()) {
+    remove({s.workload_id(), s.state()});
+    if (!IsTerminal(s.state())) continue;
+    // The end supersedes RUNNING: the server needs no older news of this workload.
+    remove({s.workload_id(), v1::WORKLOAD_STATE_RUNNING});
+    auto it = workloads_.find(s.workload_id());
+    if (it != workloads_.end() && it->second.state == s.state()) {
+      it->second.terminal_acked = true;
+    }
+  }
+  Forget(absl::Now());
+  changed_.SignalAll();
+}
+
+void Agent::OnEvent(WorkloadEvent event) {
+  absl::MutexLock lock(&mu_);
+  auto it = workloads_.find(event.workload_id);
+  if (it == workloads_.end()) {
+    spdlog::warn("backend reported workload {} that the agent does not know", event.workload_id);
+    return;
+  }
+  Record& r = it->second;
+  if (IsTerminal(r.state)) return;  // exactly one end per workload
+  if (event.state == v1::WORKLOAD_STATE_RUNNING) {
+    if (r.state == v1::WORKLOAD_STATE_RUNNING) return;
+    r.state = v1::WORKLOAD_STATE_RUNNING;
+    r.time = event.time;
+    r.message = std::move(event.message);
+    Enqueue(StatusOf(event.workload_id, r));
+  } else if (IsTerminal(event.state)) {
+    Finish(event.workload_id, r, event.state, event.exit_code, std::move(event.message),
+           event.time);
+  }
+}
+
+void Agent::Finish(const std::string& id, Record& r, v1::WorkloadState state, int32_t exit_code,
+                   std::string message, absl::Time time) {
+  if (IsActive(r.state)) --active_count_;
+  r.state = state;
+  r.exit_code = exit_code;
+  r.message = std::move(message);
+  r.time = time;
+  r.terminal_acked = false;
+  ended_.emplace_back(absl::Now(), id);
+  Enqueue(StatusOf(id, r));
+}
+
+void Agent::Forget(absl::Time now) {
+  size_t budget = ended_.size();  // each entry is looked at once per call
+  while (budget-- > 0 && !ended_.empty() &&
+         ended_.front().first + options_.finished_retention <= now) {
+    std::string id = std::move(ended_.front().second);
+    ended_.pop_front();
+    auto it = workloads_.find(id);
+    if (it == workloads_.end()) continue;
+    if (IsTerminal(it->second.state) && it->second.terminal_acked) {
+      workloads_.erase(it);
+    } else {
+      ended_.emplace_back(now, std::move(id));  // still owed to the server: look again later
+    }
+  }
+}
+
+v1::WorkloadStatus Agent::StatusOf(const std::string& id, const Record& r) const {
+  v1::WorkloadStatus s;
+  s.set_workload_id(id);
+  s.set_state(IsActive(r.state) ? v1::WORKLOAD_STATE_RUNNING : r.state);
+  s.set_exit_code(r.exit_code);
+  s.set_message(r.message);
+  *s.mutable_time() = ToProto(r.time);
+  s.set_epoch(r.epoch);
+  return s;
+}
+
+void Agent::Enqueue(v1::WorkloadStatus status) {
+  StatusKey key{status.workload_id(), status.state()};
+  auto [it, inserted] = outbox_.try_emplace(key);
+  if (inserted) {
+    it->second.order = next_order_++;
+    outbox_order_.emplace(it->second.order, key);
+  }
+  it->second.status = std::move(status);
+  if (!it->second.queued) {
+    it->second.queued = true;
+    send_queue_.push_back(std::move(key));
+  }
+  changed_.SignalAll();
+}
+
+v1::AgentMessage Agent::BuildRegister() {
+  v1::AgentMessage m;
+  m.set_seq(++seq_);
+  // The epoch it last believed in (0 before the first registration) lets the server spot an
+  // agent coming back from a fenced epoch.
+  m.set_epoch(epoch_);
+  v1::Register* reg = m.mutable_register_();
+  reg->set_cluster(topology_.cluster);
+  *reg->mutable_info() = topology_.info;
+  *reg->mutable_inventory() = topology_.inventory;
+  reg->set_agent_version(options_.agent_version);
+  for (const auto& [id, r] : workloads_) {
+    if (IsActive(r.state) || (IsTerminal(r.state) && !r.terminal_acked)) {
+      *reg->add_known_workloads() = StatusOf(id, r);
+    }
+  }
+  return m;
+}
+
+}  // namespace gpufed::agent

@@ -1,0 +1,176 @@
+#ifndef GPUFED_AGENT_AGENT_H_
+#define GPUFED_AGENT_AGENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/backend.h"
+#include "agent/topology.h"
+#include "gpufed/v1/agent_service.grpc.pb.h"
+
+namespace gpufed::agent {
+
+struct AgentOptions {
+  // host:port of the server's gRPC endpoint.
+  std::string server_address = "127.0.0.1:50051";
+  // The cluster's agent token, sent as `authorization: Bearer <token>`. Never logged.
+  std::string token;
+  std::string agent_version;
+  // Reconnect backoff: starts here, doubles per failed attempt, capped at max; each wait is
+  // drawn uniformly from [d/2, d]. A registered stream resets it.
+  absl::Duration initial_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+  // A stream that brings no Registered within this long is abandoned and redialled.
+  absl::Duration register_timeout = absl::Seconds(15);
+  // Used when Registered carries no heartbeat interval.
+  absl::Duration default_heartbeat_interval = absl::Seconds(10);
+  // A status the server has not acknowledged this long after sending is sent again.
+  absl::Duration status_resend_interval = absl::Seconds(30);
+  // How long an ended, acknowledged workload id is remembered (so a late duplicate assignment
+  // is still recognised) before it is forgotten.
+  absl::Duration finished_retention = absl::Hours(1);
+  // Most updates in one StatusReport.
+  int max_updates_per_report = 1000;
+  // On Shutdown, how long to keep the stream open for outstanding statuses to be acknowledged.
+  absl::Duration shutdown_flush_timeout = absl::Seconds(3);
+};
+
+// Counters for logs and tests. A snapshot; fields are independent.
+struct AgentStats {
+  bool registered = false;
+  uint64_t epoch = 0;
+  // Streams that reached Registered.
+  uint64_t registrations = 0;
+  // Statuses waiting for the server's acknowledgement.
+  size_t unacked_statuses = 0;
+  // Workload ids the agent remembers (active or ended).
+  size_t known_workloads = 0;
+  // Assignments ignored because the id was already known.
+  uint64_t duplicate_assignments = 0;
+};
+
+// The agent's side of AgentService.Connect (DESIGN.md §7): dials the server, registers the
+// cluster, heartbeats, runs assignments through a Backend, and reports every state change
+// at least once until the server acknowledges it. Work keeps running while the server is away;
+// on reconnect the agent re-registers with everything it still runs or has not had
+// acknowledged, and an assignment it already knows (running or ended) is never started twice.
+//
+// Thread-safe. Run() drives the connection; Shutdown() and Stats() may be called from any other
+// thread. Destroy the agent only after Run() has returned.
+class Agent {
+ public:
+  // INVALID_ARGUMENT for bad options; whatever the factory returns for the backend.
+  static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options,
+                                                       ClusterTopology topology,
+                                                       const BackendFactory& make_backend);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Connects, serves and reconnects until Shutdown(). Call once.
+  void Run();
+
+  // Stops the backend (its work is stopped, not reported), gives outstanding statuses up to
+  // shutdown_flush_timeout to be acknowledged, then ends the stream. Run() returns soon after.
+  // Blocks while the backend stops. Idempotent.
+  void Shutdown();
+
+  AgentStats Stats() const;
+  const Backend& backend() const { return *backend_; }
+
+ private:
+  // (workload id, state): how the server's acks name statuses.
+  using StatusKey = std::pair<std::string, int>;
+
+  // What the agent knows about one workload id.
+  struct Record {
+    v1::WorkloadState state = v1::WORKLOAD_STATE_PLACED;  // PLACED: starting
+    int32_t exit_code = 0;
+    std::string message;
+    absl::Time time;
+    uint64_t epoch = 0;  // the assignment's epoch
+    bool terminal_acked = false;
+  };
+  struct OutboxEntry {
+    v1::WorkloadStatus status;
+    uint64_t order = 0;
+    absl::Time last_sent = absl::InfinitePast();
+    bool queued = false;
+  };
+  // Everything that belongs to one stream.
+  struct Stream {
+    std::shared_ptr<grpc::ClientContext> context;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> rw;
+  };
+
+  Agent(AgentOptions options, ClusterTopology topology);
+
+  // One connection: dial, register, serve until the stream breaks. True if it registered;
+  // `final_status` says how the stream ended.
+  bool RunStream(grpc::Status* final_status);
+  void SendLoop(Stream* stream);
+  void Dispatch(const v1::ServerMessage& msg);
+  void HandleAssign(const v1::AssignBatch& batch);
+  void HandleCancel(const v1::CancelBatch& batch);
+  void HandleAck(const v1::StatusAck& ack);
+  void OnEvent(WorkloadEvent event);
+
+  v1::AgentMessage BuildRegister() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::WorkloadStatus StatusOf(const std::string& id, const Record& r) const;
+  // Adds (or re-queues) a status for sending until acknowledged.
+  void Enqueue(v1::WorkloadStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets a record terminal and queues its status.
+  void Finish(const std::string& id, Record& r, v1::WorkloadState state, int32_t exit_code,
+              std::string message, absl::Time time) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration Jitter(absl::Duration d);
+
+  const AgentOptions options_;
+  const ClusterTopology topology_;
+  std::unique_ptr<Backend> backend_;  // set once in Create
+
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // outbox, registration, stream or stop state changed
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<grpc::ClientContext> current_context_ ABSL_GUARDED_BY(mu_);
+  bool stream_done_ ABSL_GUARDED_BY(mu_) = true;
+  bool sender_exited_ ABSL_GUARDED_BY(mu_) = true;
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
+  uint64_t registrations_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t duplicate_assignments_ ABSL_GUARDED_BY(mu_) = 0;
+  // Workloads starting or running (Heartbeat.running).
+  size_t active_count_ ABSL_GUARDED_BY(mu_) = 0;
+
+  absl::flat_hash_map<std::string, Record> workloads_ ABSL_GUARDED_BY(mu_);
+  // Ended workloads in the order they ended, for Forget().
+  std::deque<std::pair<absl::Time, std::string>> ended_ ABSL_GUARDED_BY(mu_);
+
+  absl::flat_hash_map<StatusKey, OutboxEntry> outbox_ ABSL_GUARDED_BY(mu_);
+  // order -> key: the outbox in the order statuses arose (RUNNING before the end).
+  std::map<uint64_t, StatusKey> outbox_order_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 1;
+  // Statuses to send on the current stream, oldest first.
+  std::deque<StatusKey> send_queue_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex rng_mu_;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(rng_mu_);
+};
+
+}  // namespace gpufed::agent
+
+#endif  // GPUFED_AGENT_AGENT_H_

@@ -1,0 +1,202 @@
+#include "agent/flags.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
+
+#ifndef GPUFED_VERSION
+#define GPUFED_VERSION "dev"
+#endif
+
+namespace gpufed::agent {
+namespace {
+
+// Config keys whose values are paths, resolved against the config file's folder.
+constexpr std::string_view kPathKeys[] = {"topology", "token-file", "work-dir"};
+// Flags that make no sense inside the config file.
+constexpr std::string_view kNotConfigurable[] = {"config", "help", "version"};
+
+bool Contains(const auto& list, std::string_view s) {
+  for (std::string_view x : list) {
+    if (x == s) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> ConfigKeys(CLI::App& app) {
+  std::vector<std::string> keys;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& name : opt->get_lnames()) {
+      if (!Contains(kNotConfigurable, name)) keys.push_back(name);
+    }
+  }
+  return keys;
+}
+
+// Applies the YAML config file to every option neither a flag nor its environment variable set.
+// `token_set`: the token already came from a flag or the environment, so the file's `token` and
+// `token-file` are ignored (the two are one setting).
+absl::Status ApplyConfig(CLI::App& app, const std::string& path, bool token_set) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return absl::InvalidArgumentError(absl::StrCat("--config: cannot read ", path));
+  } catch (const YAML::ParserException& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":", e.mark.line + 1, ": invalid YAML: ", e.msg));
+  }
+  if (!root.IsDefined() || root.IsNull()) return absl::OkStatus();
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":1: must be a map of flag names (without --) to values"));
+  }
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const int line = it->first.Mark().line + 1;
+    const std::string key = absl::StrReplaceAll(it->first.Scalar(), {{"_", "-"}});
+    CLI::Option* opt =
+        Contains(kNotConfigurable, key) ? nullptr : app.get_option_no_throw("--" + key);
+    if (opt == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", line, ": unknown key \"", it->first.Scalar(),
+                       "\" (known: ", absl::StrJoin(ConfigKeys(app), ", "), ")"));
+    }
+    if (!it->second.IsScalar()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", line, ": ", key, ": must be a single value"));
+    }
+    if (opt->count() > 0) continue;  // a flag or its environment variable wins
+    if (token_set && (key == "token" || key == "token-file")) continue;
+    std::string value = it->second.Scalar();
+    if (Contains(kPathKeys, key) && !value.empty() && std::filesystem::path(value).is_relative()) {
+      value = (dir / value).lexically_normal().string();
+    }
+    try {
+      opt->add_result(value);
+      opt->run_callback();
+    } catch (const CLI::ParseError& e) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": ", key, ": ", e.what()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadToken(const std::string& path, std::string* token) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--token-file: cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  *token = std::string(absl::StripAsciiWhitespace(text.str()));
+  if (token->empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--token-file: ", path, " is empty"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
+  AgentFlags f;
+  CLI::App app{"Runs one cluster's work for the gpufed control plane.", "gpufed-agent"};
+  app.set_version_flag("--version", GPUFED_VERSION);
+  app.add_option("--config", f.config_file, "YAML file whose keys mirror these flags")
+      ->envname("GPUFED_AGENT_CONFIG");
+  app.add_option("--server", f.server, "server gRPC address (host:port)")
+      ->envname("GPUFED_SERVER")
+      ->capture_default_str();
+  // The two token settings are one: their environment variables are read below, so that a flag
+  // of either kind beats the environment of either kind.
+  CLI::Option* token_opt =
+      app.add_option("--token", f.token, "the cluster's agent token (Env:GPUFED_AGENT_TOKEN)");
+  CLI::Option* token_file_opt = app.add_option(
+      "--token-file", f.token_file, "file holding the agent token (Env:GPUFED_AGENT_TOKEN_FILE)");
+  app.add_option("--topology", f.topology, "the cluster's topology YAML (required)")
+      ->envname("GPUFED_TOPOLOGY");
+  app.add_option("--backend", f.backend, "how assignments run")
+      ->envname("GPUFED_BACKEND")
+      ->check(CLI::IsMember({"sim", "process"}))
+      ->capture_default_str();
+  app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error")
+      ->envname("GPUFED_LOG_LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  app.add_option("--work-dir", f.work_dir,
+                 "process backend: workload logs go to DIR/logs (default "
+                 "$TMPDIR/gpufed-agent-<cluster>)")
+      ->envname("GPUFED_WORK_DIR");
+  app.add_option("--kill-grace", f.kill_grace_seconds,
+                 "process backend: seconds from SIGTERM to SIGKILL on cancel")
+      ->envname("GPUFED_KILL_GRACE")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+
+  FlagsOutcome outcome;
+  auto fail = [&outcome](absl::string_view message) {
+    outcome.exit_code = 2;
+    outcome.err = absl::StrCat("gpufed-agent: ", message);
+    return outcome;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {  // --help, --version
+      std::ostringstream out;
+      std::ostringstream err;
+      app.exit(e, out, err);
+      outcome.out = out.str();
+      return outcome;
+    }
+    return fail(absl::StrCat(e.what(), " (see --help)"));
+  }
+  if (token_opt->count() > 0 && token_file_opt->count() > 0) {
+    return fail("--token and --token-file are both given; give one");
+  }
+  if (token_opt->count() == 0 && token_file_opt->count() == 0) {
+    const char* env_token = std::getenv("GPUFED_AGENT_TOKEN");
+    const char* env_file = std::getenv("GPUFED_AGENT_TOKEN_FILE");
+    const bool has_token = env_token != nullptr && *env_token != '\0';
+    const bool has_file = env_file != nullptr && *env_file != '\0';
+    if (has_token && has_file) {
+      return fail("GPUFED_AGENT_TOKEN and GPUFED_AGENT_TOKEN_FILE are both set; set one");
+    }
+    if (has_token) f.token = env_token;
+    if (has_file) f.token_file = env_file;
+  }
+  if (!f.config_file.empty()) {
+    absl::Status applied =
+        ApplyConfig(app, f.config_file, !f.token.empty() || !f.token_file.empty());
+    if (!applied.ok()) return fail(applied.message());
+  }
+  if (f.topology.empty()) {
+    return fail("--topology is required (flag, GPUFED_TOPOLOGY or config key topology)");
+  }
+  if (!f.token.empty() && !f.token_file.empty()) {
+    return fail(absl::StrCat(f.config_file, ": token and token_file are both set; give one"));
+  }
+  if (!f.token_file.empty()) {
+    absl::Status read = ReadToken(f.token_file, &f.token);
+    if (!read.ok()) return fail(read.message());
+  }
+  if (f.token.empty()) {
+    return fail("an agent token is required (--token, --token-file or GPUFED_AGENT_TOKEN)");
+  }
+  if (f.server.empty()) return fail("--server: must not be empty");
+  outcome.flags = std::move(f);
+  return outcome;
+}
+
+}  // namespace gpufed::agent

@@ -1,0 +1,43 @@
+#ifndef GPUFED_AGENT_FLAGS_H_
+#define GPUFED_AGENT_FLAGS_H_
+
+#include <optional>
+#include <string>
+
+namespace gpufed::agent {
+
+// gpufed-agent's settings (docs/interfaces.md), after flags, environment and config file.
+struct AgentFlags {
+  std::string config_file;
+  std::string server = "127.0.0.1:50051";
+  // The token itself: from --token / GPUFED_AGENT_TOKEN, or read from --token-file.
+  std::string token;
+  std::string token_file;
+  std::string topology;
+  std::string backend = "sim";
+  std::string log_level = "info";
+  // process backend: logs go to <work_dir>/logs. Empty: $TMPDIR (or /tmp)/gpufed-agent-<cluster>.
+  std::string work_dir;
+  // process backend: seconds between SIGTERM and SIGKILL.
+  double kill_grace_seconds = 10;
+};
+
+// What ParseAgentFlags decided: run with `flags`, or exit with `exit_code` after printing
+// `out` to stdout (help, version) and `err` to stderr (one line).
+struct FlagsOutcome {
+  std::optional<AgentFlags> flags;
+  int exit_code = 0;
+  std::string out;
+  std::string err;
+};
+
+// Parses the command line with CLI11. Precedence: flag, then its environment variable, then the
+// YAML file named by --config / GPUFED_AGENT_CONFIG (keys mirror the flags: `server`,
+// `token-file` or `token_file`, ...; relative paths in it are relative to the file), then the
+// defaults. Unknown flags or keys, bad values, a missing topology or token: exit code 2 and one
+// line naming the problem. Reads the token file. Not thread-safe (reads the environment).
+FlagsOutcome ParseAgentFlags(int argc, const char* const* argv);
+
+}  // namespace gpufed::agent
+
+#endif  // GPUFED_AGENT_FLAGS_H_

@@ -1,0 +1,145 @@
+// gpufed-agent: connects one cluster to the gpufed server (docs/agent.md).
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/agent.h"
+#include "agent/flags.h"
+#include "agent/process_backend.h"
+#include "agent/sim_backend.h"
+#include "agent/topology.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+#ifndef GPUFED_VERSION
+#define GPUFED_VERSION "dev"
+#endif
+
+namespace gpufed::agent {
+namespace {
+
+// A second SIGINT this long after the first forces the exit.
+constexpr absl::Duration kForceExitAfter = absl::Milliseconds(500);
+
+int ConfigError(absl::string_view message) {
+  std::cerr << "gpufed-agent: " << message << "\n";
+  return 2;
+}
+
+std::string DefaultWorkDir(const std::string& cluster) {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::filesystem::path base = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  return (base / absl::StrCat("gpufed-agent-", cluster)).string();
+}
+
+int Main(int argc, char** argv) {
+  FlagsOutcome parsed = ParseAgentFlags(argc, argv);
+  if (!parsed.flags.has_value()) {
+    std::cout << parsed.out;
+    if (!parsed.err.empty()) std::cerr << parsed.err << "\n";
+    return parsed.exit_code;
+  }
+  const AgentFlags& flags = *parsed.flags;
+
+  auto logger = spdlog::stderr_color_mt("gpufed-agent");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+
+  absl::StatusOr<ClusterTopology> topology = LoadClusterTopology(flags.topology);
+  if (!topology.ok()) return ConfigError(topology.status().message());
+
+  // SIGINT/SIGTERM are taken by sigwait in one thread; block them before any thread exists so
+  // every thread inherits the mask. (The process backend unblocks them for its children.)
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A write to a socket the server closed must fail, not kill the agent.
+  signal(SIGPIPE, SIG_IGN);
+
+  BackendFactory factory;
+  if (flags.backend == "process") {
+    ProcessBackendOptions options;
+    options.work_dir = flags.work_dir.empty() ? DefaultWorkDir(topology->cluster) : flags.work_dir;
+    options.kill_grace = absl::Seconds(flags.kill_grace_seconds);
+    factory = [options](EventCallback cb) -> absl::StatusOr<std::unique_ptr<Backend>> {
+      absl::StatusOr<std::unique_ptr<ProcessBackend>> b = ProcessBackend::Create(options, cb);
+      if (!b.ok()) return b.status();
+      return std::unique_ptr<Backend>(std::move(*b));
+    };
+    spdlog::info("process backend: workload logs in {}/logs", options.work_dir);
+  } else {
+    factory = [](EventCallback cb) -> absl::StatusOr<std::unique_ptr<Backend>> {
+      absl::StatusOr<std::unique_ptr<SimBackend>> b = SimBackend::Create(cb);
+      if (!b.ok()) return b.status();
+      return std::unique_ptr<Backend>(std::move(*b));
+    };
+  }
+
+  AgentOptions options;
+  options.server_address = flags.server;
+  options.token = flags.token;
+  options.agent_version = GPUFED_VERSION;
+  const int gpus = CountGpus(topology->inventory);
+  const int nodes = topology->inventory.nodes_size();
+  const std::string cluster = topology->cluster;
+  absl::StatusOr<std::unique_ptr<Agent>> agent =
+      Agent::Create(options, *std::move(topology), factory);
+  if (!agent.ok()) return ConfigError(agent.status().message());
+  spdlog::info("gpufed-agent {}: cluster {} ({} nodes, {} GPUs), {} backend, server {}",
+               GPUFED_VERSION, cluster, nodes, gpus, flags.backend, flags.server);
+
+  std::atomic<bool> done{false};
+  std::thread shutdown;  // written by the signal thread, joined after it
+  std::thread signals([&] {
+    std::optional<absl::Time> first;
+    const timespec tick{0, 200'000'000};
+    while (!done.load()) {
+      const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+      if (sig < 0) continue;
+      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+      if (first.has_value()) {
+        // A person pressing Ctrl-C again means "now". Repeated SIGTERMs come from supervisors
+        // and scripts (often twice at once) and must not turn a clean stop into a crash: the
+        // stop is bounded anyway, and they follow up with SIGKILL if they lose patience.
+        if (sig == SIGINT && absl::Now() - *first > kForceExitAfter) {
+          spdlog::warn("second SIGINT: exiting now");
+          std::_Exit(1);
+        }
+        spdlog::info("{} again: already shutting down", name);
+        continue;
+      }
+      first = absl::Now();
+      spdlog::info("{}: shutting down", name);
+      // Shutdown blocks while the backend stops its work, so run it off the signal thread to
+      // keep a second Ctrl-C able to force the exit.
+      shutdown = std::thread([&agent] { (*agent)->Shutdown(); });
+    }
+  });
+
+  (*agent)->Run();
+  (*agent)->Shutdown();  // no-op after a signal; covers Run returning for any other reason
+  done.store(true);
+  signals.join();
+  if (shutdown.joinable()) shutdown.join();
+  agent->reset();
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpufed::agent
+
+int main(int argc, char** argv) { return gpufed::agent::Main(argc, argv); }

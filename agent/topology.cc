@@ -1,0 +1,577 @@
+#include "agent/topology.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <initializer_list>
+#include <optional>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
+#include "federation/gpu_catalog.h"
+#include "federation/status_macros.h"
+
+namespace gpufed::agent {
+namespace {
+
+constexpr size_t kMaxNameLength = 63;
+// Upper bounds that catch typos (count: 80000) long before they become a multi-gigabyte
+// inventory; real clusters sit far below them.
+constexpr uint64_t kMaxNodesPerGroup = 10000;
+constexpr uint64_t kMaxGpusPerNode = 64;
+constexpr uint64_t kMaxNumaNodes = 64;
+constexpr size_t kMaxLabelLength = 253;
+
+// [a-z0-9-], 1..63: the name rule of cluster names (agent_service.proto) applied to every
+// identifier a person types into the file.
+bool IsName(absl::string_view s) {
+  if (s.empty() || s.size() > kMaxNameLength) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return true;
+}
+
+// Free-form identifiers reported as-is (GPU UUIDs, NVLink domains, PCIe switches, label keys
+// and values): printable ASCII without spaces, so they survive logs, SQL and CSV untouched.
+bool IsToken(absl::string_view s, size_t max_length) {
+  if (s.empty() || s.size() > max_length) return false;
+  for (char c : s) {
+    if (c <= ' ' || c > '~') return false;
+  }
+  return true;
+}
+
+std::string Join(absl::string_view path, absl::string_view key) {
+  return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
+}
+
+std::string Index(absl::string_view path, size_t i) { return absl::StrCat(path, "[", i, "]"); }
+
+std::string PadNumber(uint64_t n, uint64_t count) {
+  const int width = std::max<int>(2, static_cast<int>(absl::StrCat(count).size()));
+  return absl::StrFormat("%0*d", width, n);
+}
+
+// The keys of one YAML map, checked against what the map may hold.
+struct Fields {
+  YAML::Node node;
+  std::string path;
+  absl::flat_hash_map<std::string, YAML::Node> values;
+  std::vector<std::pair<std::string, YAML::Node>> ordered;  // file order, for maps of labels
+
+  const YAML::Node* Find(absl::string_view key) const {
+    auto it = values.find(key);
+    return it == values.end() ? nullptr : &it->second;
+  }
+};
+
+class Parser {
+ public:
+  explicit Parser(absl::string_view source) : source_(source) {}
+
+  absl::StatusOr<ClusterTopology> Parse(absl::string_view yaml) {
+    YAML::Node root;
+    try {
+      root = YAML::Load(std::string(yaml));
+    } catch (const YAML::ParserException& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_, ":", e.mark.line + 1, ": invalid YAML: ", e.msg));
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat(source_, ": invalid YAML: ", e.what()));
+    }
+    if (!root.IsDefined() || root.IsNull()) {
+      return absl::InvalidArgumentError(absl::StrCat(source_, ":1: the file is empty"));
+    }
+    ASSIGN_OR_RETURN(Fields top, GetFields(root, "", {"cluster", "node_groups", "nodes"}, root));
+
+    ClusterTopology out;
+    const YAML::Node* cluster = top.Find("cluster");
+    if (cluster == nullptr) return Error(root, "cluster", "required");
+    RETURN_IF_ERROR(ParseCluster(*cluster, root, &out));
+
+    if (const YAML::Node* groups = top.Find("node_groups")) {
+      RETURN_IF_ERROR(ForEach(*groups, "node_groups", [&](const YAML::Node& g, std::string p) {
+        return ParseNodeGroup(g, p, &out);
+      }));
+    }
+    if (const YAML::Node* nodes = top.Find("nodes")) {
+      RETURN_IF_ERROR(ForEach(*nodes, "nodes", [&](const YAML::Node& n, std::string p) {
+        return ParseNode(n, p, &out);
+      }));
+    }
+    if (out.inventory.nodes().empty()) {
+      return Error(root, "node_groups", "the cluster has no nodes (give node_groups or nodes)");
+    }
+    // Explicit NVLink domains may span nodes (an NVL72 rack), but must not merge with a domain
+    // generated for another node, which would tell the scheduler two islands are one.
+    for (const auto& [domain, where] : explicit_domains_) {
+      if (generated_domains_.contains(domain)) {
+        return Error(
+            where.first, where.second,
+            absl::StrFormat("NVLink domain \"%s\" is also generated for a node group", domain));
+      }
+    }
+    return out;
+  }
+
+ private:
+  int LineOf(const YAML::Node& at, const YAML::Node& fallback) const {
+    if (at.IsDefined() && at.Mark().line >= 0) return at.Mark().line + 1;
+    if (fallback.IsDefined() && fallback.Mark().line >= 0) return fallback.Mark().line + 1;
+    return 1;
+  }
+
+  absl::Status Error(const YAML::Node& at, absl::string_view field, absl::string_view problem,
+                     const YAML::Node& fallback = YAML::Node()) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, ":", LineOf(at, fallback), ": ", field, ": ", problem));
+  }
+
+  // `node` must be a map (or empty) whose keys are all in `allowed`.
+  absl::StatusOr<Fields> GetFields(const YAML::Node& node, absl::string_view path,
+                                   std::initializer_list<absl::string_view> allowed,
+                                   const YAML::Node& parent) {
+    Fields f{node, std::string(path), {}, {}};
+    if (node.IsNull()) return f;
+    if (!node.IsMap()) {
+      return Error(node, path.empty() ? "(top level)" : path, "must be a map", parent);
+    }
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar()) return Error(it->first, path, "keys must be plain strings");
+      std::string key = it->first.Scalar();
+      bool known = false;
+      for (absl::string_view a : allowed) known = known || a == key;
+      if (!known) {
+        return Error(it->first, Join(path, key),
+                     absl::StrCat("unknown key (allowed: ", absl::StrJoin(allowed, ", "), ")"));
+      }
+      if (!f.values.emplace(key, it->second).second) {
+        return Error(it->first, Join(path, key), "duplicate key");
+      }
+      f.ordered.emplace_back(key, it->second);
+    }
+    return f;
+  }
+
+  template <typename Fn>
+  absl::Status ForEach(const YAML::Node& seq, absl::string_view path, Fn fn) {
+    if (seq.IsNull()) return absl::OkStatus();
+    if (!seq.IsSequence()) return Error(seq, path, "must be a list");
+    for (size_t i = 0; i < seq.size(); ++i) {
+      RETURN_IF_ERROR(fn(seq[i], Index(path, i)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::optional<std::string>> String(const Fields& f, absl::string_view key) {
+    const YAML::Node* n = f.Find(key);
+    if (n == nullptr || n->IsNull()) return std::nullopt;
+    if (!n->IsScalar()) return Error(*n, Join(f.path, key), "must be a string");
+    return n->Scalar();
+  }
+
+  absl::StatusOr<std::string> RequiredString(const Fields& f, absl::string_view key) {
+    ASSIGN_OR_RETURN(std::optional<std::string> v, String(f, key));
+    if (!v.has_value() || v->empty()) return Error(f.node, Join(f.path, key), "required");
+    return *std::move(v);
+  }
+
+  absl::StatusOr<std::optional<uint64_t>> Uint(const Fields& f, absl::string_view key) {
+    const YAML::Node* n = f.Find(key);
+    if (n == nullptr || n->IsNull()) return std::nullopt;
+    uint64_t v = 0;
+    if (!n->IsScalar() || !absl::SimpleAtoi(n->Scalar(), &v) || n->Scalar().front() == '-' ||
+        n->Scalar().front() == '+') {
+      return Error(*n, Join(f.path, key),
+                   absl::StrFormat("must be a non-negative integer (got \"%s\")",
+                                   n->IsScalar() ? n->Scalar() : "a non-scalar"));
+    }
+    return v;
+  }
+
+  // A count: present, in 1..max.
+  absl::StatusOr<uint64_t> Count(const Fields& f, absl::string_view key, uint64_t max) {
+    ASSIGN_OR_RETURN(std::optional<uint64_t> v, Uint(f, key));
+    if (!v.has_value()) return Error(f.node, Join(f.path, key), "required");
+    if (*v == 0 || *v > max) {
+      return Error(*f.Find(key), Join(f.path, key),
+                   absl::StrFormat("must be between 1 and %d (got %d)", max, *v));
+    }
+    return *v;
+  }
+
+  absl::StatusOr<std::optional<bool>> Bool(const Fields& f, absl::string_view key) {
+    const YAML::Node* n = f.Find(key);
+    if (n == nullptr || n->IsNull()) return std::nullopt;
+    bool v = false;
+    if (!n->IsScalar() || !YAML::convert<bool>::decode(*n, v)) {
+      return Error(*n, Join(f.path, key), "must be true or false");
+    }
+    return v;
+  }
+
+  absl::Status StringList(const Fields& f, absl::string_view key,
+                          google::protobuf::RepeatedPtrField<std::string>* out) {
+    const YAML::Node* n = f.Find(key);
+    if (n == nullptr || n->IsNull()) return absl::OkStatus();
+    const std::string path = Join(f.path, key);
+    if (!n->IsSequence()) return Error(*n, path, "must be a list of names");
+    absl::flat_hash_set<std::string> seen;
+    for (size_t i = 0; i < n->size(); ++i) {
+      const YAML::Node item = (*n)[i];
+      if (!item.IsScalar() || !IsName(item.Scalar())) {
+        return Error(item, Index(path, i), "must be 1..63 characters of [a-z0-9-]", *n);
+      }
+      if (!seen.insert(item.Scalar()).second) {
+        return Error(item, Index(path, i), absl::StrCat("duplicate \"", item.Scalar(), "\""), *n);
+      }
+      out->Add(std::string(item.Scalar()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Labels(const Fields& f, google::protobuf::Map<std::string, std::string>* out) {
+    const YAML::Node* n = f.Find("labels");
+    if (n == nullptr || n->IsNull()) return absl::OkStatus();
+    const std::string path = Join(f.path, "labels");
+    if (!n->IsMap()) return Error(*n, path, "must be a map of strings");
+    for (auto it = n->begin(); it != n->end(); ++it) {
+      if (!it->first.IsScalar() || !IsToken(it->first.Scalar(), kMaxLabelLength)) {
+        return Error(it->first, path, "keys must be printable strings without spaces");
+      }
+      const std::string key = it->first.Scalar();
+      if (!it->second.IsScalar() || it->second.Scalar().size() > kMaxLabelLength) {
+        return Error(it->second, Join(path, key), "must be a string of at most 253 characters");
+      }
+      if (!out->insert({key, it->second.Scalar()}).second) {
+        return Error(it->first, Join(path, key), "duplicate key");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // A name-like field: [a-z0-9-], 1..63.
+  absl::StatusOr<std::optional<std::string>> Name(const Fields& f, absl::string_view key,
+                                                  bool required) {
+    ASSIGN_OR_RETURN(std::optional<std::string> v, String(f, key));
+    if (!v.has_value() || v->empty()) {
+      if (required) return Error(f.node, Join(f.path, key), "required");
+      return std::nullopt;
+    }
+    if (!IsName(*v)) {
+      return Error(*f.Find(key), Join(f.path, key),
+                   absl::StrFormat("\"%s\" must be 1..63 characters of [a-z0-9-]", *v));
+    }
+    return v;
+  }
+
+  absl::Status ParseCluster(const YAML::Node& node, const YAML::Node& parent,
+                            ClusterTopology* out) {
+    ASSIGN_OR_RETURN(Fields f, GetFields(node, "cluster",
+                                         {"name", "provider", "region", "zone", "jurisdiction",
+                                          "compliance_labels"},
+                                         parent));
+    if (node.IsNull()) return Error(node, "cluster.name", "required", parent);
+    ASSIGN_OR_RETURN(std::optional<std::string> name, Name(f, "name", true));
+    ASSIGN_OR_RETURN(std::optional<std::string> provider, Name(f, "provider", true));
+    ASSIGN_OR_RETURN(std::optional<std::string> region, Name(f, "region", true));
+    ASSIGN_OR_RETURN(std::optional<std::string> zone, Name(f, "zone", false));
+    ASSIGN_OR_RETURN(std::optional<std::string> jurisdiction, Name(f, "jurisdiction", false));
+    out->cluster = *name;
+    out->info.set_provider(*provider);
+    out->info.set_region(*region);
+    out->info.set_zone(zone.value_or(""));
+    out->info.set_jurisdiction(jurisdiction.value_or(""));
+    return StringList(f, "compliance_labels", out->info.mutable_compliance_labels());
+  }
+
+  // The common node fields (rack, block, cpu_millis, memory_mib, labels, schedulable).
+  absl::Status NodeFields(const Fields& f, v1::Node* node) {
+    ASSIGN_OR_RETURN(std::optional<std::string> rack, String(f, "rack"));
+    ASSIGN_OR_RETURN(std::optional<std::string> block, String(f, "block"));
+    for (const auto& [key, value] : {std::pair{"rack", &rack}, std::pair{"block", &block}}) {
+      if (value->has_value() && !value->value().empty() &&
+          !IsToken(value->value(), kMaxNameLength)) {
+        return Error(*f.Find(key), Join(f.path, key),
+                     "must be at most 63 printable characters without spaces");
+      }
+    }
+    node->set_rack(rack.value_or(""));
+    node->set_block(block.value_or(""));
+    ASSIGN_OR_RETURN(std::optional<uint64_t> cpu, Uint(f, "cpu_millis"));
+    ASSIGN_OR_RETURN(std::optional<uint64_t> memory, Uint(f, "memory_mib"));
+    node->set_cpu_millis(cpu.value_or(0));
+    node->set_memory_mib(memory.value_or(0));
+    ASSIGN_OR_RETURN(std::optional<bool> schedulable, Bool(f, "schedulable"));
+    node->set_schedulable(schedulable.value_or(true));
+    return Labels(f, node->mutable_labels());
+  }
+
+  absl::StatusOr<GpuModel> Model(const Fields& f) {
+    ASSIGN_OR_RETURN(std::string model, RequiredString(f, "model"));
+    std::optional<GpuModel> found = FindGpuModel(model);
+    if (!found.has_value()) {
+      return Error(
+          *f.Find("model"), Join(f.path, "model"),
+          absl::StrFormat("unknown GPU model \"%s\" (known: %s)", model, KnownGpuModelNames()));
+    }
+    return *found;
+  }
+
+  absl::StatusOr<bool> MigCapable(const Fields& f, const GpuModel& model) {
+    ASSIGN_OR_RETURN(std::optional<bool> mig, Bool(f, "mig_capable"));
+    if (mig.value_or(false) && !model.mig_capable) {
+      return Error(*f.Find("mig_capable"), Join(f.path, "mig_capable"),
+                   absl::StrFormat("%s does not support MIG", model.name));
+    }
+    return mig.value_or(model.mig_capable);
+  }
+
+  absl::StatusOr<uint64_t> GpuMemory(const Fields& f, const GpuModel& model) {
+    ASSIGN_OR_RETURN(std::optional<uint64_t> memory, Uint(f, "memory_mib"));
+    if (memory.has_value() && *memory == 0) {
+      return Error(*f.Find("memory_mib"), Join(f.path, "memory_mib"), "must be > 0");
+    }
+    return memory.value_or(model.memory_mib);
+  }
+
+  // Checked before the node's GPUs, whose generated UUIDs would otherwise clash first and hide
+  // the real mistake.
+  absl::Status ClaimNodeName(const std::string& name, const YAML::Node& at,
+                             const std::string& field) {
+    if (!node_names_.insert(name).second) {
+      return Error(at, field, absl::StrFormat("duplicate node name \"%s\"", name));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status AddUuid(const std::string& uuid, const YAML::Node& at, const std::string& field) {
+    if (!uuids_.insert(uuid).second) {
+      return Error(at, field, absl::StrFormat("duplicate GPU uuid \"%s\"", uuid));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseNodeGroup(const YAML::Node& g, const std::string& path, ClusterTopology* out) {
+    ASSIGN_OR_RETURN(Fields f, GetFields(g, path,
+                                         {"name_prefix", "count", "rack", "block", "cpu_millis",
+                                          "memory_mib", "labels", "schedulable", "gpus"},
+                                         g));
+    ASSIGN_OR_RETURN(std::string prefix, RequiredString(f, "name_prefix"));
+    ASSIGN_OR_RETURN(uint64_t count, Count(f, "count", kMaxNodesPerGroup));
+    const std::string last_name = prefix + PadNumber(count, count);
+    if (!IsName(last_name)) {
+      return Error(*f.Find("name_prefix"), Join(path, "name_prefix"),
+                   absl::StrFormat("node names such as \"%s\" must be 1..63 characters of "
+                                   "[a-z0-9-]",
+                                   last_name));
+    }
+    v1::Node base;
+    RETURN_IF_ERROR(NodeFields(f, &base));
+
+    const YAML::Node* gpus_node = f.Find("gpus");
+    if (gpus_node == nullptr) return Error(g, Join(path, "gpus"), "required");
+    const std::string gpath = Join(path, "gpus");
+    ASSIGN_OR_RETURN(Fields gf, GetFields(*gpus_node, gpath,
+                                          {"count", "model", "memory_mib", "nvlink", "numa_nodes",
+                                           "mig_capable", "pcie_switches"},
+                                          g));
+    ASSIGN_OR_RETURN(uint64_t gpu_count, Count(gf, "count", kMaxGpusPerNode));
+    ASSIGN_OR_RETURN(GpuModel model, Model(gf));
+    ASSIGN_OR_RETURN(uint64_t memory, GpuMemory(gf, model));
+    ASSIGN_OR_RETURN(bool mig, MigCapable(gf, model));
+    ASSIGN_OR_RETURN(std::optional<std::string> nvlink, String(gf, "nvlink"));
+    const std::string nvl = nvlink.value_or("none");
+    if (nvl != "node" && nvl != "pairs" && nvl != "none") {
+      return Error(*gf.Find("nvlink"), Join(gpath, "nvlink"),
+                   absl::StrFormat("must be node, pairs or none (got \"%s\")", nvl));
+    }
+    if (nvl == "pairs" && gpu_count % 2 != 0) {
+      return Error(*gf.Find("nvlink"), Join(gpath, "nvlink"),
+                   absl::StrFormat("pairs needs an even gpus.count (got %d)", gpu_count));
+    }
+    ASSIGN_OR_RETURN(std::optional<uint64_t> numa_opt, Uint(gf, "numa_nodes"));
+    const uint64_t numa_nodes = numa_opt.value_or(1);
+    if (numa_nodes == 0 || numa_nodes > std::min(gpu_count, kMaxNumaNodes)) {
+      return Error(*gf.Find("numa_nodes"), Join(gpath, "numa_nodes"),
+                   absl::StrFormat("must be between 1 and gpus.count (%d)", gpu_count));
+    }
+    // PCIe switches, like NUMA nodes, split the GPUs evenly; 0 (the default) leaves them unset.
+    ASSIGN_OR_RETURN(std::optional<uint64_t> switches_opt, Uint(gf, "pcie_switches"));
+    const uint64_t switches = switches_opt.value_or(0);
+    if (switches > gpu_count) {
+      return Error(*gf.Find("pcie_switches"), Join(gpath, "pcie_switches"),
+                   absl::StrFormat("must be between 0 and gpus.count (%d)", gpu_count));
+    }
+
+    for (uint64_t n = 1; n <= count; ++n) {
+      const std::string number = PadNumber(n, count);
+      v1::Node node = base;
+      node.set_name(prefix + number);
+      RETURN_IF_ERROR(
+          ClaimNodeName(node.name(), *f.Find("name_prefix"), Join(path, "name_prefix")));
+      node.set_rack(absl::StrReplaceAll(base.rack(), {{"{n}", number}}));
+      node.set_block(absl::StrReplaceAll(base.block(), {{"{n}", number}}));
+      for (uint64_t i = 0; i < gpu_count; ++i) {
+        v1::Gpu* gpu = node.add_gpus();
+        gpu->set_uuid(absl::StrCat("GPU-", out->cluster, "-", node.name(), "-", i));
+        gpu->set_index(static_cast<uint32_t>(i));
+        gpu->set_model(std::string(model.name));
+        gpu->set_memory_mib(memory);
+        if (nvl == "node") {
+          gpu->set_nvlink_domain(absl::StrCat(node.name(), "-nvl"));
+        } else if (nvl == "pairs") {
+          gpu->set_nvlink_domain(absl::StrCat(node.name(), "-nvl", i / 2));
+        }
+        if (!gpu->nvlink_domain().empty()) generated_domains_.insert(gpu->nvlink_domain());
+        gpu->set_numa_node(static_cast<int32_t>(i * numa_nodes / gpu_count));
+        if (switches > 0) gpu->set_pcie_switch(absl::StrCat("pcie", i * switches / gpu_count));
+        gpu->set_mig_capable(mig);
+        gpu->set_healthy(true);
+        RETURN_IF_ERROR(AddUuid(gpu->uuid(), *f.Find("name_prefix"), Join(path, "name_prefix")));
+      }
+      *out->inventory.add_nodes() = std::move(node);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseNode(const YAML::Node& n, const std::string& path, ClusterTopology* out) {
+    ASSIGN_OR_RETURN(Fields f, GetFields(n, path,
+                                         {"name", "rack", "block", "cpu_millis", "memory_mib",
+                                          "labels", "schedulable", "gpus"},
+                                         n));
+    ASSIGN_OR_RETURN(std::optional<std::string> name, Name(f, "name", true));
+    RETURN_IF_ERROR(ClaimNodeName(*name, *f.Find("name"), Join(path, "name")));
+    v1::Node node;
+    node.set_name(*name);
+    RETURN_IF_ERROR(NodeFields(f, &node));
+
+    const YAML::Node* gpus = f.Find("gpus");
+    const std::string gpath = Join(path, "gpus");
+    if (gpus == nullptr || gpus->IsNull() || (gpus->IsSequence() && gpus->size() == 0)) {
+      return Error(gpus != nullptr ? *gpus : n, gpath, "a node needs at least one GPU", n);
+    }
+    if (!gpus->IsSequence()) return Error(*gpus, gpath, "must be a list");
+    if (gpus->size() > kMaxGpusPerNode) {
+      return Error(*gpus, gpath, absl::StrFormat("at most %d GPUs per node", kMaxGpusPerNode));
+    }
+    absl::flat_hash_set<uint32_t> indices;
+    for (size_t i = 0; i < gpus->size(); ++i) {
+      const YAML::Node item = (*gpus)[i];
+      const std::string p = Index(gpath, i);
+      ASSIGN_OR_RETURN(Fields gf,
+                       GetFields(item, p,
+                                 {"index", "uuid", "model", "memory_mib", "nvlink_domain",
+                                  "numa_node", "pcie_switch", "mig_capable", "healthy"},
+                                 *gpus));
+      v1::Gpu* gpu = node.add_gpus();
+      ASSIGN_OR_RETURN(std::optional<uint64_t> index, Uint(gf, "index"));
+      if (index.value_or(i) >= kMaxGpusPerNode) {
+        return Error(*gf.Find("index"), Join(p, "index"),
+                     absl::StrFormat("must be below %d", kMaxGpusPerNode));
+      }
+      gpu->set_index(static_cast<uint32_t>(index.value_or(i)));
+      if (!indices.insert(gpu->index()).second) {
+        return Error(
+            item, Join(p, "index"),
+            absl::StrFormat("duplicate GPU index %d on node \"%s\"", gpu->index(), node.name()),
+            *gpus);
+      }
+      ASSIGN_OR_RETURN(GpuModel model, Model(gf));
+      gpu->set_model(std::string(model.name));
+      ASSIGN_OR_RETURN(uint64_t memory, GpuMemory(gf, model));
+      gpu->set_memory_mib(memory);
+      ASSIGN_OR_RETURN(bool mig, MigCapable(gf, model));
+      gpu->set_mig_capable(mig);
+      ASSIGN_OR_RETURN(std::optional<bool> healthy, Bool(gf, "healthy"));
+      gpu->set_healthy(healthy.value_or(true));
+
+      ASSIGN_OR_RETURN(std::optional<std::string> uuid, String(gf, "uuid"));
+      gpu->set_uuid(uuid.has_value() && !uuid->empty()
+                        ? *uuid
+                        : absl::StrCat("GPU-", out->cluster, "-", node.name(), "-", gpu->index()));
+      if (!IsToken(gpu->uuid(), 128)) {
+        return Error(item, Join(p, "uuid"),
+                     "must be at most 128 printable characters without spaces", *gpus);
+      }
+      RETURN_IF_ERROR(AddUuid(gpu->uuid(), item, Join(p, "uuid")));
+
+      ASSIGN_OR_RETURN(std::optional<std::string> domain, String(gf, "nvlink_domain"));
+      ASSIGN_OR_RETURN(std::optional<std::string> pcie, String(gf, "pcie_switch"));
+      for (const auto& [key, value] :
+           {std::pair<absl::string_view, const std::optional<std::string>*>{"nvlink_domain",
+                                                                            &domain},
+            {"pcie_switch", &pcie}}) {
+        if (value->has_value() && !value->value().empty() &&
+            !IsToken(value->value(), kMaxNameLength)) {
+          return Error(*gf.Find(key), Join(p, key),
+                       "must be at most 63 printable characters without spaces");
+        }
+      }
+      gpu->set_nvlink_domain(domain.value_or(""));
+      gpu->set_pcie_switch(pcie.value_or(""));
+      if (!gpu->nvlink_domain().empty()) {
+        explicit_domains_.try_emplace(gpu->nvlink_domain(), item, Join(p, "nvlink_domain"));
+      }
+      ASSIGN_OR_RETURN(std::optional<uint64_t> numa, Uint(gf, "numa_node"));
+      if (numa.value_or(0) >= kMaxNumaNodes) {
+        return Error(*gf.Find("numa_node"), Join(p, "numa_node"),
+                     absl::StrFormat("must be below %d", kMaxNumaNodes));
+      }
+      gpu->set_numa_node(static_cast<int32_t>(numa.value_or(0)));
+    }
+    *out->inventory.add_nodes() = std::move(node);
+    return absl::OkStatus();
+  }
+
+  std::string source_;
+  absl::flat_hash_set<std::string> node_names_;
+  absl::flat_hash_set<std::string> uuids_;
+  absl::flat_hash_set<std::string> generated_domains_;
+  // Domain -> where it first appears, for the error message.
+  absl::flat_hash_map<std::string, std::pair<YAML::Node, std::string>> explicit_domains_;
+};
+
+}  // namespace
+
+absl::StatusOr<ClusterTopology> ParseClusterTopology(std::string_view yaml,
+                                                     std::string_view source_view) {
+  const std::string source(source_view);
+  Parser parser(source);
+  try {
+    return parser.Parse(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp throws on malformed trees the checks above did not anticipate; the caller still
+    // gets one line naming the file.
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", e.mark.line + 1, ": invalid topology: ", e.msg));
+  }
+}
+
+absl::StatusOr<ClusterTopology> LoadClusterTopology(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read topology file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::NotFoundError(absl::StrCat("cannot read topology file ", path));
+  return ParseClusterTopology(text.str(), path);
+}
+
+int CountGpus(const v1::Inventory& inventory) {
+  int n = 0;
+  for (const v1::Node& node : inventory.nodes()) n += node.gpus_size();
+  return n;
+}
+
+}  // namespace gpufed::agent

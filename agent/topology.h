@@ -1,0 +1,43 @@
+#ifndef GPUFED_AGENT_TOPOLOGY_H_
+#define GPUFED_AGENT_TOPOLOGY_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "gpufed/v1/types.pb.h"
+
+namespace gpufed::agent {
+
+// A cluster as its agent describes it in Register: the name, the static facts and the full
+// inventory. Every node is schedulable and every GPU healthy unless the file says otherwise.
+struct ClusterTopology {
+  std::string cluster;
+  v1::ClusterInfo info;
+  v1::Inventory inventory;
+};
+
+// Parses the topology YAML of docs/interfaces.md (`cluster`, `node_groups`, `nodes`).
+//
+// Generated nodes are named <name_prefix><NN> with the number zero-padded to two digits (or more
+// when the group has 100 nodes or more); "{n}" in `rack` and `block` is replaced by that same
+// padded number. Generated GPU UUIDs are GPU-<cluster>-<node>-<index>; NVLink domains are
+// <node>-nvl (`nvlink: node`) or <node>-nvl<k> for the k-th pair (`nvlink: pairs`).
+//
+// Errors are INVALID_ARGUMENT of the form `<source>:<line>: <field path>: <problem>`, e.g.
+// `onprem.yaml:12: node_groups[0].gpus.model: unknown GPU model "H900" (known: ...)`. Checked:
+// YAML syntax, unknown keys, names ([a-z0-9-], 1..63), counts > 0, GPU models against the
+// catalogue (federation/gpu_catalog.h), MIG capability, duplicate node names, GPU indices and
+// UUIDs, and that the cluster has at least one node. `source` only labels messages.
+absl::StatusOr<ClusterTopology> ParseClusterTopology(std::string_view yaml,
+                                                     std::string_view source);
+
+// Reads `path` and parses it as above. NOT_FOUND when the file cannot be read.
+absl::StatusOr<ClusterTopology> LoadClusterTopology(const std::string& path);
+
+// Counts GPUs across the inventory.
+int CountGpus(const v1::Inventory& inventory);
+
+}  // namespace gpufed::agent
+
+#endif  // GPUFED_AGENT_TOPOLOGY_H_

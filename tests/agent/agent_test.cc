@@ -1,0 +1,436 @@
+// The agent's protocol loop against a small real AgentService (tests/agent/test_agent_server.h)
+// on 127.0.0.1, with the sim backend.
+
+#include "agent/agent.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "agent/sim_backend.h"
+#include "agent/topology.h"
+#include "tests/agent/event_collector.h"
+#include "tests/agent/test_agent_server.h"
+
+namespace gpufed::agent {
+namespace {
+
+using ::gpufed::testing::CountReports;
+using ::gpufed::testing::MakeAssignment;
+using ::gpufed::testing::StatusesOn;
+using ::gpufed::testing::TestAgentServer;
+using Log = TestAgentServer::Log;
+
+// Counts Start calls per workload id, then hands them to the sim backend.
+class CountingBackend final : public Backend {
+ public:
+  struct Counts {
+    absl::Mutex mu;
+    absl::flat_hash_map<std::string, int> starts ABSL_GUARDED_BY(mu);
+    int Get(const std::string& id) {
+      absl::MutexLock lock(&mu);
+      auto it = starts.find(id);
+      return it == starts.end() ? 0 : it->second;
+    }
+  };
+
+  CountingBackend(std::unique_ptr<Backend> inner, std::shared_ptr<Counts> counts)
+      : inner_(std::move(inner)), counts_(std::move(counts)) {}
+  std::string_view name() const override { return "counting-sim"; }
+  absl::Status Start(const v1::WorkAssignment& work) override {
+    {
+      absl::MutexLock lock(&counts_->mu);
+      ++counts_->starts[work.workload_id()];
+    }
+    return inner_->Start(work);
+  }
+  absl::Status Cancel(std::string_view id) override { return inner_->Cancel(id); }
+  size_t Active() const override { return inner_->Active(); }
+  void Shutdown() override { inner_->Shutdown(); }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  std::shared_ptr<Counts> counts_;
+};
+
+v1::WorkAssignment SimWork(const std::string& id, absl::Duration d, uint64_t epoch = 7) {
+  v1::WorkAssignment a = MakeAssignment(id);
+  a.mutable_spec()->mutable_estimated_duration()->set_seconds(absl::ToInt64Seconds(d));
+  a.mutable_spec()->mutable_estimated_duration()->set_nanos(
+      static_cast<int32_t>(absl::ToInt64Nanoseconds(d % absl::Seconds(1))));
+  a.mutable_assignment()->set_epoch(epoch);
+  return a;
+}
+
+v1::ServerMessage Assign(std::initializer_list<v1::WorkAssignment> work) {
+  v1::ServerMessage m;
+  for (const v1::WorkAssignment& a : work) *m.mutable_assign()->add_assignments() = a;
+  return m;
+}
+
+v1::ServerMessage Cancel(std::initializer_list<std::string> ids) {
+  v1::ServerMessage m;
+  for (const std::string& id : ids) m.mutable_cancel()->add_workload_ids(id);
+  return m;
+}
+
+v1::ServerMessage Ack(std::initializer_list<std::pair<std::string, v1::WorkloadState>> keys) {
+  v1::ServerMessage m;
+  for (const auto& [id, state] : keys) {
+    v1::WorkloadStatus* s = m.mutable_ack()->add_statuses();
+    s->set_workload_id(id);
+    s->set_state(state);
+  }
+  return m;
+}
+
+// A status (id, state) arrived in a StatusReport on stream `stream` (-1: any stream).
+bool Reported(const Log& log, const std::string& id, v1::WorkloadState state, int stream = -1) {
+  for (size_t i = 0; i < log.streams.size(); ++i) {
+    if (stream >= 0 && static_cast<int>(i) != stream) continue;
+    for (const v1::WorkloadStatus& s : StatusesOn(log.streams[i])) {
+      if (s.workload_id() == id && s.state() == state) return true;
+    }
+  }
+  return false;
+}
+
+// Stream `i` exists and opened with a Register.
+bool BeganWithRegister(const Log& log, size_t i) {
+  return log.streams.size() > i && !log.streams[i].messages.empty() &&
+         log.streams[i].messages[0].has_register_();
+}
+
+// Every stream: seq counts up from 1; Register first; every later message carries `epoch`.
+void ExpectWellFormed(const Log& log, uint64_t epoch) {
+  for (size_t i = 0; i < log.streams.size(); ++i) {
+    const auto& msgs = log.streams[i].messages;
+    for (size_t m = 0; m < msgs.size(); ++m) {
+      EXPECT_EQ(msgs[m].seq(), m + 1) << "stream " << i << " message " << m;
+      if (m == 0) {
+        EXPECT_TRUE(msgs[m].has_register_()) << "stream " << i;
+      } else {
+        EXPECT_FALSE(msgs[m].has_register_()) << "stream " << i << " message " << m;
+        EXPECT_EQ(msgs[m].epoch(), epoch) << "stream " << i << " message " << m;
+      }
+    }
+  }
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = TestAgentServer::Start();
+    ASSERT_NE(server_, nullptr);
+    server_->set_epoch(7);
+    server_->set_heartbeat_interval(absl::Milliseconds(50));
+  }
+
+  void TearDown() override { StopAgent(); }
+
+  void StartAgent(AgentOptions options = {}) {
+    absl::StatusOr<ClusterTopology> topology =
+        LoadClusterTopology(absl::StrCat(GPUFED_SOURCE_DIR, "/deploy/topologies/edge-l4.yaml"));
+    ASSERT_TRUE(topology.ok()) << topology.status();
+    options.server_address = server_->address();
+    options.token = "tok-123";
+    options.agent_version = "test";
+    options.shutdown_flush_timeout = absl::Milliseconds(200);
+    options.initial_backoff = absl::Milliseconds(20);
+    options.max_backoff = absl::Milliseconds(200);
+    if (options.status_resend_interval == AgentOptions().status_resend_interval) {
+      options.status_resend_interval = absl::Milliseconds(200);
+    }
+    auto counts = counts_;
+    auto agent =
+        Agent::Create(options, *std::move(topology),
+                      [counts](EventCallback cb) -> absl::StatusOr<std::unique_ptr<Backend>> {
+                        auto sim = SimBackend::Create(std::move(cb));
+                        if (!sim.ok()) return sim.status();
+                        return std::make_unique<CountingBackend>(std::move(*sim), counts);
+                      });
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    agent_ = std::move(*agent);
+    runner_ = std::thread([this] { agent_->Run(); });
+  }
+
+  void StopAgent() {
+    if (agent_ == nullptr) return;
+    agent_->Shutdown();
+    runner_.join();
+    agent_.reset();
+  }
+
+  bool WaitRegistered(size_t stream) {
+    return server_->WaitFor([stream](const Log& log) {
+      // The agent sends anything after Register only once Registered arrived.
+      return BeganWithRegister(log, stream) && log.streams[stream].messages.size() >= 2;
+    });
+  }
+
+  std::unique_ptr<TestAgentServer> server_;
+  std::shared_ptr<CountingBackend::Counts> counts_ = std::make_shared<CountingBackend::Counts>();
+  std::unique_ptr<Agent> agent_;
+  std::thread runner_;
+};
+
+TEST_F(AgentTest, RegistersWithInventoryTokenAndHeartbeats) {
+  StartAgent();
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    if (log.streams.empty()) return false;
+    int heartbeats = 0;
+    for (const auto& m : log.streams[0].messages) heartbeats += m.has_heartbeat() ? 1 : 0;
+    return heartbeats >= 3;
+  }));
+  const Log log = server_->Snapshot();
+  const TestAgentServer::StreamLog& s = log.streams[0];
+  EXPECT_EQ(s.authorization, "Bearer tok-123");
+  const v1::AgentMessage& first = s.messages[0];
+  ASSERT_TRUE(first.has_register_());
+  EXPECT_EQ(first.seq(), 1u);
+  EXPECT_EQ(first.epoch(), 0u);  // nothing believed before the first registration
+  const v1::Register& reg = first.register_();
+  EXPECT_EQ(reg.cluster(), "edge-l4");
+  EXPECT_EQ(reg.info().provider(), "edge");
+  EXPECT_EQ(reg.info().jurisdiction(), "us");
+  EXPECT_EQ(reg.agent_version(), "test");
+  ASSERT_EQ(reg.inventory().nodes_size(), 2);
+  EXPECT_EQ(CountGpus(reg.inventory()), 8);
+  EXPECT_EQ(reg.inventory().nodes(0).gpus(0).uuid(), "GPU-edge-l4-edge-01-0");
+  EXPECT_EQ(reg.known_workloads_size(), 0);
+  ExpectWellFormed(log, 7);
+  for (const auto& m : s.messages) {
+    if (m.has_heartbeat()) {
+      EXPECT_EQ(m.heartbeat().running(), 0u);
+    }
+  }
+  const AgentStats stats = agent_->Stats();
+  EXPECT_TRUE(stats.registered);
+  EXPECT_EQ(stats.epoch, 7u);
+  EXPECT_EQ(stats.registrations, 1u);
+}
+
+TEST_F(AgentTest, RunsAssignmentsAndResendsStatusesUntilAcked) {
+  server_->set_auto_ack(false);
+  StartAgent();
+  ASSERT_TRUE(WaitRegistered(0));
+
+  v1::WorkAssignment fail = SimWork("w2", absl::ZeroDuration());
+  fail.mutable_spec()->mutable_run()->set_sim_outcome(v1::SIM_OUTCOME_FAIL);
+  fail.mutable_spec()->mutable_run()->set_sim_exit_code(3);
+  ASSERT_TRUE(server_->Send(
+      Assign({SimWork("w1", absl::ZeroDuration()), fail, SimWork("w3", absl::Hours(1))})));
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    return Reported(log, "w1", v1::WORKLOAD_STATE_SUCCEEDED) &&
+           Reported(log, "w2", v1::WORKLOAD_STATE_FAILED) &&
+           Reported(log, "w3", v1::WORKLOAD_STATE_RUNNING);
+  }));
+  {
+    const Log log = server_->Snapshot();
+    for (const v1::WorkloadStatus& s : StatusesOn(log.streams[0])) {
+      if (s.workload_id() == "w2" && s.state() == v1::WORKLOAD_STATE_FAILED) {
+        EXPECT_EQ(s.exit_code(), 3);
+      }
+      EXPECT_EQ(s.epoch(), 7u);
+      EXPECT_GT(s.time().seconds(), 0);
+    }
+  }
+  // Nothing acknowledged: the same statuses come again.
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    return CountReports(log, "w1", v1::WORKLOAD_STATE_SUCCEEDED) >= 2 &&
+           CountReports(log, "w2", v1::WORKLOAD_STATE_FAILED) >= 2 &&
+           CountReports(log, "w3", v1::WORKLOAD_STATE_RUNNING) >= 2;
+  }));
+  // The heartbeat counts the one still running.
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    const auto& msgs = log.streams[0].messages;
+    return !msgs.empty() && msgs.back().has_heartbeat() && msgs.back().heartbeat().running() == 1;
+  }));
+
+  ASSERT_TRUE(server_->Send(Ack({{"w1", v1::WORKLOAD_STATE_SUCCEEDED},
+                                 {"w2", v1::WORKLOAD_STATE_FAILED},
+                                 {"w3", v1::WORKLOAD_STATE_RUNNING}})));
+  // The agent handles server messages in order, so once the marker's CANCELLED arrives the ack
+  // has been applied; from then on the acknowledged statuses must never come again, while the
+  // unacknowledged marker keeps coming.
+  ASSERT_TRUE(server_->Send(Cancel({"marker"})));
+  ASSERT_TRUE(server_->WaitFor(
+      [](const Log& log) { return Reported(log, "marker", v1::WORKLOAD_STATE_CANCELLED); }));
+  const Log at_ack = server_->Snapshot();
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    return CountReports(log, "marker", v1::WORKLOAD_STATE_CANCELLED) >= 3;
+  }));
+  const Log later = server_->Snapshot();
+  for (const auto& [id, state] :
+       std::vector<std::pair<std::string, v1::WorkloadState>>{{"w1", v1::WORKLOAD_STATE_SUCCEEDED},
+                                                              {"w2", v1::WORKLOAD_STATE_FAILED},
+                                                              {"w3", v1::WORKLOAD_STATE_RUNNING}}) {
+    EXPECT_EQ(CountReports(later, id, state), CountReports(at_ack, id, state)) << id;
+  }
+  EXPECT_EQ(agent_->Stats().unacked_statuses, 1u);  // the marker
+  ExpectWellFormed(later, 7);
+  EXPECT_EQ(counts_->Get("w1"), 1);
+  EXPECT_EQ(counts_->Get("marker"), 0);
+}
+
+TEST_F(AgentTest, ReconnectsAfterServerRestartAndNeverRunsTwice) {
+  StartAgent();  // auto-ack on
+  ASSERT_TRUE(WaitRegistered(0));
+  ASSERT_TRUE(server_->Send(
+      Assign({SimWork("done", absl::ZeroDuration()), SimWork("long", absl::Hours(1)),
+              SimWork("to-cancel", absl::Hours(1)), SimWork("ends-offline", absl::Seconds(3))})));
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    return Reported(log, "done", v1::WORKLOAD_STATE_SUCCEEDED) &&
+           Reported(log, "long", v1::WORKLOAD_STATE_RUNNING) &&
+           Reported(log, "to-cancel", v1::WORKLOAD_STATE_RUNNING) &&
+           Reported(log, "ends-offline", v1::WORKLOAD_STATE_RUNNING);
+  }));
+  // Let the acks land before the crash.
+  const absl::Time acked_by = absl::Now() + absl::Seconds(20);
+  while (agent_->Stats().unacked_statuses > 0 && absl::Now() < acked_by) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(agent_->Stats().unacked_statuses, 0u);
+
+  // The server dies; "ends-offline" finishes while it is away.
+  const int port = server_->port();
+  server_->Stop();
+  const absl::Time offline_by = absl::Now() + absl::Seconds(20);
+  while (agent_->Stats().unacked_statuses == 0 && absl::Now() < offline_by) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(agent_->Stats().unacked_statuses, 1u);  // ends-offline SUCCEEDED, owed
+  EXPECT_FALSE(agent_->Stats().registered);
+
+  server_ = TestAgentServer::Start(port);
+  ASSERT_NE(server_, nullptr) << "could not rebind port " << port;
+  server_->set_epoch(7);
+  server_->set_heartbeat_interval(absl::Milliseconds(50));
+  ASSERT_TRUE(WaitRegistered(0));
+
+  {
+    const Log log = server_->Snapshot();
+    const v1::AgentMessage& first = log.streams[0].messages[0];
+    EXPECT_EQ(first.epoch(), 7u);  // the epoch it believed in
+    absl::flat_hash_map<std::string, v1::WorkloadState> known;
+    for (const v1::WorkloadStatus& s : first.register_().known_workloads()) {
+      known[s.workload_id()] = s.state();
+      EXPECT_EQ(s.epoch(), 7u);
+    }
+    EXPECT_EQ(known.size(), 3u);
+    EXPECT_EQ(known["long"], v1::WORKLOAD_STATE_RUNNING);
+    EXPECT_EQ(known["to-cancel"], v1::WORKLOAD_STATE_RUNNING);
+    EXPECT_EQ(known["ends-offline"], v1::WORKLOAD_STATE_SUCCEEDED);
+    EXPECT_FALSE(known.contains("done"));  // acknowledged before the crash
+  }
+  // The owed status is delivered (and acknowledged) on the new stream.
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    return Reported(log, "ends-offline", v1::WORKLOAD_STATE_SUCCEEDED, 0);
+  }));
+
+  // A server that lost track re-sends assignments; none of them runs again.
+  ASSERT_TRUE(
+      server_->Send(Assign({SimWork("done", absl::ZeroDuration()), SimWork("long", absl::Hours(1)),
+                            SimWork("ends-offline", absl::Seconds(1))})));
+  ASSERT_TRUE(server_->Send(Cancel({"to-cancel"})));
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    return Reported(log, "to-cancel", v1::WORKLOAD_STATE_CANCELLED, 0) &&
+           Reported(log, "done", v1::WORKLOAD_STATE_SUCCEEDED, 0);  // ended ones re-reported
+  }));
+  for (const char* id : {"done", "long", "to-cancel", "ends-offline"}) {
+    EXPECT_EQ(counts_->Get(id), 1) << id;
+  }
+  EXPECT_EQ(agent_->Stats().duplicate_assignments, 3u);
+  EXPECT_EQ(agent_->Stats().registrations, 2u);
+  const Log log = server_->Snapshot();
+  EXPECT_FALSE(Reported(log, "long", v1::WORKLOAD_STATE_SUCCEEDED));
+  ExpectWellFormed(log, 7);
+}
+
+TEST_F(AgentTest, CancelBeforeAssignmentWinsAndStaleEpochsAreRefused) {
+  StartAgent();
+  ASSERT_TRUE(WaitRegistered(0));
+  ASSERT_TRUE(server_->Send(Cancel({"early"})));
+  ASSERT_TRUE(server_->Send(
+      Assign({SimWork("early", absl::ZeroDuration()), SimWork("stale", absl::ZeroDuration(), 3),
+              SimWork("unfenced", absl::ZeroDuration(), 0)})));
+  ASSERT_TRUE(server_->Send(Cancel({"marker"})));
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    return Reported(log, "marker", v1::WORKLOAD_STATE_CANCELLED) &&
+           Reported(log, "unfenced", v1::WORKLOAD_STATE_SUCCEEDED);
+  }));
+  const Log log = server_->Snapshot();
+  EXPECT_TRUE(Reported(log, "early", v1::WORKLOAD_STATE_CANCELLED));
+  // Fenced: never started, and the server hears why instead of waiting forever.
+  EXPECT_TRUE(Reported(log, "stale", v1::WORKLOAD_STATE_FAILED));
+  for (const v1::WorkloadStatus& s : StatusesOn(log.streams[0])) {
+    if (s.workload_id() == "stale") {
+      EXPECT_EQ(s.message(),
+                "not started: placed under cluster epoch 3 but the cluster is at epoch 7");
+      EXPECT_EQ(s.epoch(), 3u);
+    }
+  }
+  EXPECT_EQ(counts_->Get("early"), 0);
+  EXPECT_EQ(counts_->Get("stale"), 0);
+  EXPECT_EQ(counts_->Get("unfenced"), 1);  // epoch 0: not fenced
+}
+
+TEST_F(AgentTest, RedialsWhenRegisteredNeverComes) {
+  server_->set_auto_register(false);
+  AgentOptions options;
+  options.register_timeout = absl::Milliseconds(300);
+  StartAgent(options);
+  ASSERT_TRUE(server_->WaitFor(
+      [](const Log& log) { return log.streams.size() >= 2 && !log.streams[0].open; }));
+  EXPECT_FALSE(agent_->Stats().registered);
+  server_->set_auto_register(true);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!agent_->Stats().registered && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(agent_->Stats().registered);
+}
+
+TEST_F(AgentTest, BatchesManyUpdatesPerReport) {
+  AgentOptions options;
+  options.max_updates_per_report = 300;
+  StartAgent(options);
+  ASSERT_TRUE(WaitRegistered(0));
+  constexpr int kWork = 2000;
+  v1::ServerMessage batch;
+  for (int i = 0; i < kWork; ++i) {
+    *batch.mutable_assign()->add_assignments() =
+        SimWork(absl::StrCat("b", i), absl::ZeroDuration());
+  }
+  ASSERT_TRUE(server_->Send(batch));
+  ASSERT_TRUE(server_->WaitFor(
+      [](const Log& log) {
+        absl::flat_hash_set<std::string> done;
+        for (const v1::WorkloadStatus& s : StatusesOn(log.streams[0])) {
+          if (s.state() == v1::WORKLOAD_STATE_SUCCEEDED) done.insert(s.workload_id());
+        }
+        return done.size() == static_cast<size_t>(kWork);
+      },
+      absl::Seconds(60)));
+  const Log log = server_->Snapshot();
+  int reports = 0;
+  int largest = 0;
+  for (const auto& m : log.streams[0].messages) {
+    if (!m.has_status()) continue;
+    ++reports;
+    largest = std::max(largest, m.status().updates_size());
+  }
+  EXPECT_LE(largest, 300);
+  EXPECT_GT(largest, 1);
+  EXPECT_LT(reports, 2 * kWork);  // not one message per status
+  std::printf("[ figures  ] %d workloads -> %d StatusReports (largest %d updates)\n", kWork,
+              reports, largest);
+}
+
+}  // namespace
+}  // namespace gpufed::agent

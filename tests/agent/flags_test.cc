@@ -1,0 +1,174 @@
+#include "agent/flags.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace gpufed::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kEnv[] = {"GPUFED_AGENT_CONFIG",     "GPUFED_SERVER",   "GPUFED_AGENT_TOKEN",
+                                "GPUFED_AGENT_TOKEN_FILE", "GPUFED_TOPOLOGY", "GPUFED_BACKEND",
+                                "GPUFED_LOG_LEVEL",        "GPUFED_WORK_DIR", "GPUFED_KILL_GRACE"};
+
+class FlagsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : kEnv) unsetenv(v);
+    std::string templ =
+        (std::filesystem::temp_directory_path() / "gpufed-flags-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(templ.data()), nullptr);
+    dir_ = templ;
+  }
+  void TearDown() override {
+    for (const char* v : kEnv) unsetenv(v);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  static FlagsOutcome Parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "gpufed-agent");
+    std::vector<const char*> argv;
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    return ParseAgentFlags(static_cast<int>(argv.size()), argv.data());
+  }
+
+  // A failure: exit 2 and exactly one line naming the problem.
+  static void ExpectError(const FlagsOutcome& o, const std::string& needle) {
+    EXPECT_FALSE(o.flags.has_value());
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_THAT(o.err, HasSubstr(needle));
+    EXPECT_THAT(o.err, Not(HasSubstr("\n")));
+  }
+
+  std::string dir_;
+};
+
+TEST_F(FlagsTest, Defaults) {
+  FlagsOutcome o = Parse({"--topology", "t.yaml", "--token", "secret"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->server, "127.0.0.1:50051");
+  EXPECT_EQ(o.flags->backend, "sim");
+  EXPECT_EQ(o.flags->log_level, "info");
+  EXPECT_EQ(o.flags->token, "secret");
+  EXPECT_EQ(o.flags->topology, "t.yaml");
+  EXPECT_EQ(o.flags->work_dir, "");
+  EXPECT_EQ(o.flags->kill_grace_seconds, 10);
+}
+
+TEST_F(FlagsTest, HelpAndVersionExitZero) {
+  FlagsOutcome help = Parse({"--help"});
+  EXPECT_FALSE(help.flags.has_value());
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--topology"));
+  EXPECT_THAT(help.out, HasSubstr("GPUFED_SERVER"));
+  FlagsOutcome version = Parse({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_FALSE(version.out.empty());
+}
+
+TEST_F(FlagsTest, BadFlagsAreOneLineAndExitTwo) {
+  ExpectError(Parse({"--bogus"}), "--bogus");
+  ExpectError(Parse({"--token", "t"}), "--topology is required");
+  ExpectError(Parse({"--topology", "t.yaml"}), "an agent token is required");
+  ExpectError(Parse({"--topology", "t", "--token", "t", "--backend", "gpu"}), "--backend");
+  ExpectError(Parse({"--topology", "t", "--token", "t", "--log-level", "loud"}), "--log-level");
+  ExpectError(Parse({"--topology", "t", "--token", "t", "--kill-grace", "-1"}), "--kill-grace");
+  ExpectError(Parse({"--topology", "t", "--token", "t", "--token-file", "f"}),
+              "--token and --token-file are both given");
+  ExpectError(Parse({"--topology", "t", "--token-file", dir_ + "/missing"}),
+              "--token-file: cannot read");
+  ExpectError(Parse({"--topology", "t", "--token-file", Write("empty", " \n")}), "is empty");
+}
+
+TEST_F(FlagsTest, EnvironmentFillsInAndFlagsWin) {
+  setenv("GPUFED_SERVER", "env-host:1", 1);
+  setenv("GPUFED_TOPOLOGY", "env.yaml", 1);
+  setenv("GPUFED_AGENT_TOKEN", "env-token", 1);
+  setenv("GPUFED_BACKEND", "process", 1);
+  FlagsOutcome o = Parse({"--server", "flag-host:2"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->server, "flag-host:2");
+  EXPECT_EQ(o.flags->topology, "env.yaml");
+  EXPECT_EQ(o.flags->token, "env-token");
+  EXPECT_EQ(o.flags->backend, "process");
+
+  // A token file given as a flag beats a token from the environment.
+  FlagsOutcome f = Parse({"--token-file", Write("tok", "file-token\n")});
+  ASSERT_TRUE(f.flags.has_value()) << f.err;
+  EXPECT_EQ(f.flags->token, "file-token");
+}
+
+TEST_F(FlagsTest, ConfigFileMirrorsTheFlags) {
+  Write("agent.token", "  cfg-token\n");
+  const std::string config = Write("agent.yaml",
+                                   "server: cfg-host:3\n"
+                                   "token_file: agent.token\n"
+                                   "topology: topo/edge.yaml\n"
+                                   "backend: process\n"
+                                   "log-level: debug\n"
+                                   "work_dir: work\n"
+                                   "kill_grace: 2.5\n");
+  FlagsOutcome o = Parse({"--config", config});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->server, "cfg-host:3");
+  EXPECT_EQ(o.flags->token, "cfg-token");
+  // Relative paths are relative to the config file.
+  EXPECT_EQ(o.flags->topology, dir_ + "/topo/edge.yaml");
+  EXPECT_EQ(o.flags->work_dir, dir_ + "/work");
+  EXPECT_EQ(o.flags->backend, "process");
+  EXPECT_EQ(o.flags->log_level, "debug");
+  EXPECT_EQ(o.flags->kill_grace_seconds, 2.5);
+}
+
+TEST_F(FlagsTest, FlagBeatsEnvironmentBeatsConfig) {
+  Write("agent.token", "cfg-token\n");
+  const std::string config = Write("agent.yaml",
+                                   "server: cfg-host:3\n"
+                                   "token_file: agent.token\n"
+                                   "topology: /abs/topology.yaml\n"
+                                   "log_level: warn\n");
+  setenv("GPUFED_AGENT_CONFIG", config.c_str(), 1);
+  setenv("GPUFED_SERVER", "env-host:1", 1);
+  setenv("GPUFED_AGENT_TOKEN", "env-token", 1);
+  FlagsOutcome o = Parse({"--log-level", "error"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->config_file, config);
+  EXPECT_EQ(o.flags->server, "env-host:1");
+  EXPECT_EQ(o.flags->token, "env-token");  // the config's token_file is the same setting
+  EXPECT_EQ(o.flags->topology, "/abs/topology.yaml");
+  EXPECT_EQ(o.flags->log_level, "error");
+}
+
+TEST_F(FlagsTest, BadConfigNamesFileLineAndKey) {
+  ExpectError(Parse({"--config", Write("a.yaml", "server: x:1\nservr: y:2\n")}),
+              "a.yaml:2: unknown key \"servr\"");
+  ExpectError(Parse({"--config", Write("b.yaml", "topology: t\ntoken: t\nbackend: gpu\n")}),
+              "b.yaml:3: backend:");
+  ExpectError(Parse({"--config", Write("c.yaml", "server: [a, b]\n")}),
+              "c.yaml:1: server: must be a single value");
+  ExpectError(Parse({"--config", Write("d.yaml", "server: {a\n")}), "d.yaml:");
+  ExpectError(Parse({"--config", Write("e.yaml", "- a\n- b\n")}), "must be a map");
+  ExpectError(Parse({"--config", Write("f.yaml", "config: other.yaml\n")}),
+              "unknown key \"config\"");
+  ExpectError(Parse({"--config", dir_ + "/missing.yaml"}), "--config: cannot read");
+  ExpectError(Parse({"--config", Write("g.yaml", "topology: t\ntoken: a\ntoken_file: b\n")}),
+              "token and token_file are both set");
+}
+
+}  // namespace
+}  // namespace gpufed::agent
