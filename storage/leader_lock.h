@@ -5,10 +5,6 @@
 #include <memory>
 #include <string>
 
-namespace pqxx {
-class connection;
-}
-
 namespace gpufed::storage {
 
 // "Only one scheduler is active": a PostgreSQL session-level advisory lock held on a dedicated
@@ -35,7 +31,8 @@ class LeaderLock {
  private:
   const std::string dsn_;
   const int64_t key_;
-  std::unique_ptr<pqxx::connection> conn_;
+  struct Session;  // the dedicated connection (pqxx stays out of this header)
+  std::unique_ptr<Session> session_;
   bool held_ = false;
 };
 

@@ -1,0 +1,153 @@
+#include "storage/json_codec.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace gpufed::storage {
+namespace {
+
+using nlohmann::json;
+
+std::string_view SimOutcomeName(SimOutcome outcome) {
+  return outcome == SimOutcome::kFail ? "fail" : "succeed";
+}
+
+// Runs `fn` and turns nlohmann's exceptions (wrong type, bad text) into INVALID_ARGUMENT.
+template <typename T, typename Fn>
+absl::StatusOr<T> Decode(absl::string_view what, std::string_view text, Fn fn) {
+  try {
+    json doc = json::parse(text);
+    return fn(doc);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.what()));
+  }
+}
+
+// Compact, and never throws: text that is not valid UTF-8 is replaced (U+FFFD) rather than
+// aborting the caller; PostgreSQL would refuse it anyway.
+std::string Dump(const json& doc) {
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string WorkloadSpecToJson(const WorkloadSpec& spec) {
+  json run = {
+      {"image", spec.run.image},
+      {"command", spec.run.command},
+      {"env", spec.run.env},
+      {"sim_outcome", SimOutcomeName(spec.run.sim_outcome)},
+      {"sim_exit_code", spec.run.sim_exit_code},
+  };
+  json doc = {
+      {"tenant", spec.tenant},
+      {"project", spec.project},
+      {"name", spec.name},
+      {"idempotency_key", spec.idempotency_key},
+      {"class", std::string(ClassName(spec.workload_class))},
+      {"priority", spec.priority},
+      {"replicas", spec.replicas},
+      {"gpus_per_replica", spec.gpus_per_replica},
+      {"gpu_models", spec.gpu_models},
+      {"min_gpu_memory_mib", spec.min_gpu_memory_mib},
+      {"topology", std::string(TopologyName(spec.topology))},
+      {"estimated_duration_ms", spec.estimated_duration_ms},
+      {"run", std::move(run)},
+  };
+  return Dump(doc);
+}
+
+absl::StatusOr<WorkloadSpec> WorkloadSpecFromJson(std::string_view text) {
+  return Decode<WorkloadSpec>(
+      "workload spec", text, [](const json& doc) -> absl::StatusOr<WorkloadSpec> {
+        if (!doc.is_object()) return absl::InvalidArgumentError("workload spec: not a JSON object");
+        WorkloadSpec spec;
+        spec.tenant = doc.value("tenant", "");
+        spec.project = doc.value("project", "");
+        spec.name = doc.value("name", "");
+        spec.idempotency_key = doc.value("idempotency_key", "");
+        std::string class_name = doc.value("class", "unspecified");
+        if (class_name != "unspecified") {
+          std::optional<WorkloadClass> c = ParseClass(class_name);
+          if (!c)
+            return absl::InvalidArgumentError(absl::StrCat("workload spec: class: ", class_name));
+          spec.workload_class = *c;
+        }
+        spec.priority = doc.value("priority", int32_t{0});
+        spec.replicas = doc.value("replicas", uint32_t{1});
+        spec.gpus_per_replica = doc.value("gpus_per_replica", uint32_t{1});
+        spec.gpu_models = doc.value("gpu_models", std::vector<std::string>{});
+        spec.min_gpu_memory_mib = doc.value("min_gpu_memory_mib", uint64_t{0});
+        std::string topology = doc.value("topology", "none");
+        std::optional<Topology> t = ParseTopology(topology);
+        if (!t)
+          return absl::InvalidArgumentError(absl::StrCat("workload spec: topology: ", topology));
+        spec.topology = *t;
+        spec.estimated_duration_ms = doc.value("estimated_duration_ms", int64_t{0});
+        if (auto it = doc.find("run"); it != doc.end() && it->is_object()) {
+          const json& run = *it;
+          spec.run.image = run.value("image", "");
+          spec.run.command = run.value("command", std::vector<std::string>{});
+          spec.run.env = run.value("env", std::map<std::string, std::string>{});
+          std::string outcome = run.value("sim_outcome", "succeed");
+          if (outcome != "succeed" && outcome != "fail") {
+            return absl::InvalidArgumentError(
+                absl::StrCat("workload spec: run.sim_outcome: ", outcome));
+          }
+          spec.run.sim_outcome = outcome == "fail" ? SimOutcome::kFail : SimOutcome::kSucceed;
+          spec.run.sim_exit_code = run.value("sim_exit_code", 0);
+        }
+        return spec;
+      });
+}
+
+std::string AssignmentToJson(const Assignment& assignment) {
+  json replicas = json::array();
+  for (const ReplicaAssignment& r : assignment.replicas) {
+    replicas.push_back(
+        {{"node", r.node}, {"gpu_uuids", r.gpu_uuids}, {"gpu_indices", r.gpu_indices}});
+  }
+  json doc = {
+      {"cluster", assignment.cluster},
+      {"epoch", assignment.epoch},
+      {"replicas", std::move(replicas)},
+  };
+  return Dump(doc);
+}
+
+absl::StatusOr<Assignment> AssignmentFromJson(std::string_view text) {
+  return Decode<Assignment>("assignment", text, [](const json& doc) -> absl::StatusOr<Assignment> {
+    if (!doc.is_object()) return absl::InvalidArgumentError("assignment: not a JSON object");
+    Assignment a;
+    a.cluster = doc.value("cluster", "");
+    a.epoch = doc.value("epoch", uint64_t{0});
+    if (auto it = doc.find("replicas"); it != doc.end()) {
+      for (const json& r : *it) {
+        ReplicaAssignment replica;
+        replica.node = r.value("node", "");
+        replica.gpu_uuids = r.value("gpu_uuids", std::vector<std::string>{});
+        replica.gpu_indices = r.value("gpu_indices", std::vector<uint32_t>{});
+        a.replicas.push_back(std::move(replica));
+      }
+    }
+    return a;
+  });
+}
+
+std::string LabelsToJson(const std::map<std::string, std::string>& labels) {
+  return Dump(json(labels));
+}
+
+absl::StatusOr<std::map<std::string, std::string>> LabelsFromJson(std::string_view text) {
+  using Labels = std::map<std::string, std::string>;
+  return Decode<Labels>("labels", text, [](const json& doc) -> absl::StatusOr<Labels> {
+    if (!doc.is_object()) return absl::InvalidArgumentError("labels: not a JSON object");
+    return doc.get<Labels>();
+  });
+}
+
+std::string StringsToJson(const std::vector<std::string>& values) { return Dump(json(values)); }
+
+}  // namespace gpufed::storage

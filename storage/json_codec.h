@@ -1,0 +1,34 @@
+#ifndef GPUFED_STORAGE_JSON_CODEC_H_
+#define GPUFED_STORAGE_JSON_CODEC_H_
+
+// The JSON shapes stored in jsonb columns: workloads.spec, workloads.assignment, nodes.labels.
+// Enums are stored by name (not number) so the rows stay readable with psql and survive enum
+// renumbering. Decoding tolerates missing keys (defaults) so that a later migration may add
+// fields without rewriting old rows.
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "federation/types.h"
+
+namespace gpufed::storage {
+
+// Deterministic (keys sorted, no whitespace): equal specs give equal text.
+std::string WorkloadSpecToJson(const WorkloadSpec& spec);
+// INVALID_ARGUMENT (naming the key) if `json` is not a spec this code understands.
+absl::StatusOr<WorkloadSpec> WorkloadSpecFromJson(std::string_view json);
+
+std::string AssignmentToJson(const Assignment& assignment);
+absl::StatusOr<Assignment> AssignmentFromJson(std::string_view json);
+
+std::string LabelsToJson(const std::map<std::string, std::string>& labels);
+absl::StatusOr<std::map<std::string, std::string>> LabelsFromJson(std::string_view json);
+
+std::string StringsToJson(const std::vector<std::string>& values);
+
+}  // namespace gpufed::storage
+
+#endif  // GPUFED_STORAGE_JSON_CODEC_H_

@@ -1,0 +1,1272 @@
+#include "storage/pg_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <limits>
+#include <map>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "federation/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "pqxx/pqxx"
+#include "storage/json_codec.h"
+#include "storage/migrator.h"
+#include "storage/pg_pool.h"
+
+namespace gpufed::storage {
+
+// One caller of Submit, waiting for the committer.
+struct PendingSubmit {
+  const WorkloadSpec* spec = nullptr;
+  std::string spec_json;  // encoded by the caller's thread, off the committer's path
+  absl::StatusOr<SubmitResult> result = absl::InternalError("submit was not committed");
+  absl::Notification done;
+};
+
+namespace {
+
+using nlohmann::json;
+
+// ---- SQL ---------------------------------------------------------------------------------
+// Every statement is prepared once per connection under its name (RegisterStatements). Times
+// travel as microseconds since the epoch (epoch_us / from_epoch_us, migrations/0001).
+
+#define GPUFED_WORKLOAD_COLUMNS                                                               \
+  " w.id, w.spec::text AS spec, w.state, w.pending_reason, w.assignment::text AS assignment," \
+  " w.cancel_requested, w.exit_code, w.message, epoch_us(w.created_at) AS created_us,"        \
+  " epoch_us(w.updated_at) AS updated_us, epoch_us(w.started_at) AS started_us,"              \
+  " epoch_us(w.ended_at) AS ended_us, w.version "
+
+#define GPUFED_CLUSTER_COLUMNS                                                  \
+  " c.name, c.provider, c.region, c.zone, c.jurisdiction,"                      \
+  " to_json(c.compliance_labels)::text AS compliance_labels, c.state, c.epoch," \
+  " epoch_us(c.last_heartbeat) AS heartbeat_us "
+
+// One group of submits. Input: [{"ord": n, "spec": {...}}]. Tenant and project are resolved in
+// the same statement so that an unknown one only drops its own row; ids are drawn up front
+// so each output row can be matched to its input by ord; ON CONFLICT DO NOTHING leaves
+// idempotency-key clashes to be looked up afterwards instead of failing the transaction.
+constexpr const char* kSubmitBatch = R"sql(
+WITH input AS (
+  SELECT r.ord, r.spec,
+         r.spec->>'tenant' AS tenant, r.spec->>'project' AS project, r.spec->>'name' AS name,
+         NULLIF(r.spec->>'idempotency_key', '') AS idempotency_key,
+         (r.spec->>'priority')::integer AS priority
+  FROM jsonb_to_recordset($1::jsonb) AS r(ord integer, spec jsonb)),
+resolved AS (
+  SELECT i.*,
+         EXISTS (SELECT 1 FROM tenants t WHERE t.name = i.tenant) AS tenant_found,
+         EXISTS (SELECT 1 FROM projects p
+                 WHERE p.tenant = i.tenant AND p.name = i.project) AS project_found
+  FROM input i),
+fresh AS (
+  SELECT nextval('workloads_id_seq') AS id, ord FROM resolved WHERE project_found ORDER BY ord),
+inserted AS (
+  INSERT INTO workloads (id, tenant, project, name, idempotency_key, spec, priority)
+  SELECT f.id, r.tenant, r.project, r.name, r.idempotency_key, r.spec, r.priority
+  FROM fresh f JOIN resolved r USING (ord)
+  ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+  RETURNING id, epoch_us(created_at) AS created_us, epoch_us(updated_at) AS updated_us,
+            version),
+events AS (
+  INSERT INTO workload_events (workload_id, at, from_state, to_state, actor, reason)
+  SELECT id, from_epoch_us(created_us), NULL, 'PENDING', 'submit', 'submitted' FROM inserted)
+SELECT r.ord, r.tenant_found, r.project_found, ins.id, ins.created_us, ins.updated_us,
+       ins.version
+FROM resolved r LEFT JOIN fresh f USING (ord) LEFT JOIN inserted ins ON ins.id = f.id
+)sql";
+
+// The workloads that hold the idempotency keys of submits that were not inserted.
+constexpr const char* kSubmitLookup =
+    "SELECT r.ord, (w.spec = r.spec) AS same_spec," GPUFED_WORKLOAD_COLUMNS
+    "FROM jsonb_to_recordset($1::jsonb) AS r(ord integer, spec jsonb) "
+    "JOIN workloads w ON w.tenant = r.spec->>'tenant' "
+    "AND w.idempotency_key = r.spec->>'idempotency_key'";
+
+constexpr const char* kGetWorkload =
+    "SELECT" GPUFED_WORKLOAD_COLUMNS "FROM workloads w WHERE w.id = $1";
+constexpr const char* kGetWorkloads =
+    "SELECT" GPUFED_WORKLOAD_COLUMNS "FROM workloads w WHERE w.id = ANY($1::bigint[])";
+constexpr const char* kLockWorkload =
+    "SELECT" GPUFED_WORKLOAD_COLUMNS "FROM workloads w WHERE w.id = $1 FOR UPDATE";
+constexpr const char* kListPending =
+    "SELECT" GPUFED_WORKLOAD_COLUMNS
+    "FROM workloads w WHERE w.state = 'PENDING' ORDER BY w.priority DESC, w.id LIMIT $1";
+constexpr const char* kListActive =
+    "SELECT" GPUFED_WORKLOAD_COLUMNS
+    "FROM workloads w WHERE w.state IN ('PLACED', 'RUNNING') ORDER BY w.id";
+constexpr const char* kListActiveOnCluster =
+    "SELECT" GPUFED_WORKLOAD_COLUMNS
+    "FROM workloads w WHERE w.state IN ('PLACED', 'RUNNING') AND w.cluster = $1 ORDER BY w.id";
+
+// Every batch locks its rows in id order before changing any: two batches touching the same
+// workloads then queue behind each other instead of deadlocking.
+constexpr const char* kLockWorkloads =
+    "SELECT id FROM workloads WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE";
+
+// One round of guarded transitions (each workload at most once per round). Input:
+// [{"ord", "id", "from_state", "to_state", "actor", "reason", "assignment", "exit_code",
+//   "message", "at_us"}].
+constexpr const char* kApplyTransitions = R"sql(
+WITH input AS (
+  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(
+    ord integer, id bigint, from_state text, to_state text, actor text, reason text,
+    assignment jsonb, exit_code integer, message text, at_us bigint)),
+changed AS (
+  UPDATE workloads w SET
+    state = i.to_state,
+    pending_reason = CASE WHEN i.to_state = 'PENDING' THEN i.reason ELSE '' END,
+    assignment = CASE WHEN i.to_state = 'PLACED' THEN i.assignment
+                      WHEN i.to_state = 'PENDING' THEN NULL ELSE w.assignment END,
+    cluster = CASE WHEN i.to_state = 'PLACED' THEN i.assignment->>'cluster'
+                   WHEN i.to_state = 'PENDING' THEN NULL ELSE w.cluster END,
+    cluster_epoch = CASE WHEN i.to_state = 'PLACED' THEN (i.assignment->>'epoch')::bigint
+                         WHEN i.to_state = 'PENDING' THEN NULL ELSE w.cluster_epoch END,
+    started_at = CASE WHEN i.to_state = 'RUNNING' THEN coalesce(from_epoch_us(i.at_us), now())
+                      WHEN i.to_state = 'PENDING' THEN NULL ELSE w.started_at END,
+    ended_at = CASE WHEN i.to_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+                    THEN coalesce(from_epoch_us(i.at_us), now()) ELSE w.ended_at END,
+    exit_code = coalesce(i.exit_code, w.exit_code),
+    message = CASE WHEN i.message <> '' THEN i.message ELSE w.message END,
+    updated_at = now(),
+    version = w.version + 1
+  FROM input i
+  WHERE w.id = i.id AND w.state = i.from_state
+  RETURNING )sql" GPUFED_WORKLOAD_COLUMNS R"sql(, i.ord, i.from_state AS event_from,
+    i.actor AS event_actor, i.reason AS event_reason,
+    epoch_us(coalesce(from_epoch_us(i.at_us), now())) AS event_us),
+events AS (
+  INSERT INTO workload_events (workload_id, at, from_state, to_state, actor, reason)
+  SELECT id, from_epoch_us(event_us), event_from, state, event_actor, event_reason
+  FROM changed)
+SELECT * FROM changed
+)sql";
+
+// Writes only reasons that changed, only while still PENDING; rows locked in id order.
+constexpr const char* kSetPendingReasons = R"sql(
+WITH input AS (
+  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(id bigint, reason text)),
+target AS (
+  SELECT w.id, i.reason FROM workloads w JOIN input i ON i.id = w.id
+  WHERE w.state = 'PENDING' AND w.pending_reason <> i.reason
+  ORDER BY w.id
+  FOR UPDATE OF w)
+UPDATE workloads w
+SET pending_reason = t.reason, updated_at = now(), version = w.version + 1
+FROM target t
+WHERE w.id = t.id
+)sql";
+
+constexpr const char* kCancelNow = R"sql(
+WITH changed AS (
+  UPDATE workloads w
+  SET state = 'CANCELLED', pending_reason = '', cancel_requested = true,
+      message = CASE WHEN $3 <> '' THEN $3 ELSE w.message END,
+      ended_at = now(), updated_at = now(), version = w.version + 1
+  WHERE w.id = $1
+  RETURNING )sql" GPUFED_WORKLOAD_COLUMNS R"sql(),
+events AS (
+  INSERT INTO workload_events (workload_id, at, from_state, to_state, actor, reason)
+  SELECT id, now(), $4, 'CANCELLED', $2, $3 FROM changed)
+SELECT * FROM changed
+)sql";
+
+constexpr const char* kRequestCancel =
+    "UPDATE workloads w SET cancel_requested = true, updated_at = now(), "
+    "version = w.version + 1 WHERE w.id = $1 RETURNING" GPUFED_WORKLOAD_COLUMNS;
+
+// ---- Clusters ----
+constexpr const char* kUpsertCluster =
+    "INSERT INTO clusters AS c (name, provider, region, zone, jurisdiction, compliance_labels, "
+    "state, last_heartbeat) "
+    "VALUES ($1, $2, $3, $4, $5, ARRAY(SELECT jsonb_array_elements_text($6::jsonb)), 'ready', "
+    "now()) "
+    "ON CONFLICT (name) DO UPDATE SET provider = EXCLUDED.provider, region = EXCLUDED.region, "
+    "zone = EXCLUDED.zone, jurisdiction = EXCLUDED.jurisdiction, "
+    "compliance_labels = EXCLUDED.compliance_labels, state = 'ready', "
+    "last_heartbeat = now(), updated_at = now() "
+    "RETURNING" GPUFED_CLUSTER_COLUMNS;
+constexpr const char* kDeleteGpus = "DELETE FROM gpus WHERE cluster = $1";
+constexpr const char* kDeleteNodes = "DELETE FROM nodes WHERE cluster = $1";
+constexpr const char* kInsertNodes =
+    "INSERT INTO nodes (cluster, name, rack, block, cpu_millis, memory_mib, labels, schedulable) "
+    "SELECT $1, r.name, r.rack, r.block, r.cpu_millis, r.memory_mib, r.labels, r.schedulable "
+    "FROM jsonb_to_recordset($2::jsonb) AS r(name text, rack text, block text, "
+    "cpu_millis bigint, memory_mib bigint, labels jsonb, schedulable boolean)";
+constexpr const char* kInsertGpus =
+    "INSERT INTO gpus (cluster, node, uuid, index, model, memory_mib, nvlink_domain, numa_node, "
+    "pcie_switch, mig_capable, healthy) "
+    "SELECT $1, r.node, r.uuid, r.index, r.model, r.memory_mib, r.nvlink_domain, r.numa_node, "
+    "r.pcie_switch, r.mig_capable, r.healthy "
+    "FROM jsonb_to_recordset($2::jsonb) AS r(node text, uuid text, index integer, model text, "
+    "memory_mib bigint, nvlink_domain text, numa_node integer, pcie_switch text, "
+    "mig_capable boolean, healthy boolean)";
+constexpr const char* kListClusters =
+    "SELECT" GPUFED_CLUSTER_COLUMNS "FROM clusters c ORDER BY c.name";
+constexpr const char* kGetCluster =
+    "SELECT" GPUFED_CLUSTER_COLUMNS "FROM clusters c WHERE c.name = $1";
+// $1 = '' means every cluster (the inventory is read as a whole and the plan is the same).
+constexpr const char* kListNodes =
+    "SELECT cluster, name, rack, block, cpu_millis, memory_mib, labels::text AS labels, "
+    "schedulable FROM nodes WHERE $1 = '' OR cluster = $1 ORDER BY cluster, name";
+constexpr const char* kListGpus =
+    "SELECT cluster, node, uuid, index, model, memory_mib, nvlink_domain, numa_node, "
+    "pcie_switch, mig_capable, healthy FROM gpus WHERE $1 = '' OR cluster = $1 "
+    "ORDER BY cluster, node, index";
+constexpr const char* kRecordHeartbeat =
+    "UPDATE clusters SET last_heartbeat = GREATEST(last_heartbeat, from_epoch_us($2)) "
+    "WHERE name = $1";
+constexpr const char* kSetClusterState =
+    "UPDATE clusters SET "
+    "epoch = epoch + CASE WHEN $2 = 'unreachable' AND state <> 'unreachable' THEN 1 ELSE 0 END, "
+    "state = $2, updated_at = now() WHERE name = $1";
+
+// ---- Tenancy ----
+constexpr const char* kCreateTenant =
+    "INSERT INTO tenants (name, display_name) VALUES ($1, $2) ON CONFLICT DO NOTHING "
+    "RETURNING epoch_us(created_at) AS created_us";
+constexpr const char* kListTenants =
+    "SELECT name, display_name, epoch_us(created_at) AS created_us FROM tenants ORDER BY name";
+constexpr const char* kTenantExists = "SELECT 1 FROM tenants WHERE name = $1";
+constexpr const char* kCreateProject =
+    "INSERT INTO projects (tenant, name) VALUES ($1, $2) ON CONFLICT DO NOTHING "
+    "RETURNING epoch_us(created_at) AS created_us";
+constexpr const char* kListProjects =
+    "SELECT tenant, name, epoch_us(created_at) AS created_us FROM projects WHERE tenant = $1 "
+    "ORDER BY name";
+constexpr const char* kCreateToken =
+    "INSERT INTO api_tokens (token_hash, subject, role, tenant, cluster) "
+    "VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, '')) ON CONFLICT (token_hash) DO NOTHING "
+    "RETURNING id";
+constexpr const char* kLookupToken =
+    "SELECT subject, role, coalesce(tenant, '') AS tenant, coalesce(cluster, '') AS cluster "
+    "FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL";
+constexpr const char* kCountTokens = "SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL";
+// A full scan: fine while finished workloads are archived out of the hot table (docs/storage.md).
+constexpr const char* kCountByState = "SELECT state, count(*) AS n FROM workloads GROUP BY state";
+constexpr const char* kSchemaVersion = "SELECT coalesce(max(version), 0) FROM schema_migrations";
+
+constexpr std::pair<const char*, const char*> kStatements[] = {
+    {"submit_batch", kSubmitBatch},
+    {"submit_lookup", kSubmitLookup},
+    {"get_workload", kGetWorkload},
+    {"get_workloads", kGetWorkloads},
+    {"lock_workload", kLockWorkload},
+    {"list_pending", kListPending},
+    {"list_active", kListActive},
+    {"list_active_on_cluster", kListActiveOnCluster},
+    {"lock_workloads", kLockWorkloads},
+    {"apply_transitions", kApplyTransitions},
+    {"set_pending_reasons", kSetPendingReasons},
+    {"cancel_now", kCancelNow},
+    {"request_cancel", kRequestCancel},
+    {"upsert_cluster", kUpsertCluster},
+    {"delete_gpus", kDeleteGpus},
+    {"delete_nodes", kDeleteNodes},
+    {"insert_nodes", kInsertNodes},
+    {"insert_gpus", kInsertGpus},
+    {"list_clusters", kListClusters},
+    {"get_cluster", kGetCluster},
+    {"list_nodes", kListNodes},
+    {"list_gpus", kListGpus},
+    {"record_heartbeat", kRecordHeartbeat},
+    {"set_cluster_state", kSetClusterState},
+    {"create_tenant", kCreateTenant},
+    {"list_tenants", kListTenants},
+    {"tenant_exists", kTenantExists},
+    {"create_project", kCreateProject},
+    {"list_projects", kListProjects},
+    {"create_token", kCreateToken},
+    {"lookup_token", kLookupToken},
+    {"count_tokens", kCountTokens},
+    {"count_by_state", kCountByState},
+    {"schema_version", kSchemaVersion},
+};
+
+// List(): one prepared variant per combination of filters, so each gets a plan that can use
+// the index for its filter (a single "($1 = '' OR tenant = $1)" statement would get a generic
+// plan that cannot). Bit 0: tenant, 1: project, 2: states, 3: cluster.
+constexpr int kListVariants = 16;
+
+std::string ListStatementName(int mask) { return absl::StrCat("list_workloads_", mask); }
+
+std::string ListStatementSql(int mask) {
+  std::string sql = "SELECT" GPUFED_WORKLOAD_COLUMNS "FROM workloads w WHERE w.id < $1";
+  int n = 1;
+  if (mask & 1) absl::StrAppend(&sql, " AND w.tenant = $", ++n);
+  if (mask & 2) absl::StrAppend(&sql, " AND w.project = $", ++n);
+  if (mask & 4) absl::StrAppend(&sql, " AND w.state = ANY($", ++n, "::text[])");
+  if (mask & 8) absl::StrAppend(&sql, " AND w.cluster = $", ++n);
+  absl::StrAppend(&sql, " ORDER BY w.id DESC LIMIT $", ++n);
+  return sql;
+}
+
+void RegisterStatements(pqxx::connection& conn) {
+  for (const auto& [name, sql] : kStatements) conn.prepare(name, sql);
+  for (int mask = 0; mask < kListVariants; ++mask) {
+    conn.prepare(ListStatementName(mask), ListStatementSql(mask));
+  }
+}
+
+// ---- Conversions ---------------------------------------------------------------------------
+
+int64_t ToMicros(Timestamp t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+Timestamp FromMicros(int64_t us) {
+  return Timestamp(std::chrono::duration_cast<Timestamp::duration>(std::chrono::microseconds(us)));
+}
+
+std::optional<Timestamp> OptionalMicros(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return FromMicros(f.as<int64_t>());
+}
+
+// A PostgreSQL array literal of integers: {1,2,3}.
+std::string IdArray(const std::vector<WorkloadId>& ids) {
+  return absl::StrCat("{", absl::StrJoin(ids, ","), "}");
+}
+
+absl::StatusOr<Workload> WorkloadFromRow(const pqxx::row& row) {
+  Workload w;
+  w.id = row["id"].as<int64_t>();
+  ASSIGN_OR_RETURN(w.spec, WorkloadSpecFromJson(row["spec"].c_str()));
+  std::optional<WorkloadState> state = ParseState(row["state"].c_str());
+  if (!state) {
+    return absl::InternalError(
+        absl::StrCat("workload ", w.id, " has unknown state ", row["state"].c_str()));
+  }
+  w.state = *state;
+  w.pending_reason = row["pending_reason"].c_str();
+  if (!row["assignment"].is_null()) {
+    ASSIGN_OR_RETURN(w.assignment, AssignmentFromJson(row["assignment"].c_str()));
+  }
+  w.cancel_requested = row["cancel_requested"].as<bool>();
+  w.exit_code = row["exit_code"].as<int32_t>();
+  w.message = row["message"].c_str();
+  w.create_time = FromMicros(row["created_us"].as<int64_t>());
+  w.update_time = FromMicros(row["updated_us"].as<int64_t>());
+  w.start_time = OptionalMicros(row["started_us"]);
+  w.end_time = OptionalMicros(row["ended_us"]);
+  w.version = row["version"].as<uint64_t>();
+  return w;
+}
+
+absl::StatusOr<std::vector<Workload>> WorkloadsFromResult(const pqxx::result& result) {
+  std::vector<Workload> out;
+  out.reserve(result.size());
+  for (const pqxx::row& row : result) {
+    ASSIGN_OR_RETURN(Workload w, WorkloadFromRow(row));
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+absl::StatusOr<Cluster> ClusterFromRow(const pqxx::row& row) {
+  Cluster c;
+  c.info.name = row["name"].c_str();
+  c.info.provider = row["provider"].c_str();
+  c.info.region = row["region"].c_str();
+  c.info.zone = row["zone"].c_str();
+  c.info.jurisdiction = row["jurisdiction"].c_str();
+  try {
+    c.info.compliance_labels =
+        json::parse(row["compliance_labels"].c_str()).get<std::vector<std::string>>();
+  } catch (const json::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("cluster ", c.info.name, ": compliance_labels: ", e.what()));
+  }
+  std::optional<ClusterState> state = ParseClusterState(row["state"].c_str());
+  if (!state) {
+    return absl::InternalError(
+        absl::StrCat("cluster ", c.info.name, " has unknown state ", row["state"].c_str()));
+  }
+  c.state = *state;
+  c.epoch = row["epoch"].as<uint64_t>();
+  c.last_heartbeat = OptionalMicros(row["heartbeat_us"]);
+  return c;
+}
+
+// Reads nodes and GPUs of `cluster` ('' = all) into the clusters of `by_name`.
+absl::Status ReadInventory(pqxx::transaction_base& txn, const std::string& cluster,
+                           std::map<std::string, Cluster*>& by_name) {
+  std::map<std::pair<std::string, std::string>, NodeInfo*> nodes;
+  for (const pqxx::row& row : txn.exec_prepared("list_nodes", cluster)) {
+    auto it = by_name.find(row["cluster"].c_str());
+    if (it == by_name.end()) continue;  // registered after the clusters were read
+    NodeInfo node;
+    node.name = row["name"].c_str();
+    node.rack = row["rack"].c_str();
+    node.block = row["block"].c_str();
+    node.cpu_millis = row["cpu_millis"].as<uint64_t>();
+    node.memory_mib = row["memory_mib"].as<uint64_t>();
+    ASSIGN_OR_RETURN(node.labels, LabelsFromJson(row["labels"].c_str()));
+    node.schedulable = row["schedulable"].as<bool>();
+    it->second->nodes.push_back(std::move(node));
+  }
+  // Pointers are taken only once every vector has stopped growing.
+  for (auto& [name, c] : by_name) {
+    for (NodeInfo& node : c->nodes) nodes[{name, node.name}] = &node;
+  }
+  for (const pqxx::row& row : txn.exec_prepared("list_gpus", cluster)) {
+    auto it = nodes.find({row["cluster"].c_str(), row["node"].c_str()});
+    if (it == nodes.end()) continue;
+    GpuInfo gpu;
+    gpu.uuid = row["uuid"].c_str();
+    gpu.index = row["index"].as<uint32_t>();
+    gpu.model = row["model"].c_str();
+    gpu.memory_mib = row["memory_mib"].as<uint64_t>();
+    gpu.nvlink_domain = row["nvlink_domain"].c_str();
+    gpu.numa_node = row["numa_node"].as<int32_t>();
+    gpu.pcie_switch = row["pcie_switch"].c_str();
+    gpu.mig_capable = row["mig_capable"].as<bool>();
+    gpu.healthy = row["healthy"].as<bool>();
+    it->second->gpus.push_back(std::move(gpu));
+  }
+  return absl::OkStatus();
+}
+
+// ---- Validation ------------------------------------------------------------------------------
+
+constexpr size_t kMaxNameLength = 128;
+
+absl::Status CheckName(absl::string_view field, const std::string& value) {
+  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
+  if (value.size() > kMaxNameLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": at most ", kMaxNameLength, " characters"));
+  }
+  return absl::OkStatus();
+}
+
+bool IsClusterName(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+absl::Status CheckFitsBigint(absl::string_view field, uint64_t value) {
+  if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": too large"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTransition(const Transition& t, size_t i) {
+  const std::string field = absl::StrCat("transitions[", i, "]");
+  if (t.id <= 0) return absl::InvalidArgumentError(absl::StrCat(field, ".id: required"));
+  if (t.from == WorkloadState::kUnspecified) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".from: required"));
+  }
+  if (t.to == WorkloadState::kUnspecified) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".to: required"));
+  }
+  if (t.from == t.to) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".to: equals from (", std::string(StateName(t.from)), ")"));
+  }
+  if (t.to == WorkloadState::kPlaced && (!t.assignment || t.assignment->cluster.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".assignment: required (with a cluster) when to is PLACED"));
+  }
+  if (t.assignment)
+    RETURN_IF_ERROR(CheckFitsBigint(field + ".assignment.epoch", t.assignment->epoch));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeInfo>& nodes) {
+  if (!IsClusterName(info.name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster.name: must be 1 to 63 characters of a-z, 0-9 and '-', got \"", info.name, "\""));
+  }
+  std::set<std::string> node_names;
+  std::set<std::string> uuids;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInfo& node = nodes[i];
+    const std::string field = absl::StrCat("nodes[", i, "]");
+    if (node.name.empty()) return absl::InvalidArgumentError(field + ".name: required");
+    if (!node_names.insert(node.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".name: duplicate node \"", node.name, "\""));
+    }
+    RETURN_IF_ERROR(CheckFitsBigint(field + ".cpu_millis", node.cpu_millis));
+    RETURN_IF_ERROR(CheckFitsBigint(field + ".memory_mib", node.memory_mib));
+    std::set<uint32_t> indices;
+    for (size_t j = 0; j < node.gpus.size(); ++j) {
+      const GpuInfo& gpu = node.gpus[j];
+      const std::string gfield = absl::StrCat(field, ".gpus[", j, "]");
+      if (gpu.uuid.empty()) return absl::InvalidArgumentError(gfield + ".uuid: required");
+      if (!uuids.insert(gpu.uuid).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(gfield, ".uuid: duplicate GPU \"", gpu.uuid, "\" in the cluster"));
+      }
+      if (gpu.index > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
+        return absl::InvalidArgumentError(gfield + ".index: too large");
+      }
+      if (!indices.insert(gpu.index).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(gfield, ".index: duplicate index ", gpu.index, " on the node"));
+      }
+      RETURN_IF_ERROR(CheckFitsBigint(gfield + ".memory_mib", gpu.memory_mib));
+    }
+  }
+  return absl::OkStatus();
+}
+
+const std::set<std::string, std::less<>>& KnownRoles() {
+  static const auto* roles = new std::set<std::string, std::less<>>{
+      "platform-admin", "tenant-admin", "tenant-user", "viewer", "agent"};
+  return *roles;
+}
+
+}  // namespace
+
+// ---- Construction -----------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Create(const std::string& dsn, Options options) {
+  if (options.pool_size < 1) return absl::InvalidArgumentError("pool_size: must be at least 1");
+  if (options.max_group_size < 1) {
+    return absl::InvalidArgumentError("max_group_size: must be at least 1");
+  }
+  if (options.committers < 1) return absl::InvalidArgumentError("committers: must be at least 1");
+  if (options.max_queued_submits < 1) {
+    return absl::InvalidArgumentError("max_queued_submits: must be at least 1");
+  }
+  PgPoolOptions pool_options;
+  pool_options.size = options.pool_size;
+  pool_options.acquire_timeout = options.acquire_timeout;
+  pool_options.statement_timeout = options.statement_timeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<PgPool> pool,
+                   PgPool::Create(dsn, pool_options, RegisterStatements));
+
+  ASSIGN_OR_RETURN(
+      int64_t version,
+      pool->Transact<pqxx::nontransaction>(
+          "reading the schema version", [](pqxx::nontransaction& txn) -> absl::StatusOr<int64_t> {
+            if (!txn.exec1("SELECT to_regclass('schema_migrations') IS NOT NULL")[0].as<bool>()) {
+              return 0;
+            }
+            return txn.exec_prepared1("schema_version")[0].as<int64_t>();
+          }));
+  const int64_t latest = LatestSchemaVersion();
+  if (version < latest) {
+    return absl::FailedPreconditionError(absl::StrCat("database schema is at version ", version,
+                                                      " but this build needs ", latest,
+                                                      "; apply the migrations first"));
+  }
+  if (version > latest) {
+    return absl::FailedPreconditionError(absl::StrCat("database schema version ", version,
+                                                      " is newer than this gpufed build knows (",
+                                                      latest, ")"));
+  }
+
+  PgPoolOptions committer_options = pool_options;
+  committer_options.size = options.committers;
+  ASSIGN_OR_RETURN(std::unique_ptr<PgPool> committer_pool,
+                   PgPool::Create(dsn, committer_options, RegisterStatements));
+  return std::unique_ptr<PgStore>(
+      new PgStore(std::move(options), std::move(pool), std::move(committer_pool)));
+}
+
+PgStore::PgStore(Options options, std::unique_ptr<PgPool> pool,
+                 std::unique_ptr<PgPool> committer_pool)
+    : options_(std::move(options)),
+      pool_(std::move(pool)),
+      committer_pool_(std::move(committer_pool)) {
+  for (int i = 0; i < options_.committers; ++i) {
+    committers_.emplace_back([this] { CommitterLoop(); });
+  }
+}
+
+PgStore::~PgStore() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& t : committers_) t.join();
+}
+
+PgStore::Stats PgStore::GetStats() const {
+  absl::MutexLock lock(&mu_);
+  Stats stats = stats_;
+  stats.queued = static_cast<int64_t>(queue_.size());
+  return stats;
+}
+
+absl::StatusOr<int64_t> PgStore::SchemaVersion() {
+  return pool_->Transact<pqxx::nontransaction>(
+      "reading the schema version", [](pqxx::nontransaction& txn) -> absl::StatusOr<int64_t> {
+        return txn.exec_prepared1("schema_version")[0].as<int64_t>();
+      });
+}
+
+// ---- Submit: group commit --------------------------------------------------------------------
+
+absl::StatusOr<SubmitResult> PgStore::Submit(const WorkloadSpec& spec) {
+  RETURN_IF_ERROR(CheckName("spec.tenant", spec.tenant));
+  RETURN_IF_ERROR(CheckName("spec.project", spec.project));
+  if (spec.name.empty()) return absl::InvalidArgumentError("spec.name: required");
+  PendingSubmit pending;
+  pending.spec = &spec;
+  pending.spec_json = WorkloadSpecToJson(spec);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("submit: the store is shutting down");
+    if (queue_.size() >= static_cast<size_t>(options_.max_queued_submits)) {
+      return absl::UnavailableError(absl::StrCat(
+          "submit: ", queue_.size(), " submits already waiting for the database; retry later"));
+    }
+    queue_.push_back(&pending);
+  }
+  pending.done.WaitForNotification();
+  return std::move(pending.result);
+}
+
+void PgStore::CommitterLoop() {
+  while (true) {
+    std::vector<PendingSubmit*> group;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping, and everything queued has been answered
+      size_t take = std::min(queue_.size(), static_cast<size_t>(options_.max_group_size));
+      group.assign(queue_.begin(), queue_.begin() + take);
+      queue_.erase(queue_.begin(), queue_.begin() + take);
+    }
+    CommitGroup(group);
+  }
+}
+
+namespace {
+
+// What one insert statement decided: final outcomes for the entries it inserted or could not
+// resolve, and the entries whose idempotency key was already taken (to be looked up).
+struct RoundResult {
+  std::vector<std::pair<size_t, absl::StatusOr<SubmitResult>>> outcomes;
+  std::vector<size_t> clashes;
+};
+
+// [{"ord": i, "spec": {...}}, ...] for the given entries of the group.
+std::string SubmitInput(const std::vector<PendingSubmit*>& group,
+                        const std::vector<size_t>& entries) {
+  std::string input = "[";
+  for (size_t i : entries) {
+    if (input.size() > 1) input += ',';
+    absl::StrAppend(&input, "{\"ord\":", i, ",\"spec\":", group[i]->spec_json, "}");
+  }
+  input += ']';
+  return input;
+}
+
+// Inserts `entries` of `group` with one statement (kSubmitBatch).
+RoundResult InsertRound(pqxx::transaction_base& txn, const std::vector<PendingSubmit*>& group,
+                        const std::vector<size_t>& entries) {
+  RoundResult round;
+  for (const pqxx::row& row : txn.exec_prepared("submit_batch", SubmitInput(group, entries))) {
+    const size_t ord = row["ord"].as<size_t>();
+    const WorkloadSpec& spec = *group[ord]->spec;
+    if (!row["tenant_found"].as<bool>()) {
+      round.outcomes.emplace_back(
+          ord, absl::NotFoundError(
+                   absl::StrCat("spec.tenant: tenant \"", spec.tenant, "\" does not exist")));
+    } else if (!row["project_found"].as<bool>()) {
+      round.outcomes.emplace_back(ord, absl::NotFoundError(absl::StrCat(
+                                           "spec.project: project \"", spec.project,
+                                           "\" does not exist in tenant \"", spec.tenant, "\"")));
+    } else if (row["id"].is_null()) {
+      round.clashes.push_back(ord);
+    } else {
+      SubmitResult result;
+      result.created = true;
+      Workload& w = result.workload;
+      w.id = row["id"].as<int64_t>();
+      w.spec = spec;
+      w.state = WorkloadState::kPending;
+      w.create_time = FromMicros(row["created_us"].as<int64_t>());
+      w.update_time = FromMicros(row["updated_us"].as<int64_t>());
+      w.version = row["version"].as<uint64_t>();
+      round.outcomes.emplace_back(ord, std::move(result));
+    }
+  }
+  return round;
+}
+
+// The workloads holding the keys of `clashes`: the earlier workload if the spec is the same,
+// ALREADY_EXISTS otherwise.
+absl::StatusOr<std::vector<std::pair<size_t, absl::StatusOr<SubmitResult>>>> LookUpClashes(
+    pqxx::transaction_base& txn, const std::vector<PendingSubmit*>& group,
+    const std::vector<size_t>& clashes) {
+  std::vector<std::pair<size_t, absl::StatusOr<SubmitResult>>> out;
+  for (const pqxx::row& row : txn.exec_prepared("submit_lookup", SubmitInput(group, clashes))) {
+    const size_t ord = row["ord"].as<size_t>();
+    ASSIGN_OR_RETURN(Workload existing, WorkloadFromRow(row));
+    if (row["same_spec"].as<bool>()) {
+      out.emplace_back(ord, SubmitResult{std::move(existing), false});
+    } else {
+      out.emplace_back(
+          ord, absl::AlreadyExistsError(absl::StrCat(
+                   "spec.idempotency_key: \"", group[ord]->spec->idempotency_key,
+                   "\" was already used by workload ", existing.id, " with a different spec")));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<absl::StatusOr<SubmitResult>>> PgStore::CommitOnce(
+    const std::vector<PendingSubmit*>& group) {
+  std::vector<absl::StatusOr<SubmitResult>> outcomes(
+      group.size(), absl::InternalError("submit: the database returned no row for it"));
+  // Several submits of one idempotency key in one group go to successive rounds (statements)
+  // so that each later one sees the earlier one's row, exactly as if they had come one after
+  // the other.
+  std::vector<std::vector<size_t>> rounds(1);
+  {
+    std::map<std::pair<std::string_view, std::string_view>, size_t> seen;
+    for (size_t i = 0; i < group.size(); ++i) {
+      const WorkloadSpec& spec = *group[i]->spec;
+      size_t round = 0;
+      if (!spec.idempotency_key.empty()) round = seen[{spec.tenant, spec.idempotency_key}]++;
+      if (round >= rounds.size()) rounds.resize(round + 1);
+      rounds[round].push_back(i);
+    }
+  }
+
+  if (rounds.size() == 1) {
+    // The common case: one statement, committing by itself — a single round trip and a single
+    // WAL flush for the whole group. Not retried if the connection breaks under it: it may
+    // have committed, and the callers' idempotency keys make their own retries safe.
+    ASSIGN_OR_RETURN(RoundResult round,
+                     committer_pool_->Transact<pqxx::nontransaction>(
+                         "submit",
+                         [&](pqxx::nontransaction& txn) -> absl::StatusOr<RoundResult> {
+                           return InsertRound(txn, group, rounds[0]);
+                         },
+                         /*idempotent=*/false));
+    for (auto& [i, outcome] : round.outcomes) outcomes[i] = std::move(outcome);
+    if (!round.clashes.empty()) {
+      // Read-only, after the commit: the rows found are committed and their keys and specs
+      // never change.
+      auto found = committer_pool_->Transact<pqxx::nontransaction>(
+          "submit",
+          [&](pqxx::nontransaction& txn) { return LookUpClashes(txn, group, round.clashes); });
+      if (!found.ok()) {
+        for (size_t i : round.clashes) outcomes[i] = found.status();
+      } else {
+        for (auto& [i, outcome] : *found) outcomes[i] = std::move(outcome);
+      }
+    }
+    return outcomes;
+  }
+
+  ASSIGN_OR_RETURN(
+      auto decided,
+      committer_pool_->Transact(
+          "submit",
+          [&](pqxx::work& txn)
+              -> absl::StatusOr<std::vector<std::pair<size_t, absl::StatusOr<SubmitResult>>>> {
+            std::vector<std::pair<size_t, absl::StatusOr<SubmitResult>>> all;
+            for (const std::vector<size_t>& entries : rounds) {
+              RoundResult round = InsertRound(txn, group, entries);
+              for (auto& entry : round.outcomes) all.push_back(std::move(entry));
+              if (round.clashes.empty()) continue;
+              ASSIGN_OR_RETURN(auto found, LookUpClashes(txn, group, round.clashes));
+              for (auto& entry : found) all.push_back(std::move(entry));
+            }
+            return all;
+          }));
+  for (auto& [i, outcome] : decided) outcomes[i] = std::move(outcome);
+  return outcomes;
+}
+
+void PgStore::CommitGroup(const std::vector<PendingSubmit*>& group) {
+  absl::StatusOr<std::vector<absl::StatusOr<SubmitResult>>> outcomes = CommitOnce(group);
+  if (outcomes.ok()) {
+    for (size_t i = 0; i < group.size(); ++i) group[i]->result = std::move((*outcomes)[i]);
+  } else if (group.size() > 1 && !absl::IsUnavailable(outcomes.status()) &&
+             !absl::IsDeadlineExceeded(outcomes.status()) && !absl::IsAborted(outcomes.status())) {
+    // The group's statement failed as a whole (so nothing of it was committed) for a reason
+    // that may lie in one entry, say text PostgreSQL refuses: commit each alone so that only
+    // that one fails.
+    for (PendingSubmit* p : group) {
+      absl::StatusOr<std::vector<absl::StatusOr<SubmitResult>>> single = CommitOnce({p});
+      p->result =
+          single.ok() ? std::move((*single)[0]) : absl::StatusOr<SubmitResult>(single.status());
+    }
+  } else {
+    for (PendingSubmit* p : group) p->result = outcomes.status();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.submits += static_cast<int64_t>(group.size());
+    stats_.submit_groups += 1;
+    stats_.largest_group = std::max<int64_t>(stats_.largest_group, group.size());
+  }
+  for (PendingSubmit* p : group) p->done.Notify();
+}
+
+// ---- Workload reads --------------------------------------------------------------------------
+
+absl::StatusOr<Workload> PgStore::Get(WorkloadId id) {
+  if (id <= 0) return absl::InvalidArgumentError("id: must be positive");
+  return pool_->Transact<pqxx::nontransaction>(
+      "get workload", [id](pqxx::nontransaction& txn) -> absl::StatusOr<Workload> {
+        pqxx::result r = txn.exec_prepared("get_workload", id);
+        if (r.empty()) return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
+        return WorkloadFromRow(r[0]);
+      });
+}
+
+absl::StatusOr<WorkloadPage> PgStore::List(const ListFilter& filter) {
+  if (filter.page_size < 0) return absl::InvalidArgumentError("page_size: must not be negative");
+  if (filter.before_id < 0) return absl::InvalidArgumentError("before_id: must not be negative");
+  constexpr int kDefaultPageSize = 100;
+  constexpr int kMaxPageSize = 1000;
+  const int page_size =
+      filter.page_size == 0 ? kDefaultPageSize : std::min(filter.page_size, kMaxPageSize);
+
+  int mask = 0;
+  std::vector<std::string> params;
+  params.push_back(std::to_string(filter.before_id > 0 ? filter.before_id
+                                                       : std::numeric_limits<int64_t>::max()));
+  if (!filter.tenant.empty()) {
+    mask |= 1;
+    params.push_back(filter.tenant);
+  }
+  if (!filter.project.empty()) {
+    mask |= 2;
+    params.push_back(filter.project);
+  }
+  if (!filter.states.empty()) {
+    mask |= 4;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < filter.states.size(); ++i) {
+      if (filter.states[i] == WorkloadState::kUnspecified) {
+        return absl::InvalidArgumentError(absl::StrCat("states[", i, "]: unspecified"));
+      }
+      names.emplace_back(StateName(filter.states[i]));
+    }
+    params.push_back(absl::StrCat("{", absl::StrJoin(names, ","), "}"));
+  }
+  if (!filter.cluster.empty()) {
+    mask |= 8;
+    params.push_back(filter.cluster);
+  }
+  params.push_back(std::to_string(page_size + 1));  // one more: is there a next page?
+
+  return pool_->Transact<pqxx::nontransaction>(
+      "list workloads", [&](pqxx::nontransaction& txn) -> absl::StatusOr<WorkloadPage> {
+        pqxx::result r =
+            txn.exec_prepared(ListStatementName(mask), pqxx::prepare::make_dynamic_params(params));
+        WorkloadPage page;
+        const size_t n = std::min(r.size(), static_cast<size_t>(page_size));
+        page.workloads.reserve(n);
+        for (size_t i = 0; i < n; ++i) {
+          ASSIGN_OR_RETURN(Workload w, WorkloadFromRow(r[i]));
+          page.workloads.push_back(std::move(w));
+        }
+        if (r.size() > n && !page.workloads.empty()) {
+          page.next_before_id = page.workloads.back().id;
+        }
+        return page;
+      });
+}
+
+absl::StatusOr<std::vector<Workload>> PgStore::ListPending(int limit) {
+  if (limit <= 0) return absl::InvalidArgumentError("limit: must be positive");
+  return pool_->Transact<pqxx::nontransaction>(
+      "list pending workloads", [limit](pqxx::nontransaction& txn) {
+        return WorkloadsFromResult(txn.exec_prepared("list_pending", limit));
+      });
+}
+
+absl::StatusOr<std::vector<Workload>> PgStore::ListActive(const std::string& cluster) {
+  return pool_->Transact<pqxx::nontransaction>(
+      "list active workloads", [&cluster](pqxx::nontransaction& txn) {
+        return WorkloadsFromResult(cluster.empty()
+                                       ? txn.exec_prepared("list_active")
+                                       : txn.exec_prepared("list_active_on_cluster", cluster));
+      });
+}
+
+// ---- Workload writes -------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<TransitionResult>> PgStore::ApplyTransitions(
+    const std::vector<Transition>& transitions) {
+  for (size_t i = 0; i < transitions.size(); ++i) {
+    RETURN_IF_ERROR(ValidateTransition(transitions[i], i));
+  }
+  if (transitions.empty()) return std::vector<TransitionResult>{};
+
+  // Round k holds the k-th transition of each workload, so several steps of one workload in
+  // one batch (PLACED -> RUNNING -> SUCCEEDED) apply in order, each against the state the
+  // previous one left.
+  std::vector<int> round_of(transitions.size());
+  int rounds = 1;
+  std::vector<WorkloadId> ids;
+  {
+    std::unordered_map<WorkloadId, int> seen;
+    for (size_t i = 0; i < transitions.size(); ++i) {
+      round_of[i] = seen[transitions[i].id]++;
+      rounds = std::max(rounds, round_of[i] + 1);
+    }
+    for (const auto& [id, count] : seen) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+  }
+  std::vector<std::string> inputs(rounds);
+  {
+    std::vector<json> docs(rounds, json::array());
+    for (size_t i = 0; i < transitions.size(); ++i) {
+      const Transition& t = transitions[i];
+      json row = {
+          {"ord", i},
+          {"id", t.id},
+          {"from_state", std::string(StateName(t.from))},
+          {"to_state", std::string(StateName(t.to))},
+          {"actor", t.actor},
+          {"reason", t.reason},
+          {"assignment", t.to == WorkloadState::kPlaced
+                             ? json::parse(AssignmentToJson(*t.assignment))
+                             : json(nullptr)},
+          {"exit_code", t.exit_code ? json(*t.exit_code) : json(nullptr)},
+          {"message", t.message},
+          {"at_us", t.time ? json(ToMicros(*t.time)) : json(nullptr)},
+      };
+      docs[round_of[i]].push_back(std::move(row));
+    }
+    for (int r = 0; r < rounds; ++r) {
+      inputs[r] = docs[r].dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+  }
+
+  return pool_->Transact(
+      "apply transitions", [&](pqxx::work& txn) -> absl::StatusOr<std::vector<TransitionResult>> {
+        std::vector<TransitionResult> results(transitions.size());
+        for (size_t i = 0; i < transitions.size(); ++i) results[i].id = transitions[i].id;
+        txn.exec_prepared("lock_workloads", IdArray(ids));
+        for (const std::string& input : inputs) {
+          for (const pqxx::row& row : txn.exec_prepared("apply_transitions", input)) {
+            const size_t ord = row["ord"].as<size_t>();
+            ASSIGN_OR_RETURN(Workload w, WorkloadFromRow(row));
+            WorkloadEvent event;
+            event.from = transitions[ord].from;
+            event.to = w.state;
+            event.time = FromMicros(row["event_us"].as<int64_t>());
+            event.workload = w;
+            results[ord].applied = true;
+            results[ord].current = std::move(w);
+            results[ord].event = std::move(event);
+          }
+        }
+        std::vector<WorkloadId> skipped;
+        for (const TransitionResult& r : results) {
+          if (!r.applied) skipped.push_back(r.id);
+        }
+        if (!skipped.empty()) {
+          ASSIGN_OR_RETURN(std::vector<Workload> now, WorkloadsFromResult(txn.exec_prepared(
+                                                          "get_workloads", IdArray(skipped))));
+          std::unordered_map<WorkloadId, const Workload*> by_id;
+          for (const Workload& w : now) by_id[w.id] = &w;
+          for (TransitionResult& r : results) {
+            if (r.applied) continue;
+            if (auto it = by_id.find(r.id); it != by_id.end()) r.current = *it->second;
+          }
+        }
+        return results;
+      });
+}
+
+absl::Status PgStore::SetPendingReasons(
+    const std::vector<std::pair<WorkloadId, std::string>>& reasons) {
+  if (reasons.empty()) return absl::OkStatus();
+  std::map<WorkloadId, std::string_view> last;  // a later entry for the same id wins
+  for (size_t i = 0; i < reasons.size(); ++i) {
+    if (reasons[i].first <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("reasons[", i, "].id: must be positive"));
+    }
+    last[reasons[i].first] = reasons[i].second;
+  }
+  json input = json::array();
+  for (const auto& [id, reason] : last) input.push_back({{"id", id}, {"reason", reason}});
+  const std::string text = input.dump(-1, ' ', false, json::error_handler_t::replace);
+  return pool_->Transact("set pending reasons", [&text](pqxx::work& txn) {
+    txn.exec_prepared("set_pending_reasons", text);
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<WorkloadStore::CancelResult> PgStore::RequestCancel(WorkloadId id,
+                                                                   const std::string& actor,
+                                                                   const std::string& reason) {
+  if (id <= 0) return absl::InvalidArgumentError("id: must be positive");
+  return pool_->Transact("cancel workload", [&](pqxx::work& txn) -> absl::StatusOr<CancelResult> {
+    pqxx::result locked = txn.exec_prepared("lock_workload", id);
+    if (locked.empty()) return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
+    ASSIGN_OR_RETURN(Workload before, WorkloadFromRow(locked[0]));
+    if (IsTerminal(before.state)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("workload ", id, " is already ", std::string(StateName(before.state))));
+    }
+    CancelResult out;
+    if (HoldsCapacity(before.state)) {
+      // Its agent must stop it first; the agent's report moves it to CANCELLED.
+      if (before.cancel_requested) {
+        out.workload = std::move(before);
+        return out;
+      }
+      pqxx::result r = txn.exec_prepared("request_cancel", id);
+      ASSIGN_OR_RETURN(out.workload, WorkloadFromRow(r[0]));
+      return out;
+    }
+    pqxx::result r =
+        txn.exec_prepared("cancel_now", id, actor, reason, std::string(StateName(before.state)));
+    ASSIGN_OR_RETURN(out.workload, WorkloadFromRow(r[0]));
+    WorkloadEvent event;
+    event.workload = out.workload;
+    event.from = before.state;
+    event.to = WorkloadState::kCancelled;
+    event.time = out.workload.update_time;
+    out.event = std::move(event);
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> PgStore::CountByState() {
+  using Counts = std::vector<std::pair<WorkloadState, int64_t>>;
+  return pool_->Transact<pqxx::nontransaction>(
+      "count workloads", [](pqxx::nontransaction& txn) -> absl::StatusOr<Counts> {
+        Counts out;
+        for (const pqxx::row& row : txn.exec_prepared("count_by_state")) {
+          std::optional<WorkloadState> state = ParseState(row["state"].c_str());
+          if (state) out.emplace_back(*state, row["n"].as<int64_t>());
+        }
+        return out;
+      });
+}
+
+// ---- Clusters ----------------------------------------------------------------------------
+
+absl::StatusOr<Cluster> PgStore::RegisterCluster(const ClusterInfo& info,
+                                                 const std::vector<NodeInfo>& nodes) {
+  RETURN_IF_ERROR(ValidateInventory(info, nodes));
+  json node_rows = json::array();
+  json gpu_rows = json::array();
+  for (const NodeInfo& node : nodes) {
+    node_rows.push_back({{"name", node.name},
+                         {"rack", node.rack},
+                         {"block", node.block},
+                         {"cpu_millis", node.cpu_millis},
+                         {"memory_mib", node.memory_mib},
+                         {"labels", node.labels},
+                         {"schedulable", node.schedulable}});
+    for (const GpuInfo& gpu : node.gpus) {
+      gpu_rows.push_back({{"node", node.name},
+                          {"uuid", gpu.uuid},
+                          {"index", gpu.index},
+                          {"model", gpu.model},
+                          {"memory_mib", gpu.memory_mib},
+                          {"nvlink_domain", gpu.nvlink_domain},
+                          {"numa_node", gpu.numa_node},
+                          {"pcie_switch", gpu.pcie_switch},
+                          {"mig_capable", gpu.mig_capable},
+                          {"healthy", gpu.healthy}});
+    }
+  }
+  const auto dump = [](const json& j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  const std::string nodes_text = dump(node_rows);
+  const std::string gpus_text = dump(gpu_rows);
+  const std::string labels_text = StringsToJson(info.compliance_labels);
+
+  return pool_->Transact("register cluster", [&](pqxx::work& txn) -> absl::StatusOr<Cluster> {
+    pqxx::result r = txn.exec_prepared("upsert_cluster", info.name, info.provider, info.region,
+                                       info.zone, info.jurisdiction, labels_text);
+    ASSIGN_OR_RETURN(Cluster cluster, ClusterFromRow(r[0]));
+    txn.exec_prepared("delete_gpus", info.name);
+    txn.exec_prepared("delete_nodes", info.name);
+    txn.exec_prepared("insert_nodes", info.name, nodes_text);
+    txn.exec_prepared("insert_gpus", info.name, gpus_text);
+    std::map<std::string, Cluster*> by_name = {{cluster.info.name, &cluster}};
+    RETURN_IF_ERROR(ReadInventory(txn, info.name, by_name));
+    return cluster;
+  });
+}
+
+absl::Status PgStore::RecordHeartbeat(const std::string& cluster, Timestamp at) {
+  return pool_->Transact<pqxx::nontransaction>(
+      "record heartbeat", [&](pqxx::nontransaction& txn) -> absl::Status {
+        pqxx::result r = txn.exec_prepared("record_heartbeat", cluster, ToMicros(at));
+        if (r.affected_rows() == 0) {
+          return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::Status PgStore::SetClusterState(const std::string& cluster, ClusterState state) {
+  if (state == ClusterState::kUnspecified) {
+    return absl::InvalidArgumentError("state: unspecified");
+  }
+  const std::string name(ClusterStateName(state));
+  return pool_->Transact<pqxx::nontransaction>(
+      "set cluster state", [&](pqxx::nontransaction& txn) -> absl::Status {
+        pqxx::result r = txn.exec_prepared("set_cluster_state", cluster, name);
+        if (r.affected_rows() == 0) {
+          return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<std::vector<Cluster>> PgStore::ListClusters(bool include_nodes) {
+  using SnapshotTxn = pqxx::transaction<pqxx::repeatable_read, pqxx::read_only>;
+  return pool_->Transact<SnapshotTxn>(
+      "list clusters", [&](SnapshotTxn& txn) -> absl::StatusOr<std::vector<Cluster>> {
+        std::vector<Cluster> clusters;
+        for (const pqxx::row& row : txn.exec_prepared("list_clusters")) {
+          ASSIGN_OR_RETURN(Cluster c, ClusterFromRow(row));
+          clusters.push_back(std::move(c));
+        }
+        if (include_nodes) {
+          std::map<std::string, Cluster*> by_name;
+          for (Cluster& c : clusters) by_name[c.info.name] = &c;
+          RETURN_IF_ERROR(ReadInventory(txn, "", by_name));
+        }
+        return clusters;
+      });
+}
+
+absl::StatusOr<Cluster> PgStore::GetCluster(const std::string& name) {
+  using SnapshotTxn = pqxx::transaction<pqxx::repeatable_read, pqxx::read_only>;
+  return pool_->Transact<SnapshotTxn>(
+      "get cluster", [&](SnapshotTxn& txn) -> absl::StatusOr<Cluster> {
+        pqxx::result r = txn.exec_prepared("get_cluster", name);
+        if (r.empty()) return absl::NotFoundError(absl::StrCat("cluster \"", name, "\" not found"));
+        ASSIGN_OR_RETURN(Cluster cluster, ClusterFromRow(r[0]));
+        std::map<std::string, Cluster*> by_name = {{cluster.info.name, &cluster}};
+        RETURN_IF_ERROR(ReadInventory(txn, name, by_name));
+        return cluster;
+      });
+}
+
+// ---- Tenancy -----------------------------------------------------------------------------
+
+absl::StatusOr<Tenant> PgStore::CreateTenant(const Tenant& tenant) {
+  RETURN_IF_ERROR(CheckName("tenant.name", tenant.name));
+  return pool_->Transact<pqxx::nontransaction>(
+      "create tenant",
+      [&](pqxx::nontransaction& txn) -> absl::StatusOr<Tenant> {
+        pqxx::result r = txn.exec_prepared("create_tenant", tenant.name, tenant.display_name);
+        if (r.empty()) {
+          return absl::AlreadyExistsError(
+              absl::StrCat("tenant \"", tenant.name, "\" already exists"));
+        }
+        Tenant out = tenant;
+        out.create_time = FromMicros(r[0]["created_us"].as<int64_t>());
+        return out;
+      },
+      /*idempotent=*/false);
+}
+
+absl::StatusOr<std::vector<Tenant>> PgStore::ListTenants() {
+  return pool_->Transact<pqxx::nontransaction>(
+      "list tenants", [](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<Tenant>> {
+        std::vector<Tenant> out;
+        for (const pqxx::row& row : txn.exec_prepared("list_tenants")) {
+          out.push_back(Tenant{row["name"].c_str(), row["display_name"].c_str(),
+                               FromMicros(row["created_us"].as<int64_t>())});
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<Project> PgStore::CreateProject(const Project& project) {
+  RETURN_IF_ERROR(CheckName("project.tenant", project.tenant));
+  RETURN_IF_ERROR(CheckName("project.name", project.name));
+  return pool_->Transact("create project", [&](pqxx::work& txn) -> absl::StatusOr<Project> {
+    if (txn.exec_prepared("tenant_exists", project.tenant).empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("project.tenant: tenant \"", project.tenant, "\" does not exist"));
+    }
+    pqxx::result r = txn.exec_prepared("create_project", project.tenant, project.name);
+    if (r.empty()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "project \"", project.name, "\" already exists in tenant \"", project.tenant, "\""));
+    }
+    Project out = project;
+    out.create_time = FromMicros(r[0]["created_us"].as<int64_t>());
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<Project>> PgStore::ListProjects(const std::string& tenant) {
+  return pool_->Transact<pqxx::transaction<pqxx::repeatable_read, pqxx::read_only>>(
+      "list projects", [&](auto& txn) -> absl::StatusOr<std::vector<Project>> {
+        if (txn.exec_prepared("tenant_exists", tenant).empty()) {
+          return absl::NotFoundError(absl::StrCat("tenant \"", tenant, "\" does not exist"));
+        }
+        std::vector<Project> out;
+        for (const pqxx::row& row : txn.exec_prepared("list_projects", tenant)) {
+          out.push_back(Project{row["tenant"].c_str(), row["name"].c_str(),
+                                FromMicros(row["created_us"].as<int64_t>())});
+        }
+        return out;
+      });
+}
+
+absl::Status PgStore::CreateToken(const std::string& token_hash, const TokenRecord& record) {
+  if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
+  if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");
+  if (!KnownRoles().contains(record.role)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("role: \"", record.role,
+                     "\" is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
+  }
+  if ((record.role == "tenant-admin" || record.role == "tenant-user") && record.tenant.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", record.role));
+  }
+  if (record.role == "agent" && record.cluster.empty()) {
+    return absl::InvalidArgumentError("cluster: required for role agent");
+  }
+  return pool_->Transact("create token", [&](pqxx::work& txn) -> absl::Status {
+    if (!record.tenant.empty() && txn.exec_prepared("tenant_exists", record.tenant).empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("tenant: tenant \"", record.tenant, "\" does not exist"));
+    }
+    pqxx::result r = txn.exec_prepared("create_token", token_hash, record.subject, record.role,
+                                       record.tenant, record.cluster);
+    if (r.empty()) return absl::AlreadyExistsError("token: a token with this hash already exists");
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<TokenRecord> PgStore::LookupToken(const std::string& token_hash) {
+  return pool_->Transact<pqxx::nontransaction>(
+      "look up token", [&](pqxx::nontransaction& txn) -> absl::StatusOr<TokenRecord> {
+        pqxx::result r = txn.exec_prepared("lookup_token", token_hash);
+        if (r.empty()) return absl::NotFoundError("token not found");
+        return TokenRecord{r[0]["subject"].c_str(), r[0]["role"].c_str(), r[0]["tenant"].c_str(),
+                           r[0]["cluster"].c_str()};
+      });
+}
+
+absl::StatusOr<int64_t> PgStore::CountTokens() {
+  return pool_->Transact<pqxx::nontransaction>(
+      "count tokens", [](pqxx::nontransaction& txn) -> absl::StatusOr<int64_t> {
+        return txn.exec_prepared1("count_tokens")[0].as<int64_t>();
+      });
+}
+
+}  // namespace gpufed::storage

@@ -1,0 +1,161 @@
+#ifndef GPUFED_STORAGE_PG_STORE_H_
+#define GPUFED_STORAGE_PG_STORE_H_
+
+// The PostgreSQL implementation of the storage ports (federation/store.h). Schema:
+// migrations/*.sql; decisions: docs/storage.md.
+//
+// Submit is group-committed: callers enqueue their spec and block; a committer thread takes
+// everything queued (up to Options::max_group_size) and inserts it in ONE transaction (one WAL
+// flush for the whole group), then wakes each caller with its own result. One caller's bad row
+// (unknown project, idempotency conflict) does not fail the others. (Options::committers
+// such threads may run; one is the default.)
+//
+// Everything else runs on a bounded connection pool: a call waits at most
+// Options::acquire_timeout for a connection, then answers UNAVAILABLE.
+//
+// Thread-safe. Behaviour beyond store.h's comments:
+//   - Submit: INVALID_ARGUMENT if spec.tenant, spec.project or spec.name is empty; NOT_FOUND
+//     naming spec.tenant / spec.project; ALREADY_EXISTS naming spec.idempotency_key.
+//     UNAVAILABLE at once when Options::max_queued_submits are already waiting.
+//   - ApplyTransitions: INVALID_ARGUMENT (and nothing applied) if any transition lacks id,
+//     from or to, has from == to, or goes to PLACED without an assignment naming a cluster.
+//     Several transitions of one workload in one batch apply in order. PLACED stores the
+//     assignment (and its cluster/epoch); RUNNING sets the start time; SUCCEEDED, FAILED and
+//     CANCELLED set the end time; exit_code and a non-empty message are stored when given.
+//     Returning to PENDING clears the assignment and start time and sets pending_reason to the
+//     transition's reason; leaving PENDING clears pending_reason. Every applied transition
+//     bumps version.
+//   - RequestCancel: PREEMPTED and LOST (which hold no capacity) are cancelled at once like
+//     PENDING and ADMITTED. NOT_FOUND for an unknown id. Repeating it on PLACED/RUNNING is a
+//     no-op.
+//   - SetClusterState: entering `unreachable` from another state bumps the cluster's epoch
+//     (fencing its agent: DESIGN.md §7). NOT_FOUND for an unknown cluster.
+//   - RecordHeartbeat never moves last_heartbeat backwards. NOT_FOUND for an unknown cluster.
+//   - RegisterCluster: INVALID_ARGUMENT for a name outside [a-z0-9-]{1,63}, duplicate node
+//     names, duplicate GPU UUIDs in the cluster or duplicate GPU indices on a node. Also
+//     records a heartbeat. GetCluster includes nodes; ListClusters only if asked.
+//   - LookupToken: NOT_FOUND for unknown or revoked tokens. CountTokens counts unrevoked ones.
+//     CreateToken: INVALID_ARGUMENT for an unknown role, a tenant role without tenant or an
+//     agent token without cluster; NOT_FOUND for an unknown tenant.
+//   - ListProjects: NOT_FOUND for an unknown tenant.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "federation/store.h"
+
+namespace gpufed::storage {
+
+class PgPool;
+struct PendingSubmit;
+
+struct PgStoreOptions {
+  // Connections for everything but Submit (which has its own).
+  int pool_size = 8;
+  // Longest wait for a free connection before UNAVAILABLE.
+  absl::Duration acquire_timeout = absl::Seconds(5);
+  // Server-side cap on one statement (DEADLINE_EXCEEDED past it).
+  absl::Duration statement_timeout = absl::Seconds(30);
+  // Most submits committed in one transaction.
+  int max_group_size = 512;
+  // Committer threads, each with its own connection. One is best measured (docs/storage.md):
+  // more split the queue into smaller groups, each paying its own WAL flush.
+  int committers = 1;
+  // Submits waiting for the committer beyond which Submit answers UNAVAILABLE at once.
+  int max_queued_submits = 8192;
+};
+
+class PgStore final : public WorkloadStore, public ClusterStore, public TenantStore {
+ public:
+  using Options = PgStoreOptions;
+
+  // Connects (UNAVAILABLE if the database cannot be reached) and checks that the schema is
+  // the one this build knows (FAILED_PRECONDITION otherwise: run MigrateDatabase first).
+  static absl::StatusOr<std::unique_ptr<PgStore>> Create(const std::string& dsn, Options options);
+  static absl::StatusOr<std::unique_ptr<PgStore>> Create(const std::string& dsn) {
+    return Create(dsn, Options());
+  }
+
+  // Commits the submits already queued, then stops the committer.
+  ~PgStore() override;
+  PgStore(const PgStore&) = delete;
+  PgStore& operator=(const PgStore&) = delete;
+
+  // ---- WorkloadStore ----
+  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec) override;
+  absl::StatusOr<Workload> Get(WorkloadId id) override;
+  absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override;
+  absl::StatusOr<std::vector<Workload>> ListPending(int limit) override;
+  absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) override;
+  absl::StatusOr<std::vector<TransitionResult>> ApplyTransitions(
+      const std::vector<Transition>& transitions) override;
+  absl::Status SetPendingReasons(
+      const std::vector<std::pair<WorkloadId, std::string>>& reasons) override;
+  absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
+                                             const std::string& reason) override;
+  absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override;
+
+  // ---- ClusterStore ----
+  absl::StatusOr<Cluster> RegisterCluster(const ClusterInfo& info,
+                                          const std::vector<NodeInfo>& nodes) override;
+  absl::Status RecordHeartbeat(const std::string& cluster, Timestamp at) override;
+  absl::Status SetClusterState(const std::string& cluster, ClusterState state) override;
+  absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) override;
+  absl::StatusOr<Cluster> GetCluster(const std::string& name) override;
+
+  // ---- TenantStore ----
+  absl::StatusOr<Tenant> CreateTenant(const Tenant& tenant) override;
+  absl::StatusOr<std::vector<Tenant>> ListTenants() override;
+  absl::StatusOr<Project> CreateProject(const Project& project) override;
+  absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) override;
+  absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) override;
+  absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) override;
+  absl::StatusOr<int64_t> CountTokens() override;
+
+  // ---- Operations ----
+  // The applied schema version, read through the pool (for /readyz): proves the database
+  // answers. UNAVAILABLE if it does not.
+  absl::StatusOr<int64_t> SchemaVersion();
+
+  struct Stats {
+    int64_t submits = 0;        // submits committed or answered by the committer
+    int64_t submit_groups = 0;  // transactions they took
+    int64_t largest_group = 0;
+    int64_t queued = 0;  // submits waiting for the committer right now
+  };
+  Stats GetStats() const;
+
+ private:
+  PgStore(Options options, std::unique_ptr<PgPool> pool, std::unique_ptr<PgPool> committer_pool);
+
+  void CommitterLoop();
+  // Commits a group and wakes its callers.
+  void CommitGroup(const std::vector<PendingSubmit*>& group);
+  // One attempt at a group: an outcome per entry, or an error for the whole group.
+  absl::StatusOr<std::vector<absl::StatusOr<SubmitResult>>> CommitOnce(
+      const std::vector<PendingSubmit*>& group);
+
+  const Options options_;
+  const std::unique_ptr<PgPool> pool_;
+  // One connection per committer, so that submits never wait behind reads.
+  const std::unique_ptr<PgPool> committer_pool_;
+
+  mutable absl::Mutex mu_;
+  std::vector<PendingSubmit*> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> committers_;
+};
+
+}  // namespace gpufed::storage
+
+#endif  // GPUFED_STORAGE_PG_STORE_H_

@@ -1,0 +1,148 @@
+// Schema migrations against a real PostgreSQL: idempotent, safe to run concurrently, all or
+// nothing per migration, and refusing a schema newer than the build.
+
+#include "storage/migrator.h"
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pqxx/pqxx"
+#include "storage/pg_store.h"
+#include "tests/support/postgres_harness.h"
+
+namespace gpufed::storage {
+namespace {
+
+using ::testing::HasSubstr;
+
+class MigratorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto postgres = gpufed::testing::TestPostgres::Get();
+    ASSERT_TRUE(postgres.ok()) << postgres.status();
+    postgres_ = *postgres;
+    auto dsn = postgres_->CreateEmptyDatabase();
+    ASSERT_TRUE(dsn.ok()) << dsn.status();
+    dsn_ = *dsn;
+  }
+  void TearDown() override {
+    if (!dsn_.empty()) {
+      EXPECT_TRUE(postgres_->DropDatabase(dsn_).ok());
+    }
+  }
+
+  int64_t Scalar(const std::string& sql) {
+    pqxx::connection conn(dsn_);
+    pqxx::nontransaction txn(conn);
+    return txn.exec1(sql)[0].as<int64_t>();
+  }
+
+  gpufed::testing::TestPostgres* postgres_ = nullptr;
+  std::string dsn_;
+};
+
+TEST_F(MigratorTest, EmbeddedMigrationsAreSortedAndNonEmpty) {
+  std::span<const Migration> all = EmbeddedMigrations();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front().version, 1);
+  EXPECT_EQ(all.front().name, "init");
+  for (size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1].version, all[i].version);
+  EXPECT_EQ(LatestSchemaVersion(), all.back().version);
+  EXPECT_TRUE(absl::StrContains(std::string(all.front().sql), "CREATE TABLE workloads"));
+}
+
+TEST_F(MigratorTest, AppliesEverythingOnceAndIsIdempotent) {
+  EXPECT_EQ(*AppliedSchemaVersion(dsn_), 0);
+  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
+  EXPECT_EQ(*AppliedSchemaVersion(dsn_), LatestSchemaVersion());
+  const int64_t rows = Scalar("SELECT count(*) FROM schema_migrations");
+  EXPECT_EQ(rows, static_cast<int64_t>(EmbeddedMigrations().size()));
+  const int64_t applied_at = Scalar("SELECT epoch_us(max(applied_at)) FROM schema_migrations");
+
+  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
+  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
+  EXPECT_EQ(Scalar("SELECT count(*) FROM schema_migrations"), rows);
+  EXPECT_EQ(Scalar("SELECT epoch_us(max(applied_at)) FROM schema_migrations"), applied_at);
+  for (const char* table : {"tenants", "projects", "api_tokens", "clusters", "nodes", "gpus",
+                            "workloads", "workload_events"}) {
+    EXPECT_EQ(Scalar(std::string("SELECT count(*) FROM ") + table), 0) << table;
+  }
+}
+
+TEST_F(MigratorTest, ConcurrentMigratorsConverge) {
+  constexpr int kServers = 4;
+  std::vector<absl::Status> results(kServers);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kServers; ++i) {
+    threads.emplace_back([&, i] { results[i] = MigrateDatabase(dsn_); });
+  }
+  for (auto& t : threads) t.join();
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(Scalar("SELECT count(*) FROM schema_migrations"),
+            static_cast<int64_t>(EmbeddedMigrations().size()));
+}
+
+TEST_F(MigratorTest, RefusesASchemaNewerThanTheBuild) {
+  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
+  {
+    pqxx::connection conn(dsn_);
+    pqxx::nontransaction txn(conn);
+    txn.exec("INSERT INTO schema_migrations (version, name) VALUES (9999, 'from_the_future')");
+  }
+  absl::Status s = MigrateDatabase(dsn_);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("9999"));
+  EXPECT_FALSE(absl::StrContains(s.message(), "\n"));
+  EXPECT_TRUE(absl::IsFailedPrecondition(PgStore::Create(dsn_).status()));
+}
+
+TEST_F(MigratorTest, StoreRefusesAnUnmigratedDatabase) {
+  auto store = PgStore::Create(dsn_);
+  EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
+}
+
+TEST_F(MigratorTest, NewMigrationsApplyInOrderAfterTheOldOnes) {
+  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
+  std::vector<Migration> next(EmbeddedMigrations().begin(), EmbeddedMigrations().end());
+  const int64_t base = next.back().version;
+  next.push_back(
+      {base + 1, "add_notes", "CREATE TABLE notes (id int); INSERT INTO notes VALUES (1);"});
+  next.push_back({base + 2, "more_notes", "INSERT INTO notes VALUES (2);"});
+  ASSERT_TRUE(MigrateDatabase(dsn_, next).ok());
+  ASSERT_TRUE(MigrateDatabase(dsn_, next).ok());
+  EXPECT_EQ(Scalar("SELECT count(*) FROM notes"), 2);
+  EXPECT_EQ(*AppliedSchemaVersion(dsn_), base + 2);
+  // The embedded list alone now refuses this database.
+  EXPECT_TRUE(absl::IsFailedPrecondition(MigrateDatabase(dsn_)));
+}
+
+TEST_F(MigratorTest, AFailingMigrationLeavesNoTrace) {
+  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
+  std::vector<Migration> next(EmbeddedMigrations().begin(), EmbeddedMigrations().end());
+  const int64_t base = next.back().version;
+  next.push_back({base + 1, "broken", "CREATE TABLE half (id int); SELECT 1/0;"});
+  absl::Status s = MigrateDatabase(dsn_, next);
+  EXPECT_TRUE(absl::IsInternal(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("broken"));
+  EXPECT_EQ(*AppliedSchemaVersion(dsn_), base);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM pg_tables WHERE tablename = 'half'"), 0);
+}
+
+TEST_F(MigratorTest, RejectsUnorderedMigrationLists) {
+  std::vector<Migration> bad = {{2, "b", "SELECT 1"}, {1, "a", "SELECT 1"}};
+  EXPECT_TRUE(absl::IsInvalidArgument(MigrateDatabase(dsn_, bad)));
+}
+
+TEST(MigratorUnreachableTest, UnreachableDatabaseIsUnavailable) {
+  const std::string dsn = "host=/nonexistent-gpufed-socket-dir port=1 dbname=x connect_timeout=2";
+  EXPECT_TRUE(absl::IsUnavailable(MigrateDatabase(dsn))) << MigrateDatabase(dsn);
+  EXPECT_TRUE(absl::IsUnavailable(AppliedSchemaVersion(dsn).status()));
+  EXPECT_TRUE(absl::IsUnavailable(PgStore::Create(dsn).status()));
+}
+
+}  // namespace
+}  // namespace gpufed::storage

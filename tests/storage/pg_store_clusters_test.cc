@@ -1,0 +1,179 @@
+// PgStore as a ClusterStore, against a real PostgreSQL.
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/storage/store_test_util.h"
+
+namespace gpufed::storage {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ClusterStoreTest : public StoreTest {
+ protected:
+  static ClusterInfo Info(const std::string& name) {
+    ClusterInfo info;
+    info.name = name;
+    info.provider = "onprem";
+    info.region = "us-east";
+    info.zone = "dc1";
+    info.jurisdiction = "us";
+    info.compliance_labels = {"hipaa", "sovereign"};
+    return info;
+  }
+
+  static NodeInfo Node(const std::string& cluster, const std::string& name, int gpus) {
+    NodeInfo node;
+    node.name = name;
+    node.rack = "r1";
+    node.block = "b1";
+    node.cpu_millis = 224000;
+    node.memory_mib = 2097152;
+    node.labels = {{"pool", "training"}};
+    for (int i = 0; i < gpus; ++i) {
+      GpuInfo gpu;
+      gpu.uuid = "GPU-" + cluster + "-" + name + "-" + std::to_string(i);
+      gpu.index = i;
+      gpu.model = "H100-80GB";
+      gpu.memory_mib = 81559;
+      gpu.nvlink_domain = name + "-nvl";
+      gpu.numa_node = i / 4;
+      gpu.pcie_switch = "sw" + std::to_string(i / 2);
+      gpu.mig_capable = true;
+      node.gpus.push_back(gpu);
+    }
+    return node;
+  }
+};
+
+TEST_F(ClusterStoreTest, RegisterCreatesReadyClusterAtEpochOneWithItsInventory) {
+  std::vector<NodeInfo> nodes = {Node("dgx", "dgx-02", 8), Node("dgx", "dgx-01", 8)};
+  nodes[1].gpus[3].healthy = false;
+  nodes[0].schedulable = false;
+  auto registered = store_->RegisterCluster(Info("dgx"), nodes);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  EXPECT_EQ(registered->info, Info("dgx"));
+  EXPECT_EQ(registered->state, ClusterState::kReady);
+  EXPECT_EQ(registered->epoch, 1u);
+  EXPECT_TRUE(registered->last_heartbeat.has_value());
+  // Stored order: nodes by name, GPUs by index.
+  ASSERT_EQ(registered->nodes.size(), 2u);
+  EXPECT_EQ(registered->nodes[0], nodes[1]);
+  EXPECT_EQ(registered->nodes[1], nodes[0]);
+
+  auto got = store_->GetCluster("dgx");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->nodes, registered->nodes);
+  EXPECT_EQ(got->info, Info("dgx"));
+  EXPECT_TRUE(absl::IsNotFound(store_->GetCluster("nope").status()));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM gpus WHERE cluster = 'dgx'"), 16);
+}
+
+TEST_F(ClusterStoreTest, RegisterAgainReplacesInventoryAndKeepsEpoch) {
+  ASSERT_TRUE(
+      store_->RegisterCluster(Info("dgx"), {Node("dgx", "a", 8), Node("dgx", "b", 8)}).ok());
+  ASSERT_TRUE(store_->SetClusterState("dgx", ClusterState::kUnreachable).ok());
+  ASSERT_EQ(store_->GetCluster("dgx")->epoch, 2u);
+
+  ClusterInfo moved = Info("dgx");
+  moved.zone = "dc2";
+  moved.compliance_labels = {};
+  NodeInfo b = Node("dgx", "b", 4);
+  b.rack = "r9";
+  auto again = store_->RegisterCluster(moved, {b, Node("dgx", "c", 2)});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->state, ClusterState::kReady);
+  EXPECT_EQ(again->epoch, 2u);
+  EXPECT_EQ(again->info, moved);
+  ASSERT_EQ(again->nodes.size(), 2u);
+  EXPECT_EQ(again->nodes[0], b);
+  EXPECT_EQ(again->nodes[1].name, "c");
+  EXPECT_EQ(Scalar("SELECT count(*) FROM nodes WHERE cluster = 'dgx'"), 2);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM gpus WHERE cluster = 'dgx'"), 6);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM gpus WHERE node = 'a'"), 0);
+}
+
+TEST_F(ClusterStoreTest, BadInventoryIsRefusedAndLeavesTheOldOne) {
+  ASSERT_TRUE(store_->RegisterCluster(Info("edge"), {Node("edge", "n1", 2)}).ok());
+
+  auto bad_name = store_->RegisterCluster(Info("Edge_1"), {});
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_name.status()));
+  EXPECT_THAT(std::string(bad_name.status().message()), HasSubstr("cluster.name"));
+
+  auto dup_node =
+      store_->RegisterCluster(Info("edge"), {Node("edge", "x", 1), Node("edge", "x", 1)});
+  EXPECT_TRUE(absl::IsInvalidArgument(dup_node.status()));
+  EXPECT_THAT(std::string(dup_node.status().message()), HasSubstr("nodes[1].name"));
+
+  NodeInfo twin = Node("edge", "y", 1);
+  twin.name = "z";
+  auto dup_uuid = store_->RegisterCluster(Info("edge"), {Node("edge", "y", 1), twin});
+  EXPECT_TRUE(absl::IsInvalidArgument(dup_uuid.status()));
+  EXPECT_THAT(std::string(dup_uuid.status().message()), HasSubstr("nodes[1].gpus[0].uuid"));
+
+  NodeInfo dup_index = Node("edge", "w", 2);
+  dup_index.gpus[1].index = 0;
+  auto r = store_->RegisterCluster(Info("edge"), {dup_index});
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("nodes[0].gpus[1].index"));
+
+  auto cluster = store_->GetCluster("edge");
+  ASSERT_TRUE(cluster.ok());
+  ASSERT_EQ(cluster->nodes.size(), 1u);
+  EXPECT_EQ(cluster->nodes[0], Node("edge", "n1", 2));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM clusters"), 1);
+}
+
+TEST_F(ClusterStoreTest, UnreachableBumpsTheEpochOnce) {
+  ASSERT_TRUE(store_->RegisterCluster(Info("c1"), {}).ok());
+  ASSERT_TRUE(store_->SetClusterState("c1", ClusterState::kDegraded).ok());
+  EXPECT_EQ(store_->GetCluster("c1")->epoch, 1u);
+  EXPECT_EQ(store_->GetCluster("c1")->state, ClusterState::kDegraded);
+  ASSERT_TRUE(store_->SetClusterState("c1", ClusterState::kUnreachable).ok());
+  ASSERT_TRUE(store_->SetClusterState("c1", ClusterState::kUnreachable).ok());
+  EXPECT_EQ(store_->GetCluster("c1")->epoch, 2u);
+  ASSERT_TRUE(store_->SetClusterState("c1", ClusterState::kDraining).ok());
+  ASSERT_TRUE(store_->SetClusterState("c1", ClusterState::kUnreachable).ok());
+  EXPECT_EQ(store_->GetCluster("c1")->epoch, 3u);
+  EXPECT_TRUE(absl::IsNotFound(store_->SetClusterState("c9", ClusterState::kReady)));
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->SetClusterState("c1", ClusterState::kUnspecified)));
+}
+
+TEST_F(ClusterStoreTest, HeartbeatsMoveForwardOnly) {
+  ASSERT_TRUE(store_->RegisterCluster(Info("c1"), {}).ok());
+  const Timestamp later = std::chrono::system_clock::now() + std::chrono::hours(1);
+  ASSERT_TRUE(store_->RecordHeartbeat("c1", later).ok());
+  const auto stored = store_->GetCluster("c1")->last_heartbeat;
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_LT(std::chrono::abs(*stored - later), std::chrono::milliseconds(1));
+  ASSERT_TRUE(store_->RecordHeartbeat("c1", later - std::chrono::minutes(5)).ok());
+  EXPECT_EQ(store_->GetCluster("c1")->last_heartbeat, stored);
+  EXPECT_TRUE(absl::IsNotFound(store_->RecordHeartbeat("c9", later)));
+}
+
+TEST_F(ClusterStoreTest, ListClustersWithAndWithoutNodes) {
+  ASSERT_TRUE(store_->RegisterCluster(Info("b-site"), {Node("b-site", "n1", 1)}).ok());
+  ASSERT_TRUE(
+      store_->RegisterCluster(Info("a-site"), {Node("a-site", "n1", 2), Node("a-site", "n2", 0)})
+          .ok());
+  auto bare = store_->ListClusters(false);
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  ASSERT_EQ(bare->size(), 2u);
+  EXPECT_EQ((*bare)[0].info.name, "a-site");
+  EXPECT_TRUE((*bare)[0].nodes.empty());
+
+  auto full = store_->ListClusters(true);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_EQ(full->size(), 2u);
+  ASSERT_EQ((*full)[0].nodes.size(), 2u);
+  EXPECT_EQ((*full)[0].nodes[0], Node("a-site", "n1", 2));
+  EXPECT_TRUE((*full)[0].nodes[1].gpus.empty());
+  ASSERT_EQ((*full)[1].nodes.size(), 1u);
+  EXPECT_EQ((*full)[1].nodes[0], Node("b-site", "n1", 1));
+}
+
+}  // namespace
+}  // namespace gpufed::storage

@@ -1,0 +1,721 @@
+// PgStore as a WorkloadStore, against a real PostgreSQL.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/storage/store_test_util.h"
+
+namespace gpufed::storage {
+namespace {
+
+using ::testing::HasSubstr;
+using S = WorkloadState;
+
+ListFilter Filter(const std::string& tenant, const std::string& project = "",
+                  std::vector<WorkloadState> states = {}, const std::string& cluster = "",
+                  int page_size = 100) {
+  ListFilter f;
+  f.tenant = tenant;
+  f.project = project;
+  f.states = std::move(states);
+  f.cluster = cluster;
+  f.page_size = page_size;
+  return f;
+}
+
+class WorkloadStoreTest : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    if (HasFatalFailure()) return;
+    AddTenant("acme", "research");
+    AddTenant("acme", "prod");
+    AddTenant("globex", "research");
+  }
+};
+
+// ---- Submit ----------------------------------------------------------------------------------
+
+TEST_F(WorkloadStoreTest, SubmitStoresPendingWorkloadAndItsEvent) {
+  WorkloadSpec spec = Spec("train");
+  spec.priority = 7;
+  spec.min_gpu_memory_mib = 40000;
+  spec.run.sim_outcome = SimOutcome::kFail;
+  spec.run.sim_exit_code = 3;
+  const auto before = std::chrono::system_clock::now();
+  auto submitted = store_->Submit(spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_TRUE(submitted->created);
+  const Workload& w = submitted->workload;
+  EXPECT_GT(w.id, 0);
+  EXPECT_EQ(w.state, S::kPending);
+  EXPECT_EQ(w.version, 1u);
+  EXPECT_EQ(w.spec, spec);
+  EXPECT_GE(w.create_time, before - std::chrono::seconds(5));
+  EXPECT_LE(w.create_time, std::chrono::system_clock::now() + std::chrono::seconds(5));
+
+  auto got = store_->Get(w.id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->spec, spec);
+  EXPECT_EQ(got->state, S::kPending);
+  EXPECT_EQ(got->create_time, w.create_time);
+  EXPECT_EQ(got->version, 1u);
+  EXPECT_FALSE(got->start_time.has_value());
+  EXPECT_TRUE(got->assignment.empty());
+
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events WHERE workload_id = " +
+                   std::to_string(w.id) + " AND to_state = 'PENDING' AND from_state IS NULL"),
+            1);
+}
+
+TEST_F(WorkloadStoreTest, GetUnknownIsNotFound) {
+  EXPECT_TRUE(absl::IsNotFound(store_->Get(424242).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->Get(0).status()));
+}
+
+TEST_F(WorkloadStoreTest, SubmitToUnknownTenantOrProjectIsNotFoundAndStoresNothing) {
+  auto no_tenant = store_->Submit(Spec("x", "initech", "research"));
+  EXPECT_TRUE(absl::IsNotFound(no_tenant.status())) << no_tenant.status();
+  EXPECT_THAT(std::string(no_tenant.status().message()), HasSubstr("spec.tenant"));
+
+  auto no_project = store_->Submit(Spec("x", "acme", "nope"));
+  EXPECT_TRUE(absl::IsNotFound(no_project.status())) << no_project.status();
+  EXPECT_THAT(std::string(no_project.status().message()), HasSubstr("spec.project"));
+
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workloads"), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events"), 0);
+}
+
+TEST_F(WorkloadStoreTest, SubmitWithoutNameIsInvalidAndStoresNothing) {
+  auto r = store_->Submit(Spec(""));
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("spec.name"));
+  WorkloadSpec no_tenant = Spec("x");
+  no_tenant.tenant.clear();
+  EXPECT_THAT(std::string(store_->Submit(no_tenant).status().message()), HasSubstr("spec.tenant"));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workloads"), 0);
+}
+
+TEST_F(WorkloadStoreTest, SameKeySameSpecReturnsTheEarlierWorkload) {
+  WorkloadSpec spec = Spec("train");
+  spec.idempotency_key = "train-2026-11-21";
+  auto first = store_->Submit(spec);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto again = store_->Submit(spec);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(first->created);
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->workload.id, first->workload.id);
+  EXPECT_EQ(again->workload.spec, spec);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workloads"), 1);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events"), 1);
+}
+
+TEST_F(WorkloadStoreTest, SameKeyDifferentSpecIsAlreadyExists) {
+  WorkloadSpec spec = Spec("train");
+  spec.idempotency_key = "k1";
+  ASSERT_TRUE(store_->Submit(spec).ok());
+  WorkloadSpec other = spec;
+  other.replicas = 3;
+  auto r = store_->Submit(other);
+  EXPECT_TRUE(absl::IsAlreadyExists(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("spec.idempotency_key"));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workloads"), 1);
+}
+
+TEST_F(WorkloadStoreTest, IdempotencyKeysArePerTenant) {
+  WorkloadSpec a = Spec("train", "acme");
+  a.idempotency_key = "shared";
+  WorkloadSpec b = Spec("train", "globex");
+  b.idempotency_key = "shared";
+  auto ra = store_->Submit(a);
+  auto rb = store_->Submit(b);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_TRUE(ra->created);
+  EXPECT_TRUE(rb->created);
+  EXPECT_NE(ra->workload.id, rb->workload.id);
+}
+
+TEST_F(WorkloadStoreTest, ConcurrentDuplicatesMakeOneWorkload) {
+  WorkloadSpec spec = Spec("train");
+  spec.idempotency_key = "retry-storm";
+  constexpr int kThreads = 16;
+  std::vector<absl::StatusOr<SubmitResult>> results(kThreads, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] { results[i] = store_->Submit(spec); });
+  }
+  for (auto& t : threads) t.join();
+  int created = 0;
+  std::set<WorkloadId> ids;
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    created += r->created ? 1 : 0;
+    ids.insert(r->workload.id);
+  }
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(ids.size(), 1u);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workloads"), 1);
+}
+
+TEST_F(WorkloadStoreTest, ConcurrentDuplicatesWithDifferentSpecsKeepOne) {
+  constexpr int kThreads = 12;
+  std::vector<absl::StatusOr<SubmitResult>> results(kThreads, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      WorkloadSpec spec = Spec("train");
+      spec.idempotency_key = "contested";
+      spec.priority = i % 2;  // two different specs
+      results[i] = store_->Submit(spec);
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto stored = store_->List(Filter("acme"));
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->workloads.size(), 1u);
+  const int winner_priority = stored->workloads[0].spec.priority;
+  int created = 0;
+  for (int i = 0; i < kThreads; ++i) {
+    if (i % 2 == winner_priority) {
+      ASSERT_TRUE(results[i].ok()) << results[i].status();
+      created += results[i]->created ? 1 : 0;
+    } else {
+      EXPECT_TRUE(absl::IsAlreadyExists(results[i].status())) << results[i].status();
+    }
+  }
+  EXPECT_EQ(created, 1);
+}
+
+// Holds the committer inside a transaction (by locking a table it writes) so that the next
+// submits provably queue up and land in one group; then checks that one bad row in that group
+// fails only itself.
+TEST_F(WorkloadStoreTest, BadRowsInAGroupFailOnlyThemselves) {
+  // One committer, so that the group boundaries below are exact.
+  store_.reset();
+  PgStoreOptions options;
+  options.committers = 1;
+  auto store = PgStore::Create(dsn(), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  store_ = *std::move(store);
+
+  pqxx::connection blocker(dsn());
+  pqxx::work lock(blocker);
+  lock.exec("LOCK TABLE workload_events IN EXCLUSIVE MODE");
+
+  std::thread first([&] { EXPECT_TRUE(store_->Submit(Spec("first")).ok()); });
+  // Wait until the committer is stuck on the lock with the first submit.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (Scalar("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = "
+                "'workload_events'::regclass") == 0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
+  struct Case {
+    WorkloadSpec spec;
+    absl::StatusCode want;
+  };
+  std::vector<Case> cases;
+  for (int i = 0; i < 6; ++i)
+    cases.push_back({Spec("good-" + std::to_string(i)), absl::StatusCode::kOk});
+  cases.push_back({Spec("bad-project", "acme", "nope"), absl::StatusCode::kNotFound});
+  cases.push_back({Spec("bad-tenant", "initech", "x"), absl::StatusCode::kNotFound});
+  WorkloadSpec keyed = Spec("keyed");
+  keyed.idempotency_key = "dup";
+  WorkloadSpec keyed_other = keyed;
+  keyed_other.priority = 99;
+  cases.push_back({keyed, absl::StatusCode::kOk});
+  cases.push_back({keyed, absl::StatusCode::kOk});
+  cases.push_back({keyed_other, absl::StatusCode::kAlreadyExists});
+
+  std::vector<absl::StatusOr<SubmitResult>> results(cases.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  const int64_t groups_before = store_->GetStats().submit_groups;
+  auto wait_queued = [&](size_t n) {
+    while (store_->GetStats().queued < static_cast<int64_t>(n)) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  };
+  // The last two keyed submits are queued one at a time so their order is known.
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (i >= 9) wait_queued(i);
+    threads.emplace_back([&, i] { results[i] = store_->Submit(cases[i].spec); });
+  }
+  wait_queued(cases.size());
+  lock.commit();
+  first.join();
+  for (auto& t : threads) t.join();
+
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(results[i].status().code(), cases[i].want)
+        << cases[i].spec.name << ": " << results[i].status();
+  }
+  // The first submit's group, then exactly one group for all the rest.
+  EXPECT_EQ(store_->GetStats().submit_groups - groups_before, 2);
+  ASSERT_TRUE(results[8].ok() && results[9].ok());
+  EXPECT_NE(results[8]->created, results[9]->created);
+  EXPECT_EQ(results[8]->workload.id, results[9]->workload.id);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workloads"), 1 + 6 + 1);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events"), 1 + 6 + 1);
+}
+
+// Many concurrent submitters: every acknowledged submit is stored, once, with its event; and
+// they were committed in far fewer transactions than submits.
+TEST_F(WorkloadStoreTest, ConcurrentSubmittersAreDurableDistinctAndGroupCommitted) {
+  const std::string dbname = pqxx::connection(dsn()).dbname();
+  pqxx::connection admin(postgres().AdminDsn());
+  auto commits = [&] {
+    pqxx::nontransaction txn(admin);
+    txn.exec("SELECT pg_stat_clear_snapshot()");
+    return txn.exec1("SELECT xact_commit FROM pg_stat_database WHERE datname = '" + dbname + "'")[0]
+        .as<int64_t>();
+  };
+  // Backends publish their statistics when they exit: close every session first.
+  auto settle = [&] {
+    store_.reset();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (true) {
+      pqxx::nontransaction txn(admin);
+      if (txn.exec1("SELECT count(*) FROM pg_stat_activity WHERE datname = '" + dbname + "'")[0]
+              .as<int64_t>() == 0) {
+        break;
+      }
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  };
+  settle();
+  const int64_t commits_before = commits();
+  auto store = PgStore::Create(dsn());
+  ASSERT_TRUE(store.ok()) << store.status();
+  store_ = *std::move(store);
+
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 250;
+  std::vector<std::vector<WorkloadId>> ids(kThreads);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        WorkloadSpec spec = Spec("w-" + std::to_string(t) + "-" + std::to_string(i));
+        if (i % 3 == 0) spec.idempotency_key = "key-" + std::to_string(t) + "-" + std::to_string(i);
+        auto r = store_->Submit(spec);
+        if (!r.ok() || !r->created) {
+          ++failures;
+          continue;
+        }
+        ids[t].push_back(r->workload.id);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(failures.load(), 0);
+  const PgStore::Stats stats = store_->GetStats();
+  settle();
+  const int64_t commit_count = commits() - commits_before;
+
+  std::set<WorkloadId> all;
+  for (const auto& v : ids) all.insert(v.begin(), v.end());
+  constexpr int kTotal = kThreads * kPerThread;
+  EXPECT_EQ(all.size(), static_cast<size_t>(kTotal));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workloads"), kTotal);
+  EXPECT_EQ(Scalar("SELECT count(DISTINCT workload_id) FROM workload_events"), kTotal);
+  std::cout << "[ group commit ] " << kTotal << " submits in " << stats.submit_groups
+            << " groups (largest " << stats.largest_group << "); the database counted "
+            << commit_count << " commits\n";
+  EXPECT_EQ(stats.submits, kTotal);
+  EXPECT_LT(stats.submit_groups, kTotal / 2);
+  EXPECT_LT(commit_count, kTotal / 2);
+}
+
+// ---- List ------------------------------------------------------------------------------------
+
+TEST_F(WorkloadStoreTest, ListIsNewestFirstWithFiltersAndKeysetPages) {
+  std::vector<WorkloadId> research, prod, globex;
+  for (int i = 0; i < 12; ++i) research.push_back(MustSubmit(Spec("r" + std::to_string(i))).id);
+  for (int i = 0; i < 5; ++i) {
+    prod.push_back(MustSubmit(Spec("p" + std::to_string(i), "acme", "prod")).id);
+  }
+  for (int i = 0; i < 3; ++i) {
+    globex.push_back(MustSubmit(Spec("g" + std::to_string(i), "globex", "research")).id);
+  }
+  Advance(research[0], S::kRunning);  // on c1
+  Advance(research[1], S::kSucceeded);
+  Advance(prod[0], S::kPlaced);
+
+  // Pages of 5 over everything: newest first, no overlap, nothing missed.
+  std::vector<WorkloadId> seen;
+  ListFilter filter;
+  filter.page_size = 5;
+  int pages = 0;
+  do {
+    auto page = store_->List(filter);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ++pages;
+    ASSERT_LE(page->workloads.size(), 5u);
+    for (const Workload& w : page->workloads) seen.push_back(w.id);
+    filter.before_id = page->next_before_id;
+  } while (filter.before_id != 0);
+  EXPECT_EQ(pages, 4);
+  EXPECT_EQ(seen.size(), 20u);
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end(), std::greater<>()));
+  EXPECT_EQ(std::set<WorkloadId>(seen.begin(), seen.end()).size(), 20u);
+
+  auto ids_of = [&](const ListFilter& f) {
+    std::vector<WorkloadId> out;
+    auto page = store_->List(f);
+    EXPECT_TRUE(page.ok()) << page.status();
+    if (page.ok()) {
+      for (const Workload& w : page->workloads) out.push_back(w.id);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  std::vector<WorkloadId> acme = research;
+  acme.insert(acme.end(), prod.begin(), prod.end());
+  std::sort(acme.begin(), acme.end());
+  EXPECT_EQ(ids_of(Filter("acme")), acme);
+  EXPECT_EQ(ids_of(Filter("acme", "prod")), prod);
+  EXPECT_EQ(ids_of(Filter("globex")), globex);
+  EXPECT_EQ(ids_of(Filter("", "", {S::kRunning, S::kPlaced})),
+            (std::vector<WorkloadId>{research[0], prod[0]}));
+  EXPECT_EQ(ids_of(Filter("acme", "", {S::kSucceeded})), (std::vector<WorkloadId>{research[1]}));
+  EXPECT_EQ(ids_of(Filter("", "", {}, "c1")),
+            (std::vector<WorkloadId>{research[0], research[1], prod[0]}));
+  EXPECT_EQ(ids_of(Filter("acme", "prod", {S::kPlaced}, "c1")), (std::vector<WorkloadId>{prod[0]}));
+  EXPECT_TRUE(ids_of(Filter("nobody")).empty());
+
+  // A last page that is exactly full says so.
+  auto exact = store_->List(Filter("globex", "", {}, "", 3));
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(exact->workloads.size(), 3u);
+  EXPECT_EQ(exact->next_before_id, 0);
+
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->List(Filter("", "", {}, "", -1)).status()));
+  auto defaulted = store_->List(Filter("", "", {}, "", 0));
+  ASSERT_TRUE(defaulted.ok());
+  EXPECT_EQ(defaulted->workloads.size(), 20u);
+}
+
+TEST_F(WorkloadStoreTest, ListPendingIsInSchedulingOrder) {
+  auto submit = [&](const std::string& name, int priority) {
+    WorkloadSpec spec = Spec(name);
+    spec.priority = priority;
+    return MustSubmit(spec).id;
+  };
+  WorkloadId low = submit("low", 1);
+  WorkloadId high1 = submit("high1", 10);
+  WorkloadId mid = submit("mid", 5);
+  WorkloadId high2 = submit("high2", 10);
+  WorkloadId running = submit("running", 100);
+  Advance(running, S::kRunning);
+
+  auto pending = store_->ListPending(10);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  std::vector<WorkloadId> order;
+  for (const Workload& w : *pending) order.push_back(w.id);
+  EXPECT_EQ(order, (std::vector<WorkloadId>{high1, high2, mid, low}));
+
+  auto two = store_->ListPending(2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->size(), 2u);
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->ListPending(0).status()));
+}
+
+// ---- Transitions ---------------------------------------------------------------------------
+
+TEST_F(WorkloadStoreTest, LifecycleSetsAssignmentTimesAndEvents) {
+  const WorkloadId id = MustSubmit(Spec("train")).id;
+  ASSERT_TRUE(store_->SetPendingReasons({{id, "no capacity"}}).ok());
+
+  Transition place = Step(id, S::kPending, S::kPlaced);
+  place.assignment = AssignmentOn("c1", 4);
+  auto placed = store_->ApplyTransitions({place});
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  ASSERT_EQ(placed->size(), 1u);
+  const TransitionResult& p = (*placed)[0];
+  ASSERT_TRUE(p.applied);
+  ASSERT_TRUE(p.event.has_value());
+  EXPECT_EQ(p.event->from, S::kPending);
+  EXPECT_EQ(p.event->to, S::kPlaced);
+  EXPECT_EQ(p.current->assignment, AssignmentOn("c1", 4));
+  EXPECT_EQ(p.current->pending_reason, "");
+  EXPECT_EQ(p.current->version, 3u);  // submit, pending reason, placement
+
+  auto active = store_->ListActive("c1");
+  ASSERT_TRUE(active.ok());
+  ASSERT_EQ(active->size(), 1u);
+  EXPECT_EQ((*active)[0].id, id);
+  EXPECT_TRUE(store_->ListActive("c2")->empty());
+  EXPECT_EQ(store_->ListActive("")->size(), 1u);
+
+  // Agent clock, with sub-millisecond digits: must come back to the microsecond.
+  const Timestamp started =
+      std::chrono::system_clock::time_point(std::chrono::microseconds(1795000000123456));
+  Transition run = Step(id, S::kPlaced, S::kRunning);
+  run.time = started;
+  auto running = store_->ApplyTransitions({run});
+  ASSERT_TRUE(running.ok() && (*running)[0].applied);
+  EXPECT_EQ((*running)[0].current->start_time, started);
+  EXPECT_EQ((*running)[0].event->time, started);
+
+  Transition done = Step(id, S::kRunning, S::kFailed);
+  done.exit_code = 3;
+  done.message = "exit 3";
+  done.time = started + std::chrono::milliseconds(1500);
+  auto failed = store_->ApplyTransitions({done});
+  ASSERT_TRUE(failed.ok() && (*failed)[0].applied);
+
+  auto w = store_->Get(id);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->state, S::kFailed);
+  EXPECT_EQ(w->exit_code, 3);
+  EXPECT_EQ(w->message, "exit 3");
+  EXPECT_EQ(w->start_time, started);
+  EXPECT_EQ(w->end_time, started + std::chrono::milliseconds(1500));
+  EXPECT_EQ(w->assignment, AssignmentOn("c1", 4));  // where it ran stays on record
+  EXPECT_EQ(w->version, 5u);
+  EXPECT_TRUE(store_->ListActive("c1")->empty());
+
+  EXPECT_EQ(
+      Scalar("SELECT count(*) FROM workload_events WHERE workload_id = " + std::to_string(id)), 4);
+  EXPECT_EQ(
+      Scalar("SELECT count(*) FROM workload_events WHERE workload_id = " + std::to_string(id) +
+             " AND from_state = 'RUNNING' AND to_state = 'FAILED' "
+             "AND actor = 'test' AND reason = 'because'"),
+      1);
+  EXPECT_EQ(Scalar("SELECT cluster_epoch FROM workloads WHERE id = " + std::to_string(id)), 4);
+}
+
+TEST_F(WorkloadStoreTest, StaleTransitionIsSkippedNotAppliedTwice) {
+  const WorkloadId id = MustSubmit(Spec("train")).id;
+  auto first = store_->ApplyTransitions({Step(id, S::kPending, S::kPlaced)});
+  ASSERT_TRUE(first.ok() && (*first)[0].applied);
+
+  Transition stale = Step(id, S::kPending, S::kPlaced);
+  stale.assignment = AssignmentOn("c2");
+  auto second = store_->ApplyTransitions({stale});
+  ASSERT_TRUE(second.ok()) << second.status();
+  const TransitionResult& r = (*second)[0];
+  EXPECT_FALSE(r.applied);
+  EXPECT_FALSE(r.event.has_value());
+  ASSERT_TRUE(r.current.has_value());
+  EXPECT_EQ(r.current->state, S::kPlaced);
+  EXPECT_EQ(r.current->assignment.cluster, "c1");
+  EXPECT_EQ(r.current->version, 2u);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events WHERE to_state = 'PLACED'"), 1);
+
+  auto unknown = store_->ApplyTransitions({Step(987654, S::kPending, S::kPlaced)});
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_FALSE((*unknown)[0].applied);
+  EXPECT_FALSE((*unknown)[0].current.has_value());
+}
+
+TEST_F(WorkloadStoreTest, ConcurrentIdenticalTransitionsApplyOnce) {
+  const WorkloadId id = MustSubmit(Spec("train")).id;
+  constexpr int kThreads = 8;
+  std::atomic<int> applied{0};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      Transition t = Step(id, S::kPending, S::kPlaced);
+      t.assignment = AssignmentOn("c" + std::to_string(i));
+      auto r = store_->ApplyTransitions({t});
+      if (!r.ok()) {
+        ++errors;
+      } else if ((*r)[0].applied) {
+        ++applied;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(applied.load(), 1);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events WHERE to_state = 'PLACED'"), 1);
+}
+
+TEST_F(WorkloadStoreTest, SeveralStepsOfOneWorkloadInOneBatchApplyInOrder) {
+  const WorkloadId a = MustSubmit(Spec("a")).id;
+  const WorkloadId b = MustSubmit(Spec("b")).id;
+  auto r = store_->ApplyTransitions({
+      Step(a, S::kPending, S::kPlaced),
+      Step(b, S::kPending, S::kPlaced),
+      Step(a, S::kPlaced, S::kRunning),
+      Step(b, S::kPending, S::kPlaced),  // stale by then
+      Step(a, S::kRunning, S::kSucceeded),
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<bool> applied;
+  for (const TransitionResult& t : *r) applied.push_back(t.applied);
+  EXPECT_EQ(applied, (std::vector<bool>{true, true, true, false, true}));
+  EXPECT_EQ((*r)[2].current->state, S::kRunning);
+  EXPECT_EQ((*r)[3].current->state, S::kPlaced);
+  EXPECT_EQ(store_->Get(a)->state, S::kSucceeded);
+  EXPECT_EQ(store_->Get(a)->version, 4u);
+  EXPECT_EQ(store_->Get(b)->version, 2u);
+}
+
+TEST_F(WorkloadStoreTest, LargeBatchAppliesInOneCall) {
+  std::vector<Transition> batch;
+  for (int i = 0; i < 300; ++i) {
+    batch.push_back(Step(MustSubmit(Spec("w" + std::to_string(i))).id, S::kPending, S::kPlaced));
+  }
+  auto r = store_->ApplyTransitions(batch);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(std::count_if(r->begin(), r->end(), [](const auto& t) { return t.applied; }), 300);
+  EXPECT_EQ(store_->ListActive("c1")->size(), 300u);
+}
+
+TEST_F(WorkloadStoreTest, LostWorkloadReturnsToPendingWithoutItsAssignment) {
+  const WorkloadId id = MustSubmit(Spec("train")).id;
+  Advance(id, S::kRunning);
+  Transition lost = Step(id, S::kRunning, S::kLost);
+  lost.message = "cluster c1 unreachable";
+  ASSERT_TRUE((*store_->ApplyTransitions({lost}))[0].applied);
+  Transition requeue = Step(id, S::kLost, S::kPending);
+  requeue.reason = "requeued after cluster c1 was lost";
+  auto r = store_->ApplyTransitions({requeue});
+  ASSERT_TRUE(r.ok() && (*r)[0].applied);
+  const Workload& w = *(*r)[0].current;
+  EXPECT_EQ(w.state, S::kPending);
+  EXPECT_TRUE(w.assignment.empty());
+  EXPECT_FALSE(w.start_time.has_value());
+  EXPECT_EQ(w.pending_reason, "requeued after cluster c1 was lost");
+  EXPECT_EQ(w.message, "cluster c1 unreachable");
+  EXPECT_TRUE(store_->ListActive("c1")->empty());
+  EXPECT_EQ(store_->ListPending(10)->size(), 1u);
+}
+
+TEST_F(WorkloadStoreTest, InvalidBatchIsRefusedWhole) {
+  const WorkloadId a = MustSubmit(Spec("a")).id;
+  const WorkloadId b = MustSubmit(Spec("b")).id;
+  Transition no_assignment = Step(b, S::kPending, S::kPlaced);
+  no_assignment.assignment.reset();
+  auto r = store_->ApplyTransitions({Step(a, S::kPending, S::kPlaced), no_assignment});
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("transitions[1].assignment"));
+  EXPECT_EQ(store_->Get(a)->state, S::kPending);
+  EXPECT_EQ(store_->Get(a)->version, 1u);
+
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      store_->ApplyTransitions({Step(a, S::kPending, S::kPending)}).status()));
+  Transition no_to = Step(a, S::kPending, S::kPlaced);
+  no_to.to = S::kUnspecified;
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->ApplyTransitions({no_to}).status()));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events"), 2);
+  EXPECT_TRUE(store_->ApplyTransitions({})->empty());
+}
+
+TEST_F(WorkloadStoreTest, PendingReasonsWriteOnlyChangesOnPendingWorkloads) {
+  const WorkloadId waiting = MustSubmit(Spec("waiting")).id;
+  const WorkloadId running = MustSubmit(Spec("running")).id;
+  Advance(running, S::kRunning);
+  const uint64_t running_version = store_->Get(running)->version;
+
+  ASSERT_TRUE(store_->SetPendingReasons({{waiting, "quota"}, {running, "quota"}}).ok());
+  EXPECT_EQ(store_->Get(waiting)->pending_reason, "quota");
+  EXPECT_EQ(store_->Get(waiting)->version, 2u);
+  EXPECT_EQ(store_->Get(running)->pending_reason, "");
+  EXPECT_EQ(store_->Get(running)->version, running_version);
+
+  ASSERT_TRUE(store_->SetPendingReasons({{waiting, "quota"}}).ok());  // unchanged: no write
+  EXPECT_EQ(store_->Get(waiting)->version, 2u);
+  ASSERT_TRUE(store_->SetPendingReasons({{waiting, "a"}, {waiting, "no H100 free"}}).ok());
+  EXPECT_EQ(store_->Get(waiting)->pending_reason, "no H100 free");
+  EXPECT_EQ(store_->Get(waiting)->version, 3u);
+  EXPECT_TRUE(store_->SetPendingReasons({}).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->SetPendingReasons({{0, "x"}})));
+}
+
+// ---- Cancel ----------------------------------------------------------------------------------
+
+TEST_F(WorkloadStoreTest, CancelInEachState) {
+  struct Case {
+    WorkloadState state;
+    bool immediate;  // CANCELLED at once (with an event)
+    bool refused;    // FAILED_PRECONDITION
+  };
+  const Case cases[] = {
+      {S::kPending, true, false},   {S::kAdmitted, true, false},  {S::kPlaced, false, false},
+      {S::kRunning, false, false},  {S::kPreempted, true, false}, {S::kLost, true, false},
+      {S::kSucceeded, false, true}, {S::kFailed, false, true},    {S::kCancelled, false, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(StateName(c.state)));
+    const WorkloadId id = MustSubmit(Spec("w")).id;
+    Advance(id, c.state);
+    ASSERT_EQ(store_->Get(id)->state, c.state);
+    const uint64_t version = store_->Get(id)->version;
+
+    auto r = store_->RequestCancel(id, "user:alice", "not needed");
+    if (c.refused) {
+      EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+      EXPECT_EQ(store_->Get(id)->version, version);
+      continue;
+    }
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->workload.cancel_requested);
+    EXPECT_EQ(r->workload.version, version + 1);
+    if (c.immediate) {
+      EXPECT_EQ(r->workload.state, S::kCancelled);
+      ASSERT_TRUE(r->event.has_value());
+      EXPECT_EQ(r->event->from, c.state);
+      EXPECT_EQ(r->event->to, S::kCancelled);
+      EXPECT_TRUE(r->workload.end_time.has_value());
+      EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events WHERE workload_id = " +
+                       std::to_string(id) + " AND to_state = 'CANCELLED' AND actor = 'user:alice'"),
+                1);
+    } else {
+      EXPECT_EQ(r->workload.state, c.state);
+      EXPECT_FALSE(r->event.has_value());
+      // Asking again changes nothing.
+      auto again = store_->RequestCancel(id, "user:alice", "really");
+      ASSERT_TRUE(again.ok());
+      EXPECT_EQ(again->workload.version, version + 1);
+      // The agent confirms.
+      auto confirmed = store_->ApplyTransitions({Step(id, c.state, S::kCancelled)});
+      ASSERT_TRUE(confirmed.ok() && (*confirmed)[0].applied);
+    }
+  }
+  EXPECT_TRUE(absl::IsNotFound(store_->RequestCancel(55555, "user:alice", "").status()));
+}
+
+TEST_F(WorkloadStoreTest, CountByState) {
+  MustSubmit(Spec("a"));
+  MustSubmit(Spec("b"));
+  Advance(MustSubmit(Spec("c")).id, S::kRunning);
+  auto counts = store_->CountByState();
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  std::map<WorkloadState, int64_t> by_state(counts->begin(), counts->end());
+  EXPECT_EQ(by_state[S::kPending], 2);
+  EXPECT_EQ(by_state[S::kRunning], 1);
+  EXPECT_EQ(by_state.count(S::kFailed), 0u);
+}
+
+TEST_F(WorkloadStoreTest, EventsAreAppendOnly) {
+  MustSubmit(Spec("a"));
+  EXPECT_THROW(Exec("UPDATE workload_events SET reason = 'x'"), pqxx::sql_error);
+  EXPECT_THROW(Exec("DELETE FROM workload_events"), pqxx::sql_error);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events"), 1);
+}
+
+TEST_F(WorkloadStoreTest, SchemaRefusesUnknownStates) {
+  MustSubmit(Spec("a"));
+  EXPECT_THROW(Exec("UPDATE workloads SET state = 'DANCING'"), pqxx::check_violation);
+}
+
+}  // namespace
+}  // namespace gpufed::storage
