@@ -157,28 +157,38 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
+  // Reading goes on while earlier messages are being committed; whatever arrived meanwhile is
+  // handled together, with all its status updates in one transaction. Under load that turns one
+  // commit per message into one commit per burst; without load nothing waits.
   void OnReadDone(bool ok) override {
     if (!ok) {
       FinishOnce(grpc::Status::OK);  // the agent closed its side
       return;
     }
-    Ref();
-    v1::AgentMessage message = std::move(in_);
-    bool queued = ctx_.executor->TrySubmit([this, message = std::move(message)]() mutable {
-      absl::Status status = Handle(message);
-      if (!status.ok()) {
-        spdlog::warn("agent stream {}: {}", cluster_.empty() ? "(unregistered)" : cluster_,
-                     status.ToString());
-        FinishOnce(ToGrpcStatus(status));
-      } else if (!Finishing()) {
-        StartRead(&in_);
+    bool schedule = false;
+    bool read_more = false;
+    {
+      absl::MutexLock lock(&mu_);
+      inbox_.push_back(std::move(in_));
+      if (!processing_) processing_ = schedule = true;
+      if (inbox_.size() < kMaxInbox) {
+        read_more = true;
+      } else {
+        reading_paused_ = true;  // backpressure: resume once the inbox is drained
       }
-      Unref();
-    });
-    if (!queued) {
-      Unref();
-      FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server busy; reconnect"));
     }
+    if (schedule) {
+      Ref();
+      if (!ctx_.executor->TrySubmit([this] {
+            ProcessInbox();
+            Unref();
+          })) {
+        Unref();
+        FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server busy; reconnect"));
+        return;
+      }
+    }
+    if (read_more) StartRead(&in_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -236,17 +246,64 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     return assigned_.contains(id);
   }
 
-  bool Finishing() {
-    absl::MutexLock lock(&mu_);
-    return finishing_;
-  }
-
   bool TakeNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || queue_.empty()) return false;
     current_ = std::move(queue_.front());
     queue_.pop_front();
     writing_ = true;
     return true;
+  }
+
+  static constexpr size_t kMaxInbox = 256;
+
+  void ProcessInbox() {
+    for (;;) {
+      std::vector<v1::AgentMessage> batch;
+      bool resume = false;
+      {
+        absl::MutexLock lock(&mu_);
+        if (inbox_.empty() || finishing_) {
+          processing_ = false;
+          return;
+        }
+        batch.swap(inbox_);
+        resume = reading_paused_;
+        reading_paused_ = false;
+      }
+      if (resume) StartRead(&in_);
+      absl::Status status = HandleBatch(batch);
+      if (!status.ok()) {
+        spdlog::warn("agent stream {}: {}", cluster_.empty() ? "(unregistered)" : cluster_,
+                     status.ToString());
+        FinishOnce(ToGrpcStatus(status));
+        absl::MutexLock lock(&mu_);
+        processing_ = false;
+        return;
+      }
+    }
+  }
+
+  // Messages in arrival order; consecutive status reports are applied together.
+  absl::Status HandleBatch(std::vector<v1::AgentMessage>& batch) {
+    google::protobuf::RepeatedPtrField<v1::WorkloadStatus> statuses;
+    for (v1::AgentMessage& m : batch) {
+      if (!cluster_.empty() && m.body_case() == v1::AgentMessage::kStatus) {
+        for (v1::WorkloadStatus& u : *m.mutable_status()->mutable_updates()) {
+          *statuses.Add() = std::move(u);
+        }
+        continue;
+      }
+      if (!statuses.empty()) {
+        RETURN_IF_ERROR(HandleStatuses(statuses, /*during_register=*/false));
+        statuses.Clear();
+      }
+      RETURN_IF_ERROR(Handle(m));
+    }
+    if (!statuses.empty()) {
+      ctx_.agents->Heard(cluster_, std::chrono::steady_clock::now());
+      RETURN_IF_ERROR(HandleStatuses(statuses, /*during_register=*/false));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status Handle(const v1::AgentMessage& m) {
@@ -439,6 +496,10 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   v1::ServerMessage current_;  // owned by the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  // Received, not yet handled; one executor task at a time drains it (processing_).
+  std::vector<v1::AgentMessage> inbox_ ABSL_GUARDED_BY(mu_);
+  bool processing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t out_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // Work handed to this cluster (from the store at registration, then every dispatch).

@@ -14,6 +14,16 @@ namespace {
 // capacity only shrinks during a cycle. This keeps a long queue of identical jobs cheap.
 using ShapeKey = std::tuple<uint32_t, uint32_t, std::vector<std::string>, uint64_t, Topology>;
 
+// The words of a reason without its figures: a change here is news to the user.
+std::string ReasonWords(const std::string& reason) {
+  std::string words;
+  words.reserve(reason.size());
+  for (char c : reason) {
+    if (c < '0' || c > '9') words.push_back(c);
+  }
+  return words;
+}
+
 ShapeKey ShapeOf(const WorkloadSpec& spec) {
   return {spec.replicas, spec.gpus_per_replica, spec.gpu_models, spec.min_gpu_memory_mib,
           spec.topology};
@@ -61,7 +71,7 @@ void Scheduler::Enqueue(const Workload& workload) {
   // workload this scheduler already placed; the pool knows better.
   if (pool_.Holds(workload.id)) return;
   QueueKey key{-workload.spec.priority, workload.id};
-  queue_[key] = Queued{workload, workload.pending_reason};
+  queue_[key] = Queued{workload, workload.pending_reason, cycle_};
   queued_ids_[workload.id] = key;
 }
 
@@ -107,6 +117,7 @@ bool Scheduler::DrainInbox() {
 
 absl::StatusOr<CycleResult> Scheduler::RunCycle() {
   const bool pool_changed = DrainInbox();
+  ++cycle_;
   CycleResult result;
   result.stats.pending = static_cast<int>(queue_.size());
 
@@ -152,9 +163,13 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
         failed_shapes.emplace(std::move(shape), reason);
       }
     }
-    if (reason != queued.last_reason) {
+    const bool changed = reason != queued.last_reason;
+    const bool news = ReasonWords(reason) != ReasonWords(queued.last_reason);
+    const bool stale = cycle_ - queued.written_cycle >= options_.reason_refresh_cycles;
+    if (changed && (news || stale)) {
       reasons.emplace_back(queued.workload.id, reason);
       queued.last_reason = reason;
+      queued.written_cycle = cycle_;
     }
   }
   result.stats.considered = std::min(considered, static_cast<int>(queue_.size()));

@@ -20,6 +20,10 @@ struct SchedulerOptions {
   int max_considered = 2000;
   // Most PENDING rows read when (re)loading the queue from the store.
   int reload_limit = 50000;
+  // A reason whose words are unchanged but whose figures moved ("3 GPUs free" -> "2 GPUs
+  // free") is rewritten only after this many cycles: rewriting thousands of rows on every
+  // capacity change would cost more than the scheduling itself.
+  uint64_t reason_refresh_cycles = 500;
 };
 
 struct CycleStats {
@@ -80,7 +84,8 @@ class Scheduler {
   };
   struct Queued {
     Workload workload;
-    std::string last_reason;  // as stored
+    std::string last_reason;     // as stored
+    uint64_t written_cycle = 0;  // cycle that stored it
   };
   struct Inbox {
     std::vector<Workload> submitted;
@@ -102,6 +107,7 @@ class Scheduler {
   Pool pool_;
   std::map<QueueKey, Queued> queue_;
   std::map<WorkloadId, QueueKey> queued_ids_;
+  uint64_t cycle_ = 0;
 
   mutable absl::Mutex mu_;
   Inbox inbox_ ABSL_GUARDED_BY(mu_);
