@@ -1,0 +1,99 @@
+# gpufed — developer entry points. On a fresh Debian 12 machine, as root:
+#
+#   make demo    install packages, build, start a server and three simulated clusters
+#   make test    install packages, build, run every test (ctest)
+#
+# Other targets: deps, build, bench, format, format-check, tidy, clean, help.
+# Variables (override on the command line, e.g. `make test BUILD_DIR=build-x CTEST_JOBS=1`):
+
+BUILD_DIR  ?= build
+BUILD_TYPE ?= RelWithDebInfo
+# Compile jobs. The project's machines have two cores.
+JOBS       ?= 2
+# Tests run in parallel: each one starts its own PostgreSQL and servers on port 0, so they do
+# not collide; two at a time keeps a two-core machine busy without starving either.
+CTEST_JOBS ?= 2
+# Extra ctest arguments, e.g. CTEST_ARGS='-L deploy' or CTEST_ARGS='-R storage'.
+CTEST_ARGS ?=
+
+CMAKE ?= cmake
+CTEST ?= ctest
+CLANG_FORMAT ?= clang-format
+CLANG_TIDY ?= clang-tidy
+
+# The three programs the demo needs.
+PROGRAMS := gpufed-server gpufed-agent gpufedctl
+
+# Hand-written C++ sources (generated code lives in the build directory and is never formatted).
+SOURCE_DIRS := api federation storage auth server agent cli tests bench
+
+.DEFAULT_GOAL := help
+.PHONY: help deps build configure programs test demo bench format format-check tidy clean
+
+help:
+	@echo "gpufed make targets:"
+	@echo "  make demo          deps + build + scripts/demo.sh (server, 3 simulated clusters, a batch)"
+	@echo "  make test          deps + build + ctest (needs nothing running)"
+	@echo "  make deps          install missing Debian packages (root), or say which are missing"
+	@echo "  make build         configure ($(BUILD_DIR), Ninja, $(BUILD_TYPE)) and build everything"
+	@echo "  make bench         deps + build + scripts/bench.sh"
+	@echo "  make format        clang-format -i the sources;  make format-check: report only"
+	@echo "  make tidy          clang-tidy over the sources in $(BUILD_DIR)/compile_commands.json"
+	@echo "  make clean         remove $(BUILD_DIR) and the demo's .demo/ folder"
+
+deps:
+	scripts/install-deps.sh
+
+# Re-running configure on an existing tree is cheap and picks up changed options; ccache is used
+# when present (CMakeLists.txt sets it as the compiler launcher).
+configure:
+	$(CMAKE) -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+build: configure
+	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS)
+
+# Only what the demo runs: a newcomer should not wait for every test to compile.
+programs: configure
+	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS) --target $(PROGRAMS)
+
+# Ordered prerequisites: deps must finish before the build starts even under `make -j`.
+test:
+	$(MAKE) --no-print-directory deps
+	$(MAKE) --no-print-directory build
+	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j$(CTEST_JOBS) $(CTEST_ARGS)
+
+demo:
+	$(MAKE) --no-print-directory deps
+	$(MAKE) --no-print-directory programs
+	GPUFED_BIN_DIR=$(abspath $(BUILD_DIR))/bin scripts/demo.sh
+
+bench:
+	$(MAKE) --no-print-directory deps
+	$(MAKE) --no-print-directory build
+	GPUFED_BIN_DIR=$(abspath $(BUILD_DIR))/bin scripts/bench.sh
+
+# Tracked and new (not ignored) files when this is a git checkout, else whatever is on disk.
+# The patterns are quoted so that git, not the shell, expands them (recursively).
+cxx_sources = $(shell { git ls-files --cached --others --exclude-standard -- \
+    $(foreach d,$(SOURCE_DIRS),'$(d)/*.cc' '$(d)/*.h') 2>/dev/null \
+    || find $(SOURCE_DIRS) \( -name '*.cc' -o -name '*.h' \) 2>/dev/null; } | sort -u)
+
+format:
+	@files="$(cxx_sources)"; test -n "$$files" || { echo "format: no sources"; exit 0; }; \
+	$(CLANG_FORMAT) -i --style=file $$files && echo "format: $$(echo $$files | wc -w) files"
+
+format-check:
+	@files="$(cxx_sources)"; test -n "$$files" || { echo "format-check: no sources"; exit 0; }; \
+	$(CLANG_FORMAT) --dry-run --Werror --style=file $$files && echo "format-check: clean"
+
+# clang-tidy needs each file's real compile command, so it runs over the translation units the
+# build knows (generated protobuf code excluded); headers are checked through them, limited by
+# HeaderFilterRegex in .clang-tidy.
+tidy: configure
+	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS) --target gpufed_proto
+	@jq -r '.[].file' $(BUILD_DIR)/compile_commands.json \
+	  | grep -v -e '/$(notdir $(BUILD_DIR))/' -e '\.pb\.cc$$' | sort -u \
+	  | xargs -r -P$(JOBS) -n4 $(CLANG_TIDY) -p $(BUILD_DIR) --quiet
+
+clean:
+	rm -rf $(BUILD_DIR) .demo

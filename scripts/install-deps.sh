@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Installs what gpufed needs to build, test and run its demo on Debian 12 (bookworm).
+#
+# Everything comes from Debian's own archive through apt; nothing is downloaded from elsewhere.
+# Idempotent and quick when everything is present: apt is only touched if a package is missing,
+# so `make test` can call it on every run.
+#
+# Usage: scripts/install-deps.sh [--dev-tools]
+#   --dev-tools   also the tools `make format` and `make tidy` use (clang-format, clang-tidy)
+#
+# As root it installs what is missing. As another user it lists what is missing, prints the
+# command to install it and exits 1.
+set -euo pipefail
+
+packages=(
+  # Toolchain.
+  build-essential g++ cmake ninja-build pkg-config ccache
+  # Libraries (headers and CMake/pkg-config files).
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  libpqxx-dev libpq-dev libssl-dev libspdlog-dev libcpp-httplib-dev prometheus-cpp-dev
+  libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+  # Tests and benchmarks.
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # The embedded PostgreSQL the server starts, and the one tests start.
+  postgresql-15 postgresql-client-15
+  # systemd-analyze, which verifies the unit files in deploy/.
+  systemd
+  # scripts/demo.sh: curl polls /readyz, jq reads `gpufedctl -o json`.
+  curl jq ca-certificates
+)
+
+dev_tools_flag=""
+if [[ "${1:-}" == "--dev-tools" ]]; then
+  packages+=(clang-format clang-tidy)
+  dev_tools_flag=" --dev-tools"
+  shift
+fi
+if [[ $# -gt 0 ]]; then
+  echo "usage: $0 [--dev-tools]" >&2
+  exit 2
+fi
+
+if [[ -r /etc/os-release ]]; then
+  # shellcheck disable=SC1091
+  . /etc/os-release
+  if [[ "${ID:-}" != "debian" || "${VERSION_ID:-}" != "12" ]]; then
+    echo "warning: gpufed targets Debian 12; this is ${PRETTY_NAME:-unknown}." \
+      "Package names or versions may differ." >&2
+  fi
+fi
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "error: dpkg-query not found; install these packages by hand: ${packages[*]}" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  # "install ok installed" is the only state that means usable; half-installed or
+  # config-files-only packages count as missing.
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "deps: missing: ${missing[*]}"
+if [[ $(id -u) -ne 0 ]]; then
+  echo "error: installing packages needs root. Run one of:" >&2
+  echo "  sudo $0${dev_tools_flag}" >&2
+  echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends "${missing[@]}"
+echo "deps: installed ${missing[*]}"
