@@ -3,8 +3,8 @@
 //   gpufed-bench submit --clients 8 --count 20000   durable, acknowledged submissions
 //   gpufed-bench e2e --jobs 5000                    first submit to last SUCCEEDED, process backend
 //
-// Each starts its own gpufed-server (embedded PostgreSQL in a temporary folder) unless --server
-// and --token point at a running one, and prints its figures as one JSON object on its last line.
+// Each starts its own gpufed-server (embedded PostgreSQL, fsync on, in a temporary folder) and
+// prints its figures as one JSON object on its last line.
 
 #include <algorithm>
 #include <atomic>

@@ -107,6 +107,8 @@ class ClusterStore {
   virtual absl::StatusOr<Cluster> RegisterCluster(const ClusterInfo& info,
                                                   const std::vector<NodeInfo>& nodes) = 0;
   virtual absl::Status RecordHeartbeat(const std::string& cluster, Timestamp at) = 0;
+  // Moving a cluster to `unreachable` bumps its epoch (assignments made under the old epoch are
+  // fenced: its agent refuses them); registering again keeps the epoch.
   virtual absl::Status SetClusterState(const std::string& cluster, ClusterState state) = 0;
   virtual absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) = 0;
   virtual absl::StatusOr<Cluster> GetCluster(const std::string& name) = 0;
