@@ -1,5 +1,6 @@
 #include "federation/scheduler.h"
 
+#include <optional>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -135,12 +136,17 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
       continue;
     }
     ++it;
-    if (considered++ >= options_.max_considered) break;
     const WorkloadSpec& spec = queued.workload.spec;
     std::string reason;
-    ShapeKey shape = ShapeOf(spec);
-    if (auto it = failed_shapes.find(shape); it != failed_shapes.end()) {
-      reason = it->second;
+    std::optional<ShapeKey> shape;
+    if (considered++ >= options_.max_considered) {
+      // Bounded work per cycle; the rest of the queue still gets a reason, and one whose words
+      // do not change with every cycle.
+      reason = absl::StrCat("queued: ", options_.max_considered,
+                            " higher-priority or older workloads are considered first");
+    } else if (auto failed = failed_shapes.find(*(shape = ShapeOf(spec)));
+               failed != failed_shapes.end()) {
+      reason = failed->second;
     } else {
       PlacementDecision decision = PlaceBestFit(pool_, spec);
       if (decision.assignment) {
@@ -160,19 +166,18 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
         reason = "internal: placement conflicted with the pool; retrying next cycle";
       } else {
         reason = std::move(decision.reason);
-        failed_shapes.emplace(std::move(shape), reason);
+        failed_shapes.emplace(std::move(*shape), reason);
       }
     }
-    const bool changed = reason != queued.last_reason;
-    const bool news = ReasonWords(reason) != ReasonWords(queued.last_reason);
+    if (reason == queued.last_reason) continue;
     const bool stale = cycle_ - queued.written_cycle >= options_.reason_refresh_cycles;
-    if (changed && (news || stale)) {
+    if (stale || ReasonWords(reason) != ReasonWords(queued.last_reason)) {
       reasons.emplace_back(queued.workload.id, reason);
       queued.last_reason = reason;
       queued.written_cycle = cycle_;
     }
   }
-  result.stats.considered = std::min(considered, static_cast<int>(queue_.size()));
+  result.stats.considered = std::min(considered, options_.max_considered);
 
   if (!transitions.empty()) {
     absl::StatusOr<std::vector<TransitionResult>> applied =

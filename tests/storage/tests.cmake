@@ -11,6 +11,7 @@ add_executable(gpufed_storage_tests
   ${STORAGE_TEST_DIR}/pg_store_clusters_test.cc
   ${STORAGE_TEST_DIR}/pg_store_tenants_test.cc
   ${STORAGE_TEST_DIR}/pg_store_workloads_test.cc
+  ${STORAGE_TEST_DIR}/scheduler_test.cc
   ${STORAGE_TEST_DIR}/submit_throughput_test.cc)
 target_link_libraries(gpufed_storage_tests PRIVATE gpufed_test_support gpufed_storage
   gpufed_federation PkgConfig::PQXX GTest::gmock GTest::gtest GTest::gtest_main
