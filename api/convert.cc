@@ -283,9 +283,7 @@ v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool inc
     }
   }
   if (!include_nodes) return p;
-  const std::vector<NodeInfo>* nodes = &c.nodes;
-  for (size_t n = 0; n < nodes->size(); ++n) {
-    const NodeInfo& node = (*nodes)[n];
+  for (const NodeInfo& node : c.nodes) {
     auto* pn = p.add_nodes();
     pn->set_name(node.name);
     pn->set_rack(node.rack);

@@ -178,8 +178,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   static constexpr size_t kMaxQueued = 10000;
 
   WatchReactor(const ApiContext& ctx, grpc::CallbackServerContext* context,
-               const v1::WatchRequest& request)
-      : ctx_(ctx), context_(context), request_(request) {
+               v1::WatchRequest request)
+      : ctx_(ctx), context_(context), request_(std::move(request)) {
     Ref();  // for Start
     bool queued = ctx_.executor->TrySubmit([this] {
       Start();

@@ -39,13 +39,16 @@ Scheduler::Scheduler(WorkloadStore* workloads, ClusterStore* clusters, Scheduler
 }
 
 absl::Status Scheduler::Rebuild() {
-  ASSIGN_OR_RETURN(std::vector<Cluster> clusters, clusters_->ListClusters(/*include_nodes=*/true));
-  ASSIGN_OR_RETURN(std::vector<Workload> active, workloads_->ListActive(""));
   {
-    // Anything queued before the rebuild is superseded by what the store says.
+    // Notifications are sent after their commit, so everything queued so far is already in
+    // what the reads below return. Drop them before reading, never after: a notification
+    // arriving during the reads may describe a commit the reads missed, and must survive to be
+    // applied on top (every notification is idempotent).
     absl::MutexLock lock(&mu_);
     inbox_ = Inbox{};
   }
+  ASSIGN_OR_RETURN(std::vector<Cluster> clusters, clusters_->ListClusters(/*include_nodes=*/true));
+  ASSIGN_OR_RETURN(std::vector<Workload> active, workloads_->ListActive(""));
   pool_ = Pool();
   for (const Cluster& cluster : clusters) pool_.UpsertCluster(cluster);
   for (const Workload& w : active) {

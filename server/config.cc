@@ -38,7 +38,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
       "admin_token_file",      "ready_file",      "log_level", "heartbeat_timeout_seconds",
       "heartbeat_interval_ms", "executor_threads"};
   for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
+    const auto key = kv.first.as<std::string>();
     bool known = false;
     for (const char* k : kKeys) known = known || key == k;
     if (!known) {

@@ -120,6 +120,7 @@ absl::Status Server::Start() {
   {
     ASSIGN_OR_RETURN(std::vector<Cluster> clusters, store_->ListClusters(false));
     std::vector<std::string> names;
+    names.reserve(clusters.size());
     for (const Cluster& c : clusters) names.push_back(c.info.name);
     agents_->Seed(names, std::chrono::steady_clock::now());
   }

@@ -131,6 +131,8 @@ class FakeAgentStream {
   FakeAgentStream(const std::string& address, const std::string& token) {
     stub_ = v1::AgentService::NewStub(testing::Connect(address));
     ctx_.AddMetadata("authorization", "Bearer " + token);
+    // A message that never comes fails the test instead of hanging it.
+    ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     stream_ = stub_->Connect(&ctx_);
   }
   ~FakeAgentStream() {
