@@ -496,5 +496,52 @@ TEST_F(ServiceTest, HttpSideAndGrpcHealth) {
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));
 }
 
+TEST_F(ServiceTest, ReflectionListsTheServices) {
+  // grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo with list_services = ""
+  // (field 7, length-delimited, empty), through the generic stub: what grpcurl and grpc_cli do.
+  grpc::GenericStub generic(channel_);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto call = generic.PrepareCall(
+      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto step = [&](intptr_t tag) {
+    void* got = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(cq.Next(&got, &ok));
+    EXPECT_EQ(reinterpret_cast<intptr_t>(got), tag);
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(step(1));
+  const std::string list_services("\x3a\x00", 2);
+  grpc::Slice slice(list_services);
+  grpc::ByteBuffer request(&slice, 1);
+  call->Write(request, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(step(2));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(step(3));
+  call->WritesDone(reinterpret_cast<void*>(4));
+  step(4);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  step(5);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const char* service :
+       {"gpufed.v1.WorkloadService", "gpufed.v1.ClusterService", "gpufed.v1.TenantService",
+        "gpufed.v1.AgentService", "grpc.health.v1.Health"}) {
+    EXPECT_NE(bytes.find(service), std::string::npos) << service << " not listed";
+  }
+  cq.Shutdown();
+  void* ignored = nullptr;
+  bool ok = false;
+  while (cq.Next(&ignored, &ok)) {
+  }
+}
+
 }  // namespace
 }  // namespace gpufed
