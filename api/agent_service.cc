@@ -6,7 +6,6 @@
 #include <set>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
 #include "api/status.h"
@@ -110,15 +109,6 @@ int AgentHub::connected() const {
 
 namespace {
 
-absl::StatusOr<WorkloadId> ParseWorkloadId(const std::string& text) {
-  WorkloadId id = 0;
-  if (!absl::SimpleAtoi(text, &id) || id <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("workload_id: not a workload id: \"", text.substr(0, 40), "\""));
-  }
-  return id;
-}
-
 class AgentStream;
 
 // What the hub holds: forwards to the stream while it lives.
@@ -220,8 +210,10 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
       absl::MutexLock lock(&mu_);
       if (finishing_) return;
       for (const v1::WorkAssignment& a : message.assign().assignments()) {
-        WorkloadId id = 0;
-        if (absl::SimpleAtoi(a.workload_id(), &id)) assigned_.insert(id);
+        if (absl::StatusOr<WorkloadId> id = WorkloadIdFromProto("workload_id", a.workload_id());
+            id.ok()) {
+          assigned_.insert(*id);
+        }
       }
       message.set_seq(++out_seq_);
       message.set_epoch(epoch_);
@@ -378,7 +370,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     absl::flat_hash_set<WorkloadId> active_ids;
     for (const Workload& w : active) active_ids.insert(w.id);
     for (const v1::WorkloadStatus& s : r.known_workloads()) {
-      absl::StatusOr<WorkloadId> id = ParseWorkloadId(s.workload_id());
+      absl::StatusOr<WorkloadId> id = WorkloadIdFromProto("workload_id", s.workload_id());
       if (id.ok() && !active_ids.contains(*id) &&
           !IsTerminal(static_cast<WorkloadState>(s.state()))) {
         cancels.mutable_cancel()->add_workload_ids(s.workload_id());
@@ -408,7 +400,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     v1::ServerMessage ack;
     const std::string actor = absl::StrCat("agent:", cluster_);
     for (const v1::WorkloadStatus& s : updates) {
-      absl::StatusOr<WorkloadId> id = ParseWorkloadId(s.workload_id());
+      absl::StatusOr<WorkloadId> id = WorkloadIdFromProto("workload_id", s.workload_id());
       if (!id.ok()) return id.status();
       auto state = static_cast<WorkloadState>(s.state());
       bool valid = state == WorkloadState::kRunning || state == WorkloadState::kSucceeded ||

@@ -1,5 +1,6 @@
 #include "api/convert.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
@@ -173,6 +174,16 @@ Assignment AssignmentFromProto(const v1::Assignment& p) {
     a.replicas.push_back(std::move(r));
   }
   return a;
+}
+
+absl::StatusOr<WorkloadId> WorkloadIdFromProto(absl::string_view field, absl::string_view text) {
+  WorkloadId id = 0;
+  if (text.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": must not be empty"));
+  if (!absl::SimpleAtoi(text, &id) || id <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": not a workload id (expected digits, got \"", text.substr(0, 40), "\")"));
+  }
+  return id;
 }
 
 v1::WorkloadState StateToProto(WorkloadState s) {

@@ -27,6 +27,9 @@ v1::WorkloadSpec SpecToProto(const WorkloadSpec& spec);
 v1::Assignment AssignmentToProto(const Assignment& a);
 Assignment AssignmentFromProto(const v1::Assignment& proto);
 
+// A workload id as the API carries it (decimal digits); INVALID_ARGUMENT naming `field`.
+absl::StatusOr<WorkloadId> WorkloadIdFromProto(absl::string_view field, absl::string_view text);
+
 v1::WorkloadState StateToProto(WorkloadState s);
 absl::StatusOr<WorkloadState> StateFromProto(v1::WorkloadState s, absl::string_view field);
 

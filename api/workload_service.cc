@@ -18,16 +18,6 @@ namespace {
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
 
-absl::StatusOr<WorkloadId> ParseId(absl::string_view field, absl::string_view text) {
-  WorkloadId id = 0;
-  if (text.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": must not be empty"));
-  if (!absl::SimpleAtoi(text, &id) || id <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": not a workload id (expected digits, got \"", text.substr(0, 40), "\")"));
-  }
-  return id;
-}
-
 std::string EncodePageToken(WorkloadId before_id) {
   return absl::WebSafeBase64Escape(absl::StrCat("v1:", before_id));
 }
@@ -94,7 +84,7 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Get(grpc::CallbackServerContext* 
                                                    v1::Workload* response) {
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(WorkloadId id, ParseId("id", request->id()));
+    ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
     ASSIGN_OR_RETURN(Workload w, GetVisible(ctx_, who, id));
     *response = WorkloadToProto(w);
     return absl::OkStatus();
@@ -145,7 +135,7 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Cancel(grpc::CallbackServerContex
                                                       v1::Workload* response) {
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(WorkloadId id, ParseId("id", request->id()));
+    ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
     if (request->reason().size() > 1024) {
       return absl::InvalidArgumentError("reason: must be at most 1024 characters");
     }
@@ -249,7 +239,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
     if (!who.ok()) return FinishOnce(ToGrpcStatus(who.status()));
     principal_ = *who;
     if (!request_.workload_id().empty()) {
-      absl::StatusOr<WorkloadId> id = ParseId("workload_id", request_.workload_id());
+      absl::StatusOr<WorkloadId> id = WorkloadIdFromProto("workload_id", request_.workload_id());
       if (!id.ok()) return FinishOnce(ToGrpcStatus(id.status()));
       only_id_ = *id;
     }
