@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "federation/types.h"
 
 namespace gpufed {
 
@@ -43,14 +44,6 @@ struct MigGeometry {
 const MigGeometry* FindMigGeometry(absl::string_view model);
 // Models with MIG geometry, for messages and tests.
 std::vector<absl::string_view> MigModels();
-
-// One GPU instance on a GPU.
-struct MigInstance {
-  std::string profile;
-  int start = 0;
-
-  bool operator==(const MigInstance&) const = default;
-};
 
 // OK, or INVALID_ARGUMENT saying what is wrong ("3g.40gb at slot 2: allowed starts are 0, 4").
 absl::Status ValidateMigLayout(const MigGeometry& geometry, std::span<const MigInstance> layout);

@@ -1,279 +1,631 @@
 #include "federation/placement.h"
 
 #include <algorithm>
-#include <limits>
-#include <map>
+#include <cstring>
+#include <tuple>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "federation/mig.h"
+#include "federation/placement_internal.h"
 
 namespace gpufed {
+namespace placement_internal {
+
+Filter MakeFilter(const Pool& pool, const WorkloadSpec& spec) {
+  Filter f;
+  f.min_memory = spec.min_gpu_memory_mib;
+  f.any_model = spec.gpu_models.empty();
+  f.model_ok.assign(pool.model_count(), false);
+  for (const std::string& m : spec.gpu_models) {
+    const int id = pool.FindModelId(m);
+    if (id >= 0) f.model_ok[id] = true;
+  }
+  f.demand = Demand::Of(spec);
+  if (f.demand.kind == Demand::Kind::kMig) {
+    for (size_t id = 0; id < pool.model_count(); ++id) {
+      const MigGeometry* geo = FindMigGeometry(pool.ModelName(static_cast<uint16_t>(id)));
+      f.mig_ok.push_back(geo != nullptr && geo->Find(spec.mig_profile) != nullptr);
+    }
+  }
+  return f;
+}
+
+bool GpuEligible(const Filter& f, const NodeSlots& node, size_t g) {
+  const GpuInfo& info = node.info.gpus[g];
+  if (!info.healthy || info.memory_mib < f.min_memory) return false;
+  const uint16_t m = node.gpus[g].model;
+  if (!f.any_model && (m >= f.model_ok.size() || !f.model_ok[m])) return false;
+  if (f.demand.kind == Demand::Kind::kMig) return m < f.mig_ok.size() && f.mig_ok[m];
+  return true;
+}
+
+NodeView BuildView(const NodeSlots& node, const Filter& f, uint64_t mask, bool ignore_holders,
+                   bool mig_off, ViewIndex* index) {
+  NodeView v;
+  v.cpu_total = node.info.cpu_millis;
+  v.memory_total = node.info.memory_mib;
+  v.cpu_free = ignore_holders && node.info.cpu_millis > 0 ? node.info.cpu_millis : node.cpu_free;
+  v.memory_free =
+      ignore_holders && node.info.memory_mib > 0 ? node.info.memory_mib : node.memory_free;
+  bool first = true;
+  const size_t n = std::min<size_t>(node.gpus.size(), 64);
+  for (size_t g = 0; g < n; ++g) {
+    if ((mask & (uint64_t{1} << g)) == 0 || !GpuEligible(f, node, g)) continue;
+    const GpuInfo& info = node.info.gpus[g];
+    const GpuSlot& slot = node.gpus[g];
+    uint32_t free = slot.milli_free;
+    if (ignore_holders) {
+      free = kMilliPerGpu;
+    } else if (info.mig_enabled) {
+      // An idle MIG GPU can be turned back into a whole GPU (partitioning authority).
+      if (!mig_off || !slot.Idle()) continue;
+      free = kMilliPerGpu;
+    }
+    if (first) {
+      v.model = slot.model;
+      first = false;
+    }
+    v.milli_free.push_back(free);
+    if (index != nullptr) index->push_back(static_cast<uint8_t>(g));
+  }
+  v.gpu_total = static_cast<uint32_t>(v.milli_free.size());
+  return v;
+}
+
+absl::InlinedVector<uint8_t, 8> WholePick(const NodeSlots& node, const NodeView& v,
+                                         const ViewIndex& index, uint32_t count,
+                                         bool one_domain) {
+  absl::InlinedVector<uint8_t, 8> free;
+  for (size_t i = 0; i < v.milli_free.size(); ++i) {
+    if (v.milli_free[i] == kMilliPerGpu) free.push_back(static_cast<uint8_t>(i));
+  }
+  absl::InlinedVector<uint8_t, 8> pick;
+  if (free.size() < count) return pick;
+  // Smallest NVLink domain (then PCIe switch, then NUMA node) on the node that holds them all.
+  using KeyFn = std::string (*)(const GpuInfo&);
+  const KeyFn keys[] = {[](const GpuInfo& g) { return g.nvlink_domain; },
+                        [](const GpuInfo& g) { return g.pcie_switch; },
+                        [](const GpuInfo& g) { return absl::StrCat("numa", g.numa_node); }};
+  for (size_t level = 0; level < 3; ++level) {
+    std::map<std::string, absl::InlinedVector<uint8_t, 8>> by_key;
+    for (uint8_t i : free) {
+      std::string k = keys[level](node.info.gpus[index[i]]);
+      if (level < 2 && k.empty()) continue;
+      by_key[k].push_back(i);
+    }
+    const absl::InlinedVector<uint8_t, 8>* best = nullptr;
+    for (const auto& [k, gpus] : by_key) {
+      if (gpus.size() >= count && (best == nullptr || gpus.size() < best->size())) best = &gpus;
+    }
+    if (best != nullptr) {
+      pick.assign(best->begin(), best->begin() + count);
+      return pick;
+    }
+    if (one_domain && level == 0 && count > 1) return pick;  // no domain holds it
+  }
+  if (one_domain && count > 1) return pick;
+  pick.assign(free.begin(), free.begin() + count);
+  return pick;
+}
+
+}  // namespace placement_internal
+
+using namespace placement_internal;  // NOLINT(google-build-using-namespace): this file's own
+
 namespace {
 
-bool Eligible(const WorkloadSpec& spec, const NodeInfo& node, const GpuInfo& gpu) {
-  if (!gpu.healthy || !node.schedulable) return false;
-  if (gpu.memory_mib < spec.min_gpu_memory_mib) return false;
-  if (spec.gpu_models.empty()) return true;
-  return std::find(spec.gpu_models.begin(), spec.gpu_models.end(), gpu.model) !=
-         spec.gpu_models.end();
-}
-
-// The GPUs of one node that a group may use.
+// One replica's place on one node.
 struct Candidate {
-  size_t node = 0;           // index into the cluster's nodes
-  std::vector<size_t> gpus;  // indices into node.info.gpus, usable by this workload
+  uint32_t node = 0;
+  double score = 0;
+  absl::InlinedVector<uint8_t, 8> gpus;  // node GPU indices
+  uint32_t milli = kMilliPerGpu;         // per GPU (whole: 1000)
+  // MIG: the instance taken, and the layout change that makes it (if any).
+  MigInstance mig;
+  std::optional<Repartition> repartition;
+  // Whole/share on idle MIG GPUs: MIG is turned off on these first.
+  std::vector<Repartition> mig_off;
 };
 
-// A set of nodes (and GPUs on them) the whole gang must fit inside.
-using Group = std::vector<Candidate>;
+// Picks among equal scores: the first, or (random_ties) uniformly at random by reservoir.
+class Best {
+ public:
+  Best(bool random_ties, std::mt19937_64* rng) : random_ties_(random_ties), rng_(rng) {}
+  bool Offer(double score) {
+    if (!have_ || score > score_) {
+      have_ = true;
+      score_ = score;
+      ties_ = 1;
+      return true;
+    }
+    if (score < score_ || !random_ties_) return false;
+    ++ties_;
+    return std::uniform_int_distribution<uint64_t>(1, ties_)(*rng_) == 1;
+  }
 
-// Builds the groups the topology requirement allows. With `ignore_owners`, pretends the cluster
-// is empty (for "can it ever fit").
-std::vector<Group> BuildGroups(const ClusterSlots& cluster, const WorkloadSpec& spec,
-                               bool ignore_owners) {
-  // key -> node index -> gpu indices
-  std::map<std::string, std::map<size_t, std::vector<size_t>>> by_key;
-  for (size_t n = 0; n < cluster.nodes.size(); ++n) {
-    const NodeSlots& node = cluster.nodes[n];
-    for (size_t g = 0; g < node.info.gpus.size(); ++g) {
-      const GpuInfo& gpu = node.info.gpus[g];
-      if (!Eligible(spec, node.info, gpu)) continue;
-      if (!ignore_owners && node.owners[g] != 0) continue;
-      std::string key;
-      switch (spec.topology) {
-        case Topology::kNone:
-          break;
-        case Topology::kSameNode:
-          key = node.info.name;
-          break;
-        case Topology::kSameRack:
-          key = node.info.rack.empty() ? absl::StrCat("node:", node.info.name) : node.info.rack;
-          break;
-        case Topology::kSameNvlinkDomain:
-          // A GPU without NVLink peers is a domain of one.
-          key = gpu.nvlink_domain.empty() ? absl::StrCat("gpu:", gpu.uuid) : gpu.nvlink_domain;
-          break;
+ private:
+  bool random_ties_;
+  std::mt19937_64* rng_;
+  bool have_ = false;
+  double score_ = 0;
+  uint64_t ties_ = 0;
+};
+
+// Free memory slots on a MIG GPU: slots not covered by any instance.
+int FreeSlots(const MigGeometry& geo, const std::vector<MigInstance>& layout) {
+  std::vector<bool> used(geo.memory_slots, false);
+  for (const MigInstance& inst : layout) {
+    const MigProfile* p = geo.Find(inst.profile);
+    if (p == nullptr) continue;
+    for (int s = inst.start; s < inst.start + p->memory_slices && s < geo.memory_slots; ++s) {
+      used[s] = true;
+    }
+  }
+  return static_cast<int>(std::count(used.begin(), used.end(), false));
+}
+
+std::string LayoutText(const std::vector<MigInstance>& layout) {
+  std::vector<std::string> parts;
+  for (const MigInstance& i : layout) parts.push_back(absl::StrCat(i.profile, "@", i.start));
+  return parts.empty() ? "empty" : absl::StrJoin(parts, ", ");
+}
+
+// A new layout for an idle GPU: the requested profile, then as many queued instances as fit
+// (the most wanted first). Among the requested profile's starts, the one serving the most queued
+// compute wins.
+std::vector<MigInstance> PlanLayout(const MigGeometry& geo, const std::string& profile,
+                                    const MigQueue& queue, int* served) {
+  const MigProfile* p = geo.Find(profile);
+  std::vector<std::pair<std::string, uint32_t>> wanted;
+  for (const auto& [name, count] : queue) {
+    if (geo.Find(name) != nullptr && count > 0) wanted.emplace_back(name, count);
+  }
+  std::sort(wanted.begin(), wanted.end(), [&](const auto& a, const auto& b) {
+    if (a.second != b.second) return a.second > b.second;
+    return geo.Find(a.first)->memory_slices > geo.Find(b.first)->memory_slices;
+  });
+  std::vector<MigInstance> best;
+  int best_served = -1;
+  for (int start : p->starts) {
+    std::vector<MigInstance> layout{{profile, start}};
+    if (!ValidateMigLayout(geo, layout).ok()) continue;
+    int compute = 0;
+    // The request itself is already in the queue counts; do not count it twice.
+    std::map<std::string, uint32_t> left;
+    for (const auto& [name, count] : wanted) left[name] = count;
+    if (left[profile] > 0) --left[profile];
+    for (const auto& [name, count] : wanted) {
+      while (left[name] > 0) {
+        std::vector<int> starts = FreeMigStarts(geo, layout, name);
+        if (starts.empty()) break;
+        layout.push_back({name, starts.front()});
+        --left[name];
+        compute += geo.Find(name)->compute_slices;
       }
-      by_key[key][n].push_back(g);
+    }
+    if (compute > best_served) {
+      best_served = compute;
+      best = std::move(layout);
     }
   }
-  std::vector<Group> groups;
-  groups.reserve(by_key.size());
-  for (auto& [key, nodes] : by_key) {
-    Group group;
-    for (auto& [n, gpus] : nodes) group.push_back(Candidate{n, std::move(gpus)});
-    groups.push_back(std::move(group));
-  }
-  return groups;
+  if (served != nullptr) *served = best_served;
+  return best;
 }
 
-// Picks `count` GPUs from a candidate, preferring to keep a replica inside one NVLink domain
-// (the smallest domain that holds it), then lowest index.
-std::vector<size_t> ChooseGpus(const NodeSlots& node, const std::vector<size_t>& free,
-                               uint32_t count) {
-  std::map<std::string, std::vector<size_t>> by_domain;
-  for (size_t g : free) by_domain[node.info.gpus[g].nvlink_domain].push_back(g);
-  const std::vector<size_t>* best = nullptr;
-  for (const auto& [domain, gpus] : by_domain) {
-    if (domain.empty() || gpus.size() < count) continue;
-    if (best == nullptr || gpus.size() < best->size()) best = &gpus;
-  }
-  std::vector<size_t> chosen;
-  if (best != nullptr) {
-    chosen.assign(best->begin(), best->begin() + count);
-  } else {
-    chosen.assign(free.begin(), free.begin() + count);
-  }
-  return chosen;
-}
+class Placer {
+ public:
+  Placer(const Pool& pool, const WorkloadSpec& spec, WorkloadId id, const MigQueue& queue,
+         PlacementPolicy& policy, const PlacementOptions& options, std::mt19937_64& rng)
+      : pool_(pool),
+        spec_(spec),
+        id_(id),
+        queue_(queue),
+        policy_(policy),
+        options_(options),
+        rng_(rng),
+        filter_(MakeFilter(pool, spec)) {}
 
-struct GroupFit {
-  uint32_t replicas_placed = 0;
-  uint64_t leftover = 0;  // eligible GPUs left free on touched nodes
-  std::vector<std::pair<size_t, std::vector<size_t>>> replicas;  // node, gpus
+  PlacementDecision Run();
+
+ private:
+  struct GangFit {
+    std::vector<Candidate> replicas;
+    double score = 0;
+    uint64_t group_free = 0;  // eligible free milli in the group (smaller: tighter)
+    int level = 0;
+  };
+
+  bool ClusterMayHold(const ClusterSlots& c) const;
+  uint64_t ClusterFree(const ClusterSlots& c) const;
+  // The best place for one replica on one node (restricted to `mask`), given `node` state.
+  std::optional<Candidate> BestOnNode(const NodeSlots& node, uint32_t index, uint64_t mask,
+                                      bool mig_off);
+  std::optional<Candidate> BestMigOnNode(const NodeSlots& node, uint32_t index, uint64_t mask);
+  // All replicas inside one group (members: node index and GPU mask), greedily.
+  std::optional<GangFit> FitGroup(const ClusterSlots& cluster, const std::vector<Member>& members,
+                                  bool mig_off);
+  void Apply(NodeSlots& node, const Candidate& c) const;
+  Assignment ToAssignment(const ClusterSlots& cluster, const std::vector<Candidate>& cands) const;
+
+  const Pool& pool_;
+  const WorkloadSpec& spec_;
+  const WorkloadId id_;
+  const MigQueue& queue_;
+  PlacementPolicy& policy_;
+  const PlacementOptions& options_;
+  std::mt19937_64& rng_;
+  const Filter filter_;
 };
 
-// Greedy best-fit inside one group: each replica goes to the node with the fewest free eligible
-// GPUs that still holds it. Stops at the first replica that does not fit.
-GroupFit FitGroup(const ClusterSlots& cluster, Group group, const WorkloadSpec& spec) {
-  GroupFit fit;
-  const uint32_t need = spec.gpus_per_replica;
-  std::vector<bool> touched(group.size(), false);
-  for (uint32_t r = 0; r < spec.replicas; ++r) {
-    size_t best = group.size();
-    for (size_t c = 0; c < group.size(); ++c) {
-      if (group[c].gpus.size() < need) continue;
-      if (best == group.size() || group[c].gpus.size() < group[best].gpus.size()) best = c;
+bool Placer::ClusterMayHold(const ClusterSlots& c) const {
+  const Demand& d = filter_.demand;
+  if (d.kind == Demand::Kind::kNone) return true;
+  uint64_t whole = 0;
+  uint64_t max_node_whole = 0;
+  uint32_t max_share = 0;
+  uint64_t mig = 0;
+  for (size_t m = 0; m < c.summary.size(); ++m) {
+    if (!filter_.any_model && (m >= filter_.model_ok.size() || !filter_.model_ok[m])) continue;
+    const ClusterSlots::ModelSummary& s = c.summary[m];
+    whole += s.whole_free;
+    max_node_whole += s.max_node_whole_free;  // an upper bound for mixed nodes
+    max_share = std::max(max_share, s.max_gpu_milli_free);
+    if (m < filter_.mig_ok.size() && filter_.mig_ok[m]) {
+      mig += s.mig_free_instances + s.mig_idle_capable;
     }
-    if (best == group.size()) break;
-    Candidate& cand = group[best];
-    std::vector<size_t> chosen = ChooseGpus(cluster.nodes[cand.node], cand.gpus, need);
-    std::erase_if(cand.gpus, [&](size_t g) {
-      return std::find(chosen.begin(), chosen.end(), g) != chosen.end();
-    });
-    touched[best] = true;
-    fit.replicas.emplace_back(cand.node, std::move(chosen));
-    ++fit.replicas_placed;
+    // Idle MIG GPUs may be turned back into whole GPUs.
+    if (options_.partitioning && d.kind != Demand::Kind::kMig) whole += s.mig_idle_capable;
   }
-  for (size_t c = 0; c < group.size(); ++c) {
-    if (touched[c]) fit.leftover += group[c].gpus.size();
+  switch (d.kind) {
+    case Demand::Kind::kWhole:
+      return whole >= uint64_t{d.gpus} * spec_.replicas &&
+             (options_.partitioning || max_node_whole >= d.gpus);
+    case Demand::Kind::kShare:
+      return max_share >= d.milli || (options_.partitioning && whole > 0);
+    case Demand::Kind::kMig:
+      return mig > 0 || options_.partitioning;
+    case Demand::Kind::kNone:
+      return true;
+  }
+  return true;
+}
+
+uint64_t Placer::ClusterFree(const ClusterSlots& c) const {
+  uint64_t free = 0;
+  for (size_t m = 0; m < c.summary.size(); ++m) {
+    if (!filter_.any_model && (m >= filter_.model_ok.size() || !filter_.model_ok[m])) continue;
+    free += c.summary[m].milli_free + uint64_t{c.summary[m].mig_free_instances} * 100;
+  }
+  return free;
+}
+
+std::optional<Candidate> Placer::BestOnNode(const NodeSlots& node, uint32_t index, uint64_t mask,
+                                            bool mig_off) {
+  if (!node.info.schedulable) return std::nullopt;
+  const Demand& d = filter_.demand;
+  if (d.kind == Demand::Kind::kMig) return BestMigOnNode(node, index, mask);
+  ViewIndex vi;
+  NodeView view = BuildView(node, filter_, mask, /*ignore_holders=*/false, mig_off, &vi);
+  if (!view.Fits(d)) return std::nullopt;
+  if (d.kind == Demand::Kind::kWhole) {
+    view.whole_pick = WholePick(node, view, vi, d.gpus,
+                                spec_.topology == Topology::kSameNvlinkDomain);
+    if (view.whole_pick.size() != d.gpus) return std::nullopt;
+  }
+  NodeChoice choice = policy_.Choose(view, d, index);
+  if (d.kind != Demand::Kind::kNone && choice.gpus.empty()) return std::nullopt;
+  Candidate c;
+  c.node = index;
+  c.score = choice.score;
+  c.milli = d.kind == Demand::Kind::kShare ? d.milli : kMilliPerGpu;
+  for (uint8_t g : choice.gpus) {
+    const uint8_t gpu = vi[g];
+    c.gpus.push_back(gpu);
+    if (node.info.gpus[gpu].mig_enabled) {
+      Repartition r;
+      r.node = node.info.name;
+      r.gpu_uuid = node.info.gpus[gpu].uuid;
+      r.mig_enabled = false;
+      r.reason = absl::StrCat("MIG off on an idle GPU for workload ", id_, " (",
+                              d.kind == Demand::Kind::kShare ? "a GPU share" : "whole GPUs",
+                              "; no GPU without MIG was free)");
+      c.mig_off.push_back(std::move(r));
+    }
+  }
+  return c;
+}
+
+std::optional<Candidate> Placer::BestMigOnNode(const NodeSlots& node, uint32_t index,
+                                               uint64_t mask) {
+  const Demand& d = filter_.demand;
+  if ((node.cpu_free != kUnlimited && node.cpu_free < d.cpu_millis) ||
+      (node.memory_free != kUnlimited && node.memory_free < d.memory_mib)) {
+    return std::nullopt;
+  }
+  std::optional<Candidate> best;
+  Best chooser(false, &rng_);
+  for (size_t g = 0; g < node.gpus.size() && g < 64; ++g) {
+    if ((mask & (uint64_t{1} << g)) == 0 || !GpuEligible(filter_, node, g)) continue;
+    const GpuInfo& info = node.info.gpus[g];
+    const GpuSlot& slot = node.gpus[g];
+    const MigGeometry* geo = FindMigGeometry(info.model);
+    if (geo == nullptr) continue;
+    Candidate c;
+    c.node = index;
+    c.gpus = {static_cast<uint8_t>(g)};
+    c.milli = 0;
+    // Classes, best first: a free instance of the profile; a new instance beside running ones;
+    // repartitioning an idle MIG GPU; turning MIG on for an idle GPU. Within a class the GPU left
+    // with the fewest free memory slots (tightest) wins.
+    double cls = -1;
+    if (info.mig_enabled) {
+      for (size_t i = 0; i < info.mig_layout.size(); ++i) {
+        if (info.mig_layout[i].profile == d.mig_profile && slot.mig_owners[i] == 0) {
+          c.mig = info.mig_layout[i];
+          cls = 3;
+          break;
+        }
+      }
+      if (cls < 0 && options_.partitioning) {
+        std::vector<int> starts = FreeMigStarts(*geo, info.mig_layout, d.mig_profile);
+        if (!starts.empty()) {
+          Repartition r;
+          r.node = node.info.name;
+          r.gpu_uuid = info.uuid;
+          r.mig_enabled = true;
+          r.layout = info.mig_layout;
+          r.layout.push_back({d.mig_profile, starts.front()});
+          r.reason = absl::StrCat("new ", d.mig_profile, " instance at slot ", starts.front(),
+                                  " for workload ", id_, "; layout ", LayoutText(r.layout));
+          c.mig = r.layout.back();
+          c.repartition = std::move(r);
+          cls = 2;
+        }
+      }
+    }
+    if (cls < 0 && options_.partitioning && slot.Idle() && info.mig_capable) {
+      int served = 0;
+      std::vector<MigInstance> layout = PlanLayout(*geo, d.mig_profile, queue_, &served);
+      if (!layout.empty()) {
+        Repartition r;
+        r.node = node.info.name;
+        r.gpu_uuid = info.uuid;
+        r.mig_enabled = true;
+        r.layout = layout;
+        r.reason = absl::StrCat(info.mig_enabled ? "repartition idle GPU" : "MIG on for idle GPU",
+                                " for workload ", id_, " (", d.mig_profile, "); layout ",
+                                LayoutText(layout), " serves the queue");
+        c.mig = layout.front();
+        c.repartition = std::move(r);
+        cls = info.mig_enabled ? 1 : 0;
+      }
+    }
+    if (cls < 0) continue;
+    const std::vector<MigInstance>& after =
+        c.repartition ? c.repartition->layout : info.mig_layout;
+    c.score = cls * 100 - FreeSlots(*geo, after);
+    if (chooser.Offer(c.score)) best = std::move(c);
+  }
+  return best;
+}
+
+void Placer::Apply(NodeSlots& node, const Candidate& c) const {
+  const Demand& d = filter_.demand;
+  if (node.cpu_free != kUnlimited) node.cpu_free -= std::min(node.cpu_free, d.cpu_millis);
+  if (node.memory_free != kUnlimited) node.memory_free -= std::min(node.memory_free, d.memory_mib);
+  for (const Repartition& r : c.mig_off) {
+    const int g = node.FindGpu(r.gpu_uuid);
+    node.info.gpus[g].mig_enabled = false;
+    node.info.gpus[g].mig_layout.clear();
+    node.gpus[g].mig_owners.clear();
+  }
+  if (d.kind == Demand::Kind::kMig) {
+    const uint8_t g = c.gpus.front();
+    if (c.repartition) {
+      GpuInfo& info = node.info.gpus[g];
+      std::vector<WorkloadId> owners(c.repartition->layout.size(), 0);
+      for (size_t i = 0; i < info.mig_layout.size() && i < owners.size(); ++i) {
+        owners[i] = node.gpus[g].mig_owners[i];  // a new instance is appended at the end
+      }
+      info.mig_enabled = true;
+      info.mig_layout = c.repartition->layout;
+      node.gpus[g].mig_owners = std::move(owners);
+    }
+    const GpuInfo& info = node.info.gpus[g];
+    for (size_t i = 0; i < info.mig_layout.size(); ++i) {
+      if (info.mig_layout[i] == c.mig && node.gpus[g].mig_owners[i] == 0) {
+        node.gpus[g].mig_owners[i] = -1;
+        break;
+      }
+    }
+  } else {
+    for (uint8_t g : c.gpus) node.gpus[g].holders.push_back(GpuHold{-1, c.milli});
+  }
+  RecountNode(node);
+}
+
+std::optional<Placer::GangFit> Placer::FitGroup(const ClusterSlots& cluster,
+                                                const std::vector<Member>& members,
+                                                bool mig_off) {
+  GangFit fit;
+  std::unordered_map<uint32_t, NodeSlots> scratch;  // nodes changed by earlier replicas
+  if (spec_.replicas > 1) {
+    for (const Member& m : members) {
+      NodeView v = BuildView(cluster.nodes[m.node], filter_, m.mask, false, mig_off, nullptr);
+      fit.group_free += v.MilliFree();
+    }
+  }
+  for (uint32_t r = 0; r < spec_.replicas; ++r) {
+    std::optional<Candidate> best;
+    Best chooser(options_.random_ties, &rng_);
+    for (const Member& m : members) {
+      auto it = scratch.find(m.node);
+      const NodeSlots& node = it == scratch.end() ? cluster.nodes[m.node] : it->second;
+      std::optional<Candidate> c = BestOnNode(node, m.node, m.mask, mig_off);
+      if (c && chooser.Offer(c->score)) best = std::move(c);
+    }
+    if (!best) return std::nullopt;
+    auto [it, inserted] = scratch.try_emplace(best->node);
+    if (inserted) it->second = cluster.nodes[best->node];
+    Apply(it->second, *best);
+    fit.score += best->score;
+    fit.replicas.push_back(std::move(*best));
   }
   return fit;
 }
 
-struct ClusterFit {
-  uint32_t best_replicas = 0;      // most replicas that fit in one group
-  uint64_t eligible_free = 0;      // eligible free GPUs in the cluster
-  uint32_t largest_node_free = 0;  // most eligible free GPUs on one node
-  std::optional<GroupFit> full;    // best group holding the whole gang
-};
-
-ClusterFit FitCluster(const ClusterSlots& cluster, const WorkloadSpec& spec, bool ignore_owners) {
-  ClusterFit result;
-  std::map<size_t, uint32_t> per_node;
-  for (Group& group : BuildGroups(cluster, spec, ignore_owners)) {
-    for (const Candidate& c : group) {
-      result.eligible_free += c.gpus.size();
-      per_node[c.node] += static_cast<uint32_t>(c.gpus.size());
+Assignment Placer::ToAssignment(const ClusterSlots& cluster,
+                                const std::vector<Candidate>& cands) const {
+  Assignment a;
+  a.cluster = cluster.info.name;
+  a.epoch = cluster.epoch;
+  const Demand& d = filter_.demand;
+  for (const Candidate& c : cands) {
+    const NodeSlots& node = cluster.nodes[c.node];
+    ReplicaAssignment r;
+    r.node = node.info.name;
+    for (uint8_t g : c.gpus) {
+      r.gpu_uuids.push_back(node.info.gpus[g].uuid);
+      r.gpu_indices.push_back(node.info.gpus[g].index);
     }
-    GroupFit fit = FitGroup(cluster, std::move(group), spec);
-    result.best_replicas = std::max(result.best_replicas, fit.replicas_placed);
-    if (fit.replicas_placed == spec.replicas &&
-        (!result.full || fit.leftover < result.full->leftover)) {
-      result.full = std::move(fit);
+    if (d.kind == Demand::Kind::kShare) r.gpu_milli = d.milli;
+    if (d.kind == Demand::Kind::kMig) {
+      r.mig_profile = c.mig.profile;
+      r.mig_start = c.mig.start;
     }
+    for (const Repartition& off : c.mig_off) a.repartitions.push_back(off);
+    if (c.repartition) a.repartitions.push_back(*c.repartition);
+    a.replicas.push_back(std::move(r));
   }
-  for (const auto& [node, count] : per_node) {
-    result.largest_node_free = std::max(result.largest_node_free, count);
-  }
-  return result;
+  return a;
 }
 
-std::string Describe(const WorkloadSpec& spec) {
-  std::string s =
-      spec.replicas == 1
-          ? absl::StrCat(spec.gpus_per_replica, " GPU", spec.gpus_per_replica == 1 ? "" : "s")
-          : absl::StrCat(spec.replicas, " replicas x ", spec.gpus_per_replica, " GPU",
-                         spec.gpus_per_replica == 1 ? "" : "s");
-  if (!spec.gpu_models.empty()) absl::StrAppend(&s, " of ", absl::StrJoin(spec.gpu_models, "|"));
-  if (spec.min_gpu_memory_mib > 0) {
-    absl::StrAppend(&s, " with >= ", spec.min_gpu_memory_mib, " MiB");
+PlacementDecision Placer::Run() {
+  PlacementDecision decision;
+  // Ready clusters that may hold it, tightest first.
+  std::vector<std::pair<uint64_t, const ClusterSlots*>> ranked;
+  for (const ClusterSlots& c : pool_.clusters()) {
+    if (c.state != ClusterState::kReady || !ClusterMayHold(c)) continue;
+    ranked.emplace_back(ClusterFree(c), &c);
   }
-  if (spec.topology != Topology::kNone) absl::StrAppend(&s, ", ", TopologyName(spec.topology));
-  return s;
-}
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
 
-std::string Unit(const WorkloadSpec& spec) {
-  switch (spec.topology) {
-    case Topology::kSameNode:
-      return "node";
-    case Topology::kSameRack:
-      return "rack";
-    case Topology::kSameNvlinkDomain:
-      return "NVLink domain";
-    case Topology::kNone:
+  const std::vector<Level> levels = LevelsFor(spec_.topology, spec_.replicas);
+  // Two passes: without, then with turning idle MIG GPUs back into whole GPUs.
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool mig_off = pass == 1;
+    if (mig_off && (!options_.partitioning || filter_.demand.kind == Demand::Kind::kMig ||
+                    filter_.demand.kind == Demand::Kind::kNone)) {
       break;
+    }
+    for (Level level : levels) {
+      std::optional<GangFit> best;
+      const ClusterSlots* best_cluster = nullptr;
+      uint64_t ties = 0;
+      int scored = 0;
+      for (const auto& [free, cluster] : ranked) {
+        if (scored >= options_.max_clusters_scored) break;
+        bool any = false;
+        for (const Group& group : GroupsAt(*cluster, level)) {
+          std::optional<GangFit> fit = FitGroup(*cluster, group.members, mig_off);
+          if (!fit) continue;
+          any = true;
+          // Tightest group first (gangs: the smallest domain, rack or block that holds them);
+          // then the policy's score; ties at random (or the first).
+          int cmp = 0;
+          if (best && spec_.replicas > 1 && fit->group_free != best->group_free) {
+            cmp = fit->group_free < best->group_free ? 1 : -1;
+          } else if (best && fit->score != best->score) {
+            cmp = fit->score > best->score ? 1 : -1;
+          }
+          if (!best || cmp > 0) {
+            best = std::move(fit);
+            best_cluster = cluster;
+            ties = 1;
+          } else if (cmp == 0 && options_.random_ties) {
+            ++ties;
+            if (std::uniform_int_distribution<uint64_t>(1, ties)(rng_) == 1) {
+              best = std::move(fit);
+              best_cluster = cluster;
+            }
+          }
+        }
+        if (any) ++scored;
+      }
+      if (best) {
+        decision.assignment = ToAssignment(*best_cluster, best->replicas);
+        return decision;
+      }
+    }
   }
-  return "cluster";
+  ExplainFailure(pool_, spec_, filter_, options_, &decision);
+  return decision;
 }
 
 }  // namespace
 
-PlacementDecision PlaceBestFit(const Pool& pool, const WorkloadSpec& spec) {
-  PlacementDecision decision;
-  const ClusterSlots* best_cluster = nullptr;
-  std::optional<GroupFit> best_fit;
-  // For the reason when nothing fits now.
-  const ClusterSlots* most_replicas_cluster = nullptr;
-  ClusterFit most_replicas;
-  uint64_t free_total = 0;
-  std::vector<std::string> not_ready;
+absl::StatusOr<std::unique_ptr<PlacementEngine>> PlacementEngine::Create(
+    PlacementOptions options) {
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakePolicy(options.policy);
+  if (!policy.ok()) return policy.status();
+  return std::unique_ptr<PlacementEngine>(new PlacementEngine(options, *std::move(policy)));
+}
 
-  for (const ClusterSlots& cluster : pool.clusters()) {
-    if (cluster.state != ClusterState::kReady) {
-      not_ready.push_back(
-          absl::StrCat(cluster.info.name, " (", ClusterStateName(cluster.state), ")"));
-      continue;
-    }
-    ClusterFit fit = FitCluster(cluster, spec, /*ignore_owners=*/false);
-    free_total += fit.eligible_free;
-    if (most_replicas_cluster == nullptr || fit.best_replicas > most_replicas.best_replicas) {
-      most_replicas_cluster = &cluster;
-      most_replicas = fit;
-    }
-    if (fit.full && (!best_fit || fit.full->leftover < best_fit->leftover)) {
-      best_cluster = &cluster;
-      best_fit = std::move(fit.full);
-    }
-  }
+PlacementEngine::PlacementEngine(PlacementOptions options, std::unique_ptr<PlacementPolicy> policy)
+    : options_(std::move(options)), policy_(std::move(policy)), tie_rng_(options_.seed) {
+  policy_->Seed(options_.seed ^ 0x9e3779b97f4a7c15ULL);
+}
 
-  if (best_fit) {
-    Assignment assignment;
-    assignment.cluster = best_cluster->info.name;
-    assignment.epoch = best_cluster->epoch;
-    for (const auto& [n, gpus] : best_fit->replicas) {
-      const NodeSlots& node = best_cluster->nodes[n];
-      ReplicaAssignment replica;
-      replica.node = node.info.name;
-      for (size_t g : gpus) {
-        replica.gpu_uuids.push_back(node.info.gpus[g].uuid);
-        replica.gpu_indices.push_back(node.info.gpus[g].index);
-      }
-      assignment.replicas.push_back(std::move(replica));
-    }
-    decision.assignment = std::move(assignment);
-    return decision;
-  }
+PlacementDecision PlacementEngine::Place(const Pool& pool, const WorkloadSpec& spec, WorkloadId id,
+                                         const MigQueue& mig_queue) {
+  Placer placer(pool, spec, id, mig_queue, *policy_, options_, tie_rng_);
+  return placer.Run();
+}
 
-  // Nothing fits now. Would anything fit if every cluster (in any state) were empty?
-  const std::string what = Describe(spec);
-  const ClusterSlots* ever_cluster = nullptr;
-  ClusterFit ever_best;
-  for (const ClusterSlots& cluster : pool.clusters()) {
-    ClusterFit fit = FitCluster(cluster, spec, /*ignore_owners=*/true);
-    if (ever_cluster == nullptr || fit.best_replicas > ever_best.best_replicas) {
-      ever_cluster = &cluster;
-      ever_best = fit;
+WorkloadMix MixOf(Pool& pool, const std::vector<WorkloadSpec>& specs, double coverage) {
+  // Typical workloads as in the paper's simulator: group by (CPU, share per GPU, GPU count,
+  // allowed models; MIG profile), most popular first until `coverage` of all workloads is
+  // covered, weights renormalised over the kept ones. Host memory is not part of the key.
+  using Key = std::tuple<uint64_t, uint32_t, uint32_t, std::string, std::string>;
+  std::map<Key, uint64_t> counts;
+  uint64_t total = 0;
+  for (const WorkloadSpec& s : specs) {
+    const Demand d = Demand::Of(s);
+    counts[Key{d.cpu_millis, d.milli, d.gpus, absl::StrJoin(s.gpu_models, "|"), d.mig_profile}] +=
+        s.replicas;
+    total += s.replicas;
+  }
+  std::vector<std::pair<uint64_t, Key>> ordered;
+  for (const auto& [k, n] : counts) ordered.emplace_back(n, k);
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second > b.second; });
+  WorkloadMix mix;
+  uint64_t covered = 0;
+  for (const auto& [n, k] : ordered) {
+    if (total > 0 && static_cast<double>(covered) >= coverage * static_cast<double>(total)) break;
+    const auto& [cpu, milli, gpus, models, mig] = k;
+    MixEntry e;
+    e.demand.cpu_millis = cpu;
+    e.demand.milli = milli;
+    e.demand.gpus = gpus;
+    e.demand.mig_profile = mig;
+    e.demand.kind = !mig.empty()              ? Demand::Kind::kMig
+                    : gpus == 0               ? Demand::Kind::kNone
+                    : milli < kMilliPerGpu    ? Demand::Kind::kShare
+                                              : Demand::Kind::kWhole;
+    if (!models.empty()) {
+      for (absl::string_view m : absl::StrSplit(models, '|')) e.models.push_back(pool.ModelId(m));
     }
+    e.weight = static_cast<double>(n);
+    covered += n;
+    mix.push_back(std::move(e));
   }
-  if (pool.clusters().empty()) {
-    decision.never_fits = true;
-    decision.reason = absl::StrCat("no clusters are registered; needs ", what);
-    return decision;
-  }
-  if (ever_best.best_replicas < spec.replicas) {
-    decision.never_fits = true;
-    if (ever_best.eligible_free == 0) {
-      decision.reason =
-          absl::StrCat("no cluster can ever hold it: no cluster has GPUs matching ", what);
-    } else if (ever_best.best_replicas == 0) {
-      decision.reason = absl::StrCat("no cluster can ever hold it: needs ", what,
-                                     ", but no node has ", spec.gpus_per_replica,
-                                     " matching GPUs (largest: ", ever_best.largest_node_free,
-                                     " on a node of ", ever_cluster->info.name, ")");
-    } else {
-      decision.reason =
-          absl::StrCat("no cluster can ever hold it: needs ", what, ", but at most ",
-                       ever_best.best_replicas, " of ", spec.replicas, " replicas fit in one ",
-                       Unit(spec), " (best: ", ever_cluster->info.name, ")");
-    }
-    return decision;
-  }
-  if (most_replicas_cluster == nullptr) {
-    decision.reason = absl::StrCat("waiting for a cluster to become ready (",
-                                   absl::StrJoin(not_ready, ", "), "); needs ", what);
-    return decision;
-  }
-  decision.reason = absl::StrCat(
-      "waiting for capacity: needs ", what, "; ", free_total,
-      " matching GPUs free across ready clusters, at most ", most_replicas.best_replicas, " of ",
-      spec.replicas, spec.replicas == 1 ? " replica" : " replicas",
-      " fit now (best: ", most_replicas_cluster->info.name,
-      ", largest free on one node: ", most_replicas.largest_node_free, ")");
-  if (!not_ready.empty()) {
-    absl::StrAppend(&decision.reason, "; not ready: ", absl::StrJoin(not_ready, ", "));
-  }
-  return decision;
+  for (MixEntry& e : mix) e.weight /= static_cast<double>(std::max<uint64_t>(covered, 1));
+  return mix;
 }
 
 }  // namespace gpufed

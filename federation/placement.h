@@ -1,30 +1,82 @@
 #ifndef GPUFED_FEDERATION_PLACEMENT_H_
 #define GPUFED_FEDERATION_PLACEMENT_H_
 
+// The placement engine: one code path for the live scheduler and the trace simulator.
+//
+// For one workload it applies the hard filters (cluster ready, GPU model, memory, MIG profile,
+// host CPU and memory), enumerates where each replica could go (whole GPUs kept inside the
+// smallest NVLink domain that holds them, a share of one GPU, a free MIG instance, or an idle
+// GPU repartitioned for the profile), lets the policy score each candidate, and packs gangs all
+// or nothing into the smallest topology group — node, NVLink domain, rack, block, cluster — that
+// holds them. When nothing fits it says why, naming the nearest blocker.
+
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "federation/policy.h"
 #include "federation/pool.h"
 #include "federation/types.h"
 
 namespace gpufed {
 
 struct PlacementDecision {
-  // Set when the whole gang fits now.
+  // Set when the whole gang fits now; carries any MIG repartitions it needs.
   std::optional<Assignment> assignment;
-  // When it does not fit: why, in words a person can act on.
+  // When it does not fit: why, in words a person can act on (the nearest blocker).
   std::string reason;
   // True when no cluster could hold it even if it were empty: waiting will not help.
   bool never_fits = false;
 };
 
-// Scheduler v0: best-fit gang placement. Every replica's GPUs sit on one node; all replicas sit in
-// one cluster (all or nothing) and, if the spec asks, on one node / NVLink domain / rack. Among
-// all clusters and groups that hold the gang, picks the one leaving the fewest eligible GPUs free
-// on the nodes it touches (tightest fit), which keeps whole nodes free for big gangs. Only READY
-// clusters take new work. Deterministic: ties go to the first cluster by name, then node order.
-// Does not modify the pool.
-PlacementDecision PlaceBestFit(const Pool& pool, const WorkloadSpec& spec);
+struct PlacementOptions {
+  std::string policy = "gpufed";
+  uint64_t seed = 1;
+  // Among equally good candidates, pick one at random (seeded) instead of the first. The
+  // paper's simulator (kube-scheduler) breaks ties at random; the live scheduler does too so
+  // that equal nodes wear evenly.
+  bool random_ties = true;
+  // Clusters whose nodes are scored for one request, tightest first (all of them when the pool
+  // has fewer). Bounds the work per placement in a federation of thousands of clusters.
+  int max_clusters_scored = 16;
+  // Partitioning authority: may change the MIG layout of idle MIG-capable GPUs.
+  bool partitioning = true;
+};
+
+// MIG demand still queued, per profile name: feeds the layout chosen when a GPU is
+// repartitioned ("serve the queue").
+using MigQueue = std::map<std::string, uint32_t>;
+
+class PlacementEngine {
+ public:
+  // INVALID_ARGUMENT for an unknown policy.
+  static absl::StatusOr<std::unique_ptr<PlacementEngine>> Create(PlacementOptions options);
+
+  // Places `spec` on `pool` (not modified). `id` names the workload in repartition reasons.
+  PlacementDecision Place(const Pool& pool, const WorkloadSpec& spec, WorkloadId id = 0,
+                          const MigQueue& mig_queue = {});
+
+  // The workload distribution fragmentation-aware policies measure against. Model names are
+  // interned through `pool`.
+  void SetMix(const WorkloadMix& mix) { policy_->SetMix(mix); }
+  PlacementPolicy& policy() { return *policy_; }
+  const PlacementOptions& options() const { return options_; }
+
+ private:
+  explicit PlacementEngine(PlacementOptions options, std::unique_ptr<PlacementPolicy> policy);
+
+  PlacementOptions options_;
+  std::unique_ptr<PlacementPolicy> policy_;
+  std::mt19937_64 tie_rng_;
+};
+
+// The typical workloads of a list of specs, as the FGD paper's simulator derives them: specs
+// grouped by (CPU, share per GPU, GPU count, allowed models, MIG profile), the most common first
+// until `coverage` of all replicas is covered, weights renormalised to sum to 1. Models are
+// interned through `pool`.
+WorkloadMix MixOf(Pool& pool, const std::vector<WorkloadSpec>& specs, double coverage = 0.95);
 
 }  // namespace gpufed
 

@@ -2,29 +2,76 @@
 #define GPUFED_FEDERATION_POOL_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "federation/types.h"
 
 namespace gpufed {
 
-// One node's GPUs and who holds each.
+inline constexpr uint32_t kMilliPerGpu = 1000;
+inline constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
+
+// What one replica holds on one GPU.
+struct GpuHold {
+  WorkloadId id = 0;
+  uint32_t milli = kMilliPerGpu;  // 1000: the whole GPU
+};
+
+// The live state of one GPU. A GPU without MIG is shared by milli-GPUs (whole-GPU holders take
+// 1000); a MIG-enabled GPU is used only through its instances, one holder each.
+struct GpuSlot {
+  uint32_t milli_free = kMilliPerGpu;  // 0 when unhealthy or MIG-enabled
+  absl::InlinedVector<GpuHold, 2> holders;
+  std::vector<WorkloadId> mig_owners;  // parallel to GpuInfo::mig_layout; 0 = free
+  uint16_t model = 0;                  // interned model id (Pool::ModelName)
+
+  // Nothing runs on it: no holder and no bound MIG instance.
+  bool Idle() const;
+};
+
+// One node's GPUs and host resources, and who holds what.
 struct NodeSlots {
   NodeInfo info;
-  std::vector<WorkloadId> owners;  // parallel to info.gpus; 0 = free
-  uint32_t free = 0;               // free and healthy GPUs
+  std::vector<GpuSlot> gpus;  // parallel to info.gpus
+  // Host resources left; kUnlimited when the inventory does not report them.
+  uint64_t cpu_free = kUnlimited;
+  uint64_t memory_free = kUnlimited;
+  uint32_t free = 0;  // whole GPUs free for non-MIG use (healthy, not MIG-enabled, no holder)
+
+  // The workload holding GPU `g` (the first one, if it is shared); 0 if none.
+  WorkloadId HolderOf(size_t g) const;
+  // Index of the GPU with this uuid; -1 if absent.
+  int FindGpu(absl::string_view uuid) const;
 };
 
 struct ClusterSlots {
   ClusterInfo info;
   ClusterState state = ClusterState::kReady;
   uint64_t epoch = 1;
-  std::vector<NodeSlots> nodes;  // in inventory order
+  std::vector<NodeSlots> nodes;                       // in inventory order
+  std::unordered_map<std::string, uint32_t> node_at;  // node name -> index in nodes
+  // Per interned model id: whole GPUs free in the cluster and the most on one node; the largest
+  // share left on one GPU; free MIG instances and idle MIG-capable GPUs. Kept current by the pool
+  // so placement can skip clusters that cannot hold a request without looking at their nodes.
+  struct ModelSummary {
+    uint32_t whole_free = 0;
+    uint32_t max_node_whole_free = 0;
+    uint32_t max_gpu_milli_free = 0;
+    uint32_t mig_free_instances = 0;
+    uint32_t mig_idle_capable = 0;
+    uint64_t milli_free = 0;
+  };
+  std::vector<ModelSummary> summary;  // indexed by model id
+
+  const NodeSlots* FindNode(absl::string_view name) const;
 };
 
 struct ModelCount {
@@ -38,9 +85,16 @@ struct ClusterCapacity {
   std::map<std::string, ModelCount> by_model;
 };
 
-// The unified capacity pool held in memory by the scheduler: every cluster, node and GPU, and
-// which workload holds each GPU. Rebuilt from PostgreSQL at start; kept current from committed
-// changes. Not thread-safe: one owner (the scheduler) mutates it; readers get copies.
+// Host resources one replica takes on its node.
+struct HostDemand {
+  uint64_t cpu_millis = 0;
+  uint64_t memory_mib = 0;
+};
+
+// The unified capacity pool held in memory by the scheduler (and by the simulator): every
+// cluster, node and GPU, and which workload holds each GPU, share of a GPU or MIG instance.
+// Rebuilt from PostgreSQL at start; kept current from committed changes. Not thread-safe: one
+// owner mutates it; readers get copies.
 class Pool {
  public:
   // Adds or replaces a cluster's inventory and state. Allocations of workloads on that cluster
@@ -48,11 +102,14 @@ class Pool {
   void UpsertCluster(const Cluster& cluster);
   void SetClusterState(absl::string_view cluster, ClusterState state);
 
-  // Marks the assignment's GPUs as held by `id`. FAILED_PRECONDITION if a GPU is held by another
-  // workload or `id` already holds an allocation; the pool is unchanged then. GPUs unknown to the pool are remembered and applied if
-  // the cluster's inventory brings them back.
-  absl::Status Allocate(WorkloadId id, const Assignment& assignment);
-  // Frees whatever `id` holds; no-op if nothing.
+  // Applies the assignment's repartitions, then marks what each replica takes as held by `id`:
+  // whole GPUs, a share of one GPU (`gpu_milli`) or a MIG instance, plus `host` per replica.
+  // FAILED_PRECONDITION if something is held by another workload, does not fit, or `id` already
+  // holds an allocation; the pool is unchanged then. Parts of the assignment unknown to the pool
+  // (a node or GPU the inventory lost) are remembered and applied if the inventory brings them
+  // back.
+  absl::Status Allocate(WorkloadId id, const Assignment& assignment, HostDemand host = {});
+  // Frees whatever `id` holds; no-op if nothing. MIG layouts stay as they are.
   void Release(WorkloadId id);
   bool Holds(WorkloadId id) const { return allocations_.contains(id); }
   size_t allocation_count() const { return allocations_.size(); }
@@ -61,16 +118,41 @@ class Pool {
   const std::vector<ClusterSlots>& clusters() const { return clusters_; }
   const ClusterSlots* FindCluster(absl::string_view name) const;
 
+  // Interned GPU model ids: stable for the life of the pool.
+  uint16_t ModelId(absl::string_view model);
+  int FindModelId(absl::string_view model) const;  // -1 if unknown
+  const std::string& ModelName(uint16_t id) const { return models_[id]; }
+  size_t model_count() const { return models_.size(); }
+
+  // Repartitions applied since the pool was built (partitioning authority, for reports).
+  uint64_t repartitions_applied() const { return repartitions_applied_; }
+
   static ClusterCapacity CapacityOf(const ClusterSlots& cluster);
 
  private:
+  struct Allocation {
+    Assignment assignment;
+    HostDemand host;
+  };
+
   ClusterSlots* MutableCluster(absl::string_view name);
-  // Applies (or clears, with owner 0) the owner on the GPUs the assignment names.
-  void Mark(const Assignment& assignment, WorkloadId owner);
+  NodeSlots MakeNode(const NodeInfo& info);
+  // Checks that the allocation fits (ignoring what `id` itself holds); OK or why not.
+  absl::Status CheckFits(WorkloadId id, const ClusterSlots& cluster,
+                         const Allocation& alloc) const;
+  // Applies (or, with `release`, removes) the allocation on the cluster's slots.
+  void Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, bool release);
+  void RefreshSummary(ClusterSlots& cluster);
 
   std::vector<ClusterSlots> clusters_;
-  std::unordered_map<WorkloadId, Assignment> allocations_;
+  std::unordered_map<WorkloadId, Allocation> allocations_;
+  std::vector<std::string> models_;
+  std::unordered_map<std::string, uint16_t> model_ids_;
+  uint64_t repartitions_applied_ = 0;
 };
+
+// Recomputes a node's `free` count and `milli_free` per GPU from its holders (after an edit).
+void RecountNode(NodeSlots& node);
 
 }  // namespace gpufed
 

@@ -13,7 +13,8 @@ namespace {
 
 // Workloads with the same shape get the same answer within a cycle once one of them failed:
 // capacity only shrinks during a cycle. This keeps a long queue of identical jobs cheap.
-using ShapeKey = std::tuple<uint32_t, uint32_t, std::vector<std::string>, uint64_t, Topology>;
+using ShapeKey = std::tuple<uint32_t, uint32_t, std::vector<std::string>, uint64_t, Topology,
+                            std::string, uint32_t, uint64_t, uint64_t>;
 
 // The words of a reason without its figures: a change here is news to the user.
 std::string ReasonWords(const std::string& reason) {
@@ -26,14 +27,23 @@ std::string ReasonWords(const std::string& reason) {
 }
 
 ShapeKey ShapeOf(const WorkloadSpec& spec) {
-  return {spec.replicas, spec.gpus_per_replica, spec.gpu_models, spec.min_gpu_memory_mib,
-          spec.topology};
+  return {spec.replicas,   spec.gpus_per_replica, spec.gpu_models,
+          spec.min_gpu_memory_mib, spec.topology, spec.mig_profile,
+          spec.gpu_milli,  spec.cpu_millis,       spec.memory_mib};
 }
 
 }  // namespace
 
 Scheduler::Scheduler(WorkloadStore* workloads, ClusterStore* clusters, SchedulerOptions options)
     : workloads_(workloads), clusters_(clusters), options_(options) {
+  absl::StatusOr<std::unique_ptr<PlacementEngine>> engine =
+      PlacementEngine::Create(options_.placement);
+  if (!engine.ok()) {
+    PlacementOptions fallback = options_.placement;
+    fallback.policy = PlacementOptions().policy;
+    engine = PlacementEngine::Create(fallback);
+  }
+  engine_ = *std::move(engine);
   absl::MutexLock lock(&mu_);
   snapshot_ = std::make_shared<const Pool>();
 }
@@ -54,7 +64,7 @@ absl::Status Scheduler::Rebuild() {
   for (const Workload& w : active) {
     // Conflicts cannot happen for committed data unless two schedulers ran at once; keep the
     // first holder and let the operator see the error in the log via the status.
-    (void)pool_.Allocate(w.id, w.assignment);
+    (void)pool_.Allocate(w.id, w.assignment, HostDemand{w.spec.cpu_millis, w.spec.memory_mib});
   }
   RETURN_IF_ERROR(ReloadPending());
   Publish();
@@ -74,6 +84,7 @@ void Scheduler::Enqueue(const Workload& workload) {
   // A late notification (or a reload racing a placement) may carry a stale PENDING copy of a
   // workload this scheduler already placed; the pool knows better.
   if (pool_.Holds(workload.id)) return;
+  RememberSpec(workload.spec);
   QueueKey key{-workload.spec.priority, workload.id};
   queue_[key] = Queued{workload, workload.pending_reason, cycle_};
   queued_ids_[workload.id] = key;
@@ -119,9 +130,28 @@ bool Scheduler::DrainInbox() {
   return !inbox.clusters.empty() || !inbox.states.empty() || !inbox.released.empty();
 }
 
+void Scheduler::RememberSpec(const WorkloadSpec& spec) {
+  recent_specs_.push_back(spec);
+  while (recent_specs_.size() > options_.mix_window) recent_specs_.pop_front();
+  mix_stale_ = true;
+}
+
+void Scheduler::RefreshMix() {
+  if (!mix_stale_ || (cycle_ % options_.mix_refresh_cycles != 1 && cycle_ > 1)) return;
+  engine_->SetMix(MixOf(pool_, {recent_specs_.begin(), recent_specs_.end()}));
+  mix_stale_ = false;
+}
+
 absl::StatusOr<CycleResult> Scheduler::RunCycle() {
   const bool pool_changed = DrainInbox();
   ++cycle_;
+  RefreshMix();
+  // MIG demand still queued: a GPU repartitioned now is laid out to serve it.
+  MigQueue mig_queue;
+  for (const auto& [key, queued] : queue_) {
+    const WorkloadSpec& spec = queued.workload.spec;
+    if (!spec.mig_profile.empty()) mig_queue[spec.mig_profile] += spec.replicas;
+  }
   CycleResult result;
   result.stats.pending = static_cast<int>(queue_.size());
 
@@ -151,9 +181,16 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
                failed != failed_shapes.end()) {
       reason = failed->second;
     } else {
-      PlacementDecision decision = PlaceBestFit(pool_, spec);
+      PlacementDecision decision =
+          engine_->Place(pool_, spec, queued.workload.id, mig_queue);
       if (decision.assignment) {
-        if (pool_.Allocate(queued.workload.id, *decision.assignment).ok()) {
+        if (pool_.Allocate(queued.workload.id, *decision.assignment,
+                           HostDemand{spec.cpu_millis, spec.memory_mib})
+                .ok()) {
+          if (!spec.mig_profile.empty()) {
+            uint32_t& left = mig_queue[spec.mig_profile];
+            left -= std::min(left, spec.replicas);
+          }
           Transition t;
           t.id = queued.workload.id;
           t.from = WorkloadState::kPending;
@@ -162,6 +199,10 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
           t.reason = absl::StrCat("placed on ", decision.assignment->cluster, " (",
                                   decision.assignment->replicas.size(), " replica",
                                   decision.assignment->replicas.size() == 1 ? "" : "s", ")");
+          for (const Repartition& r : decision.assignment->repartitions) {
+            absl::StrAppend(&t.reason, "; ", r.node, "/", r.gpu_uuid, ": ", r.reason);
+            ++result.stats.repartitions;
+          }
           t.assignment = std::move(decision.assignment);
           transitions.push_back(std::move(t));
           continue;

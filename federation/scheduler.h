@@ -1,6 +1,7 @@
 #ifndef GPUFED_FEDERATION_SCHEDULER_H_
 #define GPUFED_FEDERATION_SCHEDULER_H_
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "federation/placement.h"
 #include "federation/pool.h"
 #include "federation/store.h"
 
@@ -24,6 +26,13 @@ struct SchedulerOptions {
   // free") is rewritten only after this many cycles: rewriting thousands of rows on every
   // capacity change would cost more than the scheduling itself.
   uint64_t reason_refresh_cycles = 500;
+  // Placement policy and its knobs (federation/placement.h). An unknown policy name falls back
+  // to the default; the server validates the name before it gets here.
+  PlacementOptions placement;
+  // Fragmentation-aware policies measure against the typical workloads of the most recent
+  // submissions: this many, refreshed every `mix_refresh_cycles` cycles when new ones arrived.
+  size_t mix_window = 2000;
+  uint64_t mix_refresh_cycles = 50;
 };
 
 struct CycleStats {
@@ -32,6 +41,7 @@ struct CycleStats {
   int placed = 0;
   int lost_races = 0;  // placements whose guard failed (cancelled meanwhile)
   int reasons_written = 0;
+  int repartitions = 0;  // MIG layout changes decided (partitioning authority)
 };
 
 struct CycleResult {
@@ -39,9 +49,10 @@ struct CycleResult {
   CycleStats stats;
 };
 
-// Scheduler v0 (DESIGN.md §6): holds the pool and the pending queue in memory, takes the queue in
-// priority order, decides a batch of gang placements (PlaceBestFit) and commits them in one
-// transaction; every workload left PENDING carries a reason.
+// The scheduler (DESIGN.md §6): holds the pool and the pending queue in memory, takes the queue in
+// priority order, decides a batch of gang placements with the placement engine (the same one the
+// simulator runs) and commits them in one transaction; every workload left PENDING carries a
+// reason.
 //
 // Thread-safety: RunCycle/Rebuild must be called from one thread (the scheduler loop). The
 // Notify* methods and Snapshot are safe from any thread; notifications are applied at the start
@@ -96,6 +107,8 @@ class Scheduler {
 
   // Applies notifications; true if the pool changed.
   bool DrainInbox();
+  void RememberSpec(const WorkloadSpec& spec);
+  void RefreshMix();
   void Enqueue(const Workload& workload);
   void Publish();
 
@@ -108,6 +121,9 @@ class Scheduler {
   std::map<QueueKey, Queued> queue_;
   std::map<WorkloadId, QueueKey> queued_ids_;
   uint64_t cycle_ = 0;
+  std::unique_ptr<PlacementEngine> engine_;
+  std::deque<WorkloadSpec> recent_specs_;
+  bool mix_stale_ = false;
 
   mutable absl::Mutex mu_;
   Inbox inbox_ ABSL_GUARDED_BY(mu_);

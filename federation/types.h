@@ -75,8 +75,19 @@ struct WorkloadSpec {
   Topology topology = Topology::kNone;
   int64_t estimated_duration_ms = 0;
   RunSpec run;
+  // What one replica takes besides whole GPUs. At most one of these two is set, and then
+  // gpus_per_replica is 1: a MIG instance of this profile (e.g. "3g.40gb"; the profile names the
+  // product's geometry, federation/mig.h), or this share of one GPU in milli-GPUs (1..999),
+  // shared with other workloads on the same GPU.
+  std::string mig_profile;
+  uint32_t gpu_milli = 0;
+  // Host resources per replica; 0: not requested.
+  uint64_t cpu_millis = 0;
+  uint64_t memory_mib = 0;
 
   uint32_t TotalGpus() const { return replicas * gpus_per_replica; }
+  // True when a replica takes part of one GPU (a fraction or a MIG instance).
+  bool SharesGpu() const { return gpu_milli > 0 || !mig_profile.empty(); }
   bool operator==(const WorkloadSpec&) const = default;
 };
 
@@ -84,8 +95,36 @@ struct ReplicaAssignment {
   std::string node;
   std::vector<std::string> gpu_uuids;
   std::vector<uint32_t> gpu_indices;  // node-local, same order as gpu_uuids
+  // 0: the listed GPUs are the replica's alone. Otherwise the replica holds this share of the
+  // one listed GPU (milli-GPUs), next to other workloads.
+  uint32_t gpu_milli = 0;
+  // Set: the replica holds the MIG instance of this profile at memory slot `mig_start` on the
+  // one listed GPU.
+  std::string mig_profile;
+  int32_t mig_start = -1;
 
   bool operator==(const ReplicaAssignment&) const = default;
+};
+
+// One GPU instance on a MIG-enabled GPU: a profile at a memory-slot start.
+struct MigInstance {
+  std::string profile;
+  int start = 0;
+
+  bool operator==(const MigInstance&) const = default;
+};
+
+// The control plane's decision to change a GPU's MIG layout (partitioning authority): made only
+// for a GPU nothing runs on, carried with the assignment that needs it, applied by the agent
+// before it starts the replicas. `mig_enabled` false turns MIG off (the whole GPU again).
+struct Repartition {
+  std::string node;
+  std::string gpu_uuid;
+  bool mig_enabled = false;
+  std::vector<MigInstance> layout;
+  std::string reason;  // why, in words: "3g.40gb for workload 17; queue wants 2x 1g.10gb"
+
+  bool operator==(const Repartition&) const = default;
 };
 
 // Workload -> cluster (+ epoch) -> per replica the node and GPUs.
@@ -93,6 +132,8 @@ struct Assignment {
   std::string cluster;
   uint64_t epoch = 0;
   std::vector<ReplicaAssignment> replicas;
+  // MIG layout changes the agent applies before starting the replicas; usually empty.
+  std::vector<Repartition> repartitions;
 
   bool empty() const { return cluster.empty(); }
   bool operator==(const Assignment&) const = default;
@@ -134,13 +175,17 @@ struct GpuInfo {
   std::string pcie_switch;
   bool mig_capable = false;
   bool healthy = true;
+  // MIG mode and the GPU instances that exist (valid for the model's geometry). A MIG-enabled
+  // GPU serves only MIG requests, one workload per instance.
+  bool mig_enabled = false;
+  std::vector<MigInstance> mig_layout;
 
   bool operator==(const GpuInfo&) const = default;
 };
 
 struct NodeInfo {
   std::string name;
-  std::string rack;
+  std::string rack;   // fabric location: rack, and the block (pod / spine group) the rack is in
   std::string block;
   uint64_t cpu_millis = 0;
   uint64_t memory_mib = 0;

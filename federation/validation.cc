@@ -1,10 +1,14 @@
 #include "federation/validation.h"
 
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "federation/gpu_catalog.h"
+#include "federation/mig.h"
 
 namespace gpufed {
 namespace {
@@ -36,6 +40,90 @@ absl::Status ValidateWorkloadName(absl::string_view field, absl::string_view val
   }
   if (value.front() == '-' || value.front() == '.' || value.front() == '_') {
     return Invalid(field, "must start with a letter or digit");
+  }
+  return absl::OkStatus();
+}
+
+std::string ProfileNames(const MigGeometry& geometry) {
+  return absl::StrJoin(geometry.profiles, ", ", [](std::string* out, const MigProfile& p) {
+    absl::StrAppend(out, p.name);
+  });
+}
+
+// A MIG profile must name an instance on at least one GPU model the spec allows; profile names
+// are per product (mig.h), so the message lists what each allowed model offers.
+absl::Status ValidateMigProfile(const WorkloadSpec& spec) {
+  constexpr absl::string_view kField = "spec.per_replica.mig_profile";
+  std::vector<const MigGeometry*> geometries;
+  if (spec.gpu_models.empty()) {
+    for (absl::string_view model : MigModels()) geometries.push_back(FindMigGeometry(model));
+  } else {
+    for (const std::string& model : spec.gpu_models) {
+      if (const MigGeometry* g = FindMigGeometry(model)) geometries.push_back(g);
+    }
+    if (geometries.empty()) {
+      return Invalid(kField, absl::StrCat("none of spec.gpu_models (",
+                                          absl::StrJoin(spec.gpu_models, ", "),
+                                          ") supports MIG (MIG models: ",
+                                          absl::StrJoin(MigModels(), ", "), ")"));
+    }
+  }
+  std::vector<std::string> offers;
+  for (const MigGeometry* g : geometries) {
+    if (g->Find(spec.mig_profile) != nullptr) return absl::OkStatus();
+    offers.push_back(absl::StrCat(g->model, " (valid: ", ProfileNames(*g), ")"));
+  }
+  if (spec.gpu_models.empty()) {
+    return Invalid(kField, absl::StrCat(Quote(spec.mig_profile),
+                                        " is not a MIG profile of any GPU model: ",
+                                        absl::StrJoin(offers, "; ")));
+  }
+  return Invalid(kField, absl::StrCat(Quote(spec.mig_profile), " is not a MIG profile of ",
+                                      absl::StrJoin(offers, " or ")));
+}
+
+// The part of a replica that is less than a GPU: a fraction or a MIG instance.
+absl::Status ValidateGpuShare(const WorkloadSpec& spec) {
+  if (!spec.mig_profile.empty() && spec.gpu_milli > 0) {
+    return Invalid("spec.per_replica", "give at most one of mig_profile and gpu_milli");
+  }
+  if (!spec.SharesGpu()) return absl::OkStatus();
+  if (spec.gpus_per_replica != 1) {
+    return Invalid("spec.per_replica.gpus",
+                   absl::StrFormat("must be 1 when a replica takes part of a GPU (mig_profile or "
+                                   "gpu_milli), got %d",
+                                   spec.gpus_per_replica));
+  }
+  if (spec.gpu_milli > kMaxGpuMilli) {
+    return Invalid("spec.per_replica.gpu_milli",
+                   absl::StrFormat("must be 1..%d, got %d (a whole GPU is gpus: 1)", kMaxGpuMilli,
+                                   spec.gpu_milli));
+  }
+  if (!spec.mig_profile.empty()) return ValidateMigProfile(spec);
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGpuMig(const GpuInfo& gpu, const std::string& gfield) {
+  if (!gpu.mig_enabled) {
+    if (!gpu.mig_layout.empty()) {
+      return Invalid(absl::StrCat(gfield, ".mig_layout"),
+                     "a MIG layout needs mig_enabled: true");
+    }
+    return absl::OkStatus();
+  }
+  const std::string efield = absl::StrCat(gfield, ".mig_enabled");
+  std::optional<GpuModel> model = FindGpuModel(gpu.model);
+  if (!model->mig_capable || !gpu.mig_capable) {
+    return Invalid(efield, absl::StrCat(gpu.model, gpu.mig_capable ? "" : " (mig_capable: false)",
+                                        " does not support MIG"));
+  }
+  const MigGeometry* geometry = FindMigGeometry(gpu.model);
+  if (geometry == nullptr) {
+    return Invalid(efield, absl::StrCat("gpufed has no MIG geometry for ", gpu.model,
+                                        " (MIG models: ", absl::StrJoin(MigModels(), ", "), ")"));
+  }
+  if (absl::Status s = ValidateMigLayout(*geometry, gpu.mig_layout); !s.ok()) {
+    return Invalid(absl::StrCat(gfield, ".mig_layout"), s.message());
   }
   return absl::OkStatus();
 }
@@ -93,6 +181,7 @@ absl::Status ValidateSpec(const WorkloadSpec& spec) {
     }
     if (!seen.insert(model).second) return Invalid(field, absl::StrCat("duplicate ", Quote(model)));
   }
+  if (auto s = ValidateGpuShare(spec); !s.ok()) return s;
   if (spec.min_gpu_memory_mib > 0) {
     bool any = false;
     for (const GpuModel& m : GpuCatalog()) {
@@ -154,6 +243,7 @@ absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeIn
                        absl::StrCat("unknown GPU model ", Quote(gpu.model),
                                     " (known: ", KnownGpuModelNames(), ")"));
       }
+      if (auto s = ValidateGpuMig(gpu, gfield); !s.ok()) return s;
     }
   }
   return absl::OkStatus();

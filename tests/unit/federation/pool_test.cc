@@ -46,8 +46,8 @@ TEST(PoolTest, InventoryReplacementKeepsAllocations) {
   pool.UpsertCluster(MakeCluster("a", 2, 4, "L4"));
   EXPECT_EQ(Pool::CapacityOf(*pool.FindCluster("a")).free, 6u);
   const NodeSlots& n1 = pool.FindCluster("a")->nodes[1];
-  EXPECT_EQ(n1.owners[0], 1);
-  EXPECT_EQ(n1.owners[1], 1);
+  EXPECT_EQ(n1.HolderOf(0), 1);
+  EXPECT_EQ(n1.HolderOf(1), 1);
 }
 
 TEST(PoolTest, UnhealthyGpusAreNotFree) {
@@ -90,8 +90,8 @@ TEST(PoolTest, AWorkloadIsNeverMovedBySecondAllocation) {
   ASSERT_TRUE(pool.Allocate(5, first).ok());
   EXPECT_EQ(pool.Allocate(5, second).code(), absl::StatusCode::kFailedPrecondition);
   // The first allocation still stands: its GPU is not handed out again.
-  EXPECT_EQ(pool.FindCluster("a")->nodes[0].owners[0], 5);
-  EXPECT_EQ(pool.FindCluster("a")->nodes[1].owners[0], 0);
+  EXPECT_EQ(pool.FindCluster("a")->nodes[0].HolderOf(0), 5);
+  EXPECT_EQ(pool.FindCluster("a")->nodes[1].HolderOf(0), 0);
 }
 
 }  // namespace

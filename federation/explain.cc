@@ -1,0 +1,352 @@
+// Why a request does not fit: the nearest blocker, in words a person can act on (DESIGN.md §6
+// "Explain"), and the topology groups the engine packs gangs into.
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "federation/mig.h"
+#include "federation/placement_internal.h"
+
+namespace gpufed::placement_internal {
+
+absl::string_view LevelName(Level level) {
+  switch (level) {
+    case Level::kNode:
+      return "node";
+    case Level::kDomain:
+      return "NVLink domain";
+    case Level::kRack:
+      return "rack";
+    case Level::kBlock:
+      return "block";
+    case Level::kCluster:
+      return "cluster";
+  }
+  return "group";
+}
+
+std::vector<Level> LevelsFor(Topology topology, uint32_t replicas) {
+  if (replicas <= 1) return {Level::kCluster};  // one replica sits on one node anyway
+  switch (topology) {
+    case Topology::kNone:
+      return {Level::kNode, Level::kDomain, Level::kRack, Level::kBlock, Level::kCluster};
+    case Topology::kSameNode:
+      return {Level::kNode};
+    case Topology::kSameNvlinkDomain:
+      return {Level::kDomain};
+    case Topology::kSameRack:
+      return {Level::kNode, Level::kDomain, Level::kRack};
+  }
+  return {Level::kCluster};
+}
+
+std::vector<Group> GroupsAt(const ClusterSlots& cluster, Level level) {
+  std::vector<Group> groups;
+  const auto n_nodes = static_cast<uint32_t>(cluster.nodes.size());
+  if (level == Level::kCluster) {
+    Group g;
+    g.key = cluster.info.name;
+    g.members.reserve(n_nodes);
+    for (uint32_t n = 0; n < n_nodes; ++n) g.members.push_back(Member{n});
+    groups.push_back(std::move(g));
+    return groups;
+  }
+  if (level == Level::kNode) {
+    groups.reserve(n_nodes);
+    for (uint32_t n = 0; n < n_nodes; ++n) {
+      groups.push_back(Group{cluster.nodes[n].info.name, {Member{n}}});
+    }
+    return groups;
+  }
+  // key -> node -> GPU mask
+  std::map<std::string, std::map<uint32_t, uint64_t>> by_key;
+  for (uint32_t n = 0; n < n_nodes; ++n) {
+    const NodeInfo& info = cluster.nodes[n].info;
+    if (level == Level::kDomain) {
+      for (size_t g = 0; g < info.gpus.size() && g < 64; ++g) {
+        const GpuInfo& gpu = info.gpus[g];
+        // A GPU without NVLink peers is a domain of one.
+        std::string key = gpu.nvlink_domain.empty() ? absl::StrCat(info.name, "/", gpu.uuid)
+                                                    : gpu.nvlink_domain;
+        by_key[key][n] |= uint64_t{1} << g;
+      }
+      continue;
+    }
+    std::string key = level == Level::kBlock && !info.block.empty() ? info.block : info.rack;
+    if (key.empty()) key = info.name;
+    by_key[key][n] = ~uint64_t{0};
+  }
+  groups.reserve(by_key.size());
+  for (auto& [key, nodes] : by_key) {
+    Group g;
+    g.key = key;
+    for (const auto& [n, mask] : nodes) g.members.push_back(Member{n, mask});
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+namespace {
+
+constexpr uint64_t kMany = std::numeric_limits<uint32_t>::max();
+
+std::string Plural(uint64_t n, absl::string_view one, absl::string_view many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
+
+std::string Describe(const WorkloadSpec& spec, const Demand& d) {
+  std::string per;
+  switch (d.kind) {
+    case Demand::Kind::kWhole:
+      per = Plural(d.gpus, "GPU", "GPUs");
+      break;
+    case Demand::Kind::kShare:
+      per = absl::StrCat(d.milli, " milli-GPU");
+      break;
+    case Demand::Kind::kMig:
+      per = absl::StrCat("MIG ", d.mig_profile);
+      break;
+    case Demand::Kind::kNone:
+      per = "no GPU";
+      break;
+  }
+  std::string s = spec.replicas == 1 ? per : absl::StrCat(spec.replicas, " replicas x ", per);
+  if (!spec.gpu_models.empty()) absl::StrAppend(&s, " of ", absl::StrJoin(spec.gpu_models, "|"));
+  if (spec.min_gpu_memory_mib > 0) {
+    absl::StrAppend(&s, " with >= ", spec.min_gpu_memory_mib, " MiB");
+  }
+  if (d.cpu_millis > 0) absl::StrAppend(&s, ", ", d.cpu_millis, " CPU millis");
+  if (d.memory_mib > 0) absl::StrAppend(&s, ", ", d.memory_mib, " MiB host memory");
+  if (spec.topology != Topology::kNone) absl::StrAppend(&s, ", ", TopologyName(spec.topology));
+  return s;
+}
+
+// How many replicas one node (GPUs in `mask`) holds now, or when empty; and how many its GPUs
+// alone would hold (ignoring CPU and memory).
+struct NodeCount {
+  uint64_t replicas = 0;
+  uint64_t gpu_only = 0;
+  uint64_t free_units = 0;  // free whole GPUs / milli / MIG instances, for the totals
+};
+
+NodeCount CountOnNode(const NodeSlots& node, const Filter& f, uint64_t mask, bool empty,
+                      bool partitioning) {
+  NodeCount c;
+  if (!node.info.schedulable) return c;
+  const Demand& d = f.demand;
+  if (d.kind == Demand::Kind::kMig) {
+    for (size_t g = 0; g < node.gpus.size() && g < 64; ++g) {
+      if ((mask & (uint64_t{1} << g)) == 0 || !GpuEligible(f, node, g)) continue;
+      const GpuInfo& info = node.info.gpus[g];
+      const MigGeometry* geo = FindMigGeometry(info.model);
+      const MigProfile* p = geo == nullptr ? nullptr : geo->Find(d.mig_profile);
+      if (p == nullptr) continue;
+      uint64_t n = 0;
+      if (empty || (partitioning && node.gpus[g].Idle())) {
+        n = partitioning || empty ? static_cast<uint64_t>(p->max_count) : 0;
+      } else if (info.mig_enabled) {
+        for (size_t i = 0; i < info.mig_layout.size(); ++i) {
+          n += info.mig_layout[i].profile == d.mig_profile && node.gpus[g].mig_owners[i] == 0;
+        }
+        if (partitioning) n += FreeMigStarts(*geo, info.mig_layout, d.mig_profile).empty() ? 0 : 1;
+      }
+      c.gpu_only += n;
+    }
+    c.free_units = c.gpu_only;
+  } else {
+    ViewIndex vi;
+    const NodeView v = BuildView(node, f, mask, empty, partitioning, &vi);
+    switch (d.kind) {
+      case Demand::Kind::kWhole:
+        c.free_units = v.WholeFree();
+        c.gpu_only = v.WholeFree() / d.gpus;
+        break;
+      case Demand::Kind::kShare:
+        for (uint32_t m : v.milli_free) {
+          c.gpu_only += m / d.milli;
+          c.free_units += m;
+        }
+        break;
+      case Demand::Kind::kNone:
+        c.gpu_only = kMany;
+        break;
+      case Demand::Kind::kMig:
+        break;
+    }
+  }
+  c.replicas = c.gpu_only;
+  const uint64_t cpu = empty && node.info.cpu_millis > 0 ? node.info.cpu_millis : node.cpu_free;
+  const uint64_t mem = empty && node.info.memory_mib > 0 ? node.info.memory_mib : node.memory_free;
+  if (d.cpu_millis > 0 && cpu != kUnlimited) c.replicas = std::min(c.replicas, cpu / d.cpu_millis);
+  if (d.memory_mib > 0 && mem != kUnlimited) c.replicas = std::min(c.replicas, mem / d.memory_mib);
+  return c;
+}
+
+// The group (at `level`) holding the most replicas, over the given clusters.
+struct GroupBest {
+  uint64_t replicas = 0;
+  uint64_t gpu_only = 0;  // the most replicas the GPUs alone would allow, in any group
+  uint64_t units = 0;     // free units in that group
+  std::string where;      // "cluster/key"
+};
+
+GroupBest BestGroup(const std::vector<const ClusterSlots*>& clusters, const Filter& f, Level level,
+                    bool empty, bool partitioning) {
+  GroupBest best;
+  bool have = false;
+  for (const ClusterSlots* cluster : clusters) {
+    for (const Group& g : GroupsAt(*cluster, level)) {
+      uint64_t replicas = 0;
+      uint64_t gpu_only = 0;
+      uint64_t units = 0;
+      for (const Member& m : g.members) {
+        NodeCount c = CountOnNode(cluster->nodes[m.node], f, m.mask, empty, partitioning);
+        replicas = std::min(kMany, replicas + c.replicas);
+        gpu_only = std::min(kMany, gpu_only + c.gpu_only);
+        units += c.free_units;
+      }
+      best.gpu_only = std::max(best.gpu_only, gpu_only);
+      if (!have || replicas > best.replicas || (replicas == best.replicas && units > best.units)) {
+        have = true;
+        best.replicas = replicas;
+        best.units = units;
+        best.where = level == Level::kCluster ? cluster->info.name
+                                              : absl::StrCat(cluster->info.name, "/", g.key);
+      }
+    }
+  }
+  return best;
+}
+
+std::string Units(const Demand& d, uint64_t units) {
+  switch (d.kind) {
+    case Demand::Kind::kWhole:
+      return Plural(units, "free GPU", "free GPUs");
+    case Demand::Kind::kShare:
+      return absl::StrCat(units, " milli-GPU free");
+    case Demand::Kind::kMig:
+      return Plural(units, absl::StrCat("possible ", d.mig_profile, " instance"),
+                    absl::StrCat("possible ", d.mig_profile, " instances"));
+    case Demand::Kind::kNone:
+      break;
+  }
+  return "room";
+}
+
+}  // namespace
+
+void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
+                    const PlacementOptions& options, PlacementDecision* decision) {
+  const Demand& d = f.demand;
+  const std::string what = Describe(spec, d);
+  if (pool.clusters().empty()) {
+    decision->never_fits = true;
+    decision->reason = absl::StrCat("no clusters are registered; needs ", what);
+    return;
+  }
+  std::vector<const ClusterSlots*> all;
+  std::vector<const ClusterSlots*> ready;
+  std::vector<std::string> not_ready;
+  for (const ClusterSlots& c : pool.clusters()) {
+    all.push_back(&c);
+    if (c.state == ClusterState::kReady) {
+      ready.push_back(&c);
+    } else {
+      not_ready.push_back(absl::StrCat(c.info.name, " (", ClusterStateName(c.state), ")"));
+    }
+  }
+  const std::vector<Level> levels = LevelsFor(spec.topology, spec.replicas);
+  const Level unit = levels.back();
+  const uint64_t per_node_need = d.kind == Demand::Kind::kWhole ? d.gpus : 1;
+
+  // Would it fit if every cluster were empty?
+  const GroupBest ever = BestGroup(all, f, unit, /*empty=*/true, options.partitioning);
+  if (ever.replicas < spec.replicas) {
+    decision->never_fits = true;
+    const GroupBest ever_node = BestGroup(all, f, Level::kNode, true, options.partitioning);
+    std::string why;
+    if (ever_node.units == 0 && d.kind != Demand::Kind::kNone) {
+      why = d.kind == Demand::Kind::kMig
+                ? absl::StrCat("no cluster has a MIG-capable GPU offering ", d.mig_profile,
+                               " that matches")
+                : "no cluster has GPUs that match";
+    } else if (ever_node.gpu_only == 0) {
+      why = absl::StrCat("no node has ", per_node_need, " matching GPUs (largest: ",
+                         ever_node.units, " on ", ever_node.where, ")");
+    } else if (ever.gpu_only >= spec.replicas) {
+      why = absl::StrCat("no ", LevelName(unit), " has the CPU and memory for it");
+    } else {
+      why = absl::StrCat("at most ", ever.replicas, " of ", spec.replicas, " replicas fit in one ",
+                         LevelName(unit), " (largest: ", ever.where, ")");
+    }
+    decision->reason = absl::StrCat("no cluster can ever hold it: needs ", what, ", but ", why);
+    return;
+  }
+  if (ready.empty()) {
+    decision->reason = absl::StrCat("waiting for a cluster to become ready (",
+                                    absl::StrJoin(not_ready, ", "), "); needs ", what);
+    return;
+  }
+
+  // It would fit an empty pool: what is in the way now?
+  uint64_t free_units = 0;
+  int clusters_with_free = 0;
+  std::map<std::string, uint64_t> free_by_model;
+  for (const ClusterSlots* c : ready) {
+    uint64_t in_cluster = 0;
+    for (const NodeSlots& node : c->nodes) {
+      const NodeCount nc = CountOnNode(node, f, ~uint64_t{0}, false, options.partitioning);
+      in_cluster += nc.free_units;
+      if (nc.free_units > 0 && !node.info.gpus.empty()) {
+        free_by_model[node.info.gpus.front().model] += nc.free_units;
+      }
+    }
+    free_units += in_cluster;
+    clusters_with_free += in_cluster > 0 ? 1 : 0;
+  }
+  const GroupBest now = BestGroup(ready, f, unit, false, options.partitioning);
+  std::string detail;
+  if (d.kind == Demand::Kind::kNone) {
+    detail = "no node has the CPU and memory free";
+  } else if (free_units == 0) {
+    detail = absl::StrCat("nothing that matches is free (", Units(d, 0), ")");
+  } else {
+    std::vector<std::string> models;
+    for (const auto& [m, n] : free_by_model) models.push_back(absl::StrCat(n, " ", m));
+    detail = absl::StrCat(Units(d, free_units), " (", absl::StrJoin(models, ", "), ") across ",
+                          Plural(clusters_with_free, "cluster", "clusters"), ", but ");
+    if (now.gpu_only >= spec.replicas) {
+      absl::StrAppend(&detail, "no ", LevelName(unit == Level::kCluster ? Level::kNode : unit),
+                      " with them has the CPU and memory free");
+    } else if (spec.replicas == 1) {
+      const bool domain = spec.topology == Topology::kSameNvlinkDomain;
+      const GroupBest node_now =
+          BestGroup(ready, f, domain ? Level::kDomain : Level::kNode, false, options.partitioning);
+      switch (d.kind) {
+        case Demand::Kind::kWhole:
+          absl::StrAppend(&detail, "no ", domain ? "NVLink domain" : "node", " has ", d.gpus, " free (largest: ", node_now.units, " on ",
+                          node_now.where, ")");
+          break;
+        case Demand::Kind::kShare:
+          absl::StrAppend(&detail, "no GPU has ", d.milli, " milli-GPU free");
+          break;
+        default:
+          absl::StrAppend(&detail, "no free ", d.mig_profile, " instance and no idle GPU to ",
+                          options.partitioning ? "repartition" : "use (partitioning is off)");
+          break;
+      }
+    } else {
+      absl::StrAppend(&detail, "no ", LevelName(unit), " holds ", spec.replicas,
+                      " replicas now (largest: ", now.replicas, " in ", now.where, ")");
+    }
+  }
+  decision->reason = absl::StrCat("waiting for capacity: needs ", what, "; ", detail);
+  if (!not_ready.empty()) {
+    absl::StrAppend(&decision->reason, "; not ready: ", absl::StrJoin(not_ready, ", "));
+  }
+}
+
+}  // namespace gpufed::placement_internal
