@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -145,8 +146,10 @@ NodeCount CountOnNode(const NodeSlots& node, const Filter& f, uint64_t mask, boo
       const MigProfile* p = geo == nullptr ? nullptr : geo->Find(d.mig_profile);
       if (p == nullptr) continue;
       uint64_t n = 0;
-      if (empty || (partitioning && node.gpus[g].Idle())) {
-        n = partitioning || empty ? static_cast<uint64_t>(p->max_count) : 0;
+      // Only a MIG-capable GPU (or one already in MIG mode) can ever get the profile.
+      const bool can_partition = info.mig_capable || info.mig_enabled;
+      if (can_partition && (empty || (partitioning && node.gpus[g].Idle()))) {
+        n = static_cast<uint64_t>(p->max_count);
       } else if (info.mig_enabled) {
         for (size_t i = 0; i < info.mig_layout.size(); ++i) {
           n += info.mig_layout[i].profile == d.mig_profile && node.gpus[g].mig_owners[i] == 0;
@@ -259,7 +262,10 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
     }
   }
   const std::vector<Level> levels = LevelsFor(spec.topology, spec.replicas);
-  const Level unit = levels.back();
+  // One replica sits on one node, but with same_nvlink_domain its GPUs must share a domain.
+  const Level unit = spec.replicas <= 1 && spec.topology == Topology::kSameNvlinkDomain
+                         ? Level::kDomain
+                         : levels.back();
   const uint64_t per_node_need = d.kind == Demand::Kind::kWhole ? d.gpus : 1;
 
   // Would it fit if every cluster were empty?
@@ -269,15 +275,68 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
     const GroupBest ever_node = BestGroup(all, f, Level::kNode, true, options.partitioning);
     std::string why;
     if (ever_node.units == 0 && d.kind != Demand::Kind::kNone) {
-      why = d.kind == Demand::Kind::kMig
-                ? absl::StrCat("no cluster has a MIG-capable GPU offering ", d.mig_profile,
-                               " that matches")
-                : "no cluster has GPUs that match";
+      std::set<std::string> present;
+      for (const ClusterSlots* c : all) {
+        for (const NodeSlots& node : c->nodes) {
+          for (const GpuInfo& gpu : node.info.gpus) present.insert(gpu.model);
+        }
+      }
+      const std::string in_pool =
+          present.empty() ? "the pool has no GPUs"
+                          : absl::StrCat("GPU models in the pool: ", absl::StrJoin(present, ", "));
+      if (d.kind == Demand::Kind::kMig) {
+        std::vector<absl::string_view> offering;
+        for (absl::string_view model : MigModels()) {
+          if (FindMigGeometry(model)->Find(d.mig_profile) != nullptr) offering.push_back(model);
+        }
+        why = absl::StrCat(
+            "no cluster has a MIG-capable GPU offering ", d.mig_profile, " that matches (",
+            offering.empty()
+                ? absl::StrCat("no GPU product has a MIG profile ", d.mig_profile)
+                : absl::StrCat(d.mig_profile, " is a profile of ", absl::StrJoin(offering, ", ")),
+            "; ", in_pool, ")");
+      } else {
+        why = absl::StrCat("no cluster has GPUs that match (", in_pool, ")");
+      }
     } else if (ever_node.gpu_only == 0) {
       why = absl::StrCat("no node has ", per_node_need, " matching GPUs (largest: ",
                          ever_node.units, " on ", ever_node.where, ")");
     } else if (ever.gpu_only >= spec.replicas) {
-      why = absl::StrCat("no ", LevelName(unit), " has the CPU and memory for it");
+      // The GPUs would do; the hosts with them are too small. Name the resource if one is.
+      uint64_t max_cpu = 0;
+      uint64_t max_mem = 0;
+      std::string cpu_at;
+      std::string mem_at;
+      for (const ClusterSlots* c : all) {
+        for (const NodeSlots& node : c->nodes) {
+          const NodeCount empty = CountOnNode(node, f, ~uint64_t{0}, true, options.partitioning);
+          if (empty.gpu_only == 0) continue;
+          const uint64_t cpu = node.info.cpu_millis > 0 ? node.info.cpu_millis : kUnlimited;
+          const uint64_t mem = node.info.memory_mib > 0 ? node.info.memory_mib : kUnlimited;
+          if (cpu_at.empty() || cpu > max_cpu) {
+            max_cpu = cpu;
+            cpu_at = absl::StrCat(c->info.name, "/", node.info.name);
+          }
+          if (mem_at.empty() || mem > max_mem) {
+            max_mem = mem;
+            mem_at = absl::StrCat(c->info.name, "/", node.info.name);
+          }
+        }
+      }
+      if (d.cpu_millis > max_cpu) {
+        why = absl::StrCat("no node with matching GPUs has ", d.cpu_millis,
+                           " CPU millis (largest: ", max_cpu, " on ", cpu_at, ")");
+      } else if (d.memory_mib > max_mem) {
+        why = absl::StrCat("no node with matching GPUs has ", d.memory_mib,
+                           " MiB of host memory (largest: ", max_mem, " on ", mem_at, ")");
+      } else {
+        why = absl::StrCat("no ", LevelName(spec.replicas <= 1 ? Level::kNode : unit),
+                           " has the CPU and memory for it");
+      }
+    } else if (spec.replicas <= 1 && ever.gpu_only == 0) {
+      // Only with same_nvlink_domain: the node has the GPUs, no domain does.
+      why = absl::StrCat("no ", LevelName(unit), " has ", per_node_need,
+                         " matching GPUs (largest: ", ever.units, " on ", ever.where, ")");
     } else {
       why = absl::StrCat("at most ", ever.replicas, " of ", spec.replicas, " replicas fit in one ",
                          LevelName(unit), " (largest: ", ever.where, ")");
@@ -311,11 +370,17 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
   std::string detail;
   if (d.kind == Demand::Kind::kNone) {
     detail = "no node has the CPU and memory free";
+  } else if (free_units == 0 && d.kind == Demand::Kind::kMig && !options.partitioning) {
+    detail = absl::StrCat("no free ", d.mig_profile,
+                          " instance, and partitioning is off (the engine does not change MIG "
+                          "layouts)");
   } else if (free_units == 0) {
     detail = absl::StrCat("nothing that matches is free (", Units(d, 0), ")");
   } else {
     std::vector<std::string> models;
-    for (const auto& [m, n] : free_by_model) models.push_back(absl::StrCat(n, " ", m));
+    for (const auto& [m, n] : free_by_model) {
+      models.push_back(absl::StrCat(n, d.kind == Demand::Kind::kWhole ? " " : " on ", m));
+    }
     detail = absl::StrCat(Units(d, free_units), " (", absl::StrJoin(models, ", "), ") across ",
                           Plural(clusters_with_free, "cluster", "clusters"), ", but ");
     if (now.gpu_only >= spec.replicas) {
@@ -327,12 +392,23 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
           BestGroup(ready, f, domain ? Level::kDomain : Level::kNode, false, options.partitioning);
       switch (d.kind) {
         case Demand::Kind::kWhole:
-          absl::StrAppend(&detail, "no ", domain ? "NVLink domain" : "node", " has ", d.gpus, " free (largest: ", node_now.units, " on ",
-                          node_now.where, ")");
+          absl::StrAppend(&detail, "no ", domain ? "NVLink domain" : "node", " has ", d.gpus,
+                          " free (largest: ", node_now.units, " on ", node_now.where, ")");
           break;
-        case Demand::Kind::kShare:
-          absl::StrAppend(&detail, "no GPU has ", d.milli, " milli-GPU free");
+        case Demand::Kind::kShare: {
+          uint32_t most = 0;
+          for (const ClusterSlots* c : ready) {
+            for (const NodeSlots& node : c->nodes) {
+              if (!node.info.schedulable) continue;
+              for (size_t g = 0; g < node.gpus.size(); ++g) {
+                if (GpuEligible(f, node, g)) most = std::max(most, node.gpus[g].milli_free);
+              }
+            }
+          }
+          absl::StrAppend(&detail, "no GPU has ", d.milli,
+                          " milli-GPU free (most on one GPU: ", most, ")");
           break;
+        }
         default:
           absl::StrAppend(&detail, "no free ", d.mig_profile, " instance and no idle GPU to ",
                           options.partitioning ? "repartition" : "use (partitioning is off)");

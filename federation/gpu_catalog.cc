@@ -27,7 +27,11 @@ constexpr std::array<GpuModel, 15> kModels{{
     {"V100-16GB", 16384, false},
     {"V100-32GB", 32768, false},
     {"P100", 16384, false},
-    {"GB200", 189471, true},
+    // GB200 (one Blackwell GPU of a GB200 superchip, e.g. in an NVL72 rack): 189471 MiB is the
+    // memory.total commonly reported by nvidia-smi [U] (not in the reference). The MIG guide lists
+    // GB200 as MIG-capable [V], but reference/nvidia-gpus.md has no placement table for it, so
+    // gpufed treats it as not MIG-capable until federation/mig.h has its geometry.
+    {"GB200", 189471, false},
 }};
 
 }  // namespace

@@ -497,7 +497,21 @@ Assignment Placer::ToAssignment(const ClusterSlots& cluster,
       r.mig_start = c.mig.start;
     }
     for (const Repartition& off : c.mig_off) a.repartitions.push_back(off);
-    if (c.repartition) a.repartitions.push_back(*c.repartition);
+    if (c.repartition) {
+      // A later replica of the gang may add an instance to a GPU an earlier one repartitioned:
+      // its layout extends the earlier one, so the GPU gets one change with both reasons.
+      auto same =
+          std::find_if(a.repartitions.begin(), a.repartitions.end(), [&](const Repartition& p) {
+            return p.node == c.repartition->node && p.gpu_uuid == c.repartition->gpu_uuid;
+          });
+      if (same == a.repartitions.end()) {
+        a.repartitions.push_back(*c.repartition);
+      } else {
+        same->mig_enabled = c.repartition->mig_enabled;
+        same->layout = c.repartition->layout;
+        absl::StrAppend(&same->reason, "; ", c.repartition->reason);
+      }
+    }
     a.replicas.push_back(std::move(r));
   }
   return a;

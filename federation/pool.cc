@@ -17,12 +17,36 @@ void TakeHost(NodeSlots& node, HostDemand host, bool release) {
   Adjust(node.memory_free, host.memory_mib, release);
 }
 
-// Sets a GPU's MIG mode and layout; all instances free.
+// Sets a GPU's MIG mode and layout. Instances that stay (same profile and start) keep their
+// owner; the others are free.
 void SetLayout(NodeSlots& node, size_t g, bool enabled, const std::vector<MigInstance>& layout) {
   GpuInfo& info = node.info.gpus[g];
+  std::vector<MigInstance> old_layout = std::move(info.mig_layout);
+  std::vector<WorkloadId> old_owners = std::move(node.gpus[g].mig_owners);
   info.mig_enabled = enabled;
   info.mig_layout = enabled ? layout : std::vector<MigInstance>{};
-  node.gpus[g].mig_owners.assign(info.mig_layout.size(), 0);
+  std::vector<WorkloadId>& owners = node.gpus[g].mig_owners;
+  owners.assign(info.mig_layout.size(), 0);
+  for (size_t i = 0; i < old_layout.size() && i < old_owners.size(); ++i) {
+    auto it = std::find(info.mig_layout.begin(), info.mig_layout.end(), old_layout[i]);
+    if (it != info.mig_layout.end()) owners[it - info.mig_layout.begin()] = old_owners[i];
+  }
+}
+
+// A layout change may touch a busy GPU only when every bound MIG instance stays (the engine adds
+// an instance in free space beside running ones); anything else needs an idle GPU.
+bool MayRepartition(const NodeSlots& node, size_t g, const Repartition& r) {
+  const GpuSlot& slot = node.gpus[g];
+  if (slot.Idle()) return true;
+  if (!slot.holders.empty() || !r.mig_enabled) return false;
+  const std::vector<MigInstance>& layout = node.info.gpus[g].mig_layout;
+  for (size_t i = 0; i < layout.size() && i < slot.mig_owners.size(); ++i) {
+    if (slot.mig_owners[i] != 0 &&
+        std::find(r.layout.begin(), r.layout.end(), layout[i]) == r.layout.end()) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // Applies one replica to a node (or removes it, with `release`). With `strict`, refuses what
@@ -229,7 +253,7 @@ void Pool::Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, b
       if (it == cluster.node_at.end()) continue;
       NodeSlots& node = cluster.nodes[it->second];
       const int g = node.FindGpu(r.gpu_uuid);
-      if (g < 0 || !node.gpus[g].Idle()) continue;
+      if (g < 0 || !MayRepartition(node, g, r)) continue;
       SetLayout(node, g, r.mig_enabled, r.layout);
       RecountNode(node);
     }
@@ -272,9 +296,10 @@ absl::Status Pool::Allocate(WorkloadId id, const Assignment& assignment, HostDem
     const GpuInfo& info = node->info.gpus[g];
     const bool same = info.mig_enabled == r.mig_enabled && (!r.mig_enabled || info.mig_layout == r.layout);
     if (same) continue;
-    if (!node->gpus[g].Idle()) {
-      return absl::FailedPreconditionError(absl::StrCat("cannot repartition GPU ", r.gpu_uuid,
-                                                        " on ", r.node, ": it is in use"));
+    if (!MayRepartition(*node, g, r)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot repartition GPU ", r.gpu_uuid, " on ", r.node,
+                       ": it is in use (a new layout must keep every bound MIG instance)"));
     }
     SetLayout(*node, g, r.mig_enabled, r.layout);
     RecountNode(*node);

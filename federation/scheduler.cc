@@ -280,6 +280,18 @@ std::shared_ptr<const Pool> Scheduler::Snapshot() const {
   return snapshot_;
 }
 
+PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
+  PlacementOptions options = options_.placement;
+  options.random_ties = false;
+  absl::StatusOr<std::unique_ptr<PlacementEngine>> engine = PlacementEngine::Create(options);
+  if (!engine.ok()) {
+    options.policy = PlacementOptions().policy;
+    engine = PlacementEngine::Create(options);
+  }
+  std::shared_ptr<const Pool> pool = Snapshot();
+  return (*engine)->Place(*pool, spec);
+}
+
 int Scheduler::pending_count() const {
   absl::MutexLock lock(&mu_);
   return pending_count_;

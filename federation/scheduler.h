@@ -84,6 +84,10 @@ class Scheduler {
   // The pool as of the end of the last cycle.
   std::shared_ptr<const Pool> Snapshot() const;
 
+  // Evaluates `spec` against the latest snapshot with the scheduler's placement options, without
+  // placing anything: the explanation `gpufedctl explain` shows. Safe from any thread.
+  PlacementDecision Explain(const WorkloadSpec& spec) const;
+
   // Queue length after the last cycle.
   int pending_count() const;
 

@@ -1,0 +1,228 @@
+// Explain: when a request does not fit, PlacementDecision.reason names the nearest blocker in
+// words a person can act on, and never_fits says whether waiting can help.
+
+#include "absl/strings/str_cat.h"
+#include "federation/placement.h"
+#include "gtest/gtest.h"
+#include "tests/unit/federation/placement_fixtures.h"
+
+namespace gpufed {
+namespace {
+
+using testing::ClusterOf;
+using testing::Gpus;
+using testing::MigSpec;
+using testing::Node;
+using testing::Options;
+using testing::PlaceWith;
+using testing::ShareOn;
+using testing::ShareSpec;
+using testing::Spec;
+using testing::WholeOn;
+
+PlacementDecision Place(const Pool& pool, const WorkloadSpec& spec, bool partitioning = true) {
+  PlacementOptions o = Options("gpufed");
+  o.partitioning = partitioning;
+  return PlaceWith(pool, spec, o);
+}
+
+// A DGX node "name" (8 H100, one NVLink domain "<name>-nvl") with the first `busy` GPUs taken.
+Cluster DgxCluster(const std::string& cluster, const std::string& node) {
+  return ClusterOf(cluster, {Node(node, Gpus(node, 8, "H100-80GB", node + "-nvl"), "r0")});
+}
+
+TEST(ExplainTest, NoClusters) {
+  Pool pool;
+  PlacementDecision d = Place(pool, Spec(1, 1));
+  EXPECT_FALSE(d.assignment.has_value());
+  EXPECT_TRUE(d.never_fits);
+  EXPECT_EQ(d.reason, "no clusters are registered; needs 1 GPU");
+}
+
+TEST(ExplainTest, ModelThatNoClusterHas) {
+  Pool pool;
+  pool.UpsertCluster(
+      ClusterOf("c", {Node("n", Gpus("n", 4, "L4")), Node("h", Gpus("h", 8, "H100-80GB"))}));
+  WorkloadSpec spec = Spec(1, 1);
+  spec.gpu_models = {"A100-80GB"};
+  PlacementDecision d = Place(pool, spec);
+  EXPECT_TRUE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "no cluster can ever hold it: needs 1 GPU of A100-80GB, but no cluster has GPUs that "
+            "match (GPU models in the pool: H100-80GB, L4)");
+  // The same for a memory floor nothing meets.
+  spec.gpu_models.clear();
+  spec.min_gpu_memory_mib = 100000;
+  d = Place(pool, spec);
+  EXPECT_TRUE(d.never_fits);
+  EXPECT_NE(d.reason.find("needs 1 GPU with >= 100000 MiB, but no cluster has GPUs that match"),
+            std::string::npos)
+      << d.reason;
+}
+
+TEST(ExplainTest, NeverFitsOnANode) {
+  Pool pool;
+  pool.UpsertCluster(
+      ClusterOf("c", {Node("n0", Gpus("n0", 4, "L4")), Node("n1", Gpus("n1", 4, "L4"))}));
+  PlacementDecision d = Place(pool, Spec(1, 8));
+  EXPECT_TRUE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "no cluster can ever hold it: needs 8 GPUs, but no node has 8 matching GPUs (largest: "
+            "4 on c/n0)");
+}
+
+TEST(ExplainTest, FreeGpusAcrossClustersButNoDomainHoldsTheReplica) {
+  // 14 H100 free across 3 clusters, 6 of them on dgx-03.
+  Pool pool;
+  pool.UpsertCluster(DgxCluster("east", "dgx-01"));
+  pool.UpsertCluster(DgxCluster("west", "dgx-02"));
+  pool.UpsertCluster(DgxCluster("north", "dgx-03"));
+  ASSERT_TRUE(pool.Allocate(1, WholeOn("east", "dgx-01", {0, 1, 2, 3})).ok());
+  ASSERT_TRUE(pool.Allocate(2, WholeOn("west", "dgx-02", {4, 5, 6, 7})).ok());
+  ASSERT_TRUE(pool.Allocate(3, WholeOn("north", "dgx-03", {0, 7})).ok());
+  WorkloadSpec spec = Spec(1, 8);
+  spec.topology = Topology::kSameNvlinkDomain;
+  PlacementDecision d = Place(pool, spec);
+  EXPECT_FALSE(d.assignment.has_value());
+  EXPECT_FALSE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "waiting for capacity: needs 8 GPUs, same_nvlink_domain; 14 free GPUs (14 H100-80GB) "
+            "across 3 clusters, but no NVLink domain has 8 free (largest: 6 on north/dgx-03-nvl)");
+  // Without the requirement the blocker is the node.
+  d = Place(pool, Spec(1, 8));
+  EXPECT_EQ(d.reason,
+            "waiting for capacity: needs 8 GPUs; 14 free GPUs (14 H100-80GB) across 3 clusters, "
+            "but no node has 8 free (largest: 6 on north/dgx-03)");
+}
+
+TEST(ExplainTest, ShareThatNoGpuCanHoldNow) {
+  Pool pool;
+  pool.UpsertCluster(ClusterOf("c", {Node("n", Gpus("n", 2, "L4"))}));
+  ASSERT_TRUE(pool.Allocate(1, ShareOn("c", "n", 0, 600)).ok());
+  ASSERT_TRUE(pool.Allocate(2, ShareOn("c", "n", 1, 700)).ok());
+  PlacementDecision d = Place(pool, ShareSpec(500));
+  EXPECT_FALSE(d.assignment.has_value());
+  EXPECT_FALSE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "waiting for capacity: needs 500 milli-GPU; 700 milli-GPU free (700 on L4) across 1 "
+            "cluster, but no GPU has 500 milli-GPU free (most on one GPU: 400)");
+  // 400 does fit.
+  EXPECT_TRUE(Place(pool, ShareSpec(400)).assignment.has_value());
+}
+
+TEST(ExplainTest, MigProfileNobodyOffers) {
+  Pool pool;
+  pool.UpsertCluster(ClusterOf(
+      "c", {Node("a", Gpus("a", 2, "A100-40GB", "", true, 40536)), Node("l", Gpus("l", 2, "L4"))}));
+  PlacementDecision d = Place(pool, MigSpec("3g.40gb"));
+  EXPECT_TRUE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "no cluster can ever hold it: needs MIG 3g.40gb, but no cluster has a MIG-capable GPU "
+            "offering 3g.40gb that matches (3g.40gb is a profile of A100-80GB, H100-80GB; GPU "
+            "models in the pool: A100-40GB, L4)");
+  d = Place(pool, MigSpec("5g.50gb"));
+  EXPECT_TRUE(d.never_fits);
+  EXPECT_NE(d.reason.find("no GPU product has a MIG profile 5g.50gb"), std::string::npos)
+      << d.reason;
+}
+
+TEST(ExplainTest, MigOnAGpuThatIsNotMigCapableNeverFits) {
+  // An inventory that reports its H100s without MIG support (e.g. disabled by the operator).
+  Pool pool;
+  pool.UpsertCluster(
+      ClusterOf("c", {Node("h", Gpus("h", 2, "H100-80GB", "", /*mig_capable=*/false))}));
+  PlacementDecision d = Place(pool, MigSpec("3g.40gb"));
+  EXPECT_FALSE(d.assignment.has_value());
+  EXPECT_TRUE(d.never_fits) << d.reason;
+  EXPECT_NE(d.reason.find("no cluster has a MIG-capable GPU offering 3g.40gb"), std::string::npos)
+      << d.reason;
+}
+
+TEST(ExplainTest, HostCpuBlocker) {
+  Pool pool;
+  pool.UpsertCluster(ClusterOf("c", {Node("n0", Gpus("n0", 2, "L4"), "r0", "", 8000, 65536),
+                                     Node("n1", Gpus("n1", 2, "L4"), "r0", "", 16000, 65536)}));
+  WorkloadSpec spec = Spec(1, 1);
+  spec.cpu_millis = 32000;
+  PlacementDecision d = Place(pool, spec);
+  EXPECT_TRUE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "no cluster can ever hold it: needs 1 GPU, 32000 CPU millis, but no node with matching "
+            "GPUs has 32000 CPU millis (largest: 16000 on c/n1)");
+  spec.cpu_millis = 0;
+  spec.memory_mib = 100000;
+  d = Place(pool, spec);
+  EXPECT_TRUE(d.never_fits);
+  EXPECT_NE(d.reason.find("no node with matching GPUs has 100000 MiB of host memory (largest: "
+                          "65536 on c/n0)"),
+            std::string::npos)
+      << d.reason;
+
+  // Fits an empty node, but the CPU is taken now.
+  spec.memory_mib = 0;
+  spec.cpu_millis = 10000;
+  ASSERT_TRUE(pool.Allocate(1, WholeOn("c", "n1", {0}), {12000, 0}).ok());
+  d = Place(pool, spec);
+  EXPECT_FALSE(d.assignment.has_value());
+  EXPECT_FALSE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "waiting for capacity: needs 1 GPU, 10000 CPU millis; 3 free GPUs (3 L4) across 1 "
+            "cluster, but no node with them has the CPU and memory free");
+}
+
+TEST(ExplainTest, NotReadyClusters) {
+  Pool pool;
+  pool.UpsertCluster(ClusterOf("a", {Node("n", Gpus("n", 1, "L4"))}));
+  pool.UpsertCluster(ClusterOf("b", {Node("m", Gpus("m", 1, "L4"))}));
+  pool.SetClusterState("a", ClusterState::kUnreachable);
+  pool.SetClusterState("b", ClusterState::kDraining);
+  PlacementDecision d = Place(pool, Spec(1, 1));
+  EXPECT_FALSE(d.assignment.has_value());
+  EXPECT_FALSE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "waiting for a cluster to become ready (a (unreachable), b (draining)); needs 1 GPU");
+
+  // One ready cluster that is full, one that is not ready.
+  pool.SetClusterState("a", ClusterState::kReady);
+  ASSERT_TRUE(pool.Allocate(1, WholeOn("a", "n", {0})).ok());
+  d = Place(pool, Spec(1, 1));
+  EXPECT_FALSE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "waiting for capacity: needs 1 GPU; nothing that matches is free (0 free GPUs); not "
+            "ready: b (draining)");
+}
+
+TEST(ExplainTest, MigWithPartitioningOff) {
+  Pool pool;
+  pool.UpsertCluster(
+      ClusterOf("c", {Node("a", Gpus("a", 1, "A100-80GB", "", /*mig_capable=*/true))}));
+  PlacementDecision d = Place(pool, MigSpec("3g.40gb"), /*partitioning=*/false);
+  EXPECT_FALSE(d.assignment.has_value());
+  EXPECT_FALSE(d.never_fits) << d.reason;
+  EXPECT_EQ(d.reason,
+            "waiting for capacity: needs MIG 3g.40gb; no free 3g.40gb instance, and partitioning "
+            "is off (the engine does not change MIG layouts)");
+}
+
+TEST(ExplainTest, GangThatNeverFitsInOneCluster) {
+  Pool pool;
+  pool.UpsertCluster(DgxCluster("a", "dgx-01"));
+  pool.UpsertCluster(DgxCluster("b", "dgx-02"));
+  PlacementDecision d = Place(pool, Spec(2, 8));
+  EXPECT_TRUE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "no cluster can ever hold it: needs 2 replicas x 8 GPUs, but at most 1 of 2 replicas "
+            "fit in one cluster (largest: a)");
+}
+
+TEST(ExplainTest, ReasonIsEmptyWhenItFits) {
+  Pool pool;
+  pool.UpsertCluster(DgxCluster("a", "dgx-01"));
+  PlacementDecision d = Place(pool, Spec(1, 8));
+  ASSERT_TRUE(d.assignment.has_value());
+  EXPECT_TRUE(d.reason.empty()) << d.reason;
+  EXPECT_FALSE(d.never_fits);
+}
+
+}  // namespace
+}  // namespace gpufed
