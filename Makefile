@@ -25,7 +25,7 @@ CLANG_TIDY ?= clang-tidy
 PROGRAMS := gpufed-server gpufed-agent gpufedctl
 
 # Hand-written C++ sources (generated code lives in the build directory and is never formatted).
-SOURCE_DIRS := api federation storage auth server agent cli tests bench
+SOURCE_DIRS := api federation sim storage auth server agent cli tests bench
 
 .DEFAULT_GOAL := help
 .PHONY: help deps build configure programs test demo bench format format-check tidy clean

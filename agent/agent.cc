@@ -9,7 +9,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "federation/mig.h"
 #include "federation/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -41,6 +43,22 @@ google::protobuf::Timestamp ToProto(absl::Time t) {
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+std::string LayoutText(const google::protobuf::RepeatedPtrField<v1::MigInstance>& layout) {
+  if (layout.empty()) return "no instances";
+  return absl::StrJoin(layout, ",", [](std::string* out, const v1::MigInstance& m) {
+    absl::StrAppend(out, m.profile(), "@", m.start());
+  });
+}
+
+bool SameLayout(const google::protobuf::RepeatedPtrField<v1::MigInstance>& a,
+                const google::protobuf::RepeatedPtrField<v1::MigInstance>& b) {
+  if (a.size() != b.size()) return false;
+  for (int i = 0; i < a.size(); ++i) {
+    if (a[i].profile() != b[i].profile() || a[i].start() != b[i].start()) return false;
+  }
+  return true;
 }
 
 std::string Describe(const grpc::Status& s) {
@@ -81,6 +99,7 @@ Agent::Agent(AgentOptions options, ClusterTopology topology)
     : options_(std::move(options)),
       topology_(std::move(topology)),
       heartbeat_interval_(options_.default_heartbeat_interval),
+      inventory_(topology_.inventory),
       rng_(std::random_device{}()) {}
 
 Agent::~Agent() {
@@ -113,7 +132,14 @@ AgentStats Agent::Stats() const {
   s.unacked_statuses = outbox_.size();
   s.known_workloads = workloads_.size();
   s.duplicate_assignments = duplicate_assignments_;
+  s.repartitions_applied = repartitions_applied_;
+  s.inventory_updates_sent = inventory_updates_sent_;
   return s;
+}
+
+v1::Inventory Agent::Inventory() const {
+  absl::MutexLock lock(&mu_);
+  return inventory_;
 }
 
 absl::Duration Agent::Jitter(absl::Duration d) {
@@ -309,6 +335,16 @@ void Agent::SendLoop(Stream* stream) {
       }
       next_scan = now + scan_every;
     }
+    if (inventory_dirty_) {
+      // Before statuses: the server should know the new layout before the workloads on it run.
+      v1::AgentMessage m;
+      m.set_seq(++seq_);
+      m.set_epoch(epoch_);
+      *m.mutable_inventory()->mutable_inventory() = inventory_;
+      out.push_back(std::move(m));
+      inventory_dirty_ = false;
+      ++inventory_updates_sent_;
+    }
     while (!send_queue_.empty()) {
       v1::AgentMessage m;
       v1::StatusReport* report = m.mutable_status();
@@ -416,6 +452,11 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
       Record r;
       r.epoch = a.assignment().epoch() != 0 ? a.assignment().epoch() : epoch_;
       r.time = now;
+      for (const v1::ReplicaAssignment& ra : a.assignment().replicas()) {
+        for (const std::string& uuid : ra.gpu_uuids()) {
+          r.gpus.push_back(GpuUse{ra.node(), uuid, ra.mig_profile(), ra.mig_start()});
+        }
+      }
       workloads_.emplace(id, std::move(r));
       ++active_count_;
       to_start.push_back(&a);
@@ -425,12 +466,14 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
     }
   }
   for (const v1::WorkAssignment* a : to_start) {
-    const absl::Status started = backend_->Start(*a);
+    // MIG layout changes come first: the replicas may need the instances they create.
+    const absl::Status repartitioned = ApplyRepartitions(*a);
+    const absl::Status started = repartitioned.ok() ? backend_->Start(*a) : repartitioned;
     if (started.ok()) continue;
     absl::MutexLock lock(&mu_);
     auto it = workloads_.find(a->workload_id());
     if (it == workloads_.end() || !IsActive(it->second.state)) continue;
-    if (absl::IsFailedPrecondition(started)) {
+    if (repartitioned.ok() && absl::IsFailedPrecondition(started)) {
       // The backend is shutting down: forget the id rather than fail the workload, so the
       // server sees it missing and places it again.
       workloads_.erase(it);
@@ -440,6 +483,88 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
     Finish(a->workload_id(), it->second, v1::WORKLOAD_STATE_FAILED, 0,
            absl::StrCat("not started: ", started.message()), absl::Now());
   }
+}
+
+absl::Status Agent::ApplyRepartitions(const v1::WorkAssignment& work) {
+  const auto& changes = work.assignment().repartitions();
+  for (int i = 0; i < changes.size(); ++i) {
+    const v1::Repartition& change = changes[i];
+    const std::string field = absl::StrCat("assignment.repartitions[", i, "]");
+    {
+      absl::MutexLock lock(&mu_);
+      const v1::Gpu* gpu = nullptr;
+      for (const v1::Node& node : inventory_.nodes()) {
+        if (node.name() != change.node()) continue;
+        for (const v1::Gpu& g : node.gpus()) {
+          if (g.uuid() == change.gpu_uuid()) gpu = &g;
+        }
+      }
+      if (gpu == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": no GPU ", change.gpu_uuid(), " on node ", change.node()));
+      }
+      // Already in effect (a resent assignment, or two assignments carrying the same change).
+      if (gpu->mig_enabled() == change.mig_enabled() &&
+          SameLayout(gpu->mig_layout(), change.layout())) {
+        continue;
+      }
+      if (change.mig_enabled()) {
+        const MigGeometry* geometry = FindMigGeometry(gpu->model());
+        if (!gpu->mig_capable() || geometry == nullptr) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(field, ": GPU ", gpu->uuid(), " (", gpu->model(), ") cannot run MIG"));
+        }
+        std::vector<MigInstance> layout;
+        for (const v1::MigInstance& m : change.layout()) {
+          layout.push_back(MigInstance{m.profile(), static_cast<int>(std::min(m.start(), 64u))});
+        }
+        if (absl::Status valid = ValidateMigLayout(*geometry, layout); !valid.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(field, ".layout: ", valid.message()));
+        }
+      } else if (!change.layout().empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".layout: must be empty when MIG is turned off"));
+      }
+      // What other active workloads hold on this GPU must survive the change: only MIG
+      // instances that the new layout keeps at the same place.
+      for (const auto& [id, r] : workloads_) {
+        if (id == work.workload_id() || !IsActive(r.state)) continue;
+        for (const GpuUse& use : r.gpus) {
+          if (use.uuid != change.gpu_uuid() || use.node != change.node()) continue;
+          bool kept = false;
+          if (change.mig_enabled() && !use.mig_profile.empty()) {
+            for (const v1::MigInstance& m : change.layout()) {
+              kept = kept || (m.profile() == use.mig_profile && m.start() == use.mig_start);
+            }
+          }
+          if (!kept) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                field, ": GPU ", change.gpu_uuid(), " on node ", change.node(),
+                " is in use by workload ", id, ", which the new layout would take away"));
+          }
+        }
+      }
+    }
+    // Without the lock: a backend on real GPUs may take a while.
+    RETURN_IF_ERROR(backend_->Repartition(change));
+    absl::MutexLock lock(&mu_);
+    for (v1::Node& node : *inventory_.mutable_nodes()) {
+      if (node.name() != change.node()) continue;
+      for (v1::Gpu& g : *node.mutable_gpus()) {
+        if (g.uuid() != change.gpu_uuid()) continue;
+        g.set_mig_enabled(change.mig_enabled());
+        *g.mutable_mig_layout() = change.layout();
+      }
+    }
+    ++repartitions_applied_;
+    inventory_dirty_ = true;
+    changed_.SignalAll();
+    spdlog::info("repartitioned GPU {} on node {} for workload {}: MIG {} ({}); reason: {}",
+                 change.gpu_uuid(), change.node(), work.workload_id(),
+                 change.mig_enabled() ? "on" : "off", LayoutText(change.layout()),
+                 change.reason().empty() ? "none given" : change.reason());
+  }
+  return absl::OkStatus();
 }
 
 void Agent::HandleCancel(const v1::CancelBatch& batch) {
@@ -522,6 +647,7 @@ void Agent::OnEvent(WorkloadEvent event) {
 void Agent::Finish(const std::string& id, Record& r, v1::WorkloadState state, int32_t exit_code,
                    std::string message, absl::Time time) {
   if (IsActive(r.state)) --active_count_;
+  r.gpus.clear();
   r.state = state;
   r.exit_code = exit_code;
   r.message = std::move(message);
@@ -582,7 +708,9 @@ v1::AgentMessage Agent::BuildRegister() {
   v1::Register* reg = m.mutable_register_();
   reg->set_cluster(topology_.cluster);
   *reg->mutable_info() = topology_.info;
-  *reg->mutable_inventory() = topology_.inventory;
+  // The current inventory: it replaces whatever the server had, so a pending update is moot.
+  *reg->mutable_inventory() = inventory_;
+  inventory_dirty_ = false;
   reg->set_agent_version(options_.agent_version);
   for (const auto& [id, r] : workloads_) {
     if (IsActive(r.state) || (IsTerminal(r.state) && !r.terminal_acked)) {

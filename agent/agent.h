@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -59,6 +60,10 @@ struct AgentStats {
   size_t known_workloads = 0;
   // Assignments ignored because the id was already known.
   uint64_t duplicate_assignments = 0;
+  // MIG repartitions applied to the inventory (ones already in effect are not counted).
+  uint64_t repartitions_applied = 0;
+  // InventoryUpdate messages written to the server.
+  uint64_t inventory_updates_sent = 0;
 };
 
 // The agent's side of AgentService.Connect (DESIGN.md §7): dials the server, registers the
@@ -88,12 +93,21 @@ class Agent {
   void Shutdown();
 
   AgentStats Stats() const;
+  // The inventory as the agent reports it now (the topology's, after any repartitions).
+  v1::Inventory Inventory() const;
   const Backend& backend() const { return *backend_; }
 
  private:
   // (workload id, state): how the server's acks name statuses.
   using StatusKey = std::pair<std::string, int>;
 
+  // What one replica of an active workload holds on one GPU.
+  struct GpuUse {
+    std::string node;
+    std::string uuid;
+    std::string mig_profile;  // set: only this MIG instance
+    uint32_t mig_start = 0;
+  };
   // What the agent knows about one workload id.
   struct Record {
     v1::WorkloadState state = v1::WORKLOAD_STATE_PLACED;  // PLACED: starting
@@ -102,6 +116,7 @@ class Agent {
     absl::Time time;
     uint64_t epoch = 0;  // the assignment's epoch
     bool terminal_acked = false;
+    std::vector<GpuUse> gpus;  // while active, for checking repartitions
   };
   struct OutboxEntry {
     v1::WorkloadStatus status;
@@ -126,6 +141,11 @@ class Agent {
   void HandleCancel(const v1::CancelBatch& batch);
   void HandleAck(const v1::StatusAck& ack);
   void OnEvent(WorkloadEvent event);
+  // Applies the assignment's MIG repartitions to the inventory (through the backend), in order,
+  // before its replicas start. INVALID_ARGUMENT naming the repartition when it names an unknown
+  // GPU or an invalid layout; FAILED_PRECONDITION when another active workload uses what the
+  // change would remove. Repartitions already in effect are skipped.
+  absl::Status ApplyRepartitions(const v1::WorkAssignment& work);
 
   v1::AgentMessage BuildRegister() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::WorkloadStatus StatusOf(const std::string& id, const Record& r) const;
@@ -138,6 +158,7 @@ class Agent {
   absl::Duration Jitter(absl::Duration d);
 
   const AgentOptions options_;
+  // The cluster name and info; the inventory part is only the starting point of inventory_.
   const ClusterTopology topology_;
   std::unique_ptr<Backend> backend_;  // set once in Create
 
@@ -153,6 +174,12 @@ class Agent {
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
   uint64_t registrations_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicate_assignments_ ABSL_GUARDED_BY(mu_) = 0;
+  // What Register and InventoryUpdate report: the topology, changed by repartitions.
+  v1::Inventory inventory_ ABSL_GUARDED_BY(mu_);
+  // The inventory changed since it was last sent (Register or InventoryUpdate).
+  bool inventory_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t repartitions_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t inventory_updates_sent_ ABSL_GUARDED_BY(mu_) = 0;
   // Workloads starting or running (Heartbeat.running).
   size_t active_count_ ABSL_GUARDED_BY(mu_) = 0;
 

@@ -61,6 +61,13 @@ class Backend {
   // Workloads started and not yet ended.
   virtual size_t Active() const = 0;
 
+  // Changes one GPU's MIG mode and layout as the control plane decided (a repartition carried by
+  // an assignment), before the agent starts that assignment. The agent has checked the request
+  // against its inventory and keeps the new layout there; a backend on real GPUs would make it
+  // so on the device (nvidia-smi mig / NVML) and return an error if it cannot. The sim and
+  // process backends have no GPUs to change: the default accepts.
+  virtual absl::Status Repartition(const v1::Repartition& change) { return absl::OkStatus(); }
+
   // Stops all work without reporting it and releases the backend's threads; blocks until done.
   // Idempotent. No callback runs after it returns.
   virtual void Shutdown() = 0;

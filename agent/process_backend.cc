@@ -267,6 +267,17 @@ absl::Status ProcessBackend::Start(const v1::WorkAssignment& work) {
     replica_env["GPUFED_REPLICA_INDEX"] = absl::StrCat(r);
     replica_env["GPUFED_REPLICA_COUNT"] = absl::StrCat(replicas.size());
     replica_env["GPUFED_NODE"] = ra.node();
+    // Part of a GPU: the share, or the MIG instance. CUDA_VISIBLE_DEVICES stays the GPU index;
+    // a backend on real GPUs would hand the replica the MIG device's UUID instead.
+    for (const char* name : {"GPUFED_GPU_MILLI", "GPUFED_MIG_PROFILE", "GPUFED_MIG_START"}) {
+      replica_env.erase(name);
+    }
+    if (!ra.mig_profile().empty()) {
+      replica_env["GPUFED_MIG_PROFILE"] = ra.mig_profile();
+      replica_env["GPUFED_MIG_START"] = absl::StrCat(ra.mig_start());
+    } else if (ra.gpu_milli() > 0) {
+      replica_env["GPUFED_GPU_MILLI"] = absl::StrCat(ra.gpu_milli());
+    }
     CStrings envp;
     envp.owned.reserve(replica_env.size());
     for (const auto& [name, value] : replica_env) envp.owned.push_back(name + "=" + value);

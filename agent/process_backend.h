@@ -34,6 +34,10 @@ struct ProcessBackendOptions {
 // process group and sees
 //   CUDA_VISIBLE_DEVICES  its gpu_indices, comma-separated (gpu_uuids if no indices are given)
 //   GPUFED_WORKLOAD_ID, GPUFED_REPLICA_INDEX, GPUFED_REPLICA_COUNT, GPUFED_NODE
+//   GPUFED_MIG_PROFILE, GPUFED_MIG_START  when it holds a MIG instance (CUDA_VISIBLE_DEVICES
+//                         stays the GPU index here; a backend on real GPUs would resolve the MIG
+//                         device's UUID, MIG-<uuid>, and pass that instead)
+//   GPUFED_GPU_MILLI      when it holds a share of its GPU, in milli-GPUs
 // on top of the spec's env and the agent's own environment minus every GPUFED_* variable (so
 // the agent token never reaches a workload). stdin is /dev/null.
 //

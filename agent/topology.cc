@@ -19,6 +19,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "federation/gpu_catalog.h"
+#include "federation/mig.h"
 #include "federation/status_macros.h"
 
 namespace gpufed::agent {
@@ -338,6 +339,59 @@ class Parser {
     return mig.value_or(model.mig_capable);
   }
 
+  // `mig_enabled` and `mig_layout` (a list of {profile, start}) of one GPU, or of every GPU of a
+  // node group. MIG on needs a MIG-capable GPU whose model has known geometry (federation/mig.h),
+  // and the layout must be valid for it; a layout without MIG on is refused.
+  absl::Status MigMode(const Fields& f, const GpuModel& model, bool mig_capable, v1::Gpu* gpu) {
+    ASSIGN_OR_RETURN(std::optional<bool> enabled, Bool(f, "mig_enabled"));
+    const YAML::Node* layout = f.Find("mig_layout");
+    const std::string lpath = Join(f.path, "mig_layout");
+    const bool has_layout = layout != nullptr && !layout->IsNull();
+    if (!enabled.value_or(false)) {
+      if (has_layout) return Error(*layout, lpath, "a MIG layout needs mig_enabled: true");
+      return absl::OkStatus();
+    }
+    const YAML::Node& at = *f.Find("mig_enabled");
+    const std::string epath = Join(f.path, "mig_enabled");
+    if (!mig_capable) {
+      return Error(at, epath,
+                   absl::StrFormat("%s%s does not support MIG", model.name,
+                                   model.mig_capable ? " (mig_capable: false)" : ""));
+    }
+    const MigGeometry* geometry = FindMigGeometry(model.name);
+    if (geometry == nullptr) {
+      return Error(at, epath,
+                   absl::StrFormat("gpufed has no MIG geometry for %s (MIG models: %s)", model.name,
+                                   absl::StrJoin(MigModels(), ", ")));
+    }
+    gpu->set_mig_enabled(true);
+    if (!has_layout) return absl::OkStatus();
+    if (!layout->IsSequence()) {
+      return Error(*layout, lpath, "must be a list of {profile, start}");
+    }
+    std::vector<MigInstance> instances;
+    for (size_t i = 0; i < layout->size(); ++i) {
+      const YAML::Node item = (*layout)[i];
+      ASSIGN_OR_RETURN(Fields mf, GetFields(item, Index(lpath, i), {"profile", "start"}, *layout));
+      if (item.IsNull()) return Error(item, Index(lpath, i), "must be {profile, start}", *layout);
+      ASSIGN_OR_RETURN(std::string profile, RequiredString(mf, "profile"));
+      ASSIGN_OR_RETURN(std::optional<uint64_t> start, Uint(mf, "start"));
+      if (!start.has_value()) return Error(item, Join(mf.path, "start"), "required", *layout);
+      if (*start >= static_cast<uint64_t>(geometry->memory_slots)) {
+        return Error(*mf.Find("start"), Join(mf.path, "start"),
+                     absl::StrFormat("must be below %d on %s", geometry->memory_slots, model.name));
+      }
+      instances.push_back(MigInstance{profile, static_cast<int>(*start)});
+      if (absl::Status valid = ValidateMigLayout(*geometry, instances); !valid.ok()) {
+        return Error(item, Index(lpath, i), valid.message(), *layout);
+      }
+      v1::MigInstance* m = gpu->add_mig_layout();
+      m->set_profile(profile);
+      m->set_start(static_cast<uint32_t>(*start));
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<uint64_t> GpuMemory(const Fields& f, const GpuModel& model) {
     ASSIGN_OR_RETURN(std::optional<uint64_t> memory, Uint(f, "memory_mib"));
     if (memory.has_value() && *memory == 0) {
@@ -385,12 +439,16 @@ class Parser {
     const std::string gpath = Join(path, "gpus");
     ASSIGN_OR_RETURN(Fields gf, GetFields(*gpus_node, gpath,
                                           {"count", "model", "memory_mib", "nvlink", "numa_nodes",
-                                           "mig_capable", "pcie_switches"},
+                                           "nvlink_domain", "mig_capable", "mig_enabled",
+                                           "mig_layout", "pcie_switches"},
                                           g));
     ASSIGN_OR_RETURN(uint64_t gpu_count, Count(gf, "count", kMaxGpusPerNode));
     ASSIGN_OR_RETURN(GpuModel model, Model(gf));
     ASSIGN_OR_RETURN(uint64_t memory, GpuMemory(gf, model));
     ASSIGN_OR_RETURN(bool mig, MigCapable(gf, model));
+    // Every GPU of the group starts with the same MIG mode and layout.
+    v1::Gpu mig_template;
+    RETURN_IF_ERROR(MigMode(gf, model, mig, &mig_template));
     ASSIGN_OR_RETURN(std::optional<std::string> nvlink, String(gf, "nvlink"));
     const std::string nvl = nvlink.value_or("none");
     if (nvl != "node" && nvl != "pairs" && nvl != "none") {
@@ -400,6 +458,22 @@ class Parser {
     if (nvl == "pairs" && gpu_count % 2 != 0) {
       return Error(*gf.Find("nvlink"), Join(gpath, "nvlink"),
                    absl::StrFormat("pairs needs an even gpus.count (got %d)", gpu_count));
+    }
+    // One named domain for every GPU of every node of the group: an NVLink fabric that spans
+    // nodes, such as a GB200 NVL72 rack.
+    ASSIGN_OR_RETURN(std::optional<std::string> shared_domain, String(gf, "nvlink_domain"));
+    if (shared_domain.has_value() && !shared_domain->empty()) {
+      const YAML::Node& at = *gf.Find("nvlink_domain");
+      if (nvl != "none") {
+        return Error(
+            at, Join(gpath, "nvlink_domain"),
+            absl::StrFormat("give either nvlink (\"%s\") or nvlink_domain, not both", nvl));
+      }
+      if (!IsToken(*shared_domain, kMaxNameLength)) {
+        return Error(at, Join(gpath, "nvlink_domain"),
+                     "must be at most 63 printable characters without spaces");
+      }
+      explicit_domains_.try_emplace(*shared_domain, at, Join(gpath, "nvlink_domain"));
     }
     ASSIGN_OR_RETURN(std::optional<uint64_t> numa_opt, Uint(gf, "numa_nodes"));
     const uint64_t numa_nodes = numa_opt.value_or(1);
@@ -429,15 +503,19 @@ class Parser {
         gpu->set_index(static_cast<uint32_t>(i));
         gpu->set_model(std::string(model.name));
         gpu->set_memory_mib(memory);
-        if (nvl == "node") {
+        if (shared_domain.has_value() && !shared_domain->empty()) {
+          gpu->set_nvlink_domain(*shared_domain);
+        } else if (nvl == "node") {
           gpu->set_nvlink_domain(absl::StrCat(node.name(), "-nvl"));
         } else if (nvl == "pairs") {
           gpu->set_nvlink_domain(absl::StrCat(node.name(), "-nvl", i / 2));
         }
-        if (!gpu->nvlink_domain().empty()) generated_domains_.insert(gpu->nvlink_domain());
+        if (nvl != "none") generated_domains_.insert(gpu->nvlink_domain());
         gpu->set_numa_node(static_cast<int32_t>(i * numa_nodes / gpu_count));
         if (switches > 0) gpu->set_pcie_switch(absl::StrCat("pcie", i * switches / gpu_count));
         gpu->set_mig_capable(mig);
+        gpu->set_mig_enabled(mig_template.mig_enabled());
+        *gpu->mutable_mig_layout() = mig_template.mig_layout();
         gpu->set_healthy(true);
         RETURN_IF_ERROR(AddUuid(gpu->uuid(), *f.Find("name_prefix"), Join(path, "name_prefix")));
       }
@@ -470,11 +548,11 @@ class Parser {
     for (size_t i = 0; i < gpus->size(); ++i) {
       const YAML::Node item = (*gpus)[i];
       const std::string p = Index(gpath, i);
-      ASSIGN_OR_RETURN(Fields gf,
-                       GetFields(item, p,
-                                 {"index", "uuid", "model", "memory_mib", "nvlink_domain",
-                                  "numa_node", "pcie_switch", "mig_capable", "healthy"},
-                                 *gpus));
+      ASSIGN_OR_RETURN(Fields gf, GetFields(item, p,
+                                            {"index", "uuid", "model", "memory_mib",
+                                             "nvlink_domain", "numa_node", "pcie_switch",
+                                             "mig_capable", "mig_enabled", "mig_layout", "healthy"},
+                                            *gpus));
       v1::Gpu* gpu = node.add_gpus();
       ASSIGN_OR_RETURN(std::optional<uint64_t> index, Uint(gf, "index"));
       if (index.value_or(i) >= kMaxGpusPerNode) {
@@ -494,6 +572,7 @@ class Parser {
       gpu->set_memory_mib(memory);
       ASSIGN_OR_RETURN(bool mig, MigCapable(gf, model));
       gpu->set_mig_capable(mig);
+      RETURN_IF_ERROR(MigMode(gf, model, mig, gpu));
       ASSIGN_OR_RETURN(std::optional<bool> healthy, Bool(gf, "healthy"));
       gpu->set_healthy(healthy.value_or(true));
 

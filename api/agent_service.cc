@@ -313,6 +313,8 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
         return HandleHeartbeat();
       case v1::AgentMessage::kStatus:
         return HandleStatuses(m.status().updates(), /*during_register=*/false);
+      case v1::AgentMessage::kInventory:
+        return HandleInventory(m.inventory());
       case v1::AgentMessage::BODY_NOT_SET:
         return absl::InvalidArgumentError("body: empty agent message");
     }
@@ -330,6 +332,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     RETURN_IF_ERROR(ValidateInventory(info, nodes));
     ASSIGN_OR_RETURN(Cluster cluster, ctx_.clusters->RegisterCluster(info, nodes));
     cluster_ = r.cluster();
+    info_ = info;
     {
       absl::MutexLock lock(&mu_);
       epoch_ = cluster.epoch;
@@ -378,6 +381,18 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     }
     if (!to_run.empty()) ctx_.agents->Dispatch(to_run);
     if (cancels.cancel().workload_ids_size() > 0) Send(std::move(cancels));
+    ctx_.wake_scheduler();
+    return absl::OkStatus();
+  }
+
+  // The agent changed its inventory on our behalf (a MIG repartition carried by an assignment):
+  // store it as registration does, with the info registered on this stream.
+  absl::Status HandleInventory(const v1::InventoryUpdate& u) {
+    std::vector<NodeInfo> nodes = NodesFromProto(u.inventory());
+    RETURN_IF_ERROR(ValidateInventory(info_, nodes));
+    ASSIGN_OR_RETURN(Cluster cluster, ctx_.clusters->RegisterCluster(info_, nodes));
+    ctx_.scheduler->NotifyClusterChanged(cluster);
+    spdlog::info("agent for cluster {} updated its inventory: {} nodes", cluster_, nodes.size());
     ctx_.wake_scheduler();
     return absl::OkStatus();
   }
@@ -481,6 +496,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
 
   // Touched only by the one executor task handling this stream's current message.
   std::string cluster_;
+  ClusterInfo info_;  // as registered on this stream
   std::chrono::system_clock::time_point last_heartbeat_write_{};
 
   absl::Mutex mu_;

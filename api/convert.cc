@@ -1,7 +1,10 @@
 #include "api/convert.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 
 namespace gpufed::api {
@@ -9,6 +12,39 @@ namespace {
 
 absl::Status BadEnum(absl::string_view field, int value) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": unknown value ", value));
+}
+
+std::vector<MigInstance> MigLayoutFromProto(
+    const google::protobuf::RepeatedPtrField<v1::MigInstance>& layout) {
+  std::vector<MigInstance> out;
+  out.reserve(layout.size());
+  for (const v1::MigInstance& m : layout) {
+    // Starts are at most 7; anything beyond int range is as invalid as 8 and must stay invalid.
+    out.push_back(
+        MigInstance{m.profile(), static_cast<int>(std::min<uint32_t>(m.start(), 1u << 30))});
+  }
+  return out;
+}
+
+void MigLayoutToProto(const std::vector<MigInstance>& layout,
+                      google::protobuf::RepeatedPtrField<v1::MigInstance>* out) {
+  for (const MigInstance& m : layout) {
+    v1::MigInstance* p = out->Add();
+    p->set_profile(m.profile);
+    p->set_start(static_cast<uint32_t>(std::max(m.start, 0)));
+  }
+}
+
+// Every workload on a GPU, in holding order: whole-GPU or shared holders, then the owners of
+// its MIG instances. "" when idle.
+std::string Holders(const GpuSlot& slot) {
+  std::vector<WorkloadId> ids;
+  const auto add = [&ids](WorkloadId id) {
+    if (id != 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  };
+  for (const GpuHold& h : slot.holders) add(h.id);
+  for (WorkloadId id : slot.mig_owners) add(id);
+  return absl::StrJoin(ids, ",");
 }
 
 }  // namespace
@@ -61,10 +97,27 @@ absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& p) {
     case v1::ReplicaResources::kGpus:
       s.gpus_per_replica = p.per_replica().gpus();
       break;
+    case v1::ReplicaResources::kMigProfile:
+      // A MIG instance lives on one GPU.
+      s.gpus_per_replica = 1;
+      s.mig_profile = p.per_replica().mig_profile();
+      if (s.mig_profile.empty()) {
+        return absl::InvalidArgumentError("spec.per_replica.mig_profile: must not be empty");
+      }
+      break;
+    case v1::ReplicaResources::kGpuMilli:
+      s.gpus_per_replica = 1;
+      s.gpu_milli = p.per_replica().gpu_milli();
+      if (s.gpu_milli == 0) {
+        return absl::InvalidArgumentError("spec.per_replica.gpu_milli: must be 1..999, got 0");
+      }
+      break;
     case v1::ReplicaResources::KIND_NOT_SET:
       return absl::InvalidArgumentError(
-          "spec.per_replica: must say what each replica needs (gpus)");
+          "spec.per_replica: must say what each replica needs (gpus, mig_profile or gpu_milli)");
   }
+  s.cpu_millis = p.per_replica().cpu_millis();
+  s.memory_mib = p.per_replica().memory_mib();
   s.gpu_models.assign(p.gpu_models().begin(), p.gpu_models().end());
   s.min_gpu_memory_mib = p.min_gpu_memory_mib();
   switch (p.topology()) {
@@ -119,7 +172,16 @@ v1::WorkloadSpec SpecToProto(const WorkloadSpec& s) {
   p.set_workload_class(static_cast<v1::WorkloadClass>(static_cast<int>(s.workload_class)));
   p.set_priority(s.priority);
   p.set_replicas(s.replicas);
-  p.mutable_per_replica()->set_gpus(s.gpus_per_replica);
+  auto* per_replica = p.mutable_per_replica();
+  if (!s.mig_profile.empty()) {
+    per_replica->set_mig_profile(s.mig_profile);
+  } else if (s.gpu_milli > 0) {
+    per_replica->set_gpu_milli(s.gpu_milli);
+  } else {
+    per_replica->set_gpus(s.gpus_per_replica);
+  }
+  per_replica->set_cpu_millis(s.cpu_millis);
+  per_replica->set_memory_mib(s.memory_mib);
   for (const auto& m : s.gpu_models) p.add_gpu_models(m);
   p.set_min_gpu_memory_mib(s.min_gpu_memory_mib);
   switch (s.topology) {
@@ -158,6 +220,19 @@ v1::Assignment AssignmentToProto(const Assignment& a) {
     pr->set_node(r.node);
     for (const auto& u : r.gpu_uuids) pr->add_gpu_uuids(u);
     for (uint32_t i : r.gpu_indices) pr->add_gpu_indices(i);
+    pr->set_gpu_milli(r.gpu_milli);
+    if (!r.mig_profile.empty()) {
+      pr->set_mig_profile(r.mig_profile);
+      pr->set_mig_start(static_cast<uint32_t>(std::max(r.mig_start, 0)));
+    }
+  }
+  for (const Repartition& r : a.repartitions) {
+    auto* pr = p.add_repartitions();
+    pr->set_node(r.node);
+    pr->set_gpu_uuid(r.gpu_uuid);
+    pr->set_mig_enabled(r.mig_enabled);
+    MigLayoutToProto(r.layout, pr->mutable_layout());
+    pr->set_reason(r.reason);
   }
   return p;
 }
@@ -171,7 +246,21 @@ Assignment AssignmentFromProto(const v1::Assignment& p) {
     r.node = pr.node();
     r.gpu_uuids.assign(pr.gpu_uuids().begin(), pr.gpu_uuids().end());
     r.gpu_indices.assign(pr.gpu_indices().begin(), pr.gpu_indices().end());
+    r.gpu_milli = pr.gpu_milli();
+    r.mig_profile = pr.mig_profile();
+    r.mig_start = r.mig_profile.empty()
+                      ? -1
+                      : static_cast<int32_t>(std::min<uint32_t>(pr.mig_start(), 1u << 30));
     a.replicas.push_back(std::move(r));
+  }
+  for (const auto& pr : p.repartitions()) {
+    Repartition r;
+    r.node = pr.node();
+    r.gpu_uuid = pr.gpu_uuid();
+    r.mig_enabled = pr.mig_enabled();
+    r.layout = MigLayoutFromProto(pr.layout());
+    r.reason = pr.reason();
+    a.repartitions.push_back(std::move(r));
   }
   return a;
 }
@@ -259,6 +348,8 @@ std::vector<NodeInfo> NodesFromProto(const v1::Inventory& p) {
       g.pcie_switch = pg.pcie_switch();
       g.mig_capable = pg.mig_capable();
       g.healthy = pg.healthy();
+      g.mig_enabled = pg.mig_enabled();
+      g.mig_layout = MigLayoutFromProto(pg.mig_layout());
       n.gpus.push_back(std::move(g));
     }
     nodes.push_back(std::move(n));
@@ -303,12 +394,7 @@ v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool inc
     pn->set_memory_mib(node.memory_mib);
     for (const auto& [k, v] : node.labels) (*pn->mutable_labels())[k] = v;
     pn->set_schedulable(node.schedulable);
-    const NodeSlots* node_slots = nullptr;
-    if (slots != nullptr) {
-      for (const NodeSlots& ns : slots->nodes) {
-        if (ns.info.name == node.name) node_slots = &ns;
-      }
-    }
+    const NodeSlots* node_slots = slots != nullptr ? slots->FindNode(node.name) : nullptr;
     for (const GpuInfo& g : node.gpus) {
       auto* pg = pn->add_gpus();
       pg->set_uuid(g.uuid);
@@ -320,12 +406,11 @@ v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool inc
       pg->set_pcie_switch(g.pcie_switch);
       pg->set_mig_capable(g.mig_capable);
       pg->set_healthy(g.healthy);
+      pg->set_mig_enabled(g.mig_enabled);
+      MigLayoutToProto(g.mig_layout, pg->mutable_mig_layout());
       if (node_slots != nullptr) {
-        for (size_t i = 0; i < node_slots->info.gpus.size(); ++i) {
-          if (node_slots->info.gpus[i].uuid == g.uuid && node_slots->owners[i] != 0) {
-            pg->set_allocated_to(absl::StrCat(node_slots->owners[i]));
-          }
-        }
+        const int i = node_slots->FindGpu(g.uuid);
+        if (i >= 0) pg->set_allocated_to(Holders(node_slots->gpus[i]));
       }
     }
   }

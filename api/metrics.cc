@@ -27,6 +27,12 @@ Metrics::Metrics(prometheus::Registry& registry)
                                .Help("Workloads placed by the scheduler")
                                .Register(registry)
                                .Add({})),
+      mig_repartitions(prometheus::BuildCounter()
+                           .Name("gpufed_mig_repartitions_total")
+                           .Help("MIG layout changes decided by the scheduler (partitioning "
+                                 "authority); each is logged with its reason")
+                           .Register(registry)
+                           .Add({})),
       scheduler_pending(prometheus::BuildGauge()
                             .Name("gpufed_scheduler_pending")
                             .Help("Workloads in the scheduler's pending queue")

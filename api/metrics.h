@@ -23,6 +23,7 @@ struct Metrics {
   prometheus::Family<prometheus::Gauge>& workloads_by_state;
   prometheus::Histogram& scheduler_cycle_seconds;
   prometheus::Counter& scheduler_placements;
+  prometheus::Counter& mig_repartitions;  // MIG layout changes decided (partitioning authority)
   prometheus::Gauge& scheduler_pending;
   prometheus::Gauge& scheduler_leader;
   prometheus::Gauge& agents_connected;

@@ -91,6 +91,43 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Get(grpc::CallbackServerContext* 
   });
 }
 
+grpc::ServerUnaryReactor* WorkloadServiceImpl::Explain(grpc::CallbackServerContext* context,
+                                                       const v1::ExplainRequest* request,
+                                                       v1::ExplainResponse* response) {
+  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
+    ASSIGN_OR_RETURN(Workload w, GetVisible(ctx_, who, id));
+    *response->mutable_workload() = WorkloadToProto(w);
+    switch (w.state) {
+      case WorkloadState::kPending: {
+        PlacementDecision d = ctx_.scheduler->Explain(w.spec);
+        if (d.assignment) {
+          response->set_fits_now_on(d.assignment->cluster);
+          response->set_explanation(absl::StrCat("fits now on ", d.assignment->cluster,
+                                                 "; the scheduler places it in its next cycle"));
+        } else {
+          response->set_explanation(d.reason);
+          response->set_never_fits(d.never_fits);
+        }
+        break;
+      }
+      case WorkloadState::kPlaced:
+      case WorkloadState::kRunning:
+        response->set_explanation(absl::StrCat(StateName(w.state), " on ", w.assignment.cluster,
+                                               " (", w.assignment.replicas.size(), " replica",
+                                               w.assignment.replicas.size() == 1 ? "" : "s",
+                                               ")"));
+        break;
+      default:
+        response->set_explanation(
+            absl::StrCat(StateName(w.state), w.message.empty() ? "" : ": ", w.message));
+        break;
+    }
+    return absl::OkStatus();
+  });
+}
+
 grpc::ServerUnaryReactor* WorkloadServiceImpl::List(grpc::CallbackServerContext* context,
                                                     const v1::ListWorkloadsRequest* request,
                                                     v1::ListWorkloadsResponse* response) {

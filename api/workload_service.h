@@ -25,6 +25,9 @@ class WorkloadServiceImpl final : public v1::WorkloadService::CallbackService {
   grpc::ServerUnaryReactor* Cancel(grpc::CallbackServerContext* context,
                                    const v1::CancelRequest* request,
                                    v1::Workload* response) override;
+  grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* context,
+                                    const v1::ExplainRequest* request,
+                                    v1::ExplainResponse* response) override;
   grpc::ServerWriteReactor<v1::WorkloadEvent>* Watch(grpc::CallbackServerContext* context,
                                                      const v1::WatchRequest* request) override;
 

@@ -2,9 +2,11 @@
 //
 //   gpufed-bench submit --clients 8 --count 20000   durable, acknowledged submissions
 //   gpufed-bench e2e --jobs 5000                    first submit to last SUCCEEDED, process backend
+//   gpufed-bench placement --gpus 100000 --clusters 1000
+//                                                   the placement engine and pool alone, in memory
 //
-// Each starts its own gpufed-server (embedded PostgreSQL, fsync on, in a temporary folder) and
-// prints its figures as one JSON object on its last line.
+// submit and e2e start their own gpufed-server (embedded PostgreSQL, fsync on, in a temporary
+// folder). Each prints its figures as one JSON object on its last line.
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +20,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "bench/placement_bench.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "nlohmann/json.hpp"
@@ -259,8 +262,30 @@ int main(int argc, char** argv) {
   e2e->add_option("--jobs", jobs)->check(CLI::Range(1, 1000000));
   e2e->add_option("--clients", clients)->check(CLI::Range(1, 256));
   e2e->add_option("--topology", topology);
+  gpufed::bench::PlacementBenchOptions pb;
+  auto* placement =
+      app.add_subcommand("placement", "placement engine and pool in memory, steady-state stream");
+  placement->add_option("--gpus", pb.gpus, "GPUs in the federation")
+      ->check(CLI::Range(1, 10000000));
+  placement->add_option("--clusters", pb.clusters, "clusters they are spread over")
+      ->check(CLI::Range(1, 100000));
+  placement->add_option("--count", pb.count, "measured placements")
+      ->check(CLI::Range(1, 100000000));
+  placement->add_option("--warmup", pb.warmup,
+                        "placements after the fill, before measuring (0: count/10)");
+  placement
+      ->add_option("--utilisation", pb.utilisation,
+                   "share of GPU capacity held (departures keep it)")
+      ->check(CLI::Range(0.01, 0.99));
+  placement->add_option("--policy", pb.policy, "placement policy");
+  placement->add_option("--seed", pb.seed, "federation, stream and engine seed");
+  placement
+      ->add_option("--max-clusters-scored", pb.max_clusters_scored,
+                   "clusters scored per request (0: the engine's default)")
+      ->check(CLI::Range(0, 100000));
   CLI11_PARSE(app, argc, argv);
 
+  if (placement->parsed()) return gpufed::bench::RunPlacementBench(pb);
   Target target;
   if (absl::Status s = StartTarget(&target, "bench"); !s.ok()) return Fail(s.ToString());
   int rc = submit->parsed() ? BenchSubmit(target, clients, count, paced_rate, paced_seconds)

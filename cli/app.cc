@@ -13,6 +13,7 @@
 #include "cli/duration.h"
 #include "cli/enum_names.h"
 #include "cli/output.h"
+#include "cli/sim_command.h"
 #include "cli/workload_yaml.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -141,6 +142,13 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
       submit->add_option("--replicas", f.submit.replicas, "Replicas in the gang")
           ->capture_default_str(),
       submit->add_option("--gpus", f.submit.gpus, "GPUs per replica")->capture_default_str(),
+      submit->add_option("--mig-profile", f.submit.mig_profile,
+                         "Each replica takes one MIG instance of this profile, e.g. 3g.40gb"),
+      submit->add_option("--gpu-milli", f.submit.gpu_milli,
+                         "Each replica takes this share of one GPU, in milli-GPUs (1..999)"),
+      submit->add_option("--cpu-millis", f.submit.cpu_millis,
+                         "Host CPU per replica, in millicores"),
+      submit->add_option("--memory-mib", f.submit.memory_mib, "Host memory per replica, MiB"),
       submit->add_option("--model", f.submit.models, "Allowed GPU model (repeatable)")
           ->allow_extra_args(false),
       submit->add_option("--min-gpu-memory-mib", f.submit.min_gpu_memory_mib,
@@ -164,6 +172,10 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   // get, list, cancel, watch
   CLI::App* get = app.add_subcommand("get", "Show one workload");
   get->add_option("id", f.id, "Workload ID")->required();
+
+  CLI::App* explain = app.add_subcommand(
+      "explain", "Why a workload is pending: the nearest blocker, evaluated now");
+  explain->add_option("id", f.id, "Workload ID")->required();
 
   CLI::App* list = app.add_subcommand("list", "List workloads, newest first");
   list->add_option("--state", f.states, "Only workloads in this state (repeatable)")
@@ -214,6 +226,9 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   tokens_create->add_option("--tenant", f.token_options.tenant, "Tenant (tenant roles)");
   tokens_create->add_option("--cluster", f.token_options.cluster, "Cluster (agent role)");
 
+  // sim: runs locally (cli/sim_command.h).
+  SimCommand sim(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -231,6 +246,12 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
         return kExitUsage;
       }
     }
+  }
+
+  // sim needs no server and no configuration.
+  if (sim.parsed()) {
+    return sim.Run(*ParseOutputFormat(f.output), *io.out, *io.err,
+                   SimCommand::ProgressWanted(*io.out, *io.err));
   }
 
   // Configuration.
@@ -280,6 +301,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.Submit(docs);
   } else if (get->parsed()) {
     status = commands.Get(f.id);
+  } else if (explain->parsed()) {
+    status = commands.Explain(f.id);
   } else if (list->parsed()) {
     ListOptions options;
     // An explicit --tenant '' asks for every tenant the caller may see.

@@ -48,7 +48,26 @@ absl::StatusOr<v1::WorkloadSpec> SpecFromFlags(const SubmitFlags& flags) {
   }
   spec.set_priority(flags.priority);
   spec.set_replicas(flags.replicas);
-  spec.mutable_per_replica()->set_gpus(flags.gpus);
+  v1::ReplicaResources& per_replica = *spec.mutable_per_replica();
+  if (!flags.mig_profile.empty() && flags.gpu_milli.has_value()) {
+    return absl::InvalidArgumentError("--mig-profile: cannot be combined with --gpu-milli");
+  }
+  const char* share_flag = !flags.mig_profile.empty()    ? "--mig-profile"
+                           : flags.gpu_milli.has_value() ? "--gpu-milli"
+                                                         : nullptr;
+  if (share_flag != nullptr && flags.gpus != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpus: must be 1 (or left out) with ", share_flag, ": a replica takes part of one GPU"));
+  }
+  if (!flags.mig_profile.empty()) {
+    per_replica.set_mig_profile(flags.mig_profile);
+  } else if (flags.gpu_milli.has_value()) {
+    per_replica.set_gpu_milli(*flags.gpu_milli);
+  } else {
+    per_replica.set_gpus(flags.gpus);
+  }
+  per_replica.set_cpu_millis(flags.cpu_millis);
+  per_replica.set_memory_mib(flags.memory_mib);
   spec.mutable_gpu_models()->Assign(flags.models.begin(), flags.models.end());
   spec.set_min_gpu_memory_mib(flags.min_gpu_memory_mib);
   if (!flags.topology.empty()) {
@@ -207,6 +226,26 @@ absl::Status Commands::Get(absl::string_view id) {
   }));
   if (env_.format == OutputFormat::kJson) return WriteJson(workload, *env_.out);
   WriteWorkloadDetail(workload, env_.now(), *env_.out);
+  return absl::OkStatus();
+}
+
+absl::Status Commands::Explain(absl::string_view id) {
+  v1::ExplainRequest request;
+  request.set_id(std::string(id));
+  v1::ExplainResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return workloads_->Explain(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  std::ostream& out = *env_.out;
+  const v1::Workload& w = response.workload();
+  out << "Workload " << w.id() << " (" << w.spec().tenant() << "/" << w.spec().project() << "/"
+      << w.spec().name() << "): " << WorkloadStateName(w.state()) << "\n";
+  out << response.explanation() << "\n";
+  if (response.never_fits()) {
+    out << "Waiting will not help: no cluster could hold it even when empty. Change the request "
+           "(models, GPUs per replica, topology) or add capacity.\n";
+  }
   return absl::OkStatus();
 }
 

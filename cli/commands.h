@@ -76,6 +76,12 @@ struct SubmitFlags {
   int32_t priority = 0;
   uint32_t replicas = 1;
   uint32_t gpus = 1;
+  // Part of one GPU instead of whole GPUs: a MIG profile, or a share in milli-GPUs.
+  std::string mig_profile;
+  std::optional<uint32_t> gpu_milli;
+  // Host resources per replica; 0: not requested.
+  uint64_t cpu_millis = 0;
+  uint64_t memory_mib = 0;
   std::vector<std::string> models;
   uint64_t min_gpu_memory_mib = 0;
   std::string topology;  // enum_names.h spelling; empty: unspecified
@@ -89,7 +95,8 @@ struct SubmitFlags {
 };
 
 // Builds a spec from flags. INVALID_ARGUMENT naming the flag for a bad class, topology,
-// duration or env entry. Tenant, project and idempotency key are copied as given (maybe empty).
+// duration or env entry, for --mig-profile with --gpu-milli, and for either with --gpus other
+// than 1. Tenant, project and idempotency key are copied as given (maybe empty).
 absl::StatusOr<v1::WorkloadSpec> SpecFromFlags(const SubmitFlags& flags);
 
 // Fills what a spec leaves empty: tenant and project from the first non-empty of the given
@@ -127,6 +134,9 @@ class Commands {
   absl::Status Submit(const std::vector<WorkloadDocument>& docs);
 
   absl::Status Get(absl::string_view id);
+
+  // Prints the workload's state and, for a pending one, the server's fresh explanation.
+  absl::Status Explain(absl::string_view id);
 
   // Pages through the server's results until options.limit workloads or the last page. JSON
   // output is one ListWorkloadsResponse holding every fetched workload and the token of the

@@ -24,13 +24,66 @@ size_t DisplayWidth(absl::string_view text) {
 
 std::string OrDash(absl::string_view text) { return text.empty() ? "-" : std::string(text); }
 
+// Milli-GPUs as a fraction of a GPU: 250 -> "0.25", 5 -> "0.005", 1500 -> "1.5".
+std::string GpuFraction(uint32_t milli) {
+  std::string text = absl::StrFormat("%d.%03d", milli / 1000, milli % 1000);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (text.back() == '.') text.pop_back();
+  return text;
+}
+
 std::string GangShape(const v1::WorkloadSpec& spec) {
   // The server reads replicas 0 as 1.
   const uint32_t replicas = spec.replicas() == 0 ? 1 : spec.replicas();
-  if (spec.per_replica().kind_case() != v1::ReplicaResources::kGpus) {
-    return absl::StrCat(replicas, "x?");
+  switch (spec.per_replica().kind_case()) {
+    case v1::ReplicaResources::kGpus:
+      return absl::StrCat(replicas, "x", spec.per_replica().gpus());
+    case v1::ReplicaResources::kMigProfile:
+      return absl::StrCat(replicas, "x", spec.per_replica().mig_profile());
+    case v1::ReplicaResources::kGpuMilli:
+      return absl::StrCat(replicas, "x", GpuFraction(spec.per_replica().gpu_milli()));
+    case v1::ReplicaResources::KIND_NOT_SET:
+      break;
   }
-  return absl::StrCat(replicas, "x", spec.per_replica().gpus());
+  return absl::StrCat(replicas, "x?");
+}
+
+// "3g.40gb@0,2g.20gb@4": MIG instances as profile@start.
+std::string MigLayoutText(const google::protobuf::RepeatedPtrField<v1::MigInstance>& layout) {
+  return absl::StrJoin(layout, ",", [](std::string* out, const v1::MigInstance& m) {
+    absl::StrAppend(out, m.profile(), "@", m.start());
+  });
+}
+
+// A GPU's MIG state in one cell: "-" (not capable), "off", "on" (no instances), or the layout.
+std::string MigCell(const v1::Gpu& gpu) {
+  if (gpu.mig_enabled()) return gpu.mig_layout().empty() ? "on" : MigLayoutText(gpu.mig_layout());
+  return gpu.mig_capable() ? "off" : "-";
+}
+
+// Where one replica runs: node, GPUs, and the MIG instance or share it holds on its GPU.
+std::string ReplicaText(const v1::ReplicaAssignment& r) {
+  std::string text = absl::StrCat(r.node(), " GPUs ", absl::StrJoin(r.gpu_indices(), ","), " (",
+                                  absl::StrJoin(r.gpu_uuids(), ","), ")");
+  if (!r.mig_profile().empty()) {
+    absl::StrAppend(&text, " MIG ", r.mig_profile(), " at slot ", r.mig_start());
+  } else if (r.gpu_milli() > 0) {
+    absl::StrAppend(&text, " share ", GpuFraction(r.gpu_milli()), " (", r.gpu_milli(), "m)");
+  }
+  return text;
+}
+
+std::string RepartitionText(const v1::Repartition& r) {
+  std::string text = absl::StrCat(r.node(), " ", r.gpu_uuid(), " MIG ");
+  if (!r.mig_enabled()) {
+    absl::StrAppend(&text, "off");
+  } else if (r.layout().empty()) {
+    absl::StrAppend(&text, "on, no instances");
+  } else {
+    absl::StrAppend(&text, "on: ", MigLayoutText(r.layout()));
+  }
+  if (!r.reason().empty()) absl::StrAppend(&text, " (", r.reason(), ")");
+  return text;
 }
 
 std::string StateWithCancel(const v1::Workload& w) {
@@ -202,6 +255,17 @@ void WriteWorkloadDetail(const v1::Workload& w, absl::Time now, std::ostream& ou
   d.Add("Class", WorkloadClassName(spec.workload_class()));
   d.Add("Priority", absl::StrCat(spec.priority()));
   d.Add("Replicas x GPUs", GangShape(spec));
+  if (spec.per_replica().kind_case() == v1::ReplicaResources::kMigProfile) {
+    d.Add("MIG profile", absl::StrCat(spec.per_replica().mig_profile(), " per replica"));
+  } else if (spec.per_replica().kind_case() == v1::ReplicaResources::kGpuMilli) {
+    d.Add("GPU share", absl::StrCat(spec.per_replica().gpu_milli(), " milli-GPU per replica"));
+  }
+  if (spec.per_replica().cpu_millis() > 0) {
+    d.Add("CPU", absl::StrCat(spec.per_replica().cpu_millis(), "m per replica"));
+  }
+  if (spec.per_replica().memory_mib() > 0) {
+    d.Add("Memory", absl::StrCat(spec.per_replica().memory_mib(), " MiB per replica"));
+  }
   d.Add("GPU models", spec.gpu_models().empty() ? "any" : absl::StrJoin(spec.gpu_models(), ", "));
   if (spec.min_gpu_memory_mib() > 0) {
     d.Add("Min GPU memory", absl::StrCat(spec.min_gpu_memory_mib(), " MiB"));
@@ -225,10 +289,10 @@ void WriteWorkloadDetail(const v1::Workload& w, absl::Time now, std::ostream& ou
     d.Add("Cluster",
           absl::StrCat(w.assignment().cluster(), " (epoch ", w.assignment().epoch(), ")"));
     for (int i = 0; i < w.assignment().replicas_size(); ++i) {
-      const v1::ReplicaAssignment& r = w.assignment().replicas(i);
-      d.Add(absl::StrCat("Replica ", i),
-            absl::StrCat(r.node(), " GPUs ", absl::StrJoin(r.gpu_indices(), ","), " (",
-                         absl::StrJoin(r.gpu_uuids(), ","), ")"));
+      d.Add(absl::StrCat("Replica ", i), ReplicaText(w.assignment().replicas(i)));
+    }
+    for (int i = 0; i < w.assignment().repartitions_size(); ++i) {
+      d.Add(absl::StrCat("Repartition ", i), RepartitionText(w.assignment().repartitions(i)));
     }
   }
   if (w.cancel_requested()) d.Add("Cancel requested", "yes");
@@ -298,8 +362,8 @@ void WriteClusterTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& cl
 
 void WriteGpuTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& clusters,
                    std::ostream& out) {
-  Table table(
-      {"CLUSTER", "NODE", "RACK", "GPU", "MODEL", "MEMORY", "NVLINK", "STATUS", "ALLOCATED_TO"});
+  Table table({"CLUSTER", "NODE", "RACK", "GPU", "MODEL", "MEMORY", "NVLINK", "MIG", "STATUS",
+               "ALLOCATED_TO"});
   for (const v1::Cluster& c : clusters) {
     for (const v1::Node& node : c.nodes()) {
       for (const v1::Gpu& gpu : node.gpus()) {
@@ -311,7 +375,8 @@ void WriteGpuTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& cluste
         }
         table.AddRow({c.name(), node.name(), OrDash(node.rack()), absl::StrCat(gpu.index()),
                       gpu.model(), absl::StrCat(gpu.memory_mib(), "MiB"),
-                      OrDash(gpu.nvlink_domain()), status, OrDash(gpu.allocated_to())});
+                      OrDash(gpu.nvlink_domain()), MigCell(gpu), status,
+                      OrDash(gpu.allocated_to())});
       }
     }
   }

@@ -68,11 +68,14 @@ std::string FormatTimestamp(const google::protobuf::Timestamp& t);
 // One JSON document on one line. INTERNAL if the message cannot be converted.
 absl::Status WriteJson(const google::protobuf::Message& message, std::ostream& out);
 
-// ID NAME TENANT/PROJECT STATE GPUS CLUSTER AGE REASON
+// ID NAME TENANT/PROJECT STATE GPUS CLUSTER AGE REASON. GPUS is replicas x what each takes:
+// "2x8" (whole GPUs), "4x3g.40gb" (a MIG instance), "4x0.25" (a share of one GPU).
 void WriteWorkloadTable(const google::protobuf::RepeatedPtrField<v1::Workload>& workloads,
                         absl::Time now, std::ostream& out);
 
-// "Key: value" lines describing one workload; empty fields are left out.
+// "Key: value" lines describing one workload; empty fields are left out. Each replica line
+// names its MIG instance ("MIG 3g.40gb at slot 4") or share ("share 0.25 (250m)"), and each
+// repartition of the assignment gets a line ("dgx-01 GPU-x MIG on: 3g.40gb@0,3g.40gb@4 (why)").
 void WriteWorkloadDetail(const v1::Workload& workload, absl::Time now, std::ostream& out);
 
 // One line per submitted workload: "workload/42 train-llm created".
@@ -88,7 +91,9 @@ void WriteWatchEvent(const v1::WorkloadEvent& event, std::ostream& out);
 void WriteClusterTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& clusters,
                        std::ostream& out);
 
-// One row per GPU: CLUSTER NODE RACK GPU MODEL MEMORY NVLINK STATUS ALLOCATED_TO.
+// One row per GPU: CLUSTER NODE RACK GPU MODEL MEMORY NVLINK MIG STATUS ALLOCATED_TO. MIG is "-"
+// (not MIG-capable), "off", "on" (no instances yet) or the layout as profile@start, e.g.
+// "3g.40gb@0,2g.20gb@4"; ALLOCATED_TO lists every workload on a shared GPU.
 void WriteGpuTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& clusters,
                    std::ostream& out);
 

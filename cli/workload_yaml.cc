@@ -23,6 +23,10 @@ const std::vector<absl::string_view>& SpecFields() {
                                                                  "priority",
                                                                  "replicas",
                                                                  "gpus_per_replica",
+                                                                 "mig_profile",
+                                                                 "gpu_milli",
+                                                                 "cpu_millis",
+                                                                 "memory_mib",
                                                                  "gpu_models",
                                                                  "min_gpu_memory_mib",
                                                                  "topology",
@@ -92,7 +96,12 @@ absl::Status ParseRun(const YamlField& f, v1::RunSpec& run) {
 
 absl::StatusOr<v1::WorkloadSpec> ParseSpec(const YamlField& doc) {
   v1::WorkloadSpec spec;
-  bool has_gpus = false;
+  // What the replica takes of the GPUs is one proto oneof: whole GPUs, a MIG profile or a
+  // share. Each is remembered with where it was written, to point at a clash.
+  std::optional<YamlField> gpus_field;
+  uint32_t gpus = 1;
+  std::optional<YamlField> mig_field;
+  std::optional<YamlField> milli_field;
   RETURN_IF_ERROR(
       ForEachYamlField(doc, SpecFields(), [&](absl::string_view key, const YamlField& value) {
         if (key == "name") {
@@ -113,9 +122,22 @@ absl::StatusOr<v1::WorkloadSpec> ParseSpec(const YamlField& doc) {
           ASSIGN_OR_RETURN(const uint32_t replicas, YamlUint32(value));
           spec.set_replicas(replicas);
         } else if (key == "gpus_per_replica") {
-          ASSIGN_OR_RETURN(const uint32_t gpus, YamlUint32(value));
-          spec.mutable_per_replica()->set_gpus(gpus);
-          has_gpus = true;
+          ASSIGN_OR_RETURN(gpus, YamlUint32(value));
+          gpus_field = value;
+        } else if (key == "mig_profile") {
+          ASSIGN_OR_RETURN(const std::string profile, YamlString(value));
+          spec.mutable_per_replica()->set_mig_profile(profile);
+          mig_field = value;
+        } else if (key == "gpu_milli") {
+          ASSIGN_OR_RETURN(const uint32_t milli, YamlUint32(value));
+          spec.mutable_per_replica()->set_gpu_milli(milli);
+          milli_field = value;
+        } else if (key == "cpu_millis") {
+          ASSIGN_OR_RETURN(const uint64_t cpu, YamlUint64(value));
+          spec.mutable_per_replica()->set_cpu_millis(cpu);
+        } else if (key == "memory_mib") {
+          ASSIGN_OR_RETURN(const uint64_t mib, YamlUint64(value));
+          spec.mutable_per_replica()->set_memory_mib(mib);
         } else if (key == "gpu_models") {
           ASSIGN_OR_RETURN(const std::vector<std::string> models, YamlStringList(value));
           spec.mutable_gpu_models()->Assign(models.begin(), models.end());
@@ -136,7 +158,21 @@ absl::StatusOr<v1::WorkloadSpec> ParseSpec(const YamlField& doc) {
         }
         return absl::OkStatus();
       }));
-  if (!has_gpus) spec.mutable_per_replica()->set_gpus(1);
+  if (mig_field.has_value() && milli_field.has_value()) {
+    const YamlField& later =
+        YamlLine(mig_field->node) > YamlLine(milli_field->node) ? *mig_field : *milli_field;
+    return YamlError(later, "give either mig_profile or gpu_milli, not both");
+  }
+  const std::optional<YamlField>& share = mig_field.has_value() ? mig_field : milli_field;
+  if (share.has_value()) {
+    // A MIG instance or a share is part of one GPU; gpus_per_replica: 1 says the same thing.
+    if (gpus_field.has_value() && gpus != 1) {
+      return YamlError(*gpus_field, absl::StrCat("must be 1 (or left out) with ", share->field,
+                                                 ": a replica takes part of one GPU"));
+    }
+  } else {
+    spec.mutable_per_replica()->set_gpus(gpus);
+  }
   return spec;
 }
 

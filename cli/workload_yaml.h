@@ -11,8 +11,10 @@
 // is the server's to judge; it answers INVALID_ARGUMENT naming the field.
 //
 // Defaults applied here: `gpus_per_replica` absent means 1 (the API requires a per-replica
-// request). A key with no value (`tenant:`) reads as absent. Tenant, project and idempotency key
-// stay empty when absent; the submit command fills them (commands.h).
+// request). `mig_profile` or `gpu_milli` replace it (at most one of them; gpus_per_replica may
+// then only be 1), and `cpu_millis` / `memory_mib` go with any of them. A key with no value
+// (`tenant:`) reads as absent. Tenant, project and idempotency key stay empty when absent; the
+// submit command fills them (commands.h).
 //
 // Errors are INVALID_ARGUMENT "<file>:<line>: <field>: <problem>", e.g.
 //   train.yaml:7: replicas: expected a non-negative integer, got "two"

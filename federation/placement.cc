@@ -1,6 +1,8 @@
 #include "federation/placement.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstring>
 #include <tuple>
 #include <unordered_map>
@@ -34,9 +36,9 @@ Filter MakeFilter(const Pool& pool, const WorkloadSpec& spec) {
 }
 
 bool GpuEligible(const Filter& f, const NodeSlots& node, size_t g) {
-  const GpuInfo& info = node.info.gpus[g];
-  if (!info.healthy || info.memory_mib < f.min_memory) return false;
-  const uint16_t m = node.gpus[g].model;
+  const GpuSlot& slot = node.gpus[g];  // its copies of the inventory's figures
+  if (!slot.healthy || slot.memory_mib < f.min_memory) return false;
+  const uint16_t m = slot.model;
   if (!f.any_model && (m >= f.model_ok.size() || !f.model_ok[m])) return false;
   if (f.demand.kind == Demand::Kind::kMig) return m < f.mig_ok.size() && f.mig_ok[m];
   return true;
@@ -54,12 +56,11 @@ NodeView BuildView(const NodeSlots& node, const Filter& f, uint64_t mask, bool i
   const size_t n = std::min<size_t>(node.gpus.size(), 64);
   for (size_t g = 0; g < n; ++g) {
     if ((mask & (uint64_t{1} << g)) == 0 || !GpuEligible(f, node, g)) continue;
-    const GpuInfo& info = node.info.gpus[g];
     const GpuSlot& slot = node.gpus[g];
     uint32_t free = slot.milli_free;
     if (ignore_holders) {
       free = kMilliPerGpu;
-    } else if (info.mig_enabled) {
+    } else if (slot.mig_enabled) {
       // An idle MIG GPU can be turned back into a whole GPU (partitioning authority).
       if (!mig_off || !slot.Idle()) continue;
       free = kMilliPerGpu;
@@ -76,32 +77,44 @@ NodeView BuildView(const NodeSlots& node, const Filter& f, uint64_t mask, bool i
 }
 
 absl::InlinedVector<uint8_t, 8> WholePick(const NodeSlots& node, const NodeView& v,
-                                         const ViewIndex& index, uint32_t count,
-                                         bool one_domain) {
+                                          const ViewIndex& index, uint32_t count, bool one_domain) {
   absl::InlinedVector<uint8_t, 8> free;
   for (size_t i = 0; i < v.milli_free.size(); ++i) {
     if (v.milli_free[i] == kMilliPerGpu) free.push_back(static_cast<uint8_t>(i));
   }
   absl::InlinedVector<uint8_t, 8> pick;
   if (free.size() < count) return pick;
-  // Smallest NVLink domain (then PCIe switch, then NUMA node) on the node that holds them all.
-  using KeyFn = std::string (*)(const GpuInfo&);
-  const KeyFn keys[] = {[](const GpuInfo& g) { return g.nvlink_domain; },
-                        [](const GpuInfo& g) { return g.pcie_switch; },
-                        [](const GpuInfo& g) { return absl::StrCat("numa", g.numa_node); }};
+  // Smallest NVLink domain (then PCIe switch, then NUMA node) on the node that holds them all;
+  // among equal sizes the first by name. The pool ranks each GPU's names in name order, so no
+  // string is compared here.
   for (size_t level = 0; level < 3; ++level) {
-    std::map<std::string, absl::InlinedVector<uint8_t, 8>> by_key;
+    auto rank_of = [&](uint8_t i) {
+      const GpuSlot& slot = node.gpus[index[i]];
+      return level == 0 ? slot.nvlink_rank : level == 1 ? slot.switch_rank : slot.numa_rank;
+    };
+    absl::InlinedVector<std::pair<uint8_t, uint32_t>, 8> size;  // rank, free GPUs in it
     for (uint8_t i : free) {
-      std::string k = keys[level](node.info.gpus[index[i]]);
-      if (level < 2 && k.empty()) continue;
-      by_key[k].push_back(i);
+      const uint8_t r = rank_of(i);
+      if (r == kNoRank) continue;
+      auto it = std::find_if(size.begin(), size.end(), [&](const auto& p) { return p.first == r; });
+      if (it == size.end()) {
+        size.emplace_back(r, 1);
+      } else {
+        ++it->second;
+      }
     }
-    const absl::InlinedVector<uint8_t, 8>* best = nullptr;
-    for (const auto& [k, gpus] : by_key) {
-      if (gpus.size() >= count && (best == nullptr || gpus.size() < best->size())) best = &gpus;
+    int best = -1;
+    uint32_t best_size = 0;
+    for (const auto& [r, n] : size) {
+      if (n >= count && (best < 0 || n < best_size || (n == best_size && r < best))) {
+        best = r;
+        best_size = n;
+      }
     }
-    if (best != nullptr) {
-      pick.assign(best->begin(), best->begin() + count);
+    if (best >= 0) {
+      for (uint8_t i : free) {
+        if (rank_of(i) == best && pick.size() < count) pick.push_back(i);
+      }
       return pick;
     }
     if (one_domain && level == 0 && count > 1) return pick;  // no domain holds it
@@ -115,6 +128,32 @@ absl::InlinedVector<uint8_t, 8> WholePick(const NodeSlots& node, const NodeView&
 
 using namespace placement_internal;  // NOLINT(google-build-using-namespace): this file's own
 
+namespace placement_internal {
+
+// What an engine keeps between calls only to go faster.
+struct EngineCache {
+  // Node copies for packing gangs: assigning a node to a used buffer rarely allocates.
+  std::vector<NodeSlots> scratch;
+  // GroupsAt for the NVLink-domain, rack and block levels, by cluster inventory: they depend on
+  // nothing else.
+  std::unordered_map<uint64_t, std::array<std::optional<std::vector<Group>>, 3>> groups;
+  std::vector<Group> uncached;  // a cluster the pool did not build (no inventory id)
+
+  const std::vector<Group>& GroupsOf(const ClusterSlots& cluster, Level level) {
+    if (cluster.inventory_id == 0) {
+      uncached = GroupsAt(cluster, level);
+      return uncached;
+    }
+    const size_t slot = level == Level::kDomain ? 0 : level == Level::kRack ? 1 : 2;
+    if (groups.size() > 65536) groups.clear();  // inventories come and go: stay bounded
+    std::optional<std::vector<Group>>& g = groups[cluster.inventory_id][slot];
+    if (!g) g = GroupsAt(cluster, level);
+    return *g;
+  }
+};
+
+}  // namespace placement_internal
+
 namespace {
 
 // One replica's place on one node.
@@ -123,9 +162,14 @@ struct Candidate {
   double score = 0;
   absl::InlinedVector<uint8_t, 8> gpus;  // node GPU indices
   uint32_t milli = kMilliPerGpu;         // per GPU (whole: 1000)
-  // MIG: the instance taken, and the layout change that makes it (if any).
+  // MIG: the instance taken, and the layout change that makes it (if any). The change's node,
+  // GPU and reason are filled in only for the chosen candidates (ToAssignment), from its class
+  // (0: MIG on for an idle GPU, 1: an idle MIG GPU repartitioned, 2: a new instance at
+  // `mig_new_start` beside running ones).
   MigInstance mig;
   std::optional<Repartition> repartition;
+  int mig_class = -1;
+  int mig_new_start = -1;
   // Whole/share on idle MIG GPUs: MIG is turned off on these first.
   std::vector<Repartition> mig_off;
 };
@@ -145,6 +189,10 @@ class Best {
     ++ties_;
     return std::uniform_int_distribution<uint64_t>(1, ties_)(*rng_) == 1;
   }
+  // Whether Offer(score) could pick it (no draw is made).
+  bool MayTake(double score) const {
+    return !have_ || score > score_ || (random_ties_ && score == score_);
+  }
 
  private:
   bool random_ties_;
@@ -156,15 +204,16 @@ class Best {
 
 // Free memory slots on a MIG GPU: slots not covered by any instance.
 int FreeSlots(const MigGeometry& geo, const std::vector<MigInstance>& layout) {
-  std::vector<bool> used(geo.memory_slots, false);
+  uint64_t used = 0;  // bit per memory slot
+  const int slots = std::min(geo.memory_slots, 64);
   for (const MigInstance& inst : layout) {
     const MigProfile* p = geo.Find(inst.profile);
     if (p == nullptr) continue;
-    for (int s = inst.start; s < inst.start + p->memory_slices && s < geo.memory_slots; ++s) {
-      used[s] = true;
+    for (int s = std::max(inst.start, 0); s < inst.start + p->memory_slices && s < slots; ++s) {
+      used |= uint64_t{1} << s;
     }
   }
-  return static_cast<int>(std::count(used.begin(), used.end(), false));
+  return slots - std::popcount(used);
 }
 
 std::string LayoutText(const std::vector<MigInstance>& layout) {
@@ -218,7 +267,8 @@ std::vector<MigInstance> PlanLayout(const MigGeometry& geo, const std::string& p
 class Placer {
  public:
   Placer(const Pool& pool, const WorkloadSpec& spec, WorkloadId id, const MigQueue& queue,
-         PlacementPolicy& policy, const PlacementOptions& options, std::mt19937_64& rng)
+         PlacementPolicy& policy, const PlacementOptions& options, std::mt19937_64& rng,
+         EngineCache& cache)
       : pool_(pool),
         spec_(spec),
         id_(id),
@@ -226,11 +276,20 @@ class Placer {
         policy_(policy),
         options_(options),
         rng_(rng),
-        filter_(MakeFilter(pool, spec)) {}
+        filter_(MakeFilter(pool, spec)),
+        cache_(cache),
+        scratch_{cache.scratch, {}, 0} {}
 
   PlacementDecision Run();
 
  private:
+  // Nodes changed by earlier replicas of a gang: copies, reused from call to call so that copying
+  // a node rarely allocates.
+  struct Scratch {
+    std::vector<NodeSlots>& nodes;  // buffers, owned by the engine
+    std::vector<uint32_t> index;    // node index in the cluster of nodes[i], for i < size
+    size_t size = 0;
+  };
   struct GangFit {
     std::vector<Candidate> replicas;
     double score = 0;
@@ -238,12 +297,40 @@ class Placer {
     int level = 0;
   };
 
+  // The summary of the request's allowed models in `c` (as Pool::RankOf adds them up).
+  ModelSummary Allowed(const ClusterSlots& c) const;
   bool ClusterMayHold(const ClusterSlots& c) const;
+  bool ClusterMayHold(const ClusterSlots& c, const ModelSummary& allowed) const;
+  // Whether `replicas` replicas may fit without turning idle MIG GPUs back into whole GPUs (the
+  // first pass): a bound from the summary, so that clusters whose only room is idle MIG GPUs are
+  // not searched node by node in that pass.
+  bool MayHoldAsIs(const ModelSummary& allowed, uint32_t replicas) const;
+  // Whether an order's entry already shows that ClusterMayHold is false.
+  bool RuledOut(const Pool::ClusterOrder::Entry& e) const;
+  // Whether an order's entry already shows that MayHoldAsIs is false.
+  bool AsIsRuledOut(const Pool::ClusterOrder::Entry& e, uint32_t replicas) const;
   uint64_t ClusterFree(const ClusterSlots& c) const;
+  // Cheap upper bounds for gangs (pruning large federations): whether some group of the cluster
+  // at `level` may hold every replica, and whether `members` may.
+  bool LevelMayHold(const ModelSummary& allowed, Level level, bool mig_off) const;
+  bool GroupMayHold(const ClusterSlots& c, const std::vector<Member>& members, bool mig_off) const;
+  const MigGeometry* GeometryOf(uint16_t model);
+  // PlanLayout for the request's profile on `geo` (the same for every GPU of one product), and
+  // the memory slots it leaves free.
+  struct Planned {
+    const MigGeometry* geo;
+    std::vector<MigInstance> layout;
+    int free_slots;
+  };
+  const Planned& PlannedLayout(const MigGeometry& geo);
+  // The first of FreeMigStarts for the request's profile, or -1; remembered per layout (GPUs
+  // share few layouts).
+  int FirstFreeStart(const MigGeometry& geo, const std::vector<MigInstance>& layout);
   // The best place for one replica on one node (restricted to `mask`), given `node` state.
   std::optional<Candidate> BestOnNode(const NodeSlots& node, uint32_t index, uint64_t mask,
                                       bool mig_off);
   std::optional<Candidate> BestMigOnNode(const NodeSlots& node, uint32_t index, uint64_t mask);
+  bool NodeRuledOut(const NodeQuick& node, bool mig_off) const;
   // All replicas inside one group (members: node index and GPU mask), greedily.
   std::optional<GangFit> FitGroup(const ClusterSlots& cluster, const std::vector<Member>& members,
                                   bool mig_off);
@@ -258,26 +345,57 @@ class Placer {
   const PlacementOptions& options_;
   std::mt19937_64& rng_;
   const Filter filter_;
+  std::vector<const MigGeometry*> geometry_;  // by model id; filled on first use
+  std::vector<bool> geometry_known_;
+  std::vector<Planned> planned_;
+  struct FreeStart {
+    const MigGeometry* geo;
+    std::vector<MigInstance> layout;
+    int start;
+  };
+  std::vector<FreeStart> free_starts_;
+  EngineCache& cache_;
+  Scratch scratch_;
 };
 
-bool Placer::ClusterMayHold(const ClusterSlots& c) const {
-  const Demand& d = filter_.demand;
-  if (d.kind == Demand::Kind::kNone) return true;
-  uint64_t whole = 0;
-  uint64_t max_node_whole = 0;
-  uint32_t max_share = 0;
-  uint64_t mig = 0;
+ModelSummary Placer::Allowed(const ClusterSlots& c) const {
+  ModelSummary a;
   for (size_t m = 0; m < c.summary.size(); ++m) {
     if (!filter_.any_model && (m >= filter_.model_ok.size() || !filter_.model_ok[m])) continue;
     const ClusterSlots::ModelSummary& s = c.summary[m];
-    whole += s.whole_free;
-    max_node_whole += s.max_node_whole_free;  // an upper bound for mixed nodes
-    max_share = std::max(max_share, s.max_gpu_milli_free);
-    if (m < filter_.mig_ok.size() && filter_.mig_ok[m]) {
-      mig += s.mig_free_instances + s.mig_idle_capable;
+    a.whole_free += s.whole_free;
+    a.max_node_whole_free += s.max_node_whole_free;  // an upper bound for mixed nodes
+    a.max_gpu_milli_free = std::max(a.max_gpu_milli_free, s.max_gpu_milli_free);
+    a.mig_free_instances += s.mig_free_instances;
+    a.mig_idle_capable += s.mig_idle_capable;
+    a.milli_free += s.milli_free;
+    a.mig_open += s.mig_open;
+  }
+  return a;
+}
+
+bool Placer::ClusterMayHold(const ClusterSlots& c) const { return ClusterMayHold(c, Allowed(c)); }
+
+bool Placer::ClusterMayHold(const ClusterSlots& c, const ModelSummary& allowed) const {
+  const Demand& d = filter_.demand;
+  if (d.kind == Demand::Kind::kNone) return true;
+  uint64_t whole = allowed.whole_free;
+  const uint64_t max_node_whole = allowed.max_node_whole_free;
+  const uint32_t max_share = allowed.max_gpu_milli_free;
+  uint64_t mig = 0;
+  if (d.kind == Demand::Kind::kMig) {
+    // A free instance; with partitioning also an idle MIG-capable GPU or a MIG GPU with room
+    // for a new instance.
+    for (size_t m = 0; m < c.summary.size(); ++m) {
+      if (!filter_.any_model && (m >= filter_.model_ok.size() || !filter_.model_ok[m])) continue;
+      if (m < filter_.mig_ok.size() && filter_.mig_ok[m]) {
+        const ClusterSlots::ModelSummary& s = c.summary[m];
+        mig += s.mig_free_instances;
+        if (options_.partitioning) mig += s.mig_idle_capable + s.mig_open;
+      }
     }
-    // Idle MIG GPUs may be turned back into whole GPUs.
-    if (options_.partitioning && d.kind != Demand::Kind::kMig) whole += s.mig_idle_capable;
+  } else if (options_.partitioning) {
+    whole += allowed.mig_idle_capable;  // idle MIG GPUs may be turned back into whole GPUs
   }
   switch (d.kind) {
     case Demand::Kind::kWhole:
@@ -286,7 +404,55 @@ bool Placer::ClusterMayHold(const ClusterSlots& c) const {
     case Demand::Kind::kShare:
       return max_share >= d.milli || (options_.partitioning && whole > 0);
     case Demand::Kind::kMig:
-      return mig > 0 || options_.partitioning;
+      return mig > 0;
+    case Demand::Kind::kNone:
+      return true;
+  }
+  return true;
+}
+
+bool Placer::RuledOut(const Pool::ClusterOrder::Entry& e) const {
+  const Demand& d = filter_.demand;
+  constexpr uint16_t kSaturated = Pool::ClusterOrder::kSaturated;
+  if (e.whole_free == kSaturated || e.max_node_whole_free == kSaturated ||
+      e.mig_idle_capable == kSaturated) {
+    return false;  // figures too large to tell
+  }
+  // As ClusterMayHold decides.
+  const uint64_t whole = uint64_t{e.whole_free} + (options_.partitioning ? e.mig_idle_capable : 0);
+  switch (d.kind) {
+    case Demand::Kind::kWhole:
+      return whole < uint64_t{d.gpus} * spec_.replicas ||
+             (!options_.partitioning && e.max_node_whole_free < d.gpus);
+    case Demand::Kind::kShare:
+      return e.max_gpu_milli_free < d.milli && !(options_.partitioning && whole > 0);
+    case Demand::Kind::kMig:
+    case Demand::Kind::kNone:
+      return false;
+  }
+  return false;
+}
+
+bool Placer::AsIsRuledOut(const Pool::ClusterOrder::Entry& e, uint32_t replicas) const {
+  const Demand& d = filter_.demand;
+  constexpr uint16_t kSaturated = Pool::ClusterOrder::kSaturated;
+  if (e.whole_free == kSaturated || e.max_node_whole_free == kSaturated) return false;
+  ModelSummary allowed;  // the figures MayHoldAsIs reads
+  allowed.whole_free = e.whole_free;
+  allowed.max_node_whole_free = e.max_node_whole_free;
+  allowed.max_gpu_milli_free = e.max_gpu_milli_free;
+  return d.kind != Demand::Kind::kMig && !MayHoldAsIs(allowed, replicas);
+}
+
+bool Placer::MayHoldAsIs(const ModelSummary& allowed, uint32_t replicas) const {
+  const Demand& d = filter_.demand;
+  switch (d.kind) {
+    case Demand::Kind::kWhole:
+      return allowed.max_node_whole_free >= d.gpus &&
+             allowed.whole_free >= uint64_t{d.gpus} * replicas;
+    case Demand::Kind::kShare:
+      return allowed.max_gpu_milli_free >= d.milli;
+    case Demand::Kind::kMig:
     case Demand::Kind::kNone:
       return true;
   }
@@ -302,17 +468,115 @@ uint64_t Placer::ClusterFree(const ClusterSlots& c) const {
   return free;
 }
 
+bool Placer::LevelMayHold(const ModelSummary& allowed, Level level, bool mig_off) const {
+  const Demand& d = filter_.demand;
+  if (d.kind != Demand::Kind::kWhole || (level != Level::kNode && level != Level::kDomain)) {
+    return true;
+  }
+  // Every replica on one node: no node has more whole GPUs of one model than the most on any
+  // node, summed over the allowed models (plus idle MIG GPUs when they may be turned off).
+  const uint64_t most =
+      uint64_t{allowed.max_node_whole_free} + (mig_off ? allowed.mig_idle_capable : 0);
+  return most >= uint64_t{d.gpus} * spec_.replicas;
+}
+
+bool Placer::GroupMayHold(const ClusterSlots& c, const std::vector<Member>& members,
+                          bool mig_off) const {
+  const Demand& d = filter_.demand;
+  if (d.kind != Demand::Kind::kWhole && d.kind != Demand::Kind::kShare) return true;
+  uint64_t replicas = 0;
+  for (const Member& m : members) {
+    const NodeSlots& node = c.nodes[m.node];
+    if (!node.info.schedulable) continue;
+    // Replicas the node's GPUs may hold (all of them, whatever the mask: an upper bound) ...
+    uint64_t n = 0;
+    const uint64_t idle_mig = mig_off ? node.mig_idle : 0;
+    if (d.kind == Demand::Kind::kWhole) {
+      n = (node.free + idle_mig) / std::max<uint32_t>(d.gpus, 1);
+    } else {
+      for (const GpuSlot& slot : node.gpus) n += slot.milli_free / d.milli;
+      n += idle_mig * (kMilliPerGpu / d.milli);
+    }
+    // ... and its host resources.
+    if (d.cpu_millis > 0 && node.cpu_free != kUnlimited) {
+      n = std::min(n, node.cpu_free / d.cpu_millis);
+    }
+    if (d.memory_mib > 0 && node.memory_free != kUnlimited) {
+      n = std::min(n, node.memory_free / d.memory_mib);
+    }
+    replicas += n;
+    if (replicas >= spec_.replicas) return true;
+  }
+  return false;
+}
+
+const MigGeometry* Placer::GeometryOf(uint16_t model) {
+  if (model >= geometry_.size()) {
+    geometry_.resize(pool_.model_count(), nullptr);
+    geometry_known_.resize(pool_.model_count(), false);
+  }
+  if (model >= geometry_.size()) return nullptr;
+  if (!geometry_known_[model]) {
+    geometry_[model] = FindMigGeometry(pool_.ModelName(model));
+    geometry_known_[model] = true;
+  }
+  return geometry_[model];
+}
+
+const Placer::Planned& Placer::PlannedLayout(const MigGeometry& geo) {
+  for (const Planned& p : planned_) {
+    if (p.geo == &geo) return p;
+  }
+  int served = 0;
+  std::vector<MigInstance> layout = PlanLayout(geo, filter_.demand.mig_profile, queue_, &served);
+  const int free = FreeSlots(geo, layout);
+  planned_.push_back({&geo, std::move(layout), free});
+  return planned_.back();
+}
+
+int Placer::FirstFreeStart(const MigGeometry& geo, const std::vector<MigInstance>& layout) {
+  for (const FreeStart& f : free_starts_) {
+    if (f.geo == &geo && f.layout == layout) return f.start;
+  }
+  const std::vector<int> starts = FreeMigStarts(geo, layout, filter_.demand.mig_profile);
+  const int start = starts.empty() ? -1 : starts.front();
+  if (free_starts_.size() < 64) free_starts_.push_back({&geo, layout, start});
+  return start;
+}
+
+bool Placer::NodeRuledOut(const NodeQuick& node, bool mig_off) const {
+  // What BestOnNode would refuse, decided from the node's own figures before reading every
+  // GPU: unschedulable, host resources, not enough whole GPUs, no GPU with a large enough share.
+  if (!node.schedulable) return true;
+  const Demand& d = filter_.demand;
+  if ((node.cpu_free != kUnlimited && node.cpu_free < d.cpu_millis) ||
+      (node.memory_free != kUnlimited && node.memory_free < d.memory_mib)) {
+    return true;
+  }
+  const uint32_t idle_mig = mig_off ? node.mig_idle : 0;
+  switch (d.kind) {
+    case Demand::Kind::kWhole:
+      return node.free + idle_mig < d.gpus;
+    case Demand::Kind::kShare:
+      return node.max_milli_free < d.milli && idle_mig == 0;
+    case Demand::Kind::kMig:
+    case Demand::Kind::kNone:
+      return false;
+  }
+  return false;
+}
+
 std::optional<Candidate> Placer::BestOnNode(const NodeSlots& node, uint32_t index, uint64_t mask,
                                             bool mig_off) {
-  if (!node.info.schedulable) return std::nullopt;
+  if (NodeRuledOut(NodeQuick::Of(node), mig_off)) return std::nullopt;
   const Demand& d = filter_.demand;
   if (d.kind == Demand::Kind::kMig) return BestMigOnNode(node, index, mask);
   ViewIndex vi;
   NodeView view = BuildView(node, filter_, mask, /*ignore_holders=*/false, mig_off, &vi);
   if (!view.Fits(d)) return std::nullopt;
   if (d.kind == Demand::Kind::kWhole) {
-    view.whole_pick = WholePick(node, view, vi, d.gpus,
-                                spec_.topology == Topology::kSameNvlinkDomain);
+    view.whole_pick =
+        WholePick(node, view, vi, d.gpus, spec_.topology == Topology::kSameNvlinkDomain);
     if (view.whole_pick.size() != d.gpus) return std::nullopt;
   }
   NodeChoice choice = policy_.Choose(view, d, index);
@@ -345,69 +609,88 @@ std::optional<Candidate> Placer::BestMigOnNode(const NodeSlots& node, uint32_t i
       (node.memory_free != kUnlimited && node.memory_free < d.memory_mib)) {
     return std::nullopt;
   }
+  // Only nodes with a GPU of an allowed model that offers the profile, and a free instance or
+  // (partitioning) an idle MIG-capable GPU or room for a new instance.
+  if (std::none_of(node.summary.begin(), node.summary.end(), [&](const auto& entry) {
+        const uint16_t m = entry.first;
+        const ModelSummary& s = entry.second;
+        return (filter_.any_model || (m < filter_.model_ok.size() && filter_.model_ok[m])) &&
+               m < filter_.mig_ok.size() && filter_.mig_ok[m] &&
+               (s.mig_free_instances > 0 ||
+                (options_.partitioning && (s.mig_idle_capable > 0 || s.mig_open > 0)));
+      })) {
+    return std::nullopt;
+  }
   std::optional<Candidate> best;
   Best chooser(false, &rng_);
+  std::vector<MigInstance> grown;  // a layout with one more instance (class 2)
   for (size_t g = 0; g < node.gpus.size() && g < 64; ++g) {
     if ((mask & (uint64_t{1} << g)) == 0 || !GpuEligible(filter_, node, g)) continue;
     const GpuInfo& info = node.info.gpus[g];
     const GpuSlot& slot = node.gpus[g];
-    const MigGeometry* geo = FindMigGeometry(info.model);
+    const MigGeometry* geo = GeometryOf(slot.model);
     if (geo == nullptr) continue;
-    Candidate c;
-    c.node = index;
-    c.gpus = {static_cast<uint8_t>(g)};
-    c.milli = 0;
     // Classes, best first: a free instance of the profile; a new instance beside running ones;
     // repartitioning an idle MIG GPU; turning MIG on for an idle GPU. Within a class the GPU left
-    // with the fewest free memory slots (tightest) wins.
+    // with the fewest free memory slots (tightest) wins. The candidate (and the words of its
+    // reason) is only built for a GPU that beats the best so far.
     double cls = -1;
+    MigInstance instance;
+    int new_start = -1;
+    const std::vector<MigInstance>* after = &info.mig_layout;
     if (info.mig_enabled) {
       for (size_t i = 0; i < info.mig_layout.size(); ++i) {
         if (info.mig_layout[i].profile == d.mig_profile && slot.mig_owners[i] == 0) {
-          c.mig = info.mig_layout[i];
+          instance = info.mig_layout[i];
           cls = 3;
           break;
         }
       }
+      // The other classes score at most 200 (a new instance leaving no slot free): skip the
+      // work when that cannot beat this node's best.
+      if (cls < 0 && !chooser.MayTake(200)) continue;
       if (cls < 0 && options_.partitioning) {
-        std::vector<int> starts = FreeMigStarts(*geo, info.mig_layout, d.mig_profile);
-        if (!starts.empty()) {
-          Repartition r;
-          r.node = node.info.name;
-          r.gpu_uuid = info.uuid;
-          r.mig_enabled = true;
-          r.layout = info.mig_layout;
-          r.layout.push_back({d.mig_profile, starts.front()});
-          r.reason = absl::StrCat("new ", d.mig_profile, " instance at slot ", starts.front(),
-                                  " for workload ", id_, "; layout ", LayoutText(r.layout));
-          c.mig = r.layout.back();
-          c.repartition = std::move(r);
+        const int start = FirstFreeStart(*geo, info.mig_layout);
+        if (start >= 0) {
+          new_start = start;
+          grown = info.mig_layout;
+          grown.push_back({d.mig_profile, new_start});
+          instance = grown.back();
+          after = &grown;
           cls = 2;
         }
       }
     }
+    if (cls < 0 && !chooser.MayTake(100)) continue;  // classes 0 and 1 score at most 100
     if (cls < 0 && options_.partitioning && slot.Idle() && info.mig_capable) {
-      int served = 0;
-      std::vector<MigInstance> layout = PlanLayout(*geo, d.mig_profile, queue_, &served);
+      const Planned& planned = PlannedLayout(*geo);
+      const std::vector<MigInstance>& layout = planned.layout;
+      // Every idle GPU of the product gets the same layout and score: skip those that tie.
+      if (!chooser.MayTake((info.mig_enabled ? 100 : 0) - planned.free_slots)) continue;
       if (!layout.empty()) {
-        Repartition r;
-        r.node = node.info.name;
-        r.gpu_uuid = info.uuid;
-        r.mig_enabled = true;
-        r.layout = layout;
-        r.reason = absl::StrCat(info.mig_enabled ? "repartition idle GPU" : "MIG on for idle GPU",
-                                " for workload ", id_, " (", d.mig_profile, "); layout ",
-                                LayoutText(layout), " serves the queue");
-        c.mig = layout.front();
-        c.repartition = std::move(r);
+        instance = layout.front();
+        after = &layout;
         cls = info.mig_enabled ? 1 : 0;
       }
     }
     if (cls < 0) continue;
-    const std::vector<MigInstance>& after =
-        c.repartition ? c.repartition->layout : info.mig_layout;
-    c.score = cls * 100 - FreeSlots(*geo, after);
-    if (chooser.Offer(c.score)) best = std::move(c);
+    const double score = cls * 100 - FreeSlots(*geo, *after);
+    if (!chooser.Offer(score)) continue;
+    Candidate c;
+    c.node = index;
+    c.gpus = {static_cast<uint8_t>(g)};
+    c.milli = 0;
+    c.mig = instance;
+    c.score = score;
+    if (cls < 3) {
+      Repartition r;
+      r.mig_enabled = true;
+      r.layout = *after;
+      c.repartition = std::move(r);
+      c.mig_class = static_cast<int>(cls);
+      c.mig_new_start = new_start;
+    }
+    best = std::move(c);
   }
   return best;
 }
@@ -448,10 +731,15 @@ void Placer::Apply(NodeSlots& node, const Candidate& c) const {
 }
 
 std::optional<Placer::GangFit> Placer::FitGroup(const ClusterSlots& cluster,
-                                                const std::vector<Member>& members,
-                                                bool mig_off) {
+                                                const std::vector<Member>& members, bool mig_off) {
   GangFit fit;
-  std::unordered_map<uint32_t, NodeSlots> scratch;  // nodes changed by earlier replicas
+  scratch_.size = 0;  // nodes changed by earlier replicas
+  auto scratch_of = [&](uint32_t node) -> NodeSlots* {
+    for (size_t i = 0; i < scratch_.size; ++i) {
+      if (scratch_.index[i] == node) return &scratch_.nodes[i];
+    }
+    return nullptr;
+  };
   if (spec_.replicas > 1) {
     for (const Member& m : members) {
       NodeView v = BuildView(cluster.nodes[m.node], filter_, m.mask, false, mig_off, nullptr);
@@ -461,16 +749,27 @@ std::optional<Placer::GangFit> Placer::FitGroup(const ClusterSlots& cluster,
   for (uint32_t r = 0; r < spec_.replicas; ++r) {
     std::optional<Candidate> best;
     Best chooser(options_.random_ties, &rng_);
+    const bool quick = cluster.quick.size() == cluster.nodes.size();
     for (const Member& m : members) {
-      auto it = scratch.find(m.node);
-      const NodeSlots& node = it == scratch.end() ? cluster.nodes[m.node] : it->second;
+      const NodeSlots* copy = scratch_.size > 0 ? scratch_of(m.node) : nullptr;
+      // Most nodes are ruled out by the cluster's side-by-side figures without being read.
+      if (copy == nullptr && quick && NodeRuledOut(cluster.quick[m.node], mig_off)) continue;
+      const NodeSlots& node = copy == nullptr ? cluster.nodes[m.node] : *copy;
       std::optional<Candidate> c = BestOnNode(node, m.node, m.mask, mig_off);
       if (c && chooser.Offer(c->score)) best = std::move(c);
     }
     if (!best) return std::nullopt;
-    auto [it, inserted] = scratch.try_emplace(best->node);
-    if (inserted) it->second = cluster.nodes[best->node];
-    Apply(it->second, *best);
+    if (r + 1 < spec_.replicas) {  // later replicas see what this one takes
+      NodeSlots* copy = scratch_of(best->node);
+      if (copy == nullptr) {
+        if (scratch_.nodes.size() <= scratch_.size) scratch_.nodes.emplace_back();
+        if (scratch_.index.size() <= scratch_.size) scratch_.index.emplace_back();
+        copy = &scratch_.nodes[scratch_.size];
+        *copy = cluster.nodes[best->node];  // reuses the buffer's allocations
+        scratch_.index[scratch_.size++] = best->node;
+      }
+      Apply(*copy, *best);
+    }
     fit.score += best->score;
     fit.replicas.push_back(std::move(*best));
   }
@@ -498,18 +797,28 @@ Assignment Placer::ToAssignment(const ClusterSlots& cluster,
     }
     for (const Repartition& off : c.mig_off) a.repartitions.push_back(off);
     if (c.repartition) {
+      Repartition change = *c.repartition;
+      change.node = node.info.name;
+      change.gpu_uuid = node.info.gpus[c.gpus.front()].uuid;
+      change.reason =
+          c.mig_class == 2
+              ? absl::StrCat("new ", d.mig_profile, " instance at slot ", c.mig_new_start,
+                             " for workload ", id_, "; layout ", LayoutText(change.layout))
+              : absl::StrCat(c.mig_class == 1 ? "repartition idle GPU" : "MIG on for idle GPU",
+                             " for workload ", id_, " (", d.mig_profile, "); layout ",
+                             LayoutText(change.layout), " serves the queue");
       // A later replica of the gang may add an instance to a GPU an earlier one repartitioned:
       // its layout extends the earlier one, so the GPU gets one change with both reasons.
       auto same =
           std::find_if(a.repartitions.begin(), a.repartitions.end(), [&](const Repartition& p) {
-            return p.node == c.repartition->node && p.gpu_uuid == c.repartition->gpu_uuid;
+            return p.node == change.node && p.gpu_uuid == change.gpu_uuid;
           });
       if (same == a.repartitions.end()) {
-        a.repartitions.push_back(*c.repartition);
+        a.repartitions.push_back(std::move(change));
       } else {
-        same->mig_enabled = c.repartition->mig_enabled;
-        same->layout = c.repartition->layout;
-        absl::StrAppend(&same->reason, "; ", c.repartition->reason);
+        same->mig_enabled = change.mig_enabled;
+        same->layout = change.layout;
+        absl::StrAppend(&same->reason, "; ", change.reason);
       }
     }
     a.replicas.push_back(std::move(r));
@@ -519,14 +828,69 @@ Assignment Placer::ToAssignment(const ClusterSlots& cluster,
 
 PlacementDecision Placer::Run() {
   PlacementDecision decision;
-  // Ready clusters that may hold it, tightest first.
-  std::vector<std::pair<uint64_t, const ClusterSlots*>> ranked;
-  for (const ClusterSlots& c : pool_.clusters()) {
-    if (c.state != ClusterState::kReady || !ClusterMayHold(c)) continue;
-    ranked.emplace_back(ClusterFree(c), &c);
+  // Ready clusters that may hold it, tightest first (least free capacity of the allowed models;
+  // ties in name order). The pool keeps the clusters in that order for each set of models, so
+  // only as many are looked at as scoring needs; without such an order, all are ranked here.
+  struct Ranked {
+    const ClusterSlots* cluster;
+    ModelSummary allowed;
+  };
+  // In a federation larger than the clusters scored per request, gangs skip clusters and groups
+  // that cannot hold them by the summaries' bounds instead of trying each node. The decision is
+  // the same; only the random tie-breaks drawn while trying differ. Smaller pools (the trace
+  // simulator's one cluster) try everything as before.
+  const bool prune = spec_.replicas > 1 &&
+                     pool_.clusters().size() > static_cast<size_t>(options_.max_clusters_scored);
+  const uint32_t as_is_replicas = prune ? spec_.replicas : 1;
+  // Per pass: the first pass (idle MIG GPUs stay as they are) only needs the clusters that may
+  // hold the request as they are; the second all that may hold it.
+  absl::InlinedVector<Ranked, 32> ranked[2];
+  size_t next[2] = {0, 0};  // in order->entries
+  const Pool::ClusterOrder* order = nullptr;
+  // The orders list only clusters with free GPU capacity: a request for no GPU ranks them all.
+  if (filter_.demand.kind != Demand::Kind::kNone &&
+      (filter_.any_model || filter_.model_ok.size() <= 64)) {
+    uint64_t mask = ~uint64_t{0};
+    if (!filter_.any_model) {
+      mask = 0;
+      for (size_t m = 0; m < filter_.model_ok.size(); ++m) {
+        if (filter_.model_ok[m]) mask |= uint64_t{1} << m;
+      }
+    }
+    order = pool_.ClustersByFree(mask);
   }
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (order == nullptr) {
+    std::vector<std::pair<uint64_t, const ClusterSlots*>> free;
+    for (const ClusterSlots& c : pool_.clusters()) {
+      if (c.state != ClusterState::kReady || !ClusterMayHold(c)) continue;
+      free.emplace_back(ClusterFree(c), &c);
+    }
+    std::stable_sort(free.begin(), free.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [f, c] : free) {
+      const Ranked r{c, Allowed(*c)};
+      ranked[1].push_back(r);
+      if (MayHoldAsIs(r.allowed, as_is_replicas)) ranked[0].push_back(r);
+    }
+  }
+  // The order's entries carry the figures the filters need: most clusters are ruled out without
+  // looking further, and only MIG requests look at the clusters themselves.
+  auto ranked_at = [&](int pass, size_t i) -> const Ranked* {
+    auto& list = ranked[pass];
+    while (order != nullptr && list.size() <= i && next[pass] < order->entries.size()) {
+      const Pool::ClusterOrder::Entry& e = order->entries[next[pass]++];
+      if (RuledOut(e) || (pass == 0 && AsIsRuledOut(e, as_is_replicas))) continue;
+      const auto index = static_cast<uint32_t>(e.key & Pool::ClusterOrder::kIndexMask);
+      const Pool::RankedCluster& r = order->clusters[index];
+      const ClusterSlots& c = pool_.clusters()[index];
+      if (!ClusterMayHold(c, r.models)) continue;
+      if (pass == 0 && !MayHoldAsIs(r.models, as_is_replicas)) continue;
+      list.push_back({&c, r.models});
+    }
+    return i < list.size() ? &list[i] : nullptr;
+  };
+  std::vector<Member> whole;  // a group of every node (node or cluster level)
+  const std::vector<Group>* groups = nullptr;
 
   const std::vector<Level> levels = LevelsFor(spec_.topology, spec_.replicas);
   // Two passes: without, then with turning idle MIG GPUs back into whole GPUs.
@@ -541,11 +905,32 @@ PlacementDecision Placer::Run() {
       const ClusterSlots* best_cluster = nullptr;
       uint64_t ties = 0;
       int scored = 0;
-      for (const auto& [free, cluster] : ranked) {
-        if (scored >= options_.max_clusters_scored) break;
+      for (size_t i = 0; scored < options_.max_clusters_scored; ++i) {
+        const Ranked* r = ranked_at(pass, i);
+        if (r == nullptr) break;
+        const ClusterSlots* cluster = r->cluster;
+        if (prune && !LevelMayHold(r->allowed, level, mig_off)) continue;
         bool any = false;
-        for (const Group& group : GroupsAt(*cluster, level)) {
-          std::optional<GangFit> fit = FitGroup(*cluster, group.members, mig_off);
+        // The node and cluster levels need no grouping by name: one group per node, or one of
+        // every node.
+        const auto n_nodes = static_cast<uint32_t>(cluster->nodes.size());
+        size_t n_groups = 1;
+        if (level == Level::kNode) {
+          n_groups = n_nodes;
+          whole.resize(1);
+        } else if (level == Level::kCluster) {
+          whole.resize(n_nodes);
+          for (uint32_t n = 0; n < n_nodes; ++n) whole[n] = Member{n};
+        } else {
+          groups = &cache_.GroupsOf(*cluster, level);
+          n_groups = groups->size();
+        }
+        for (size_t k = 0; k < n_groups; ++k) {
+          if (level == Level::kNode) whole[0] = Member{static_cast<uint32_t>(k)};
+          const std::vector<Member>& members =
+              level == Level::kNode || level == Level::kCluster ? whole : (*groups)[k].members;
+          if (prune && !GroupMayHold(*cluster, members, mig_off)) continue;
+          std::optional<GangFit> fit = FitGroup(*cluster, members, mig_off);
           if (!fit) continue;
           any = true;
           // Tightest group first (gangs: the smallest domain, rack or block that holds them);
@@ -582,21 +967,25 @@ PlacementDecision Placer::Run() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PlacementEngine>> PlacementEngine::Create(
-    PlacementOptions options) {
+absl::StatusOr<std::unique_ptr<PlacementEngine>> PlacementEngine::Create(PlacementOptions options) {
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakePolicy(options.policy);
   if (!policy.ok()) return policy.status();
   return std::unique_ptr<PlacementEngine>(new PlacementEngine(options, *std::move(policy)));
 }
 
+PlacementEngine::~PlacementEngine() = default;
+
 PlacementEngine::PlacementEngine(PlacementOptions options, std::unique_ptr<PlacementPolicy> policy)
-    : options_(std::move(options)), policy_(std::move(policy)), tie_rng_(options_.seed) {
+    : options_(std::move(options)),
+      policy_(std::move(policy)),
+      tie_rng_(options_.seed),
+      cache_(std::make_unique<EngineCache>()) {
   policy_->Seed(options_.seed ^ 0x9e3779b97f4a7c15ULL);
 }
 
 PlacementDecision PlacementEngine::Place(const Pool& pool, const WorkloadSpec& spec, WorkloadId id,
                                          const MigQueue& mig_queue) {
-  Placer placer(pool, spec, id, mig_queue, *policy_, options_, tie_rng_);
+  Placer placer(pool, spec, id, mig_queue, *policy_, options_, tie_rng_, *cache_);
   return placer.Run();
 }
 
@@ -607,16 +996,19 @@ WorkloadMix MixOf(Pool& pool, const std::vector<WorkloadSpec>& specs, double cov
   using Key = std::tuple<uint64_t, uint32_t, uint32_t, std::string, std::string>;
   std::map<Key, uint64_t> counts;
   uint64_t total = 0;
+  std::map<Key, double> memory;  // host memory summed over the group, for its mean
   for (const WorkloadSpec& s : specs) {
     const Demand d = Demand::Of(s);
-    counts[Key{d.cpu_millis, d.milli, d.gpus, absl::StrJoin(s.gpu_models, "|"), d.mig_profile}] +=
-        s.replicas;
+    Key key{d.cpu_millis, d.milli, d.gpus, absl::StrJoin(s.gpu_models, "|"), d.mig_profile};
+    counts[key] += s.replicas;
+    memory[key] += static_cast<double>(d.memory_mib) * s.replicas;
     total += s.replicas;
   }
   std::vector<std::pair<uint64_t, Key>> ordered;
   for (const auto& [k, n] : counts) ordered.emplace_back(n, k);
-  std::sort(ordered.begin(), ordered.end(),
-            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second > b.second; });
+  std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second > b.second;
+  });
   WorkloadMix mix;
   uint64_t covered = 0;
   for (const auto& [n, k] : ordered) {
@@ -627,10 +1019,13 @@ WorkloadMix MixOf(Pool& pool, const std::vector<WorkloadSpec>& specs, double cov
     e.demand.milli = milli;
     e.demand.gpus = gpus;
     e.demand.mig_profile = mig;
-    e.demand.kind = !mig.empty()              ? Demand::Kind::kMig
-                    : gpus == 0               ? Demand::Kind::kNone
-                    : milli < kMilliPerGpu    ? Demand::Kind::kShare
-                                              : Demand::Kind::kWhole;
+    // The group's mean host memory: not part of the key (as in the paper), used only by
+    // policies that count memory in fragmentation.
+    e.demand.memory_mib = static_cast<uint64_t>(memory[k] / static_cast<double>(n));
+    e.demand.kind = !mig.empty()           ? Demand::Kind::kMig
+                    : gpus == 0            ? Demand::Kind::kNone
+                    : milli < kMilliPerGpu ? Demand::Kind::kShare
+                                           : Demand::Kind::kWhole;
     if (!models.empty()) {
       for (absl::string_view m : absl::StrSplit(models, '|')) e.models.push_back(pool.ModelId(m));
     }

@@ -22,6 +22,10 @@
 
 namespace gpufed {
 
+namespace placement_internal {
+struct EngineCache;
+}  // namespace placement_internal
+
 struct PlacementDecision {
   // Set when the whole gang fits now; carries any MIG repartitions it needs.
   std::optional<Assignment> assignment;
@@ -53,6 +57,7 @@ class PlacementEngine {
  public:
   // INVALID_ARGUMENT for an unknown policy.
   static absl::StatusOr<std::unique_ptr<PlacementEngine>> Create(PlacementOptions options);
+  ~PlacementEngine();
 
   // Places `spec` on `pool` (not modified). `id` names the workload in repartition reasons.
   PlacementDecision Place(const Pool& pool, const WorkloadSpec& spec, WorkloadId id = 0,
@@ -70,12 +75,14 @@ class PlacementEngine {
   PlacementOptions options_;
   std::unique_ptr<PlacementPolicy> policy_;
   std::mt19937_64 tie_rng_;
+  // What the engine keeps between calls only to go faster (node copies, topology groups).
+  std::unique_ptr<placement_internal::EngineCache> cache_;
 };
 
 // The typical workloads of a list of specs, as the FGD paper's simulator derives them: specs
 // grouped by (CPU, share per GPU, GPU count, allowed models, MIG profile), the most common first
-// until `coverage` of all replicas is covered, weights renormalised to sum to 1. Models are
-// interned through `pool`.
+// until `coverage` of all replicas is covered, weights renormalised to sum to 1; each entry
+// carries its group's mean host memory. Models are interned through `pool`.
 WorkloadMix MixOf(Pool& pool, const std::vector<WorkloadSpec>& specs, double coverage = 0.95);
 
 }  // namespace gpufed

@@ -98,8 +98,9 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakePolicy(absl::string_view na
 // for each typical workload, the free milli-GPUs on the node it cannot use — all of them if it
 // cannot run there at all (wrong model, too little CPU, too few GPUs with enough share left), and
 // all of them for CPU-only workloads — weighted by how common it is. Host memory is not part of
-// the measure (as in the paper).
-double NodeFragmentation(const NodeView& node, const WorkloadMix& mix);
+// the measure in the paper; with `check_memory`, a typical workload that does not fit in the
+// node's free host memory cannot run there either (gpufed's variant).
+double NodeFragmentation(const NodeView& node, const WorkloadMix& mix, bool check_memory = false);
 
 }  // namespace gpufed
 

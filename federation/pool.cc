@@ -1,8 +1,10 @@
 #include "federation/pool.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "federation/mig.h"
 
 namespace gpufed {
 namespace {
@@ -33,6 +35,24 @@ void SetLayout(NodeSlots& node, size_t g, bool enabled, const std::vector<MigIns
   }
 }
 
+// Whether a memory slot of the MIG-enabled GPU is covered by none of its instances.
+bool HasFreeMigSlot(const GpuInfo& gpu) {
+  const MigGeometry* geo = FindMigGeometry(gpu.model);
+  if (geo == nullptr) return false;
+  uint32_t used = 0;  // bit per memory slot
+  for (const MigInstance& inst : gpu.mig_layout) {
+    const MigProfile* p = geo->Find(inst.profile);
+    if (p == nullptr) continue;
+    for (int s = inst.start; s < inst.start + p->memory_slices && s < 32; ++s) {
+      if (s >= 0) used |= uint32_t{1} << s;
+    }
+  }
+  for (int s = 0; s < geo->memory_slots && s < 32; ++s) {
+    if ((used & (uint32_t{1} << s)) == 0) return true;
+  }
+  return false;
+}
+
 // A layout change may touch a busy GPU only when every bound MIG instance stays (the engine adds
 // an instance in free space beside running ones); anything else needs an idle GPU.
 bool MayRepartition(const NodeSlots& node, size_t g, const Repartition& r) {
@@ -61,13 +81,19 @@ absl::Status ApplyReplica(NodeSlots& node, WorkloadId id, const ReplicaAssignmen
                                                         host.cpu_millis));
     }
     if (node.memory_free != kUnlimited && node.memory_free < host.memory_mib) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "node ", node.info.name, " has ", node.memory_free, " MiB free, needs ", host.memory_mib));
+      return absl::FailedPreconditionError(absl::StrCat("node ", node.info.name, " has ",
+                                                        node.memory_free, " MiB free, needs ",
+                                                        host.memory_mib));
     }
   }
   TakeHost(node, host, release);
-  for (const std::string& uuid : replica.gpu_uuids) {
-    const int g = node.FindGpu(uuid);
+  for (size_t k = 0; k < replica.gpu_uuids.size(); ++k) {
+    const std::string& uuid = replica.gpu_uuids[k];
+    // The CUDA ordinal is usually the GPU's place on the node: try it before searching.
+    const size_t hint = k < replica.gpu_indices.size() ? replica.gpu_indices[k] : node.gpus.size();
+    const int g = hint < node.gpus.size() && node.info.gpus[hint].uuid == uuid
+                      ? static_cast<int>(hint)
+                      : node.FindGpu(uuid);
     if (g < 0) continue;
     GpuSlot& slot = node.gpus[g];
     const GpuInfo& info = node.info.gpus[g];
@@ -101,9 +127,8 @@ absl::Status ApplyReplica(NodeSlots& node, WorkloadId id, const ReplicaAssignmen
     }
     const uint32_t milli = replica.gpu_milli == 0 ? kMilliPerGpu : replica.gpu_milli;
     if (release) {
-      auto it = std::find_if(slot.holders.begin(), slot.holders.end(), [&](const GpuHold& h) {
-        return h.id == id && h.milli == milli;
-      });
+      auto it = std::find_if(slot.holders.begin(), slot.holders.end(),
+                             [&](const GpuHold& h) { return h.id == id && h.milli == milli; });
       if (it != slot.holders.end()) {
         slot.holders.erase(it);
         if (info.healthy && !info.mig_enabled) slot.milli_free += milli;
@@ -160,17 +185,49 @@ const NodeSlots* ClusterSlots::FindNode(absl::string_view name) const {
 
 void RecountNode(NodeSlots& node) {
   node.free = 0;
+  node.max_milli_free = 0;
+  node.mig_idle = 0;
+  node.summary.clear();
+  const bool schedulable = node.info.schedulable;
   for (size_t g = 0; g < node.gpus.size(); ++g) {
     const GpuInfo& info = node.info.gpus[g];
     GpuSlot& slot = node.gpus[g];
-    if (!info.healthy || info.mig_enabled) {
-      slot.milli_free = 0;
+    slot.healthy = info.healthy;
+    slot.mig_enabled = info.mig_enabled;
+    slot.memory_mib = info.memory_mib;
+    if (!info.healthy || info.mig_enabled) slot.milli_free = 0;
+    if (!info.healthy) continue;
+    // This GPU's model's entry in the node's summary (only schedulable nodes count).
+    ModelSummary* s = nullptr;
+    if (schedulable) {
+      auto it = std::find_if(node.summary.begin(), node.summary.end(),
+                             [&](const auto& p) { return p.first == slot.model; });
+      s = it != node.summary.end() ? &it->second
+                                   : &node.summary.emplace_back(slot.model, ModelSummary{}).second;
+    }
+    if (info.mig_enabled) {
+      const bool idle = slot.Idle();
+      node.mig_idle += idle ? 1 : 0;
+      if (s != nullptr) {
+        for (WorkloadId w : slot.mig_owners) s->mig_free_instances += w == 0 ? 1 : 0;
+        s->mig_idle_capable += idle ? 1 : 0;
+        s->mig_open += HasFreeMigSlot(info) ? 1 : 0;
+      }
       continue;
     }
     uint32_t held = 0;
     for (const GpuHold& h : slot.holders) held += h.milli;
     slot.milli_free = held >= kMilliPerGpu ? 0 : kMilliPerGpu - held;
-    if (held == 0 && node.info.schedulable) ++node.free;
+    node.max_milli_free = std::max(node.max_milli_free, slot.milli_free);
+    if (held == 0 && schedulable) ++node.free;
+    if (s == nullptr) continue;
+    if (info.mig_capable && slot.Idle()) ++s->mig_idle_capable;
+    s->milli_free += slot.milli_free;
+    s->max_gpu_milli_free = std::max(s->max_gpu_milli_free, slot.milli_free);
+    if (slot.milli_free == kMilliPerGpu) {
+      ++s->whole_free;
+      s->max_node_whole_free = s->whole_free;
+    }
   }
 }
 
@@ -200,6 +257,25 @@ NodeSlots Pool::MakeNode(const NodeInfo& info) {
   }
   if (info.cpu_millis > 0) node.cpu_free = info.cpu_millis;
   if (info.memory_mib > 0) node.memory_free = info.memory_mib;
+  // Topology names as ranks in name order (the order a std::map keyed by them would have).
+  auto rank = [&](auto key, auto set_rank, bool empty_has_rank) {
+    std::vector<std::string> names;
+    for (const GpuInfo& gpu : info.gpus) names.push_back(key(gpu));
+    std::vector<std::string> sorted = names;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    for (size_t g = 0; g < names.size(); ++g) {
+      const auto r = std::lower_bound(sorted.begin(), sorted.end(), names[g]) - sorted.begin();
+      const bool none = (names[g].empty() && !empty_has_rank) || r >= kNoRank;
+      set_rank(node.gpus[g], none ? kNoRank : static_cast<uint8_t>(r));
+    }
+  };
+  rank([](const GpuInfo& g) { return g.nvlink_domain; },
+       [](GpuSlot& s, uint8_t r) { s.nvlink_rank = r; }, false);
+  rank([](const GpuInfo& g) { return g.pcie_switch; },
+       [](GpuSlot& s, uint8_t r) { s.switch_rank = r; }, false);
+  rank([](const GpuInfo& g) { return absl::StrCat("numa", g.numa_node); },
+       [](GpuSlot& s, uint8_t r) { s.numa_rank = r; }, true);
   RecountNode(node);
   return node;
 }
@@ -217,7 +293,9 @@ ClusterSlots* Pool::MutableCluster(absl::string_view name) {
 }
 
 void Pool::UpsertCluster(const Cluster& cluster) {
+  static std::atomic<uint64_t> next_inventory_id{1};
   ClusterSlots slots;
+  slots.inventory_id = next_inventory_id.fetch_add(1, std::memory_order_relaxed);
   slots.info = cluster.info;
   slots.state = cluster.state;
   slots.epoch = cluster.epoch;
@@ -235,6 +313,7 @@ void Pool::UpsertCluster(const Cluster& cluster) {
         clusters_.begin(), clusters_.end(), cluster.info.name,
         [](const ClusterSlots& c, absl::string_view n) { return c.info.name < n; });
     target = &*clusters_.insert(it, std::move(slots));
+    orders_.clear();  // cluster indices moved; rebuilt on next use
   }
   for (const auto& [id, alloc] : allocations_) {
     if (alloc.assignment.cluster == cluster.info.name) Mark(*target, id, alloc, false);
@@ -243,7 +322,10 @@ void Pool::UpsertCluster(const Cluster& cluster) {
 }
 
 void Pool::SetClusterState(absl::string_view cluster, ClusterState state) {
-  if (ClusterSlots* c = MutableCluster(cluster)) c->state = state;
+  ClusterSlots* c = MutableCluster(cluster);
+  if (c == nullptr) return;
+  c->state = state;
+  Rerank(static_cast<uint32_t>(c - clusters_.data()));
 }
 
 void Pool::Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, bool release) {
@@ -278,40 +360,75 @@ absl::Status Pool::Allocate(WorkloadId id, const Assignment& assignment, HostDem
     allocations_.emplace(id, std::move(alloc));
     return absl::OkStatus();
   }
-  // Work on copies of the touched nodes so that a refusal changes nothing.
-  std::map<uint32_t, NodeSlots> touched;
-  auto copy_of = [&](const std::string& name) -> NodeSlots* {
+  // Changes are made in place; the touched nodes' state is saved first so that a refusal puts it
+  // back and changes nothing (cheaper than working on copies of whole nodes).
+  struct Saved {
+    uint32_t index;
+    std::vector<GpuSlot> gpus;
+    uint64_t cpu_free;
+    uint64_t memory_free;
+    std::vector<std::pair<bool, std::vector<MigInstance>>> layouts;  // per GPU, if repartitioned
+  };
+  absl::InlinedVector<Saved, 2> saved;
+  auto touch = [&](const std::string& name) -> NodeSlots* {
     auto it = cluster->node_at.find(name);
     if (it == cluster->node_at.end()) return nullptr;
-    auto [pos, inserted] = touched.try_emplace(it->second);
-    if (inserted) pos->second = cluster->nodes[it->second];
-    return &pos->second;
+    NodeSlots& node = cluster->nodes[it->second];
+    if (std::none_of(saved.begin(), saved.end(),
+                     [&](const Saved& s) { return s.index == it->second; })) {
+      saved.push_back(Saved{it->second, node.gpus, node.cpu_free, node.memory_free, {}});
+    }
+    return &node;
+  };
+  auto undo = [&] {
+    for (Saved& s : saved) {
+      NodeSlots& node = cluster->nodes[s.index];
+      node.gpus = std::move(s.gpus);
+      node.cpu_free = s.cpu_free;
+      node.memory_free = s.memory_free;
+      for (size_t g = 0; g < s.layouts.size(); ++g) {
+        node.info.gpus[g].mig_enabled = s.layouts[g].first;
+        node.info.gpus[g].mig_layout = std::move(s.layouts[g].second);
+      }
+      RecountNode(node);
+    }
   };
   uint64_t changed_layouts = 0;
   for (const Repartition& r : assignment.repartitions) {
-    NodeSlots* node = copy_of(r.node);
+    NodeSlots* node = touch(r.node);
     if (node == nullptr) continue;
     const int g = node->FindGpu(r.gpu_uuid);
     if (g < 0) continue;
     const GpuInfo& info = node->info.gpus[g];
-    const bool same = info.mig_enabled == r.mig_enabled && (!r.mig_enabled || info.mig_layout == r.layout);
+    const bool same =
+        info.mig_enabled == r.mig_enabled && (!r.mig_enabled || info.mig_layout == r.layout);
     if (same) continue;
     if (!MayRepartition(*node, g, r)) {
+      undo();
       return absl::FailedPreconditionError(
           absl::StrCat("cannot repartition GPU ", r.gpu_uuid, " on ", r.node,
                        ": it is in use (a new layout must keep every bound MIG instance)"));
+    }
+    Saved& save = *std::find_if(saved.begin(), saved.end(),
+                                [&](const Saved& x) { return &cluster->nodes[x.index] == node; });
+    if (save.layouts.empty()) {
+      for (const GpuInfo& gpu : node->info.gpus) {
+        save.layouts.emplace_back(gpu.mig_enabled, gpu.mig_layout);
+      }
     }
     SetLayout(*node, g, r.mig_enabled, r.layout);
     RecountNode(*node);
     ++changed_layouts;
   }
   for (const ReplicaAssignment& replica : assignment.replicas) {
-    NodeSlots* node = copy_of(replica.node);
+    NodeSlots* node = touch(replica.node);
     if (node == nullptr) continue;
     absl::Status s = ApplyReplica(*node, id, replica, host, /*release=*/false, /*strict=*/true);
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      undo();
+      return s;
+    }
   }
-  for (auto& [index, node] : touched) cluster->nodes[index] = std::move(node);
   allocations_.emplace(id, std::move(alloc));
   repartitions_applied_ += changed_layouts;
   RefreshSummary(*cluster);
@@ -329,40 +446,132 @@ void Pool::Release(WorkloadId id) {
 }
 
 void Pool::RefreshSummary(ClusterSlots& cluster) {
+  // The nodes' own summaries are current (RecountNode runs after every change to a node): add
+  // them up instead of walking every GPU again.
   cluster.summary.assign(models_.size(), {});
-  for (const NodeSlots& node : cluster.nodes) {
-    if (!node.info.schedulable) continue;
-    // Whole free per model on this node (usually one model per node).
-    absl::InlinedVector<std::pair<uint16_t, uint32_t>, 2> node_whole;
-    for (size_t g = 0; g < node.gpus.size(); ++g) {
-      const GpuSlot& slot = node.gpus[g];
-      const GpuInfo& info = node.info.gpus[g];
-      if (!info.healthy) continue;
-      ClusterSlots::ModelSummary& s = cluster.summary[slot.model];
-      if (info.mig_enabled) {
-        for (WorkloadId w : slot.mig_owners) s.mig_free_instances += w == 0 ? 1 : 0;
-        if (slot.Idle()) ++s.mig_idle_capable;
-        continue;
-      }
-      if (info.mig_capable && slot.Idle()) ++s.mig_idle_capable;
-      s.milli_free += slot.milli_free;
-      s.max_gpu_milli_free = std::max(s.max_gpu_milli_free, slot.milli_free);
-      if (slot.milli_free == kMilliPerGpu) {
-        ++s.whole_free;
-        auto nw = std::find_if(node_whole.begin(), node_whole.end(),
-                               [&](const auto& p) { return p.first == slot.model; });
-        if (nw == node_whole.end()) {
-          node_whole.emplace_back(slot.model, 1);
-        } else {
-          ++nw->second;
-        }
-      }
-    }
-    for (const auto& [model, count] : node_whole) {
-      uint32_t& m = cluster.summary[model].max_node_whole_free;
-      m = std::max(m, count);
+  cluster.quick.resize(cluster.nodes.size());
+  for (size_t i = 0; i < cluster.nodes.size(); ++i) {
+    const NodeSlots& node = cluster.nodes[i];
+    cluster.quick[i] = NodeQuick::Of(node);
+    for (const auto& [model, n] : node.summary) {
+      ModelSummary& s = cluster.summary[model];
+      s.whole_free += n.whole_free;
+      s.max_node_whole_free = std::max(s.max_node_whole_free, n.max_node_whole_free);
+      s.max_gpu_milli_free = std::max(s.max_gpu_milli_free, n.max_gpu_milli_free);
+      s.mig_free_instances += n.mig_free_instances;
+      s.mig_idle_capable += n.mig_idle_capable;
+      s.milli_free += n.milli_free;
+      s.mig_open += n.mig_open;
     }
   }
+  Rerank(static_cast<uint32_t>(&cluster - clusters_.data()));
+}
+
+namespace {
+// RankFree beyond this does not fit a ClusterOrder key (2^43 milli-GPUs: never in practice).
+constexpr uint64_t kMaxRankFree = uint64_t{1} << (63 - Pool::ClusterOrder::kIndexBits);
+}  // namespace
+
+Pool::RankedCluster Pool::RankOf(uint32_t index, uint64_t model_mask) const {
+  const ClusterSlots& c = clusters_[index];
+  RankedCluster r;
+  r.key = std::min(RankFree(c, model_mask), kMaxRankFree) << ClusterOrder::kIndexBits | index;
+  for (size_t m = 0; m < c.summary.size() && m < 64; ++m) {
+    if ((model_mask & (uint64_t{1} << m)) == 0) continue;
+    const ModelSummary& s = c.summary[m];
+    r.models.whole_free += s.whole_free;
+    r.models.max_node_whole_free += s.max_node_whole_free;
+    r.models.max_gpu_milli_free = std::max(r.models.max_gpu_milli_free, s.max_gpu_milli_free);
+    r.models.mig_free_instances += s.mig_free_instances;
+    r.models.mig_idle_capable += s.mig_idle_capable;
+    r.models.milli_free += s.milli_free;
+    r.models.mig_open += s.mig_open;
+  }
+  r.listed = c.state == ClusterState::kReady &&
+             (r.models.milli_free > 0 || r.models.mig_free_instances > 0 ||
+              r.models.mig_idle_capable > 0 || r.models.mig_open > 0);
+  return r;
+}
+
+namespace {
+uint16_t Saturate(uint32_t v) {
+  return static_cast<uint16_t>(std::min<uint32_t>(v, Pool::ClusterOrder::kSaturated));
+}
+Pool::ClusterOrder::Entry EntryOf(const Pool::RankedCluster& r) {
+  return Pool::ClusterOrder::Entry{
+      r.key, Saturate(r.models.whole_free), Saturate(r.models.max_node_whole_free),
+      Saturate(r.models.max_gpu_milli_free), Saturate(r.models.mig_idle_capable)};
+}
+bool KeyBefore(const Pool::ClusterOrder::Entry& e, uint64_t key) { return e.key < key; }
+}  // namespace
+
+void Pool::Rerank(uint32_t index) {
+  for (RankedOrder& o : orders_) {
+    ClusterOrder& order = o.order;
+    if (index >= order.clusters.size()) continue;  // a dropped order (clusters were added)
+    const RankedCluster now = RankOf(index, o.mask);
+    if ((now.key >> ClusterOrder::kIndexBits) >= kMaxRankFree) {
+      orders_.clear();  // rebuilt (or refused) on next use
+      return;
+    }
+    std::vector<ClusterOrder::Entry>& entries = order.entries;
+    const RankedCluster& was = order.clusters[index];
+    if (was.listed && now.listed) {
+      // Move the entry to its new place by shifting the ones in between.
+      auto at = std::lower_bound(entries.begin(), entries.end(), was.key, KeyBefore);
+      auto to = std::lower_bound(entries.begin(), entries.end(), now.key, KeyBefore);
+      if (to > at) {
+        std::rotate(at, at + 1, to);
+        --to;
+      } else if (to < at) {
+        std::rotate(to, at, at + 1);
+      }
+      *to = EntryOf(now);
+    } else if (was.listed) {
+      entries.erase(std::lower_bound(entries.begin(), entries.end(), was.key, KeyBefore));
+    } else if (now.listed) {
+      entries.insert(std::lower_bound(entries.begin(), entries.end(), now.key, KeyBefore),
+                     EntryOf(now));
+    }
+    order.clusters[index] = now;
+  }
+}
+
+uint64_t Pool::RankFree(const ClusterSlots& cluster, uint64_t model_mask) {
+  uint64_t free = 0;
+  for (size_t m = 0; m < cluster.summary.size() && m < 64; ++m) {
+    if ((model_mask & (uint64_t{1} << m)) == 0) continue;
+    free += cluster.summary[m].milli_free + uint64_t{cluster.summary[m].mig_free_instances} * 100;
+  }
+  return free;
+}
+
+const Pool::ClusterOrder* Pool::ClustersByFree(uint64_t model_mask) const {
+  if (models_.size() > 64 || clusters_.size() > ClusterOrder::kIndexMask) return nullptr;
+  for (const RankedOrder& o : orders_) {
+    if (o.mask == model_mask && o.order.clusters.size() == clusters_.size()) return &o.order;
+  }
+  ClusterOrder order;
+  for (size_t i = 0; i < clusters_.size(); ++i) {
+    order.clusters.push_back(RankOf(static_cast<uint32_t>(i), model_mask));
+    const RankedCluster& r = order.clusters.back();
+    if ((r.key >> ClusterOrder::kIndexBits) >= kMaxRankFree) return nullptr;
+    if (r.listed) order.entries.push_back(EntryOf(r));
+  }
+  std::sort(
+      order.entries.begin(), order.entries.end(),
+      [](const ClusterOrder::Entry& a, const ClusterOrder::Entry& b) { return a.key < b.key; });
+  // Reuse the slot of an order dropped when clusters were added.
+  auto slot = std::find_if(orders_.begin(), orders_.end(), [&](const RankedOrder& o) {
+    return o.order.clusters.size() != clusters_.size();
+  });
+  if (slot == orders_.end()) {
+    if (orders_.size() >= kMaxClusterOrders) return nullptr;
+    slot = orders_.emplace(orders_.end());
+  }
+  slot->mask = model_mask;
+  slot->order = std::move(order);
+  return &slot->order;
 }
 
 ClusterCapacity Pool::CapacityOf(const ClusterSlots& cluster) {

@@ -25,6 +25,8 @@ struct GpuHold {
   uint32_t milli = kMilliPerGpu;  // 1000: the whole GPU
 };
 
+inline constexpr uint8_t kNoRank = 0xff;
+
 // The live state of one GPU. A GPU without MIG is shared by milli-GPUs (whole-GPU holders take
 // 1000); a MIG-enabled GPU is used only through its instances, one holder each.
 struct GpuSlot {
@@ -32,9 +34,32 @@ struct GpuSlot {
   absl::InlinedVector<GpuHold, 2> holders;
   std::vector<WorkloadId> mig_owners;  // parallel to GpuInfo::mig_layout; 0 = free
   uint16_t model = 0;                  // interned model id (Pool::ModelName)
+  // The GPU's NVLink domain, PCIe switch and NUMA node ("numa<N>") as their rank in name order
+  // among the node's; kNoRank for an empty name. Placement groups GPUs by these without
+  // comparing strings.
+  uint8_t nvlink_rank = kNoRank;
+  uint8_t switch_rank = kNoRank;
+  uint8_t numa_rank = 0;
+  // Copies of the GpuInfo figures placement reads for every GPU it looks at, next to the rest
+  // of the slot (RecountNode keeps them equal to the inventory's).
+  bool healthy = true;
+  bool mig_enabled = false;
+  uint64_t memory_mib = 0;
 
   // Nothing runs on it: no holder and no bound MIG instance.
   bool Idle() const;
+};
+
+// Free capacity of one GPU model on a node or in a cluster.
+struct ModelSummary {
+  uint32_t whole_free = 0;
+  uint32_t max_node_whole_free = 0;
+  uint32_t max_gpu_milli_free = 0;
+  uint32_t mig_free_instances = 0;
+  uint32_t mig_idle_capable = 0;
+  uint64_t milli_free = 0;
+  // MIG-enabled GPUs with a memory slot no instance covers: room for a new instance.
+  uint32_t mig_open = 0;
 };
 
 // One node's GPUs and host resources, and who holds what.
@@ -45,6 +70,12 @@ struct NodeSlots {
   uint64_t cpu_free = kUnlimited;
   uint64_t memory_free = kUnlimited;
   uint32_t free = 0;  // whole GPUs free for non-MIG use (healthy, not MIG-enabled, no holder)
+  // Derived like `free` (RecountNode): the largest share left on one healthy GPU without MIG;
+  // healthy MIG-enabled GPUs nothing runs on; and, when the node is schedulable, its free
+  // capacity per model (usually one), which the cluster's summary adds up.
+  uint32_t max_milli_free = 0;
+  uint32_t mig_idle = 0;
+  absl::InlinedVector<std::pair<uint16_t, ModelSummary>, 1> summary;
 
   // The workload holding GPU `g` (the first one, if it is shared); 0 if none.
   WorkloadId HolderOf(size_t g) const;
@@ -52,8 +83,27 @@ struct NodeSlots {
   int FindGpu(absl::string_view uuid) const;
 };
 
+// The node figures placement checks first, side by side for a cluster's nodes so that ruling
+// out full nodes reads little memory (copies of the NodeSlots fields of the same names).
+struct NodeQuick {
+  uint64_t cpu_free = kUnlimited;
+  uint64_t memory_free = kUnlimited;
+  uint32_t free = 0;
+  uint32_t max_milli_free = 0;
+  uint32_t mig_idle = 0;
+  bool schedulable = false;
+
+  static NodeQuick Of(const NodeSlots& node) {
+    return NodeQuick{node.cpu_free,       node.memory_free, node.free,
+                     node.max_milli_free, node.mig_idle,    node.info.schedulable};
+  }
+};
+
 struct ClusterSlots {
   ClusterInfo info;
+  // Unique to each inventory a pool is given (UpsertCluster), shared by copies: what depends
+  // only on the inventory (topology groups) may be remembered under it.
+  uint64_t inventory_id = 0;
   ClusterState state = ClusterState::kReady;
   uint64_t epoch = 1;
   std::vector<NodeSlots> nodes;                       // in inventory order
@@ -61,15 +111,9 @@ struct ClusterSlots {
   // Per interned model id: whole GPUs free in the cluster and the most on one node; the largest
   // share left on one GPU; free MIG instances and idle MIG-capable GPUs. Kept current by the pool
   // so placement can skip clusters that cannot hold a request without looking at their nodes.
-  struct ModelSummary {
-    uint32_t whole_free = 0;
-    uint32_t max_node_whole_free = 0;
-    uint32_t max_gpu_milli_free = 0;
-    uint32_t mig_free_instances = 0;
-    uint32_t mig_idle_capable = 0;
-    uint64_t milli_free = 0;
-  };
+  using ModelSummary = gpufed::ModelSummary;
   std::vector<ModelSummary> summary;  // indexed by model id
+  std::vector<NodeQuick> quick;       // parallel to nodes; kept current with the summary
 
   const NodeSlots* FindNode(absl::string_view name) const;
 };
@@ -129,6 +173,45 @@ class Pool {
 
   static ClusterCapacity CapacityOf(const ClusterSlots& cluster);
 
+  // Placement ranks clusters tightest first by this: free milli-GPUs plus 100 per free MIG
+  // instance, over the models whose bit is set in `model_mask` (bit m: model id m).
+  static uint64_t RankFree(const ClusterSlots& cluster, uint64_t model_mask);
+  // A cluster as a ClusterOrder sees it: its summary over the order's models (counts summed;
+  // max_gpu_milli_free the largest; max_node_whole_free summed, an upper bound when nodes mix
+  // models), so that walking an order does not visit the clusters.
+  struct RankedCluster {
+    uint64_t key = 0;     // RankFree << kIndexBits | index into clusters()
+    bool listed = false;  // in ClusterOrder::entries
+    ModelSummary models;
+  };
+  struct ClusterOrder {
+    static constexpr int kIndexBits = 20;
+    static constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+    static constexpr uint16_t kSaturated = 0xffff;
+    // A listed cluster: its key and, saturated at kSaturated, the figures that most often rule
+    // it out, so that a walk rarely leaves this vector.
+    struct Entry {
+      uint64_t key = 0;
+      uint16_t whole_free = 0;
+      uint16_t max_node_whole_free = 0;
+      uint16_t max_gpu_milli_free = 0;
+      uint16_t mig_idle_capable = 0;
+    };
+    // The ready clusters with some free capacity of the order's models (a free share or MIG
+    // instance, an idle MIG-capable GPU, room for a new MIG instance), by key ascending:
+    // tightest first, ties in name order. Others can hold no request for a GPU.
+    std::vector<Entry> entries;
+    std::vector<RankedCluster> clusters;  // every cluster, by index into clusters()
+  };
+  // The clusters ordered by RankFree for `model_mask`, kept current as allocations change, so
+  // that placing one request in a federation of thousands of clusters does not rank them all.
+  // Built on first use of a mask (a cache: the pool's contents are unchanged, but this is why
+  // two threads may not place on one Pool at once). nullptr when the pool has more than 64
+  // models, or 2^20 clusters, or already keeps kMaxClusterOrders orders; callers then rank by
+  // themselves.
+  const ClusterOrder* ClustersByFree(uint64_t model_mask) const;
+  static constexpr size_t kMaxClusterOrders = 64;
+
  private:
   struct Allocation {
     Assignment assignment;
@@ -138,20 +221,29 @@ class Pool {
   ClusterSlots* MutableCluster(absl::string_view name);
   NodeSlots MakeNode(const NodeInfo& info);
   // Checks that the allocation fits (ignoring what `id` itself holds); OK or why not.
-  absl::Status CheckFits(WorkloadId id, const ClusterSlots& cluster,
-                         const Allocation& alloc) const;
+  absl::Status CheckFits(WorkloadId id, const ClusterSlots& cluster, const Allocation& alloc) const;
   // Applies (or, with `release`, removes) the allocation on the cluster's slots.
   void Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, bool release);
   void RefreshSummary(ClusterSlots& cluster);
+
+  struct RankedOrder {
+    uint64_t mask = 0;
+    ClusterOrder order;
+  };
+  RankedCluster RankOf(uint32_t index, uint64_t model_mask) const;
+  // Moves the cluster to its place in every order after its summary or state changed.
+  void Rerank(uint32_t index);
 
   std::vector<ClusterSlots> clusters_;
   std::unordered_map<WorkloadId, Allocation> allocations_;
   std::vector<std::string> models_;
   std::unordered_map<std::string, uint16_t> model_ids_;
   uint64_t repartitions_applied_ = 0;
+  mutable std::vector<RankedOrder> orders_;
 };
 
-// Recomputes a node's `free` count and `milli_free` per GPU from its holders (after an edit).
+// Recomputes a node's `free` count, `milli_free` per GPU and the other derived figures from its
+// holders (after an edit).
 void RecountNode(NodeSlots& node);
 
 }  // namespace gpufed

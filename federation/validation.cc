@@ -45,9 +45,8 @@ absl::Status ValidateWorkloadName(absl::string_view field, absl::string_view val
 }
 
 std::string ProfileNames(const MigGeometry& geometry) {
-  return absl::StrJoin(geometry.profiles, ", ", [](std::string* out, const MigProfile& p) {
-    absl::StrAppend(out, p.name);
-  });
+  return absl::StrJoin(geometry.profiles, ", ",
+                       [](std::string* out, const MigProfile& p) { absl::StrAppend(out, p.name); });
 }
 
 // A MIG profile must name an instance on at least one GPU model the spec allows; profile names
@@ -62,10 +61,10 @@ absl::Status ValidateMigProfile(const WorkloadSpec& spec) {
       if (const MigGeometry* g = FindMigGeometry(model)) geometries.push_back(g);
     }
     if (geometries.empty()) {
-      return Invalid(kField, absl::StrCat("none of spec.gpu_models (",
-                                          absl::StrJoin(spec.gpu_models, ", "),
-                                          ") supports MIG (MIG models: ",
-                                          absl::StrJoin(MigModels(), ", "), ")"));
+      return Invalid(
+          kField,
+          absl::StrCat("none of spec.gpu_models (", absl::StrJoin(spec.gpu_models, ", "),
+                       ") supports MIG (MIG models: ", absl::StrJoin(MigModels(), ", "), ")"));
     }
   }
   std::vector<std::string> offers;
@@ -74,9 +73,9 @@ absl::Status ValidateMigProfile(const WorkloadSpec& spec) {
     offers.push_back(absl::StrCat(g->model, " (valid: ", ProfileNames(*g), ")"));
   }
   if (spec.gpu_models.empty()) {
-    return Invalid(kField, absl::StrCat(Quote(spec.mig_profile),
-                                        " is not a MIG profile of any GPU model: ",
-                                        absl::StrJoin(offers, "; ")));
+    return Invalid(kField,
+                   absl::StrCat(Quote(spec.mig_profile), " is not a MIG profile of any GPU model: ",
+                                absl::StrJoin(offers, "; ")));
   }
   return Invalid(kField, absl::StrCat(Quote(spec.mig_profile), " is not a MIG profile of ",
                                       absl::StrJoin(offers, " or ")));
@@ -106,8 +105,7 @@ absl::Status ValidateGpuShare(const WorkloadSpec& spec) {
 absl::Status ValidateGpuMig(const GpuInfo& gpu, const std::string& gfield) {
   if (!gpu.mig_enabled) {
     if (!gpu.mig_layout.empty()) {
-      return Invalid(absl::StrCat(gfield, ".mig_layout"),
-                     "a MIG layout needs mig_enabled: true");
+      return Invalid(absl::StrCat(gfield, ".mig_layout"), "a MIG layout needs mig_enabled: true");
     }
     return absl::OkStatus();
   }

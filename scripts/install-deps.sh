@@ -19,6 +19,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libpqxx-dev libpq-dev libssl-dev libspdlog-dev libcpp-httplib-dev prometheus-cpp-dev
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+  # The trace simulator's CSV reader (sim/).
+  libcsv-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
   # The embedded PostgreSQL the server starts, and the one tests start.

@@ -4,6 +4,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "federation/policy.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpufed::server {
@@ -36,7 +38,8 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
   static const char* kKeys[] = {
       "grpc_listen",           "http_listen",     "data_dir",  "database_url",
       "admin_token_file",      "ready_file",      "log_level", "heartbeat_timeout_seconds",
-      "heartbeat_interval_ms", "executor_threads"};
+      "heartbeat_interval_ms", "executor_threads", "placement_policy",
+      "placement_seed",        "mig_partitioning"};
   for (const auto& kv : root) {
     const auto key = kv.first.as<std::string>();
     bool known = false;
@@ -56,7 +59,10 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "log_level", &config->log_level),
         ReadKey(root, file, "heartbeat_timeout_seconds", &config->heartbeat_timeout_seconds),
         ReadKey(root, file, "heartbeat_interval_ms", &config->heartbeat_interval_ms),
-        ReadKey(root, file, "executor_threads", &config->executor_threads)}) {
+        ReadKey(root, file, "executor_threads", &config->executor_threads),
+        ReadKey(root, file, "placement_policy", &config->placement_policy),
+        ReadKey(root, file, "placement_seed", &config->placement_seed),
+        ReadKey(root, file, "mig_partitioning", &config->mig_partitioning)}) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -118,6 +124,17 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                  "threads for database work behind the gRPC handlers")
       ->check(CLI::Range(2, 1024))
       ->capture_default_str();
+  app.add_option("--placement-policy", config.placement_policy,
+                 "placement policy: random, first-fit, best-fit, dot-product, gpu-packing, fgd, "
+                 "gpufed")
+      ->envname("GPUFED_PLACEMENT_POLICY")
+      ->check(CLI::IsMember(gpufed::PolicyNames()))
+      ->capture_default_str();
+  app.add_option("--placement-seed", config.placement_seed, "seed for random tie-breaks")
+      ->capture_default_str();
+  app.add_option("--mig-partitioning", config.mig_partitioning,
+                 "may the scheduler change the MIG layout of idle GPUs")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -125,6 +142,11 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
     return absl::CancelledError("help");
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(e.what());
+  }
+  if (!gpufed::MakePolicy(config.placement_policy).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "placement_policy: unknown policy \"", config.placement_policy,
+        "\" (known: ", absl::StrJoin(gpufed::PolicyNames(), ", "), ")"));
   }
   if (config.admin_token_file.empty()) config.admin_token_file = config.data_dir + "/admin.token";
   return config;

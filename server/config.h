@@ -20,6 +20,11 @@ struct ServerConfig {
   int heartbeat_timeout_seconds = 30;
   int heartbeat_interval_ms = 5000;
   int executor_threads = 64;
+  // Placement (docs/placement.md): the policy by name, the seed for its random tie-breaks, and
+  // whether the scheduler may change the MIG layout of idle GPUs (partitioning authority).
+  std::string placement_policy = "gpufed";
+  int64_t placement_seed = 1;
+  bool mig_partitioning = true;
 };
 
 // Parses argv (with --config FILE and env vars). On --help, prints usage and returns

@@ -112,7 +112,11 @@ absl::Status Server::Start() {
 
   registry_ = std::make_shared<prometheus::Registry>();
   metrics_ = std::make_unique<api::Metrics>(*registry_);
-  scheduler_ = std::make_unique<Scheduler>(store_.get(), store_.get());
+  SchedulerOptions scheduler_options;
+  scheduler_options.placement.policy = config_.placement_policy;
+  scheduler_options.placement.seed = static_cast<uint64_t>(config_.placement_seed);
+  scheduler_options.placement.partitioning = config_.mig_partitioning;
+  scheduler_ = std::make_unique<Scheduler>(store_.get(), store_.get(), scheduler_options);
   authn_ = std::make_unique<api::Authenticator>(store_.get());
   executor_ = std::make_unique<api::Executor>("api", config_.executor_threads, 20000);
   watch_ = std::make_unique<api::WatchHub>();
@@ -326,8 +330,17 @@ void Server::SchedulerLoop() {
       spdlog::warn("scheduler cycle failed: {}", cycle.status().ToString());
       continue;
     }
+    if (cycle->stats.repartitions > 0) {
+      metrics_->mig_repartitions.Increment(cycle->stats.repartitions);
+    }
     if (!cycle->placed.empty()) {
       metrics_->scheduler_placements.Increment(static_cast<double>(cycle->placed.size()));
+      for (const Workload& w : cycle->placed) {
+        for (const Repartition& r : w.assignment.repartitions) {
+          spdlog::info("MIG repartition on {}/{} GPU {}: {}", w.assignment.cluster, r.node,
+                       r.gpu_uuid, r.reason);
+        }
+      }
       agents_->Dispatch(cycle->placed);
       std::vector<WorkloadEvent> events;
       events.reserve(cycle->placed.size());

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "federation/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace gpufed::storage {
@@ -23,6 +24,25 @@ absl::StatusOr<T> Decode(absl::string_view what, std::string_view text, Fn fn) {
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.what()));
   }
+}
+
+json MigLayoutDoc(const std::vector<MigInstance>& layout) {
+  json out = json::array();
+  for (const MigInstance& m : layout) out.push_back({{"profile", m.profile}, {"start", m.start}});
+  return out;
+}
+
+// A list of {profile, start}; `what` names the key in messages.
+absl::StatusOr<std::vector<MigInstance>> MigLayoutFromDoc(const json& doc, absl::string_view what) {
+  if (!doc.is_array()) return absl::InvalidArgumentError(absl::StrCat(what, ": not a JSON array"));
+  std::vector<MigInstance> out;
+  for (const json& m : doc) {
+    if (!m.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": entries must be objects"));
+    }
+    out.push_back(MigInstance{m.value("profile", ""), m.value("start", 0)});
+  }
+  return out;
 }
 
 // Compact, and never throws: text that is not valid UTF-8 is replaced (U+FFFD) rather than
@@ -56,6 +76,12 @@ std::string WorkloadSpecToJson(const WorkloadSpec& spec) {
       {"estimated_duration_ms", spec.estimated_duration_ms},
       {"run", std::move(run)},
   };
+  // Written only when set, so that a spec without them encodes exactly as before these keys
+  // existed (idempotent resubmission compares the stored jsonb with the new one).
+  if (!spec.mig_profile.empty()) doc["mig_profile"] = spec.mig_profile;
+  if (spec.gpu_milli != 0) doc["gpu_milli"] = spec.gpu_milli;
+  if (spec.cpu_millis != 0) doc["cpu_millis"] = spec.cpu_millis;
+  if (spec.memory_mib != 0) doc["memory_mib"] = spec.memory_mib;
   return Dump(doc);
 }
 
@@ -86,6 +112,10 @@ absl::StatusOr<WorkloadSpec> WorkloadSpecFromJson(std::string_view text) {
           return absl::InvalidArgumentError(absl::StrCat("workload spec: topology: ", topology));
         spec.topology = *t;
         spec.estimated_duration_ms = doc.value("estimated_duration_ms", int64_t{0});
+        spec.mig_profile = doc.value("mig_profile", "");
+        spec.gpu_milli = doc.value("gpu_milli", uint32_t{0});
+        spec.cpu_millis = doc.value("cpu_millis", uint64_t{0});
+        spec.memory_mib = doc.value("memory_mib", uint64_t{0});
         if (auto it = doc.find("run"); it != doc.end() && it->is_object()) {
           const json& run = *it;
           spec.run.image = run.value("image", "");
@@ -106,14 +136,31 @@ absl::StatusOr<WorkloadSpec> WorkloadSpecFromJson(std::string_view text) {
 std::string AssignmentToJson(const Assignment& assignment) {
   json replicas = json::array();
   for (const ReplicaAssignment& r : assignment.replicas) {
-    replicas.push_back(
-        {{"node", r.node}, {"gpu_uuids", r.gpu_uuids}, {"gpu_indices", r.gpu_indices}});
+    json replica = {{"node", r.node}, {"gpu_uuids", r.gpu_uuids}, {"gpu_indices", r.gpu_indices}};
+    // As in the spec: only when set, so whole-GPU assignments keep their old shape.
+    if (r.gpu_milli != 0) replica["gpu_milli"] = r.gpu_milli;
+    if (!r.mig_profile.empty()) {
+      replica["mig_profile"] = r.mig_profile;
+      replica["mig_start"] = r.mig_start;
+    }
+    replicas.push_back(std::move(replica));
   }
   json doc = {
       {"cluster", assignment.cluster},
       {"epoch", assignment.epoch},
       {"replicas", std::move(replicas)},
   };
+  if (!assignment.repartitions.empty()) {
+    json repartitions = json::array();
+    for (const Repartition& r : assignment.repartitions) {
+      repartitions.push_back({{"node", r.node},
+                              {"gpu_uuid", r.gpu_uuid},
+                              {"mig_enabled", r.mig_enabled},
+                              {"layout", MigLayoutDoc(r.layout)},
+                              {"reason", r.reason}});
+    }
+    doc["repartitions"] = std::move(repartitions);
+  }
   return Dump(doc);
 }
 
@@ -129,7 +176,23 @@ absl::StatusOr<Assignment> AssignmentFromJson(std::string_view text) {
         replica.node = r.value("node", "");
         replica.gpu_uuids = r.value("gpu_uuids", std::vector<std::string>{});
         replica.gpu_indices = r.value("gpu_indices", std::vector<uint32_t>{});
+        replica.gpu_milli = r.value("gpu_milli", uint32_t{0});
+        replica.mig_profile = r.value("mig_profile", "");
+        replica.mig_start = r.value("mig_start", int32_t{-1});
         a.replicas.push_back(std::move(replica));
+      }
+    }
+    if (auto it = doc.find("repartitions"); it != doc.end()) {
+      for (const json& r : *it) {
+        Repartition rp;
+        rp.node = r.value("node", "");
+        rp.gpu_uuid = r.value("gpu_uuid", "");
+        rp.mig_enabled = r.value("mig_enabled", false);
+        if (auto layout = r.find("layout"); layout != r.end()) {
+          ASSIGN_OR_RETURN(rp.layout, MigLayoutFromDoc(*layout, "assignment: repartitions.layout"));
+        }
+        rp.reason = r.value("reason", "");
+        a.repartitions.push_back(std::move(rp));
       }
     }
     return a;
@@ -145,6 +208,17 @@ absl::StatusOr<std::map<std::string, std::string>> LabelsFromJson(std::string_vi
   return Decode<Labels>("labels", text, [](const json& doc) -> absl::StatusOr<Labels> {
     if (!doc.is_object()) return absl::InvalidArgumentError("labels: not a JSON object");
     return doc.get<Labels>();
+  });
+}
+
+std::string MigLayoutToJson(const std::vector<MigInstance>& layout) {
+  return Dump(MigLayoutDoc(layout));
+}
+
+absl::StatusOr<std::vector<MigInstance>> MigLayoutFromJson(std::string_view text) {
+  using Layout = std::vector<MigInstance>;
+  return Decode<Layout>("mig_layout", text, [](const json& doc) -> absl::StatusOr<Layout> {
+    return MigLayoutFromDoc(doc, "mig_layout");
   });
 }
 

@@ -1,10 +1,12 @@
 #ifndef GPUFED_STORAGE_JSON_CODEC_H_
 #define GPUFED_STORAGE_JSON_CODEC_H_
 
-// The JSON shapes stored in jsonb columns: workloads.spec, workloads.assignment, nodes.labels.
-// Enums are stored by name (not number) so the rows stay readable with psql and survive enum
-// renumbering. Decoding tolerates missing keys (defaults) so that a later migration may add
-// fields without rewriting old rows.
+// The JSON shapes stored in jsonb columns: workloads.spec, workloads.assignment, nodes.labels,
+// gpus.mig_layout. Enums are stored by name (not number) so the rows stay readable with psql and
+// survive enum renumbering. Decoding tolerates missing keys (defaults) so that a later migration
+// may add fields without rewriting old rows. Keys added later (the GPU-sharing fields of specs
+// and assignments: mig_profile, gpu_milli, cpu_millis, memory_mib, mig_start, repartitions) are
+// written only when set, so a spec that does not use them encodes exactly as it did before.
 
 #include <map>
 #include <string>
@@ -26,6 +28,10 @@ absl::StatusOr<Assignment> AssignmentFromJson(std::string_view json);
 
 std::string LabelsToJson(const std::map<std::string, std::string>& labels);
 absl::StatusOr<std::map<std::string, std::string>> LabelsFromJson(std::string_view json);
+
+// A MIG layout, as in gpus.mig_layout: [{"profile":"3g.40gb","start":0}, ...].
+std::string MigLayoutToJson(const std::vector<MigInstance>& layout);
+absl::StatusOr<std::vector<MigInstance>> MigLayoutFromJson(std::string_view json);
 
 std::string StringsToJson(const std::vector<std::string>& values);
 

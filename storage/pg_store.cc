@@ -201,12 +201,12 @@ constexpr const char* kInsertNodes =
     "cpu_millis bigint, memory_mib bigint, labels jsonb, schedulable boolean)";
 constexpr const char* kInsertGpus =
     "INSERT INTO gpus (cluster, node, uuid, index, model, memory_mib, nvlink_domain, numa_node, "
-    "pcie_switch, mig_capable, healthy) "
+    "pcie_switch, mig_capable, healthy, mig_enabled, mig_layout) "
     "SELECT $1, r.node, r.uuid, r.index, r.model, r.memory_mib, r.nvlink_domain, r.numa_node, "
-    "r.pcie_switch, r.mig_capable, r.healthy "
+    "r.pcie_switch, r.mig_capable, r.healthy, r.mig_enabled, r.mig_layout "
     "FROM jsonb_to_recordset($2::jsonb) AS r(node text, uuid text, index integer, model text, "
     "memory_mib bigint, nvlink_domain text, numa_node integer, pcie_switch text, "
-    "mig_capable boolean, healthy boolean)";
+    "mig_capable boolean, healthy boolean, mig_enabled boolean, mig_layout jsonb)";
 constexpr const char* kListClusters =
     "SELECT" GPUFED_CLUSTER_COLUMNS "FROM clusters c ORDER BY c.name";
 constexpr const char* kGetCluster =
@@ -217,7 +217,8 @@ constexpr const char* kListNodes =
     "schedulable FROM nodes WHERE $1 = '' OR cluster = $1 ORDER BY cluster, name";
 constexpr const char* kListGpus =
     "SELECT cluster, node, uuid, index, model, memory_mib, nvlink_domain, numa_node, "
-    "pcie_switch, mig_capable, healthy FROM gpus WHERE $1 = '' OR cluster = $1 "
+    "pcie_switch, mig_capable, healthy, mig_enabled, mig_layout::text AS mig_layout "
+    "FROM gpus WHERE $1 = '' OR cluster = $1 "
     "ORDER BY cluster, node, index";
 constexpr const char* kRecordHeartbeat =
     "UPDATE clusters SET last_heartbeat = GREATEST(last_heartbeat, from_epoch_us($2)) "
@@ -428,6 +429,8 @@ absl::Status ReadInventory(pqxx::transaction_base& txn, const std::string& clust
     gpu.pcie_switch = row["pcie_switch"].c_str();
     gpu.mig_capable = row["mig_capable"].as<bool>();
     gpu.healthy = row["healthy"].as<bool>();
+    gpu.mig_enabled = row["mig_enabled"].as<bool>();
+    ASSIGN_OR_RETURN(gpu.mig_layout, MigLayoutFromJson(row["mig_layout"].c_str()));
     it->second->gpus.push_back(std::move(gpu));
   }
   return absl::OkStatus();
@@ -1080,7 +1083,9 @@ absl::StatusOr<Cluster> PgStore::RegisterCluster(const ClusterInfo& info,
                           {"numa_node", gpu.numa_node},
                           {"pcie_switch", gpu.pcie_switch},
                           {"mig_capable", gpu.mig_capable},
-                          {"healthy", gpu.healthy}});
+                          {"healthy", gpu.healthy},
+                          {"mig_enabled", gpu.mig_enabled},
+                          {"mig_layout", json::parse(MigLayoutToJson(gpu.mig_layout))}});
     }
   }
   const auto dump = [](const json& j) {

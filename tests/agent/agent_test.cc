@@ -3,11 +3,14 @@
 
 #include "agent/agent.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -32,6 +35,11 @@ class CountingBackend final : public Backend {
   struct Counts {
     absl::Mutex mu;
     absl::flat_hash_map<std::string, int> starts ABSL_GUARDED_BY(mu);
+    std::vector<std::string> repartitioned ABSL_GUARDED_BY(mu);  // GPU uuids, in order
+    std::vector<std::string> Repartitioned() {
+      absl::MutexLock lock(&mu);
+      return repartitioned;
+    }
     int Get(const std::string& id) {
       absl::MutexLock lock(&mu);
       auto it = starts.find(id);
@@ -50,6 +58,13 @@ class CountingBackend final : public Backend {
     return inner_->Start(work);
   }
   absl::Status Cancel(std::string_view id) override { return inner_->Cancel(id); }
+  absl::Status Repartition(const v1::Repartition& change) override {
+    {
+      absl::MutexLock lock(&counts_->mu);
+      counts_->repartitioned.push_back(change.gpu_uuid());
+    }
+    return inner_->Repartition(change);
+  }
   size_t Active() const override { return inner_->Active(); }
   void Shutdown() override { inner_->Shutdown(); }
 
@@ -133,9 +148,12 @@ class AgentTest : public ::testing::Test {
 
   void TearDown() override { StopAgent(); }
 
-  void StartAgent(AgentOptions options = {}) {
+  // `topology_yaml` empty: deploy/topologies/edge-l4.yaml.
+  void StartAgent(AgentOptions options = {}, const std::string& topology_yaml = "") {
     absl::StatusOr<ClusterTopology> topology =
-        LoadClusterTopology(absl::StrCat(GPUFED_SOURCE_DIR, "/deploy/topologies/edge-l4.yaml"));
+        topology_yaml.empty() ? LoadClusterTopology(absl::StrCat(GPUFED_SOURCE_DIR,
+                                                                 "/deploy/topologies/edge-l4.yaml"))
+                              : ParseClusterTopology(topology_yaml, "test.yaml");
     ASSERT_TRUE(topology.ok()) << topology.status();
     options.server_address = server_->address();
     options.token = "tok-123";
@@ -349,6 +367,171 @@ TEST_F(AgentTest, ReconnectsAfterServerRestartAndNeverRunsTwice) {
   EXPECT_EQ(agent_->Stats().registrations, 2u);
   const Log log = server_->Snapshot();
   EXPECT_FALSE(Reported(log, "long", v1::WORKLOAD_STATE_SUCCEEDED));
+  ExpectWellFormed(log, 7);
+}
+
+// Three A100-80GB GPUs on node-01 (the node MakeAssignment uses); GPU 0 is in MIG mode.
+constexpr char kMigTopology[] = R"(
+cluster: {name: mig-site, provider: onprem, region: r}
+nodes:
+  - name: node-01
+    gpus:
+      - {index: 0, model: A100-80GB, uuid: GPU-test-node-01-0, mig_enabled: true,
+         mig_layout: [{profile: 3g.40gb, start: 0}, {profile: 3g.40gb, start: 4}]}
+      - {index: 1, model: A100-80GB, uuid: GPU-test-node-01-1}
+      - {index: 2, model: A100-80GB, uuid: GPU-test-node-01-2}
+)";
+
+v1::MigInstance Mig(const std::string& profile, uint32_t start) {
+  v1::MigInstance m;
+  m.set_profile(profile);
+  m.set_start(start);
+  return m;
+}
+
+// A workload on GPU `gpu` of node-01 (the MIG instance profile@start when a profile is given)
+// that first applies `change` (when it names a GPU).
+v1::WorkAssignment OnGpu(const std::string& id, uint32_t gpu, const std::string& profile,
+                         uint32_t start, const v1::Repartition& change) {
+  v1::WorkAssignment a = SimWork(id, absl::Hours(1));
+  v1::ReplicaAssignment& r = *a.mutable_assignment()->mutable_replicas(0);
+  r.set_gpu_indices(0, gpu);
+  r.set_gpu_uuids(0, absl::StrCat("GPU-test-node-01-", gpu));
+  if (!profile.empty()) {
+    a.mutable_spec()->mutable_per_replica()->set_mig_profile(profile);
+    r.set_mig_profile(profile);
+    r.set_mig_start(start);
+  }
+  if (!change.gpu_uuid().empty()) *a.mutable_assignment()->add_repartitions() = change;
+  return a;
+}
+
+v1::Repartition Change(uint32_t gpu, bool mig_enabled, std::vector<v1::MigInstance> layout,
+                       const std::string& reason = "") {
+  v1::Repartition c;
+  c.set_node("node-01");
+  c.set_gpu_uuid(absl::StrCat("GPU-test-node-01-", gpu));
+  c.set_mig_enabled(mig_enabled);
+  for (const v1::MigInstance& m : layout) *c.add_layout() = m;
+  c.set_reason(reason);
+  return c;
+}
+
+// The GPU `uuid` in an inventory (a default Gpu if absent).
+v1::Gpu GpuIn(const v1::Inventory& inventory, const std::string& uuid) {
+  for (const v1::Node& n : inventory.nodes()) {
+    for (const v1::Gpu& g : n.gpus()) {
+      if (g.uuid() == uuid) return g;
+    }
+  }
+  return v1::Gpu();
+}
+
+// Index in stream `s` of the first message satisfying `pred`; -1 if none.
+int FirstMessage(const TestAgentServer::StreamLog& s,
+                 const std::function<bool(const v1::AgentMessage&)>& pred) {
+  for (size_t i = 0; i < s.messages.size(); ++i) {
+    if (pred(s.messages[i])) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+TEST_F(AgentTest, AppliesRepartitionsBeforeStartingAndReportsTheNewInventory) {
+  StartAgent({}, kMigTopology);
+  ASSERT_TRUE(WaitRegistered(0));
+  {
+    const Log log = server_->Snapshot();
+    const v1::Gpu g0 =
+        GpuIn(log.streams[0].messages[0].register_().inventory(), "GPU-test-node-01-0");
+    EXPECT_TRUE(g0.mig_enabled());
+    EXPECT_EQ(g0.mig_layout_size(), 2);
+  }
+
+  // GPU 1 goes into MIG mode with two 1g.10gb and a 2g.20gb; the workload takes 1g.10gb@1.
+  const v1::Repartition split = Change(
+      1, true, {Mig("1g.10gb", 0), Mig("1g.10gb", 1), Mig("2g.20gb", 2)}, "1g.10gb for split");
+  ASSERT_TRUE(server_->Send(Assign({OnGpu("split", 1, "1g.10gb", 1, split)})));
+  ASSERT_TRUE(server_->WaitFor(
+      [](const Log& log) { return Reported(log, "split", v1::WORKLOAD_STATE_RUNNING); }));
+  {
+    const Log log = server_->Snapshot();
+    const auto& stream = log.streams[0];
+    const int update =
+        FirstMessage(stream, [](const v1::AgentMessage& m) { return m.has_inventory(); });
+    ASSERT_GE(update, 0) << "no InventoryUpdate";
+    const int running = FirstMessage(stream, [](const v1::AgentMessage& m) {
+      return m.has_status() && m.status().updates_size() > 0 &&
+             m.status().updates(0).workload_id() == "split";
+    });
+    EXPECT_LT(update, running) << "the layout must reach the server before the status";
+    const v1::Gpu g1 = GpuIn(stream.messages[update].inventory().inventory(), "GPU-test-node-01-1");
+    EXPECT_TRUE(g1.mig_enabled());
+    ASSERT_EQ(g1.mig_layout_size(), 3);
+    EXPECT_EQ(g1.mig_layout(2).profile(), "2g.20gb");
+    EXPECT_EQ(g1.mig_layout(2).start(), 2u);
+    // The rest of the inventory is reported whole, unchanged.
+    EXPECT_EQ(GpuIn(stream.messages[update].inventory().inventory(), "GPU-test-node-01-0")
+                  .mig_layout_size(),
+              2);
+    EXPECT_EQ(stream.messages[update].epoch(), 7u);
+  }
+  EXPECT_EQ(agent_->Stats().repartitions_applied, 1u);
+  EXPECT_EQ(agent_->Stats().inventory_updates_sent, 1u);
+  EXPECT_EQ(counts_->Repartitioned(), std::vector<std::string>{"GPU-test-node-01-1"});
+
+  // The same change again (a second workload on another instance) is already in effect.
+  ASSERT_TRUE(server_->Send(Assign({OnGpu("split-2", 1, "1g.10gb", 0, split)})));
+  // MIG off on GPU 0, which nothing uses, for a whole-GPU workload.
+  ASSERT_TRUE(server_->Send(Assign({OnGpu("whole", 0, "", 0, Change(0, false, {}, "whole"))})));
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    return Reported(log, "split-2", v1::WORKLOAD_STATE_RUNNING) &&
+           Reported(log, "whole", v1::WORKLOAD_STATE_RUNNING);
+  }));
+  EXPECT_EQ(agent_->Stats().repartitions_applied, 2u);
+  EXPECT_FALSE(GpuIn(agent_->Inventory(), "GPU-test-node-01-0").mig_enabled());
+  EXPECT_EQ(GpuIn(agent_->Inventory(), "GPU-test-node-01-0").mig_layout_size(), 0);
+
+  // Refused, and the workload FAILED without starting: a change that would take away what
+  // running workloads hold, an invalid layout, a GPU the agent does not have.
+  ASSERT_TRUE(server_->Send(Assign({
+      OnGpu("evict", 1, "", 0, Change(1, true, {Mig("7g.80gb", 0)})),
+      OnGpu("bad-layout", 2, "3g.40gb", 2, Change(2, true, {Mig("3g.40gb", 2)})),
+      OnGpu("no-gpu", 2, "", 0, Change(9, false, {})),
+  })));
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    return Reported(log, "evict", v1::WORKLOAD_STATE_FAILED) &&
+           Reported(log, "bad-layout", v1::WORKLOAD_STATE_FAILED) &&
+           Reported(log, "no-gpu", v1::WORKLOAD_STATE_FAILED);
+  }));
+  {
+    absl::flat_hash_map<std::string, std::string> messages;
+    for (const v1::WorkloadStatus& s : StatusesOn(server_->Snapshot().streams[0])) {
+      messages[s.workload_id()] = s.message();
+    }
+    EXPECT_THAT(messages["evict"],
+                ::testing::HasSubstr("assignment.repartitions[0]: GPU GPU-test-node-01-1 on "
+                                     "node node-01 is in use by workload split"));
+    EXPECT_EQ(messages["bad-layout"],
+              "not started: assignment.repartitions[0].layout: 3g.40gb at slot 2: allowed starts "
+              "are 0, 4");
+    EXPECT_THAT(messages["no-gpu"], ::testing::HasSubstr("no GPU GPU-test-node-01-9"));
+  }
+  for (const char* id : {"evict", "bad-layout", "no-gpu"}) EXPECT_EQ(counts_->Get(id), 0) << id;
+  EXPECT_EQ(agent_->Stats().repartitions_applied, 2u);
+  EXPECT_EQ(GpuIn(agent_->Inventory(), "GPU-test-node-01-1").mig_layout_size(), 3);
+
+  // After a reconnect, Register carries the inventory as it is now.
+  const int port = server_->port();
+  server_->Stop();
+  server_ = TestAgentServer::Start(port);
+  ASSERT_NE(server_, nullptr) << "could not rebind port " << port;
+  server_->set_epoch(7);
+  server_->set_heartbeat_interval(absl::Milliseconds(50));
+  ASSERT_TRUE(WaitRegistered(0));
+  const Log log = server_->Snapshot();
+  const v1::Inventory& reported = log.streams[0].messages[0].register_().inventory();
+  EXPECT_EQ(GpuIn(reported, "GPU-test-node-01-1").mig_layout_size(), 3);
+  EXPECT_FALSE(GpuIn(reported, "GPU-test-node-01-0").mig_enabled());
   ExpectWellFormed(log, 7);
 }
 

@@ -188,6 +188,27 @@ TEST_F(ProcessBackendTest, ReplicasSeeTheirDevicesAndTheEnvironment) {
   unsetenv("PLAIN_INHERITED");
 }
 
+TEST_F(ProcessBackendTest, ReplicasSeeTheirMigInstanceOrGpuShare) {
+  v1::WorkAssignment a = Shell("parts",
+                               "echo \"$CUDA_VISIBLE_DEVICES|${GPUFED_MIG_PROFILE-unset}|"
+                               "${GPUFED_MIG_START-unset}|${GPUFED_GPU_MILLI-unset}\" > "
+                               "\"$OUT/part-$GPUFED_REPLICA_INDEX\"",
+                               3, 1);
+  v1::ReplicaAssignment& mig = *a.mutable_assignment()->mutable_replicas(0);
+  mig.set_mig_profile("3g.40gb");
+  mig.set_mig_start(4);
+  a.mutable_assignment()->mutable_replicas(1)->set_gpu_milli(250);
+  // Replica 2 holds its GPU whole; the spec cannot pretend otherwise.
+  (*a.mutable_spec()->mutable_run()->mutable_env())["GPUFED_MIG_PROFILE"] = "7g.80gb";
+  (*a.mutable_spec()->mutable_run()->mutable_env())["GPUFED_GPU_MILLI"] = "1";
+  ASSERT_TRUE(backend_->Start(a).ok());
+  ASSERT_EQ(events_.WaitTerminal("parts").state, v1::WORKLOAD_STATE_SUCCEEDED);
+  // CUDA_VISIBLE_DEVICES stays the GPU index (a real backend would pass the MIG device UUID).
+  EXPECT_EQ(ReadFile(dir_.path() + "/part-0"), "0|3g.40gb|4|unset\n");
+  EXPECT_EQ(ReadFile(dir_.path() + "/part-1"), "1|unset|unset|250\n");
+  EXPECT_EQ(ReadFile(dir_.path() + "/part-2"), "2|unset|unset|unset\n");
+}
+
 TEST_F(ProcessBackendTest, OutputGoesToTheWorkloadLog) {
   ASSERT_TRUE(backend_->Start(Shell("log", "echo to-stdout; echo to-stderr >&2")).ok());
   ASSERT_EQ(events_.WaitTerminal("log").state, v1::WORKLOAD_STATE_SUCCEEDED);

@@ -46,6 +46,7 @@ TEST(TopologyTest, OnpremDgxDemo) {
     const v1::Node& node = t->inventory.nodes(n);
     EXPECT_EQ(node.name(), names[n]);
     EXPECT_EQ(node.rack(), "r1");
+    EXPECT_EQ(node.block(), "b1");
     EXPECT_TRUE(node.schedulable());
     ASSERT_EQ(node.gpus_size(), 8);
     for (int i = 0; i < 8; ++i) {
@@ -57,9 +58,78 @@ TEST(TopologyTest, OnpremDgxDemo) {
       EXPECT_TRUE(gpu.mig_capable());
       EXPECT_TRUE(gpu.healthy());
       EXPECT_EQ(gpu.uuid(), absl::StrCat("GPU-onprem-dgx-", names[n], "-", i));
+      // dgx-04 is the MIG node: GPUs 0-3 in MIG mode, 4-7 whole.
+      EXPECT_EQ(gpu.mig_enabled(), n == 3 && i < 4) << names[n] << " GPU " << i;
     }
   }
   ExpectOneDomainPerNode(t->inventory);
+  const v1::Node& mig = t->inventory.nodes(3);
+  const int layout_sizes[] = {2, 4, 7, 0};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(mig.gpus(i).mig_layout_size(), layout_sizes[i]) << i;
+  EXPECT_EQ(mig.gpus(0).mig_layout(1).profile(), "3g.40gb");
+  EXPECT_EQ(mig.gpus(0).mig_layout(1).start(), 4u);
+}
+
+TEST(TopologyTest, Gb200Nvl72Demo) {
+  absl::StatusOr<ClusterTopology> t =
+      LoadClusterTopology(Demo("deploy/topologies/gb200-nvl72.yaml"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->cluster, "gb200-nvl72");
+  ASSERT_EQ(t->inventory.nodes_size(), 18);
+  EXPECT_EQ(CountGpus(t->inventory), 72);
+  std::set<std::string> domains;
+  for (const v1::Node& node : t->inventory.nodes()) {
+    EXPECT_EQ(node.rack(), "nvl72-r1");
+    EXPECT_EQ(node.block(), "b1");
+    ASSERT_EQ(node.gpus_size(), 4);
+    for (const v1::Gpu& gpu : node.gpus()) {
+      EXPECT_EQ(gpu.model(), "GB200");
+      EXPECT_EQ(gpu.memory_mib(), 189471u);
+      EXPECT_FALSE(gpu.mig_capable());  // no MIG geometry for GB200 yet
+      domains.insert(gpu.nvlink_domain());
+    }
+  }
+  // One NVLink domain across all 18 nodes.
+  EXPECT_EQ(domains, std::set<std::string>{"nvl72-r1"});
+  EXPECT_EQ(t->inventory.nodes(17).name(), "gb200-18");
+}
+
+TEST(TopologyTest, MigModeAndLayoutsPerGpuAndPerGroup) {
+  const char* yaml = R"(
+cluster: {name: mig, provider: onprem, region: r}
+node_groups:
+  - name_prefix: a30-
+    count: 2
+    gpus:
+      count: 2
+      model: A30
+      mig_enabled: true
+      mig_layout: [{profile: 2g.12gb, start: 0}, {profile: 1g.6gb, start: 2}]
+nodes:
+  - name: h100
+    gpus:
+      - {model: H100-80GB, mig_enabled: true, mig_layout: [{profile: 7g.80gb, start: 0}]}
+      - {model: H100-80GB, mig_enabled: false}
+      - {model: H100-80GB, mig_enabled: true}
+)";
+  absl::StatusOr<ClusterTopology> t = ParseClusterTopology(yaml, "mig.yaml");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->inventory.nodes_size(), 3);
+  for (int n = 0; n < 2; ++n) {
+    for (const v1::Gpu& gpu : t->inventory.nodes(n).gpus()) {
+      EXPECT_TRUE(gpu.mig_enabled());
+      ASSERT_EQ(gpu.mig_layout_size(), 2);
+      EXPECT_EQ(gpu.mig_layout(1).profile(), "1g.6gb");
+      EXPECT_EQ(gpu.mig_layout(1).start(), 2u);
+    }
+  }
+  const v1::Node& h100 = t->inventory.nodes(2);
+  EXPECT_TRUE(h100.gpus(0).mig_enabled());
+  ASSERT_EQ(h100.gpus(0).mig_layout_size(), 1);
+  EXPECT_EQ(h100.gpus(0).mig_layout(0).profile(), "7g.80gb");
+  EXPECT_FALSE(h100.gpus(1).mig_enabled());
+  EXPECT_TRUE(h100.gpus(2).mig_enabled());
+  EXPECT_EQ(h100.gpus(2).mig_layout_size(), 0);
 }
 
 TEST(TopologyTest, CloudA100Demo) {
@@ -258,6 +328,36 @@ const std::string kBadMemory = Group("{count: 8, model: L4, memory_mib: 0}");
 const std::string kBadNuma = Group("{count: 8, model: L4, numa_nodes: 9}");
 const std::string kListNotMap = absl::StrCat(kHead, "node_groups: {a: b}\n");
 const std::string kBadBool = Group("{count: 8, model: A100-80GB, mig_capable: maybe}");
+const std::string kMigEnabledOnL4 = Group("{count: 2, model: L4, mig_enabled: true}");
+const std::string kMigEnabledNotCapable =
+    Group("{count: 2, model: H100-80GB, mig_capable: false, mig_enabled: true}");
+const std::string kMigNoGeometry = Group("{count: 2, model: B200, mig_enabled: true}");
+const std::string kLayoutWithoutMig =
+    Group("{count: 2, model: H100-80GB, mig_layout: [{profile: 1g.10gb, start: 0}]}");
+const std::string kMigBadStart =
+    absl::StrCat(kHead,
+                 "nodes:\n  - name: a\n    gpus:\n      - {model: H100-80GB, mig_enabled: true,\n"
+                 "         mig_layout: [{profile: 3g.40gb, start: 2}]}\n");
+const std::string kMigOverlap = absl::StrCat(
+    kHead,
+    "nodes:\n  - name: a\n    gpus:\n      - {model: A100-80GB, mig_enabled: true,\n"
+    "         mig_layout: [{profile: 4g.40gb, start: 0}, {profile: 2g.20gb, start: 2}]}\n");
+const std::string kMigForeignProfile = Group(
+    "{count: 1, model: A100-40GB, mig_enabled: true, mig_layout: [{profile: 3g.40gb, "
+    "start: 0}]}");
+const std::string kMigSlotTooHigh =
+    Group("{count: 1, model: A30, mig_enabled: true, mig_layout: [{profile: 1g.6gb, start: 4}]}");
+const std::string kMigNoStart =
+    Group("{count: 1, model: A30, mig_enabled: true, mig_layout: [{profile: 1g.6gb}]}");
+const std::string kMigUnknownKey =
+    Group("{count: 1, model: A30, mig_enabled: true, mig_layout: [{profile: 1g.6gb, slot: 0}]}");
+const std::string kMigLayoutNotList =
+    Group("{count: 1, model: A30, mig_enabled: true, mig_layout: 1g.6gb}");
+const std::string kNvlinkAndDomain =
+    Group("{count: 4, model: GB200, nvlink: node, nvlink_domain: nvl72}");
+const std::string kSharedDomainClash =
+    Group("{count: 4, model: GB200, nvlink_domain: m-01-nvl}") +
+    "  - name_prefix: m-\n    count: 1\n    gpus: {count: 2, model: L4, nvlink: node}\n";
 const std::string kDupCompliance =
     "cluster: {name: c1, provider: onprem, region: r, compliance_labels: [gdpr, gdpr]}\n"
     "nodes:\n  - name: a\n    gpus:\n      - {model: L4}\n";
@@ -297,6 +397,36 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"bad_numa", kBadNuma.c_str(), "node_groups[0].gpus.numa_nodes: must be between"},
         BadCase{"list_not_map", kListNotMap.c_str(), "node_groups: must be a list"},
         BadCase{"bad_bool", kBadBool.c_str(), "mig_capable: must be true or false"},
+        BadCase{"mig_enabled_on_l4", kMigEnabledOnL4.c_str(),
+                "node_groups[0].gpus.mig_enabled: L4 does not support MIG"},
+        BadCase{"mig_enabled_not_capable", kMigEnabledNotCapable.c_str(),
+                "node_groups[0].gpus.mig_enabled: H100-80GB (mig_capable: false) does not "
+                "support MIG"},
+        BadCase{"mig_no_geometry", kMigNoGeometry.c_str(),
+                "node_groups[0].gpus.mig_enabled: gpufed has no MIG geometry for B200"},
+        BadCase{"layout_without_mig", kLayoutWithoutMig.c_str(),
+                "node_groups[0].gpus.mig_layout: a MIG layout needs mig_enabled: true"},
+        BadCase{"mig_bad_start", kMigBadStart.c_str(),
+                "bad.yaml:6: nodes[0].gpus[0].mig_layout[0]: 3g.40gb at slot 2: allowed starts "
+                "are 0, 4"},
+        BadCase{"mig_overlap", kMigOverlap.c_str(),
+                "nodes[0].gpus[0].mig_layout[1]: 2g.20gb at slot 2: overlaps 4g.40gb at slot 0"},
+        BadCase{"mig_foreign_profile", kMigForeignProfile.c_str(),
+                "node_groups[0].gpus.mig_layout[0]: \"3g.40gb\" is not a MIG profile of A100-40GB"},
+        BadCase{"mig_slot_too_high", kMigSlotTooHigh.c_str(),
+                "node_groups[0].gpus.mig_layout[0].start: must be below 4 on A30"},
+        BadCase{"mig_no_start", kMigNoStart.c_str(),
+                "node_groups[0].gpus.mig_layout[0].start: required"},
+        BadCase{"mig_unknown_key", kMigUnknownKey.c_str(),
+                "node_groups[0].gpus.mig_layout[0].slot: unknown key"},
+        BadCase{"mig_layout_not_list", kMigLayoutNotList.c_str(),
+                "node_groups[0].gpus.mig_layout: must be a list of {profile, start}"},
+        BadCase{"nvlink_and_domain", kNvlinkAndDomain.c_str(),
+                "node_groups[0].gpus.nvlink_domain: give either nvlink (\"node\") or "
+                "nvlink_domain, not both"},
+        BadCase{"shared_domain_clash", kSharedDomainClash.c_str(),
+                "node_groups[0].gpus.nvlink_domain: NVLink domain \"m-01-nvl\" is also "
+                "generated"},
         BadCase{"dup_compliance", kDupCompliance.c_str(),
                 "cluster.compliance_labels[1]: duplicate \"gdpr\""}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });

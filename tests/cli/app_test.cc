@@ -124,6 +124,25 @@ TEST_F(AppTest, SubmitDefaultsToOneReplicaOfOneGpu) {
   EXPECT_TRUE(spec.run().command().empty());
 }
 
+TEST_F(AppTest, SubmitMigProfileAndHostResources) {
+  WriteHomeConfig();
+  ASSERT_EQ(Run({"submit", "--name", "m", "--replicas", "3", "--mig-profile", "3g.40gb",
+                 "--cpu-millis", "4000", "--memory-mib", "8192"}),
+            0)
+      << err_.str();
+  const v1::WorkloadSpec spec = server_->submits()[0].spec();
+  EXPECT_EQ(spec.replicas(), 3u);
+  EXPECT_EQ(spec.per_replica().mig_profile(), "3g.40gb");
+  EXPECT_EQ(spec.per_replica().cpu_millis(), 4000u);
+  EXPECT_EQ(spec.per_replica().memory_mib(), 8192u);
+
+  ASSERT_EQ(Run({"submit", "--name", "s", "--gpu-milli", "250"}), 0) << err_.str();
+  EXPECT_EQ(server_->submits()[1].spec().per_replica().gpu_milli(), 250u);
+
+  EXPECT_EQ(Run({"submit", "--name", "s", "--gpu-milli", "250", "--gpus", "2"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("--gpus: must be 1"));
+}
+
 TEST_F(AppTest, SubmitEveryExampleFile) {
   WriteHomeConfig();
   for (const char* name : {"train-gang.yaml", "inference-small.yaml", "batch.yaml"}) {

@@ -355,7 +355,8 @@ TEST_F(CommandsTest, ClustersWithNodesShowsGpus) {
   EXPECT_THAT(out_.contents(), HasSubstr("ALLOCATED_TO"));
   EXPECT_THAT(
       out_.contents(),
-      HasSubstr("edge-l4   edge-01   -      0     L4      23034MiB   -        unhealthy   17"));
+      HasSubstr(
+          "edge-l4   edge-01   -      0     L4      23034MiB   -        -     unhealthy   17"));
 }
 
 TEST_F(CommandsTest, ClustersJsonOmitsNodesUnlessAsked) {
@@ -442,6 +443,33 @@ TEST(SpecFromFlagsTest, BadValuesNameTheFlag) {
   flags = {};
   flags.topology = "same_planet";
   EXPECT_THAT(SpecFromFlags(flags).status().message(), HasSubstr("--topology: "));
+}
+
+TEST(SpecFromFlagsTest, MigProfileGpuShareAndHostResources) {
+  SubmitFlags flags;
+  flags.mig_profile = "1g.10gb";
+  flags.cpu_millis = 2000;
+  flags.memory_mib = 4096;
+  absl::StatusOr<v1::WorkloadSpec> spec = SpecFromFlags(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->per_replica().mig_profile(), "1g.10gb");
+  EXPECT_EQ(spec->per_replica().cpu_millis(), 2000u);
+  EXPECT_EQ(spec->per_replica().memory_mib(), 4096u);
+
+  flags = {};
+  flags.gpu_milli = 0;  // given, even if zero: the server says what is wrong with it
+  spec = SpecFromFlags(flags);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->per_replica().kind_case(), v1::ReplicaResources::kGpuMilli);
+
+  flags.mig_profile = "1g.10gb";
+  EXPECT_EQ(SpecFromFlags(flags).status().message(),
+            "--mig-profile: cannot be combined with --gpu-milli");
+  flags = {};
+  flags.gpu_milli = 500;
+  flags.gpus = 2;
+  EXPECT_EQ(SpecFromFlags(flags).status().message(),
+            "--gpus: must be 1 (or left out) with --gpu-milli: a replica takes part of one GPU");
 }
 
 TEST(ApplySubmitDefaultsTest, FirstNonEmptyWinsAndKeysAreRandom) {

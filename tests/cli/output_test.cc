@@ -158,6 +158,74 @@ TEST(WorkloadDetailTest, ShowsSpecAndPlacement) {
             "Version:          0\n");
 }
 
+TEST(WorkloadTableTest, ShowsMigProfilesAndShares) {
+  google::protobuf::RepeatedPtrField<v1::Workload> workloads;
+  v1::Workload& mig = *workloads.Add();
+  mig = SampleWorkload();
+  mig.mutable_spec()->mutable_per_replica()->set_mig_profile("3g.40gb");
+  v1::Workload& share = *workloads.Add();
+  share = SampleWorkload();
+  share.mutable_spec()->set_replicas(4);
+  share.mutable_spec()->mutable_per_replica()->set_gpu_milli(250);
+  v1::Workload& tiny = *workloads.Add();
+  tiny = SampleWorkload();
+  tiny.mutable_spec()->mutable_per_replica()->set_gpu_milli(5);
+  std::ostringstream out;
+  WriteWorkloadTable(workloads, kNow, out);
+  EXPECT_THAT(out.str(), HasSubstr("RUNNING   2x3g.40gb   onprem-dgx"));
+  EXPECT_THAT(out.str(), HasSubstr("RUNNING   4x0.25      onprem-dgx"));
+  EXPECT_THAT(out.str(), HasSubstr("RUNNING   2x0.005     onprem-dgx"));
+}
+
+TEST(WorkloadDetailTest, ShowsMigInstanceShareAndRepartitions) {
+  v1::Workload w = SampleWorkload();
+  v1::ReplicaResources& per_replica = *w.mutable_spec()->mutable_per_replica();
+  per_replica.set_mig_profile("3g.40gb");
+  per_replica.set_cpu_millis(4000);
+  per_replica.set_memory_mib(16384);
+  v1::ReplicaAssignment& r0 = *w.mutable_assignment()->add_replicas();
+  r0.set_node("dgx-01");
+  r0.add_gpu_indices(3);
+  r0.add_gpu_uuids("GPU-c");
+  r0.set_mig_profile("3g.40gb");
+  r0.set_mig_start(4);
+  v1::ReplicaAssignment& r1 = *w.mutable_assignment()->add_replicas();
+  r1 = r0;
+  r1.set_mig_profile("");
+  r1.set_mig_start(0);
+  r1.set_gpu_milli(250);
+  v1::Repartition& on = *w.mutable_assignment()->add_repartitions();
+  on.set_node("dgx-01");
+  on.set_gpu_uuid("GPU-c");
+  on.set_mig_enabled(true);
+  for (int start : {0, 4}) {
+    v1::MigInstance& m = *on.add_layout();
+    m.set_profile("3g.40gb");
+    m.set_start(start);
+  }
+  on.set_reason("3g.40gb for workload 42");
+  v1::Repartition& off = *w.mutable_assignment()->add_repartitions();
+  off.set_node("dgx-02");
+  off.set_gpu_uuid("GPU-d");
+  std::ostringstream out;
+  WriteWorkloadDetail(w, kNow, out);
+  const std::string text = out.str();
+  EXPECT_THAT(text, HasSubstr("Replicas x GPUs:  2x3g.40gb\n"));
+  EXPECT_THAT(text, HasSubstr("MIG profile:      3g.40gb per replica\n"));
+  EXPECT_THAT(text, HasSubstr("CPU:              4000m per replica\n"));
+  EXPECT_THAT(text, HasSubstr("Memory:           16384 MiB per replica\n"));
+  EXPECT_THAT(text, HasSubstr("Replica 0:        dgx-01 GPUs 3 (GPU-c) MIG 3g.40gb at slot 4\n"));
+  EXPECT_THAT(text, HasSubstr("Replica 1:        dgx-01 GPUs 3 (GPU-c) share 0.25 (250m)\n"));
+  EXPECT_THAT(text, HasSubstr("Repartition 0:    dgx-01 GPU-c MIG on: 3g.40gb@0,3g.40gb@4 "
+                              "(3g.40gb for workload 42)\n"));
+  EXPECT_THAT(text, HasSubstr("Repartition 1:    dgx-02 GPU-d MIG off\n"));
+
+  per_replica.set_gpu_milli(500);
+  std::ostringstream share;
+  WriteWorkloadDetail(w, kNow, share);
+  EXPECT_THAT(share.str(), HasSubstr("GPU share:        500 milli-GPU per replica\n"));
+}
+
 TEST(WatchEventTest, OneLinePerEvent) {
   v1::WorkloadEvent event;
   *event.mutable_workload() = SampleWorkload();
@@ -227,12 +295,40 @@ TEST(GpuTableTest, ShowsWhatHoldsEachGpu) {
   *clusters.Add() = SampleCluster();
   std::ostringstream out;
   WriteGpuTable(clusters, out);
-  EXPECT_EQ(out.str(),
-            "CLUSTER      NODE     RACK   GPU   MODEL       MEMORY     NVLINK       STATUS    "
-            "ALLOCATED_TO\n"
-            "onprem-dgx   dgx-01   r1     0     H100-80GB   81559MiB   dgx-01-nvl   ok        42\n"
-            "onprem-dgx   dgx-02   r1     0     H100-80GB   81559MiB   dgx-02-nvl   drained   "
-            "-\n");
+  EXPECT_EQ(
+      out.str(),
+      "CLUSTER      NODE     RACK   GPU   MODEL       MEMORY     NVLINK       MIG   STATUS    "
+      "ALLOCATED_TO\n"
+      "onprem-dgx   dgx-01   r1     0     H100-80GB   81559MiB   dgx-01-nvl   -     ok        "
+      "42\n"
+      "onprem-dgx   dgx-02   r1     0     H100-80GB   81559MiB   dgx-02-nvl   -     drained   "
+      "-\n");
+}
+
+TEST(GpuTableTest, ShowsMigModeAndLayout) {
+  google::protobuf::RepeatedPtrField<v1::Cluster> clusters;
+  v1::Cluster& c = *clusters.Add();
+  c = SampleCluster();
+  v1::Gpu& on = *c.mutable_nodes(0)->mutable_gpus(0);
+  on.set_mig_capable(true);
+  on.set_mig_enabled(true);
+  on.set_allocated_to("42,43");
+  for (const auto& [profile, start] : {std::pair{"3g.40gb", 0}, std::pair{"2g.20gb", 4}}) {
+    v1::MigInstance& m = *on.add_mig_layout();
+    m.set_profile(profile);
+    m.set_start(start);
+  }
+  c.mutable_nodes(1)->mutable_gpus(0)->set_mig_capable(true);
+  v1::Gpu& empty = *c.mutable_nodes(1)->add_gpus();
+  empty = c.nodes(1).gpus(0);
+  empty.set_index(1);
+  empty.set_mig_enabled(true);
+  std::ostringstream out;
+  WriteGpuTable(clusters, out);
+  const std::string text = out.str();
+  EXPECT_THAT(text, HasSubstr("dgx-01-nvl   3g.40gb@0,2g.20gb@4   ok        42,43\n"));
+  EXPECT_THAT(text, HasSubstr("dgx-02-nvl   off                   drained   -\n"));
+  EXPECT_THAT(text, HasSubstr("dgx-02-nvl   on                    drained   -\n"));
 }
 
 TEST(JsonTest, OneLineWithProtoFieldNamesAndZeroFields) {

@@ -155,6 +155,45 @@ TEST(WorkloadYamlTest, DefaultsWhatTheApiNeeds) {
   EXPECT_FALSE(spec.has_estimated_duration());
 }
 
+TEST(WorkloadYamlTest, MigProfileGpuShareAndHostResources) {
+  absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(
+      "name: a\nreplicas: 2\nmig_profile: 3g.40gb\ncpu_millis: 8000\nmemory_mib: 65536\n"
+      "---\nname: b\ngpus_per_replica: 1\ngpu_milli: 250\n"
+      "---\nname: c\ngpus_per_replica: 4\ncpu_millis: 500\n",
+      "x.yaml");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_EQ(docs->size(), 3u);
+  const v1::ReplicaResources& a = (*docs)[0].spec.per_replica();
+  EXPECT_EQ(a.kind_case(), v1::ReplicaResources::kMigProfile);
+  EXPECT_EQ(a.mig_profile(), "3g.40gb");
+  EXPECT_EQ(a.cpu_millis(), 8000u);
+  EXPECT_EQ(a.memory_mib(), 65536u);
+  const v1::ReplicaResources& b = (*docs)[1].spec.per_replica();
+  EXPECT_EQ(b.kind_case(), v1::ReplicaResources::kGpuMilli);
+  EXPECT_EQ(b.gpu_milli(), 250u);
+  const v1::ReplicaResources& c = (*docs)[2].spec.per_replica();
+  EXPECT_EQ(c.kind_case(), v1::ReplicaResources::kGpus);
+  EXPECT_EQ(c.gpus(), 4u);
+  EXPECT_EQ(c.cpu_millis(), 500u);
+}
+
+TEST(WorkloadYamlTest, GpuShareClashesNameTheField) {
+  EXPECT_EQ(ParseError("name: x\nmig_profile: 1g.10gb\ngpu_milli: 100\n"),
+            "train.yaml:3: gpu_milli: give either mig_profile or gpu_milli, not both");
+  EXPECT_EQ(ParseError("name: x\ngpus_per_replica: 2\nmig_profile: 1g.10gb\n"),
+            "train.yaml:2: gpus_per_replica: must be 1 (or left out) with mig_profile: a replica "
+            "takes part of one GPU");
+  EXPECT_EQ(ParseError("name: x\ngpu_milli: 0.5\n"),
+            "train.yaml:2: gpu_milli: expected a non-negative integer, got \"0.5\"");
+  EXPECT_EQ(ParseError("name: x\nmemory_mib: -1\n"),
+            "train.yaml:2: memory_mib: expected a non-negative integer, got \"-1\"");
+  // The range of gpu_milli and the profile's existence are the server's to judge.
+  absl::StatusOr<std::vector<WorkloadDocument>> docs =
+      ParseWorkloadYaml("name: x\ngpu_milli: 5000\n", "x.yaml");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  EXPECT_EQ((*docs)[0].spec.per_replica().gpu_milli(), 5000u);
+}
+
 TEST(WorkloadYamlTest, BadTypeNamesFileLineAndField) {
   EXPECT_EQ(ParseError("name: x\nreplicas: two\n"),
             "train.yaml:2: replicas: expected a non-negative integer, got \"two\"");

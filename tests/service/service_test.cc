@@ -264,6 +264,15 @@ TEST_F(ServiceTest, BadInputIsInvalidArgumentNamingTheFieldAndChangesNothing) {
        [](v1::WorkloadSpec* s) { s->set_topology(static_cast<v1::TopologyRequirement>(9)); }},
       {"spec.project", [](v1::WorkloadSpec* s) { s->set_project(""); }},
       {"spec.priority", [](v1::WorkloadSpec* s) { s->set_priority(-99999); }},
+      {"spec.per_replica.gpu_milli",
+       [](v1::WorkloadSpec* s) { s->mutable_per_replica()->set_gpu_milli(0); }},
+      {"spec.per_replica.gpu_milli",
+       [](v1::WorkloadSpec* s) { s->mutable_per_replica()->set_gpu_milli(1000); }},
+      {"spec.per_replica.mig_profile",
+       [](v1::WorkloadSpec* s) {
+         s->add_gpu_models("H100-80GB");
+         s->mutable_per_replica()->set_mig_profile("3g.41gb");
+       }},
   };
   const int before = CountWorkloads();
   for (const Case& c : cases) {
@@ -282,6 +291,84 @@ TEST_F(ServiceTest, BadInputIsInvalidArgumentNamingTheFieldAndChangesNothing) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(s.error_message().find("spec.project"), std::string::npos) << s.error_message();
   EXPECT_EQ(CountWorkloads(), before);
+}
+
+// The sharing fields survive the API both ways (SpecFromProto / SpecToProto and the store).
+TEST_F(ServiceTest, MigProfileShareAndHostResourcesRoundTrip) {
+  v1::WorkloadSpec mig = Spec("mig", 2);
+  mig.add_gpu_models("H100-80GB");
+  mig.mutable_per_replica()->set_mig_profile("3g.40gb");
+  mig.mutable_per_replica()->set_cpu_millis(4000);
+  mig.mutable_per_replica()->set_memory_mib(16384);
+  v1::SubmitResponse resp;
+  ASSERT_TRUE(Submit(mig, &resp).ok());
+  v1::Workload got = Get(resp.workload().id());
+  EXPECT_EQ(got.spec().per_replica().kind_case(), v1::ReplicaResources::kMigProfile);
+  EXPECT_EQ(got.spec().per_replica().mig_profile(), "3g.40gb");
+  EXPECT_EQ(got.spec().per_replica().cpu_millis(), 4000u);
+  EXPECT_EQ(got.spec().per_replica().memory_mib(), 16384u);
+
+  v1::WorkloadSpec share = Spec("share", 4);
+  share.mutable_per_replica()->set_gpu_milli(250);
+  ASSERT_TRUE(Submit(share, &resp).ok());
+  got = Get(resp.workload().id());
+  EXPECT_EQ(got.spec().per_replica().kind_case(), v1::ReplicaResources::kGpuMilli);
+  EXPECT_EQ(got.spec().per_replica().gpu_milli(), 250u);
+}
+
+// After a MIG repartition the agent sends its whole inventory again; the server stores it as
+// registration does and shows it. An invalid one ends the stream, naming the field.
+TEST_F(ServiceTest, AgentInventoryUpdateReplacesTheInventory) {
+  auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
+  ASSERT_TRUE(agent_token.ok());
+  FakeAgentStream agent(address_, *agent_token);
+  v1::AgentMessage reg = Registration("dgx", 1, 2, "H100-80GB");
+  for (v1::Gpu& gpu :
+       *reg.mutable_register_()->mutable_inventory()->mutable_nodes(0)->mutable_gpus()) {
+    gpu.set_mig_capable(true);
+  }
+  ASSERT_TRUE(agent.Write(reg));
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+
+  v1::AgentMessage update;
+  *update.mutable_inventory()->mutable_inventory() = reg.register_().inventory();
+  v1::Gpu& gpu0 =
+      *update.mutable_inventory()->mutable_inventory()->mutable_nodes(0)->mutable_gpus(0);
+  gpu0.set_mig_enabled(true);
+  for (uint32_t start : {0u, 4u}) {
+    v1::MigInstance* inst = gpu0.add_mig_layout();
+    inst->set_profile("3g.40gb");
+    inst->set_start(start);
+  }
+  ASSERT_TRUE(agent.Write(update));
+  v1::GetClusterRequest gr;
+  gr.set_name("dgx");
+  v1::Cluster cluster;
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  do {
+    ASSERT_TRUE(Call(user_, [&](grpc::ClientContext* c) {
+                  return clusters_->GetCluster(c, gr, &cluster);
+                }).ok());
+  } while (!cluster.nodes(0).gpus(0).mig_enabled() && Clock::now() < deadline);
+  const v1::Gpu& shown = cluster.nodes(0).gpus(0);
+  EXPECT_TRUE(shown.mig_enabled());
+  ASSERT_EQ(shown.mig_layout_size(), 2);
+  EXPECT_EQ(shown.mig_layout(1).profile(), "3g.40gb");
+  EXPECT_EQ(shown.mig_layout(1).start(), 4u);
+  EXPECT_FALSE(cluster.nodes(0).gpus(1).mig_enabled());
+
+  v1::MigInstance* bad = gpu0.add_mig_layout();
+  bad->set_profile("1g.10gb");
+  bad->set_start(1);  // inside the first 3g.40gb
+  ASSERT_TRUE(agent.Write(update));
+  while (agent.Read(&m)) {
+  }
+  const grpc::Status ended = agent.Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(ended.error_message().find("nodes[0].gpus[0].mig_layout: 1g.10gb at slot 1: overlaps"),
+            std::string::npos)
+      << ended.error_message();
 }
 
 TEST_F(ServiceTest, TenantsAreIsolatedAndTokensRequired) {

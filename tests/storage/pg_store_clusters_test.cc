@@ -73,6 +73,31 @@ TEST_F(ClusterStoreTest, RegisterCreatesReadyClusterAtEpochOneWithItsInventory) 
   EXPECT_EQ(Scalar("SELECT count(*) FROM gpus WHERE cluster = 'dgx'"), 16);
 }
 
+TEST_F(ClusterStoreTest, MigModeAndLayoutAreStored) {
+  std::vector<NodeInfo> nodes = {Node("dgx", "dgx-01", 4)};
+  nodes[0].gpus[0].mig_enabled = true;
+  nodes[0].gpus[0].mig_layout = {{"3g.40gb", 4}, {"1g.10gb", 0}, {"2g.20gb", 2}};
+  nodes[0].gpus[1].mig_enabled = true;  // MIG on, no instances yet
+  auto registered = store_->RegisterCluster(Info("dgx"), nodes);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  ASSERT_EQ(registered->nodes.size(), 1u);
+  EXPECT_EQ(registered->nodes[0], nodes[0]);  // layout order as reported
+  auto got = store_->GetCluster("dgx");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->nodes, registered->nodes);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM gpus WHERE mig_enabled"), 2);
+  EXPECT_EQ(Scalar("SELECT jsonb_array_length(mig_layout) FROM gpus WHERE index = 0"), 3);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM gpus WHERE mig_layout = '[]'"), 3);
+
+  // Registering again replaces the layouts (MIG turned off on GPU 0).
+  nodes[0].gpus[0].mig_enabled = false;
+  nodes[0].gpus[0].mig_layout.clear();
+  auto again = store_->RegisterCluster(Info("dgx"), nodes);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->nodes[0], nodes[0]);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM gpus WHERE mig_enabled"), 1);
+}
+
 TEST_F(ClusterStoreTest, RegisterAgainReplacesInventoryAndKeepsEpoch) {
   ASSERT_TRUE(
       store_->RegisterCluster(Info("dgx"), {Node("dgx", "a", 8), Node("dgx", "b", 8)}).ok());

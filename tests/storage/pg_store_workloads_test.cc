@@ -499,6 +499,43 @@ TEST_F(WorkloadStoreTest, LifecycleSetsAssignmentTimesAndEvents) {
   EXPECT_EQ(Scalar("SELECT cluster_epoch FROM workloads WHERE id = " + std::to_string(id)), 4);
 }
 
+// Specs and assignments with GPU shares, MIG instances and repartitions come back whole.
+TEST_F(WorkloadStoreTest, SharingFieldsRoundTripThroughTheStore) {
+  WorkloadSpec spec = Spec("mig");
+  spec.gpus_per_replica = 1;
+  spec.mig_profile = "3g.40gb";
+  spec.gpu_models = {"H100-80GB"};
+  spec.cpu_millis = 4000;
+  spec.memory_mib = 32768;
+  const Workload submitted = MustSubmit(spec);
+  EXPECT_EQ(submitted.spec, spec);
+
+  Transition place = Step(submitted.id, S::kPending, S::kPlaced);
+  ReplicaAssignment r{"node-01", {"GPU-a"}, {0}};
+  r.mig_profile = "3g.40gb";
+  r.mig_start = 0;
+  place.assignment->replicas = {r};
+  place.assignment->repartitions = {
+      {"node-01", "GPU-a", true, {{"3g.40gb", 0}, {"3g.40gb", 4}}, "3g.40gb for workload"}};
+  auto placed = store_->ApplyTransitions({place});
+  ASSERT_TRUE(placed.ok() && (*placed)[0].applied) << placed.status();
+
+  auto w = store_->Get(submitted.id);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->spec, spec);
+  EXPECT_EQ(w->assignment, *place.assignment);
+
+  // The same key with the same spec is the same workload; with another share it is not.
+  WorkloadSpec shared = Spec("share");
+  shared.gpus_per_replica = 1;
+  shared.gpu_milli = 300;
+  shared.idempotency_key = "share-1";
+  const Workload first = MustSubmit(shared);
+  EXPECT_EQ(MustSubmit(shared).id, first.id);
+  shared.gpu_milli = 400;
+  EXPECT_TRUE(absl::IsAlreadyExists(store_->Submit(shared).status()));
+}
+
 TEST_F(WorkloadStoreTest, StaleTransitionIsSkippedNotAppliedTwice) {
   const WorkloadId id = MustSubmit(Spec("train")).id;
   auto first = store_->ApplyTransitions({Step(id, S::kPending, S::kPlaced)});

@@ -78,7 +78,6 @@ TEST(ValidateInventoryTest, RejectsDuplicatesAndUnknownModels) {
   EXPECT_NE(std::string(s.message()).find("nodes[0].gpus[0].model"), std::string::npos) << s;
 }
 
-
 using ::testing::HasSubstr;
 
 TEST(ValidateSpecTest, AcceptsGpuSharesAndMigProfiles) {
@@ -141,7 +140,8 @@ TEST(ValidateSpecTest, MigProfileMustExistOnAnAllowedModel) {
 
   s.gpu_models = {"L4", "T4"};
   ExpectInvalid(s, "spec.per_replica.mig_profile");
-  EXPECT_THAT(ValidateSpec(s).message(), HasSubstr("none of spec.gpu_models (L4, T4) supports MIG"));
+  EXPECT_THAT(ValidateSpec(s).message(),
+              HasSubstr("none of spec.gpu_models (L4, T4) supports MIG"));
 
   s.gpu_models = {};
   s.mig_profile = "9g.1tb";

@@ -1,0 +1,107 @@
+#include "sim/report.h"
+
+#include <algorithm>
+#include <map>
+
+namespace gpufed::sim {
+
+nlohmann::json ToJson(const ReplayResult& r) {
+  nlohmann::json curve = nlohmann::json::array();
+  for (const CurvePoint& p : r.curve) {
+    curve.push_back({{"arrived_ratio", p.arrived_ratio}, {"allocation_ratio", p.allocation_ratio}});
+  }
+  nlohmann::json out = {
+      {"mode", ReplayModeName(r.mode)},
+      {"policy", r.policy},
+      {"seed", r.seed},
+      {"inflation", r.inflation},
+      {"gpus_total", r.gpus_total},
+      {"pods", r.pods},
+      {"placed", r.placed},
+      {"failed", r.failed},
+      {"final_allocation_ratio", r.final_allocation_ratio},
+      {"paper_allocation_ratio", r.paper_allocation_ratio},
+      {"unallocated_gpus", r.unallocated_gpus},
+      {"failed_gpu_milli", r.failed_gpu_milli},
+      {"wall_seconds", r.wall_seconds},
+      {"cpu_seconds", r.cpu_seconds},
+      {"curve", std::move(curve)},
+  };
+  if (r.time) {
+    const TimeModeResult& t = *r.time;
+    nlohmann::json utilisation = nlohmann::json::array();
+    for (const UtilisationPoint& p : t.utilisation) {
+      utilisation.push_back({{"time", p.time},
+                             {"allocation_ratio", p.allocation_ratio},
+                             {"queued", p.queued},
+                             {"running", p.running}});
+    }
+    out["time"] = {
+        {"start_time", t.start_time},
+        {"end_time", t.end_time},
+        {"started", t.started},
+        {"completed", t.completed},
+        {"still_running", t.still_running},
+        {"still_queued", t.still_queued},
+        {"rejected", t.rejected},
+        {"wait_seconds",
+         {{"mean", t.wait.mean_seconds},
+          {"p50", t.wait.p50_seconds},
+          {"p99", t.wait.p99_seconds},
+          {"max", t.wait.max_seconds}}},
+        {"mean_allocation_ratio", t.mean_allocation_ratio},
+        {"utilisation", std::move(utilisation)},
+    };
+  }
+  return out;
+}
+
+std::vector<PolicySummary> Summarise(const std::vector<ReplayResult>& results) {
+  std::vector<PolicySummary> out;
+  std::map<std::string, size_t> at;
+  for (const ReplayResult& r : results) {
+    auto [it, added] = at.emplace(r.policy, out.size());
+    if (added) {
+      out.emplace_back();
+      out.back().policy = r.policy;
+    }
+    PolicySummary& s = out[it->second];
+    s.seeds.push_back(r.seed);
+    s.mean_final_allocation_ratio += r.final_allocation_ratio;
+    s.mean_paper_allocation_ratio += r.paper_allocation_ratio;
+    s.mean_unallocated_gpus += r.unallocated_gpus;
+    s.mean_placed += static_cast<double>(r.placed);
+    s.mean_failed += static_cast<double>(r.failed);
+    s.mean_wall_seconds += r.wall_seconds;
+    s.mean_cpu_seconds += r.cpu_seconds;
+    s.max_wall_seconds = std::max(s.max_wall_seconds, r.wall_seconds);
+  }
+  for (PolicySummary& s : out) {
+    const auto n = static_cast<double>(s.seeds.size());
+    s.mean_final_allocation_ratio /= n;
+    s.mean_paper_allocation_ratio /= n;
+    s.mean_unallocated_gpus /= n;
+    s.mean_placed /= n;
+    s.mean_failed /= n;
+    s.mean_wall_seconds /= n;
+    s.mean_cpu_seconds /= n;
+  }
+  return out;
+}
+
+nlohmann::json ToJson(const PolicySummary& s) {
+  return {
+      {"policy", s.policy},
+      {"seeds", s.seeds},
+      {"mean_final_allocation_ratio", s.mean_final_allocation_ratio},
+      {"mean_paper_allocation_ratio", s.mean_paper_allocation_ratio},
+      {"mean_unallocated_gpus", s.mean_unallocated_gpus},
+      {"mean_placed", s.mean_placed},
+      {"mean_failed", s.mean_failed},
+      {"mean_wall_seconds", s.mean_wall_seconds},
+      {"max_wall_seconds", s.max_wall_seconds},
+      {"mean_cpu_seconds", s.mean_cpu_seconds},
+  };
+}
+
+}  // namespace gpufed::sim

@@ -1,0 +1,297 @@
+// The replay protocol on tiny pools where the answer is known whatever the policy, and
+// determinism.
+
+#include "sim/replay.h"
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "federation/policy.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/report.h"
+
+namespace gpufed::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+OpenbNode Node(const std::string& sn, uint32_t gpus, const std::string& model = "T4") {
+  return OpenbNode{sn, 64000, 262144, gpus, gpus > 0 ? model : "", 0};
+}
+
+OpenbPod Pod(const std::string& name, uint32_t num_gpu, uint32_t gpu_milli,
+             uint64_t cpu_milli = 1000) {
+  OpenbPod pod;
+  pod.name = name;
+  pod.cpu_milli = cpu_milli;
+  pod.memory_mib = 1024;
+  pod.num_gpu = num_gpu;
+  pod.gpu_milli = gpu_milli;
+  return pod;
+}
+
+OpenbPod TimedPod(const std::string& name, uint32_t num_gpu, uint32_t gpu_milli, int64_t creation,
+                  int64_t deletion) {
+  OpenbPod pod = Pod(name, num_gpu, gpu_milli);
+  pod.creation_time = creation;
+  pod.deletion_time = deletion;
+  return pod;
+}
+
+ReplayOptions Options(const std::string& policy, uint64_t seed, double inflation) {
+  ReplayOptions options;
+  options.policy = policy;
+  options.seed = seed;
+  options.inflation = inflation;
+  return options;
+}
+
+TEST(SnapshotOrderTest, ShuffledOriginalsThenClonesUpToTheTarget) {
+  std::vector<OpenbPod> pods = {Pod("a", 1, 1000), Pod("b", 1, 500), Pod("c", 0, 0),
+                                Pod("d", 2, 1000)};  // 3,500 milli
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    // 4 GPUs at 2.0: target 8,000 milli.
+    std::vector<uint32_t> order = SnapshotArrivalOrder(pods, 4000, 2.0, seed);
+    ASSERT_GE(order.size(), 4);
+    std::vector<uint32_t> head(order.begin(), order.begin() + 4);
+    std::sort(head.begin(), head.end());
+    EXPECT_EQ(head, (std::vector<uint32_t>{0, 1, 2, 3})) << "every original pod, once, first";
+    uint64_t requested = 0;
+    for (uint32_t i : order) requested += pods[i].GpuMilli();
+    EXPECT_LE(requested, 8000 + 1000) << "a 2-GPU clone may overshoot by its second GPU";
+    // The next draw would have passed the target: it adds at most 1,000 milli per GPU.
+    EXPECT_GT(requested, 8000 - 1000);
+  }
+}
+
+TEST(SnapshotOrderTest, DropsRandomPodsWhenTheOriginalsAskForTooMuch) {
+  std::vector<OpenbPod> pods;
+  for (int i = 0; i < 10; ++i) pods.push_back(Pod(absl::StrCat("p", i), 1, 1000));
+  std::vector<uint32_t> order = SnapshotArrivalOrder(pods, 4000, 1.0, 7);
+  EXPECT_EQ(order.size(), 4);
+  EXPECT_EQ(std::set<uint32_t>(order.begin(), order.end()).size(), 4);
+}
+
+TEST(SnapshotOrderTest, SameSeedSameOrderOtherSeedOtherOrder) {
+  std::vector<OpenbPod> pods;
+  for (int i = 0; i < 50; ++i) pods.push_back(Pod(absl::StrCat("p", i), 1, 100 + 10 * i));
+  EXPECT_EQ(SnapshotArrivalOrder(pods, 40000, 1.3, 3), SnapshotArrivalOrder(pods, 40000, 1.3, 3));
+  EXPECT_NE(SnapshotArrivalOrder(pods, 40000, 1.3, 3), SnapshotArrivalOrder(pods, 40000, 1.3, 4));
+}
+
+// Every policy gives the same answer when there is only one way to do it.
+class EveryPolicyTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryPolicyTest, IdenticalSharesFillTwoGpusOneEach) {
+  // 2 GPUs, pods of 0.6 GPU, inflation 1.5: 5 pods arrive (3,000 milli); one fits per GPU.
+  Trace trace{{Node("n-0", 1), Node("n-1", 1)}, {Pod("p", 1, 600)}};
+  absl::StatusOr<ReplayResult> r = Replay(trace, Options(GetParam(), 1, 1.5));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->policy, GetParam());
+  EXPECT_EQ(r->gpus_total, 2);
+  EXPECT_EQ(r->pods, 5);
+  EXPECT_EQ(r->placed, 2);
+  EXPECT_EQ(r->failed, 3);
+  EXPECT_EQ(r->failed_gpu_milli, 1800);
+  EXPECT_DOUBLE_EQ(r->final_allocation_ratio, 0.6);
+  EXPECT_DOUBLE_EQ(r->unallocated_gpus, 0.8);
+  ASSERT_FALSE(r->curve.empty());
+  EXPECT_DOUBLE_EQ(r->curve.back().arrived_ratio, 1.5);
+  EXPECT_DOUBLE_EQ(r->curve.back().allocation_ratio, 0.6);
+  // Arrived 0.3, 0.6 (both placed), then 0.9, 1.2, 1.5 at 0.6 allocated.
+  ASSERT_EQ(r->curve.size(), 5);
+  EXPECT_DOUBLE_EQ(r->curve[0].arrived_ratio, 0.3);
+  EXPECT_DOUBLE_EQ(r->curve[0].allocation_ratio, 0.3);
+  EXPECT_DOUBLE_EQ(r->curve[2].allocation_ratio, 0.6);
+  // Samples whose arrived demand rounds to 150 %: only the last one.
+  EXPECT_DOUBLE_EQ(r->paper_allocation_ratio, 0.6);
+}
+
+TEST_P(EveryPolicyTest, SharesOfSixAndFiveTenths) {
+  // 2 GPUs; pods of 0.6 and 0.5 GPU at inflation 1.0: the two originals and one clone arrive.
+  // The 0.6 takes one GPU and the 0.5 the other whatever the order; a third 0.5 fits next to
+  // the first 0.5, a third 0.6 fits nowhere.
+  Trace trace{{Node("n-0", 1), Node("n-1", 1)}, {Pod("six", 1, 600), Pod("five", 1, 500)}};
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    std::vector<uint32_t> order = SnapshotArrivalOrder(trace.pods, 2000, 1.0, seed);
+    ASSERT_EQ(order.size(), 3);
+    const bool third_is_six = order[2] == 0;
+    absl::StatusOr<ReplayResult> r = Replay(trace, Options(GetParam(), seed, 1.0));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->pods, 3);
+    EXPECT_EQ(r->failed, third_is_six ? 1 : 0) << "seed " << seed;
+    EXPECT_EQ(r->placed, third_is_six ? 2 : 3) << "seed " << seed;
+    EXPECT_DOUBLE_EQ(r->final_allocation_ratio, third_is_six ? 0.55 : 0.8) << "seed " << seed;
+  }
+}
+
+TEST_P(EveryPolicyTest, CpuOnlyPodsTakeHostResourcesButNoGpu) {
+  // One node, 1 GPU, 64 cores. Two CPU-only pods of 40 cores: the second does not fit. GPU pods
+  // ask for 1 core each.
+  Trace trace{{Node("n-0", 1)}, {Pod("cpu", 0, 0, 40000), Pod("gpu", 1, 1000)}};
+  absl::StatusOr<ReplayResult> r = Replay(trace, Options(GetParam(), 5, 1.0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Originals: 1,000 milli; the clones stop at the first GPU pod drawn. The GPU pod is placed.
+  EXPECT_DOUBLE_EQ(r->final_allocation_ratio, 1.0);
+  uint64_t cpu_pods = r->pods - 1;
+  EXPECT_EQ(r->placed, 2);
+  EXPECT_EQ(r->failed, cpu_pods - 1);
+}
+
+TEST_P(EveryPolicyTest, TimeModeQueuesBackfillsAndFreesOnDeparture) {
+  // 1 node with 2 GPUs. a: 1 GPU 0..100. x: 2 GPUs at 10, waits until both are free.
+  // c: half a GPU at 20, goes past x onto the free GPU (backfill), leaves at 150.
+  // big: 3 GPUs, never fits. x starts at 150, runs 390 s: still running at the end (400).
+  Trace trace{{Node("n-0", 2)},
+              {TimedPod("a", 1, 1000, 0, 100), TimedPod("x", 2, 1000, 10, 400),
+               TimedPod("big", 3, 1000, 12, 13), TimedPod("c", 1, 500, 20, 150)}};
+  ReplayOptions options = Options(GetParam(), 1, 1.0);
+  options.mode = ReplayMode::kTime;
+  options.utilisation_points = 5;  // at 0, 100, 200, 300, 400
+  absl::StatusOr<ReplayResult> r = Replay(trace, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->time.has_value());
+  const TimeModeResult& t = *r->time;
+  EXPECT_EQ(r->pods, 4);
+  EXPECT_EQ(t.start_time, 0);
+  EXPECT_EQ(t.end_time, 400);
+  EXPECT_EQ(t.started, 3);
+  EXPECT_EQ(r->placed, 3);
+  EXPECT_EQ(t.rejected, 1);
+  EXPECT_EQ(r->failed, 1);
+  EXPECT_EQ(t.completed, 2);
+  EXPECT_EQ(t.still_running, 1);
+  EXPECT_EQ(t.still_queued, 0);
+  // Waits: a 0, c 0, x 140.
+  EXPECT_NEAR(t.wait.mean_seconds, 140.0 / 3, 1e-9);
+  EXPECT_DOUBLE_EQ(t.wait.p50_seconds, 0);
+  EXPECT_DOUBLE_EQ(t.wait.p99_seconds, 140);
+  EXPECT_DOUBLE_EQ(t.wait.max_seconds, 140);
+  // 1000 milli for 20 s, 1500 for 80 s, 500 for 50 s, 2000 for 250 s; of 2000 over 400 s.
+  EXPECT_DOUBLE_EQ(t.mean_allocation_ratio, 665000.0 / (400 * 2000));
+  EXPECT_DOUBLE_EQ(r->final_allocation_ratio, 1.0);
+  ASSERT_EQ(t.utilisation.size(), 5);
+  EXPECT_EQ(t.utilisation[1].time, 100);
+  // After the events at 100: a has left, x still waits.
+  EXPECT_DOUBLE_EQ(t.utilisation[0].allocation_ratio, 0.5);
+  EXPECT_DOUBLE_EQ(t.utilisation[1].allocation_ratio, 0.25);
+  EXPECT_EQ(t.utilisation[1].queued, 1);   // x
+  EXPECT_EQ(t.utilisation[1].running, 1);  // c
+  EXPECT_DOUBLE_EQ(t.utilisation[4].allocation_ratio, 1.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicyTest, ::testing::ValuesIn(PolicyNames()),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST(ReplayTest, RejectsBadInput) {
+  Trace no_gpus{{Node("n-0", 0)}, {Pod("p", 1, 1000)}};
+  EXPECT_THAT(Replay(no_gpus, Options("first-fit", 1, 1.3)).status().message(),
+              HasSubstr("no GPUs"));
+  Trace cpu_only{{Node("n-0", 1)}, {Pod("p", 0, 0)}};
+  EXPECT_THAT(Replay(cpu_only, Options("first-fit", 1, 1.3)).status().message(),
+              HasSubstr("requests no GPUs"));
+  Trace ok{{Node("n-0", 1)}, {Pod("p", 1, 1000)}};
+  EXPECT_EQ(Replay(ok, Options("no-such-policy", 1, 1.3)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Replay(ok, Options("first-fit", 1, 0)).status().message(), HasSubstr("inflation"));
+
+  ReplayOptions time = Options("first-fit", 1, 1.0);
+  time.mode = ReplayMode::kTime;
+  absl::StatusOr<ReplayResult> untimed = Replay(ok, time);
+  EXPECT_EQ(untimed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(untimed.status().message(), HasSubstr("pod p"));
+  EXPECT_THAT(untimed.status().message(), HasSubstr("creation_time"));
+}
+
+// A synthetic cluster big enough for policies and ties to matter.
+Trace SyntheticTrace() {
+  std::mt19937_64 rng(12345);
+  Trace trace;
+  const char* models[] = {"T4", "P100", "G2"};
+  for (int n = 0; n < 40; ++n) {
+    trace.nodes.push_back(Node(absl::StrCat("n-", n), n % 3 == 0 ? 8 : 2, models[n % 3]));
+  }
+  std::uniform_int_distribution<int> kind(0, 9);
+  std::uniform_int_distribution<int> milli(1, 9);
+  for (int p = 0; p < 300; ++p) {
+    const int k = kind(rng);
+    OpenbPod pod = k < 2   ? Pod("p", 0, 0, 4000)
+                   : k < 6 ? Pod("p", 1, static_cast<uint32_t>(100 * milli(rng)))
+                   : k < 9 ? Pod("p", 1, 1000)
+                           : Pod("p", 4, 1000);
+    pod.name = absl::StrCat("p-", p);
+    if (p % 7 == 0) pod.gpu_spec = {models[p % 3]};
+    trace.pods.push_back(pod);
+  }
+  return trace;
+}
+
+TEST(ReplayTest, SameSeedSameResultOtherSeedOtherResult) {
+  const Trace trace = SyntheticTrace();
+  for (const std::string& policy : PolicyNames()) {
+    absl::StatusOr<ReplayResult> a = Replay(trace, Options(policy, 11, 1.3));
+    absl::StatusOr<ReplayResult> b = Replay(trace, Options(policy, 11, 1.3));
+    absl::StatusOr<ReplayResult> c = Replay(trace, Options(policy, 12, 1.3));
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << policy;
+    nlohmann::json ja = ToJson(*a), jb = ToJson(*b), jc = ToJson(*c);
+    for (nlohmann::json* j : {&ja, &jb, &jc}) {
+      j->erase("wall_seconds");
+      j->erase("cpu_seconds");
+      j->erase("seed");
+    }
+    EXPECT_EQ(ja.dump(), jb.dump()) << policy;
+    EXPECT_NE(ja.dump(), jc.dump()) << policy;
+    EXPECT_GE(a->final_allocation_ratio, 0);
+    EXPECT_LE(a->final_allocation_ratio, 1);
+    EXPECT_EQ(a->placed + a->failed, a->pods);
+  }
+}
+
+TEST(ReplayTest, ReportsProgressUpToTheTotal) {
+  const Trace trace = SyntheticTrace();
+  std::vector<ReplayProgress> seen;
+  absl::StatusOr<ReplayResult> r = Replay(trace, Options("best-fit", 1, 1.3),
+                                          [&](const ReplayProgress& p) { seen.push_back(p); });
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().done, r->pods);
+  EXPECT_EQ(seen.back().total, r->pods);
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end(),
+                             [](const auto& x, const auto& y) { return x.done < y.done; }));
+}
+
+TEST(ReportTest, SummaryIsTheMeanPerPolicy) {
+  ReplayResult a;
+  a.policy = "fgd";
+  a.seed = 1;
+  a.final_allocation_ratio = 0.9;
+  a.wall_seconds = 1;
+  ReplayResult b = a;
+  b.seed = 2;
+  b.final_allocation_ratio = 0.8;
+  b.wall_seconds = 3;
+  ReplayResult c = a;
+  c.policy = "random";
+  std::vector<PolicySummary> s = Summarise({a, b, c});
+  ASSERT_EQ(s.size(), 2);
+  EXPECT_EQ(s[0].policy, "fgd");
+  EXPECT_EQ(s[0].seeds, (std::vector<uint64_t>{1, 2}));
+  EXPECT_DOUBLE_EQ(s[0].mean_final_allocation_ratio, 0.85);
+  EXPECT_DOUBLE_EQ(s[0].mean_wall_seconds, 2);
+  EXPECT_DOUBLE_EQ(s[0].max_wall_seconds, 3);
+  EXPECT_EQ(s[1].policy, "random");
+}
+
+}  // namespace
+}  // namespace gpufed::sim

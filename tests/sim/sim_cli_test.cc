@@ -1,0 +1,220 @@
+// `gpufedctl sim replay` end to end: the real binary as a child process on the bundled openb
+// trace, as a user's shell runs it. Checks what the output holds, never how good or fast.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cli/sim_command.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+extern char** environ;
+
+namespace gpufed::cli {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kTraceDir[] = GPUFED_SOURCE_DIR "/data/traces/alibaba-gpu-v2023/csv/";
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs gpufedctl with `args` to completion; stdout and stderr on pipes (not terminals).
+Outcome RunGpufedctl(const std::vector<std::string>& args) {
+  Outcome outcome;
+  int out_pipe[2];
+  int err_pipe[2];
+  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return outcome;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
+  posix_spawn_file_actions_addclose(&actions, err_pipe[0]);
+  std::vector<std::string> full = {GPUFEDCTL_PATH};
+  full.insert(full.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : full) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string home = absl::StrCat("HOME=", ::testing::TempDir());
+  std::vector<char*> envp = {home.data(), nullptr};
+  pid_t pid = -1;
+  const int spawned =
+      posix_spawn(&pid, GPUFEDCTL_PATH, &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (spawned == 0) {
+    pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+    std::string* texts[2] = {&outcome.out, &outcome.err};
+    int open_fds = 2;
+    while (open_fds > 0) {
+      if (poll(fds, 2, -1) < 0) break;
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+        char buf[65536];
+        const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+        if (n > 0) {
+          texts[i]->append(buf, static_cast<size_t>(n));
+        } else {
+          fds[i].fd = -1;
+          --open_fds;
+        }
+      }
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  return outcome;
+}
+
+std::vector<std::string> ReplayArgs(const std::string& pods) {
+  return {"sim",     "replay",
+          "--nodes", std::string(kTraceDir) + "openb_node_list_gpu_node.csv",
+          "--pods",  std::string(kTraceDir) + pods};
+}
+
+void ExpectRatio(const nlohmann::json& value, const std::string& what) {
+  ASSERT_TRUE(value.is_number()) << what;
+  EXPECT_GE(value.get<double>(), 0) << what;
+  EXPECT_LE(value.get<double>(), 1) << what;
+}
+
+TEST(SimCliTest, ReplaysTheDefaultTraceAsOneJsonObject) {
+  std::vector<std::string> args = ReplayArgs("openb_pod_list_default.csv");
+  for (const char* a : {"--policy", "fgd", "--inflation", "1.3", "--seed", "3", "-o", "json"}) {
+    args.push_back(a);
+  }
+  Outcome r = RunGpufedctl(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, IsEmpty()) << "no progress bar when stdout is not a terminal";
+  ASSERT_EQ(r.out.back(), '\n');
+  ASSERT_EQ(r.out.find('\n'), r.out.size() - 1) << "one line";
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("policy"), "fgd");
+  EXPECT_EQ(j.at("seed"), 3);
+  EXPECT_DOUBLE_EQ(j.at("inflation").get<double>(), 1.3);
+  EXPECT_EQ(j.at("mode"), "snapshot");
+  EXPECT_EQ(j.at("gpus_total"), 6212);
+  ExpectRatio(j.at("final_allocation_ratio"), "final_allocation_ratio");
+  ExpectRatio(j.at("paper_allocation_ratio"), "paper_allocation_ratio");
+  EXPECT_GE(j.at("unallocated_gpus").get<double>(), 0);
+  EXPECT_LE(j.at("unallocated_gpus").get<double>(), 6212);
+  EXPECT_GT(j.at("placed").get<uint64_t>(), 0);
+  EXPECT_EQ(j.at("placed").get<uint64_t>() + j.at("failed").get<uint64_t>(),
+            j.at("pods").get<uint64_t>());
+  EXPECT_GT(j.at("pods").get<uint64_t>(), 8152) << "originals plus clones";
+  EXPECT_GE(j.at("wall_seconds").get<double>(), 0);
+  const nlohmann::json& curve = j.at("curve");
+  ASSERT_TRUE(curve.is_array());
+  ASSERT_GE(curve.size(), 100);
+  double last_arrived = 0;
+  for (const nlohmann::json& p : curve) {
+    ExpectRatio(p.at("allocation_ratio"), "curve allocation_ratio");
+    const double arrived = p.at("arrived_ratio").get<double>();
+    EXPECT_GT(arrived, last_arrived);
+    EXPECT_LE(p.at("allocation_ratio").get<double>(), arrived + 1e-12);
+    last_arrived = arrived;
+  }
+  EXPECT_NEAR(last_arrived, 1.3, 0.01);
+}
+
+TEST(SimCliTest, SeveralSeedsPrintRunsAndTheirMean) {
+  std::vector<std::string> args = ReplayArgs("openb_pod_list_gpushare40.csv");
+  for (const char* a : {"--policy", "first-fit", "--seeds", "1-2", "-o", "json"}) {
+    args.push_back(a);
+  }
+  Outcome r = RunGpufedctl(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("runs").size(), 2);
+  EXPECT_EQ(j.at("runs")[0].at("seed"), 1);
+  EXPECT_EQ(j.at("runs")[1].at("seed"), 2);
+  ASSERT_EQ(j.at("summary").size(), 1);
+  const nlohmann::json& s = j.at("summary")[0];
+  EXPECT_EQ(s.at("policy"), "first-fit");
+  EXPECT_EQ(s.at("seeds"), nlohmann::json::array({1, 2}));
+  EXPECT_DOUBLE_EQ(s.at("mean_final_allocation_ratio").get<double>(),
+                   (j.at("runs")[0].at("final_allocation_ratio").get<double>() +
+                    j.at("runs")[1].at("final_allocation_ratio").get<double>()) /
+                       2);
+}
+
+TEST(SimCliTest, PrintsATableByDefault) {
+  std::vector<std::string> args = ReplayArgs("openb_pod_list_multigpu20.csv");
+  for (const char* a : {"--policy", "best-fit", "--inflation", "1.1"}) args.push_back(a);
+  Outcome r = RunGpufedctl(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("POLICY"));
+  EXPECT_THAT(r.out, HasSubstr("ALLOCATED"));
+  EXPECT_THAT(r.out, HasSubstr("best-fit"));
+}
+
+TEST(SimCliTest, TimeModeNeedsTimes) {
+  std::vector<std::string> args = ReplayArgs("openb_pod_list_multigpu20.csv");
+  args.insert(args.end(), {"--mode", "time"});
+  Outcome r = RunGpufedctl(args);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("error: INVALID_ARGUMENT: pod openb-pod-0000 (line 2) has no "
+                               "creation_time"));
+}
+
+TEST(SimCliTest, BadFilesAndFlagsAreReported) {
+  Outcome missing = RunGpufedctl({"sim", "replay", "--nodes", "/nonexistent.csv", "--pods",
+                                  std::string(kTraceDir) + "openb_pod_list_default.csv"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("error: NOT_FOUND: cannot open /nonexistent.csv"));
+
+  const std::string bad = ::testing::TempDir() + "/bad_nodes.csv";
+  std::ofstream(bad) << "sn,cpu_milli,memory_mib,gpu,model\nn-0,64000,1024,two,T4\n";
+  Outcome bad_row = RunGpufedctl({"sim", "replay", "--nodes", bad, "--pods",
+                                  std::string(kTraceDir) + "openb_pod_list_default.csv"});
+  EXPECT_EQ(bad_row.exit_code, 1);
+  EXPECT_THAT(bad_row.err, HasSubstr(absl::StrCat(bad, ":2: column 4 (gpu): 'two'")));
+
+  std::vector<std::string> args = ReplayArgs("openb_pod_list_default.csv");
+  args.insert(args.end(), {"--policy", "nope"});
+  EXPECT_EQ(RunGpufedctl(args).exit_code, 2);
+
+  args = ReplayArgs("openb_pod_list_default.csv");
+  args.insert(args.end(), {"--seeds", "3-1"});
+  Outcome bad_seeds = RunGpufedctl(args);
+  EXPECT_EQ(bad_seeds.exit_code, 1);
+  EXPECT_THAT(bad_seeds.err, HasSubstr("--seeds: '3-1'"));
+
+  args = ReplayArgs("openb_pod_list_default.csv");
+  args.insert(args.end(), {"--mode", "time", "--inflation", "2"});
+  Outcome time_inflation = RunGpufedctl(args);
+  EXPECT_EQ(time_inflation.exit_code, 1);
+  EXPECT_THAT(time_inflation.err, HasSubstr("--inflation applies to --mode snapshot only"));
+}
+
+TEST(SeedListTest, ParsesSeedsAndRanges) {
+  EXPECT_THAT(*ParseSeedList("7"), ElementsAre(7));
+  EXPECT_THAT(*ParseSeedList("1-3"), ElementsAre(1, 2, 3));
+  EXPECT_THAT(*ParseSeedList("1,4-5, 9"), ElementsAre(1, 4, 5, 9));
+  for (const char* bad : {"", "x", "1-", "-1", "3-1", "1-2-3", "1,,2", "0-100000"}) {
+    EXPECT_FALSE(ParseSeedList(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace gpufed::cli
