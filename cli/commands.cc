@@ -239,9 +239,12 @@ absl::Status Commands::Explain(absl::string_view id) {
   if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
   std::ostream& out = *env_.out;
   const v1::Workload& w = response.workload();
-  out << "Workload " << w.id() << " (" << w.spec().tenant() << "/" << w.spec().project() << "/"
-      << w.spec().name() << "): " << WorkloadStateName(w.state()) << "\n";
-  out << response.explanation() << "\n";
+  // Names and the explanation come from elsewhere: escaped like every other text we print.
+  out << "Workload " << SanitizeForTerminal(w.id()) << " ("
+      << SanitizeForTerminal(w.spec().tenant()) << "/" << SanitizeForTerminal(w.spec().project())
+      << "/" << SanitizeForTerminal(w.spec().name()) << "): " << WorkloadStateName(w.state())
+      << "\n";
+  out << SanitizeForTerminal(response.explanation()) << "\n";
   if (response.never_fits()) {
     out << "Waiting will not help: no cluster could hold it even when empty. Change the request "
            "(models, GPUs per replica, topology) or add capacity.\n";

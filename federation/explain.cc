@@ -70,8 +70,8 @@ std::vector<Group> GroupsAt(const ClusterSlots& cluster, Level level) {
       for (size_t g = 0; g < info.gpus.size() && g < 64; ++g) {
         const GpuInfo& gpu = info.gpus[g];
         // A GPU without NVLink peers is a domain of one.
-        std::string key = gpu.nvlink_domain.empty() ? absl::StrCat(info.name, "/", gpu.uuid)
-                                                    : gpu.nvlink_domain;
+        std::string key =
+            gpu.nvlink_domain.empty() ? absl::StrCat(info.name, "/", gpu.uuid) : gpu.nvlink_domain;
         by_key[key][n] |= uint64_t{1} << g;
       }
       continue;
@@ -299,8 +299,9 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
         why = absl::StrCat("no cluster has GPUs that match (", in_pool, ")");
       }
     } else if (ever_node.gpu_only == 0) {
-      why = absl::StrCat("no node has ", per_node_need, " matching GPUs (largest: ",
-                         ever_node.units, " on ", ever_node.where, ")");
+      why =
+          absl::StrCat("no node has ", per_node_need, " matching GPUs (largest: ", ever_node.units,
+                       " on ", ever_node.where, ")");
     } else if (ever.gpu_only >= spec.replicas) {
       // The GPUs would do; the hosts with them are too small. Name the resource if one is.
       uint64_t max_cpu = 0;

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -130,32 +131,6 @@ using namespace placement_internal;  // NOLINT(google-build-using-namespace): th
 
 namespace placement_internal {
 
-// What an engine keeps between calls only to go faster.
-struct EngineCache {
-  // Node copies for packing gangs: assigning a node to a used buffer rarely allocates.
-  std::vector<NodeSlots> scratch;
-  // GroupsAt for the NVLink-domain, rack and block levels, by cluster inventory: they depend on
-  // nothing else.
-  std::unordered_map<uint64_t, std::array<std::optional<std::vector<Group>>, 3>> groups;
-  std::vector<Group> uncached;  // a cluster the pool did not build (no inventory id)
-
-  const std::vector<Group>& GroupsOf(const ClusterSlots& cluster, Level level) {
-    if (cluster.inventory_id == 0) {
-      uncached = GroupsAt(cluster, level);
-      return uncached;
-    }
-    const size_t slot = level == Level::kDomain ? 0 : level == Level::kRack ? 1 : 2;
-    if (groups.size() > 65536) groups.clear();  // inventories come and go: stay bounded
-    std::optional<std::vector<Group>>& g = groups[cluster.inventory_id][slot];
-    if (!g) g = GroupsAt(cluster, level);
-    return *g;
-  }
-};
-
-}  // namespace placement_internal
-
-namespace {
-
 // One replica's place on one node.
 struct Candidate {
   uint32_t node = 0;
@@ -173,6 +148,89 @@ struct Candidate {
   // Whole/share on idle MIG GPUs: MIG is turned off on these first.
   std::vector<Repartition> mig_off;
 };
+
+// What an engine keeps between calls only to go faster.
+struct EngineCache {
+  // Node copies for packing gangs: assigning a node to a used buffer rarely allocates.
+  std::vector<NodeSlots> scratch;
+  // GroupsAt for the NVLink-domain, rack and block levels, by cluster inventory: they depend on
+  // nothing else.
+  std::unordered_map<uint64_t, std::array<std::optional<std::vector<Group>>, 3>> groups;
+  std::vector<Group> uncached;  // a cluster the pool did not build (no inventory id)
+
+  // What BestOnNode found for a request on a node in a given state (NodeSlots::version), for
+  // pure policies in the first pass (MIG requests: with an empty queue): most nodes a request
+  // looks at are unchanged since a request like it last looked. Requests are interned to small
+  // ids; a result is kept small (its score and GPUs; the candidate is rebuilt when chosen).
+  struct RequestKey {
+    Demand::Kind kind;
+    uint32_t gpus;
+    uint32_t milli;
+    uint64_t cpu_millis;
+    uint64_t memory_mib;
+    uint64_t min_gpu_memory;
+    uint64_t models;  // allowed model ids as bits; all bits: any
+    std::string mig_profile;
+    bool one_domain;
+    bool partitioning;
+    bool operator==(const RequestKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const RequestKey& k) {
+      return H::combine(std::move(h), k.kind, k.gpus, k.milli, k.cpu_millis, k.memory_mib,
+                        k.min_gpu_memory, k.models, k.mig_profile, k.one_domain, k.partitioning);
+    }
+  };
+  struct NodeKey {
+    uint64_t version;
+    uint64_t mask;
+    uint32_t request;
+    uint32_t node;
+    bool operator==(const NodeKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const NodeKey& k) {
+      return H::combine(std::move(h), k.version, k.mask, k.request, k.node);
+    }
+  };
+  struct Found {
+    static constexpr int8_t kNone = -1;   // no candidate on the node
+    static constexpr int8_t kLarge = -2;  // more GPUs than `gpus` holds: not remembered
+    double score = 0;
+    int8_t n = kNone;  // GPUs in `gpus`
+    std::array<uint8_t, 8> gpus{};
+    int8_t mig_class = -1;  // MIG requests: Placer::MigPick's
+    int16_t mig_aux = -1;
+  };
+  static constexpr size_t kMaxRequests = 4096;
+  static constexpr size_t kMaxFound = size_t{1} << 15;
+  absl::flat_hash_map<RequestKey, uint32_t> requests;
+  absl::flat_hash_map<NodeKey, Found> found;
+
+  uint32_t RequestId(RequestKey key) {
+    if (requests.size() >= kMaxRequests) {
+      requests.clear();
+      found.clear();
+    }
+    if (found.size() >= kMaxFound) found.clear();  // stale versions: start again
+    return requests.try_emplace(std::move(key), static_cast<uint32_t>(requests.size()))
+        .first->second;
+  }
+
+  const std::vector<Group>& GroupsOf(const ClusterSlots& cluster, Level level) {
+    if (cluster.inventory_id == 0) {
+      uncached = GroupsAt(cluster, level);
+      return uncached;
+    }
+    const size_t slot = level == Level::kDomain ? 0 : level == Level::kRack ? 1 : 2;
+    if (groups.size() > 65536) groups.clear();  // inventories come and go: stay bounded
+    std::optional<std::vector<Group>>& g = groups[cluster.inventory_id][slot];
+    if (!g) g = GroupsAt(cluster, level);
+    return *g;
+  }
+};
+
+}  // namespace placement_internal
+
+namespace {
 
 // Picks among equal scores: the first, or (random_ties) uniformly at random by reservoir.
 class Best {
@@ -329,7 +387,16 @@ class Placer {
   // The best place for one replica on one node (restricted to `mask`), given `node` state.
   std::optional<Candidate> BestOnNode(const NodeSlots& node, uint32_t index, uint64_t mask,
                                       bool mig_off);
-  std::optional<Candidate> BestMigOnNode(const NodeSlots& node, uint32_t index, uint64_t mask);
+  // The best MIG placement on a node: the GPU, its class (see BestMigOnNode) and, for a free
+  // instance its index in the layout, for a new instance its start.
+  struct MigPick {
+    uint8_t gpu = 0;
+    int8_t cls = -1;
+    int16_t aux = -1;
+    double score = 0;
+  };
+  std::optional<MigPick> BestMigOnNode(const NodeSlots& node, uint64_t mask);
+  Candidate MigCandidate(const NodeSlots& node, uint32_t index, const MigPick& pick);
   bool NodeRuledOut(const NodeQuick& node, bool mig_off) const;
   // All replicas inside one group (members: node index and GPU mask), greedily.
   std::optional<GangFit> FitGroup(const ClusterSlots& cluster, const std::vector<Member>& members,
@@ -356,6 +423,10 @@ class Placer {
   std::vector<FreeStart> free_starts_;
   EngineCache& cache_;
   Scratch scratch_;
+  // The request's id in cache_.found, or kNoRequest when results are not remembered. Run sets
+  // it.
+  static constexpr uint32_t kNoRequest = ~uint32_t{0};
+  uint32_t request_ = kNoRequest;
 };
 
 ModelSummary Placer::Allowed(const ClusterSlots& c) const {
@@ -560,6 +631,7 @@ bool Placer::NodeRuledOut(const NodeQuick& node, bool mig_off) const {
     case Demand::Kind::kShare:
       return node.max_milli_free < d.milli && idle_mig == 0;
     case Demand::Kind::kMig:
+      return node.mig_room == 0;  // BestMigOnNode's own check, over every model
     case Demand::Kind::kNone:
       return false;
   }
@@ -570,7 +642,11 @@ std::optional<Candidate> Placer::BestOnNode(const NodeSlots& node, uint32_t inde
                                             bool mig_off) {
   if (NodeRuledOut(NodeQuick::Of(node), mig_off)) return std::nullopt;
   const Demand& d = filter_.demand;
-  if (d.kind == Demand::Kind::kMig) return BestMigOnNode(node, index, mask);
+  if (d.kind == Demand::Kind::kMig) {
+    std::optional<MigPick> pick = BestMigOnNode(node, mask);
+    if (!pick) return std::nullopt;
+    return MigCandidate(node, index, *pick);
+  }
   ViewIndex vi;
   NodeView view = BuildView(node, filter_, mask, /*ignore_holders=*/false, mig_off, &vi);
   if (!view.Fits(d)) return std::nullopt;
@@ -588,7 +664,7 @@ std::optional<Candidate> Placer::BestOnNode(const NodeSlots& node, uint32_t inde
   for (uint8_t g : choice.gpus) {
     const uint8_t gpu = vi[g];
     c.gpus.push_back(gpu);
-    if (node.info.gpus[gpu].mig_enabled) {
+    if (node.gpus[gpu].mig_enabled) {
       Repartition r;
       r.node = node.info.name;
       r.gpu_uuid = node.info.gpus[gpu].uuid;
@@ -602,8 +678,7 @@ std::optional<Candidate> Placer::BestOnNode(const NodeSlots& node, uint32_t inde
   return c;
 }
 
-std::optional<Candidate> Placer::BestMigOnNode(const NodeSlots& node, uint32_t index,
-                                               uint64_t mask) {
+std::optional<Placer::MigPick> Placer::BestMigOnNode(const NodeSlots& node, uint64_t mask) {
   const Demand& d = filter_.demand;
   if ((node.cpu_free != kUnlimited && node.cpu_free < d.cpu_millis) ||
       (node.memory_free != kUnlimited && node.memory_free < d.memory_mib)) {
@@ -621,7 +696,7 @@ std::optional<Candidate> Placer::BestMigOnNode(const NodeSlots& node, uint32_t i
       })) {
     return std::nullopt;
   }
-  std::optional<Candidate> best;
+  std::optional<MigPick> best;
   Best chooser(false, &rng_);
   std::vector<MigInstance> grown;  // a layout with one more instance (class 2)
   for (size_t g = 0; g < node.gpus.size() && g < 64; ++g) {
@@ -633,15 +708,14 @@ std::optional<Candidate> Placer::BestMigOnNode(const NodeSlots& node, uint32_t i
     // Classes, best first: a free instance of the profile; a new instance beside running ones;
     // repartitioning an idle MIG GPU; turning MIG on for an idle GPU. Within a class the GPU left
     // with the fewest free memory slots (tightest) wins. The candidate (and the words of its
-    // reason) is only built for a GPU that beats the best so far.
+    // reason) is only built for the best (MigCandidate).
     double cls = -1;
-    MigInstance instance;
-    int new_start = -1;
+    int aux = -1;
     const std::vector<MigInstance>* after = &info.mig_layout;
     if (info.mig_enabled) {
       for (size_t i = 0; i < info.mig_layout.size(); ++i) {
         if (info.mig_layout[i].profile == d.mig_profile && slot.mig_owners[i] == 0) {
-          instance = info.mig_layout[i];
+          aux = static_cast<int>(i);
           cls = 3;
           break;
         }
@@ -652,10 +726,9 @@ std::optional<Candidate> Placer::BestMigOnNode(const NodeSlots& node, uint32_t i
       if (cls < 0 && options_.partitioning) {
         const int start = FirstFreeStart(*geo, info.mig_layout);
         if (start >= 0) {
-          new_start = start;
+          aux = start;
           grown = info.mig_layout;
-          grown.push_back({d.mig_profile, new_start});
-          instance = grown.back();
+          grown.push_back({d.mig_profile, start});
           after = &grown;
           cls = 2;
         }
@@ -668,7 +741,6 @@ std::optional<Candidate> Placer::BestMigOnNode(const NodeSlots& node, uint32_t i
       // Every idle GPU of the product gets the same layout and score: skip those that tie.
       if (!chooser.MayTake((info.mig_enabled ? 100 : 0) - planned.free_slots)) continue;
       if (!layout.empty()) {
-        instance = layout.front();
         after = &layout;
         cls = info.mig_enabled ? 1 : 0;
       }
@@ -676,23 +748,37 @@ std::optional<Candidate> Placer::BestMigOnNode(const NodeSlots& node, uint32_t i
     if (cls < 0) continue;
     const double score = cls * 100 - FreeSlots(*geo, *after);
     if (!chooser.Offer(score)) continue;
-    Candidate c;
-    c.node = index;
-    c.gpus = {static_cast<uint8_t>(g)};
-    c.milli = 0;
-    c.mig = instance;
-    c.score = score;
-    if (cls < 3) {
-      Repartition r;
-      r.mig_enabled = true;
-      r.layout = *after;
-      c.repartition = std::move(r);
-      c.mig_class = static_cast<int>(cls);
-      c.mig_new_start = new_start;
-    }
-    best = std::move(c);
+    best = MigPick{static_cast<uint8_t>(g), static_cast<int8_t>(cls), static_cast<int16_t>(aux),
+                   score};
   }
   return best;
+}
+
+Candidate Placer::MigCandidate(const NodeSlots& node, uint32_t index, const MigPick& pick) {
+  const GpuInfo& info = node.info.gpus[pick.gpu];
+  Candidate c;
+  c.node = index;
+  c.gpus = {pick.gpu};
+  c.milli = 0;
+  c.score = pick.score;
+  if (pick.cls == 3) {
+    c.mig = info.mig_layout[pick.aux];
+    return c;
+  }
+  Repartition r;
+  r.mig_enabled = true;
+  if (pick.cls == 2) {
+    r.layout = info.mig_layout;
+    r.layout.push_back({filter_.demand.mig_profile, pick.aux});
+    c.mig = r.layout.back();
+    c.mig_new_start = pick.aux;
+  } else {
+    r.layout = PlannedLayout(*GeometryOf(node.gpus[pick.gpu].model)).layout;
+    c.mig = r.layout.front();
+  }
+  c.repartition = std::move(r);
+  c.mig_class = pick.cls;
+  return c;
 }
 
 void Placer::Apply(NodeSlots& node, const Candidate& c) const {
@@ -752,8 +838,59 @@ std::optional<Placer::GangFit> Placer::FitGroup(const ClusterSlots& cluster,
     const bool quick = cluster.quick.size() == cluster.nodes.size();
     for (const Member& m : members) {
       const NodeSlots* copy = scratch_.size > 0 ? scratch_of(m.node) : nullptr;
-      // Most nodes are ruled out by the cluster's side-by-side figures without being read.
-      if (copy == nullptr && quick && NodeRuledOut(cluster.quick[m.node], mig_off)) continue;
+      if (copy == nullptr && quick) {
+        // Most nodes are ruled out by the cluster's side-by-side figures without being read,
+        // and most others were seen in the same state by a request like this one.
+        const NodeQuick& q = cluster.quick[m.node];
+        if (NodeRuledOut(q, mig_off)) continue;
+        if (!mig_off && request_ != kNoRequest) {
+          using Found = EngineCache::Found;
+          auto [it, added] =
+              cache_.found.try_emplace(EngineCache::NodeKey{q.version, m.mask, request_, m.node});
+          Found& f = it->second;
+          if (filter_.demand.kind == Demand::Kind::kMig) {
+            const NodeSlots& node = cluster.nodes[m.node];
+            if (added) {
+              std::optional<MigPick> pick = BestMigOnNode(node, m.mask);
+              f.n = pick ? 1 : Found::kNone;
+              if (pick) {
+                f.score = pick->score;
+                f.gpus[0] = pick->gpu;
+                f.mig_class = pick->cls;
+                f.mig_aux = pick->aux;
+              }
+            }
+            if (f.n != Found::kNone && chooser.Offer(f.score)) {
+              best =
+                  MigCandidate(node, m.node, MigPick{f.gpus[0], f.mig_class, f.mig_aux, f.score});
+            }
+            continue;
+          }
+          if (added || f.n == Found::kLarge) {
+            std::optional<Candidate> c = BestOnNode(cluster.nodes[m.node], m.node, m.mask, false);
+            if (!c) {
+              f.n = Found::kNone;
+            } else if (c->gpus.size() > f.gpus.size()) {
+              f.n = Found::kLarge;
+            } else {
+              f.score = c->score;
+              f.n = static_cast<int8_t>(c->gpus.size());
+              std::copy(c->gpus.begin(), c->gpus.end(), f.gpus.begin());
+            }
+            if (c && chooser.Offer(c->score)) best = std::move(c);
+          } else if (f.n != Found::kNone && chooser.Offer(f.score)) {
+            // As BestOnNode builds it (no MIG change in the first pass).
+            Candidate c;
+            c.node = m.node;
+            c.score = f.score;
+            c.gpus.assign(f.gpus.begin(), f.gpus.begin() + f.n);
+            c.milli =
+                filter_.demand.kind == Demand::Kind::kShare ? filter_.demand.milli : kMilliPerGpu;
+            best = std::move(c);
+          }
+          continue;
+        }
+      }
       const NodeSlots& node = copy == nullptr ? cluster.nodes[m.node] : *copy;
       std::optional<Candidate> c = BestOnNode(node, m.node, m.mask, mig_off);
       if (c && chooser.Offer(c->score)) best = std::move(c);
@@ -828,6 +965,24 @@ Assignment Placer::ToAssignment(const ClusterSlots& cluster,
 
 PlacementDecision Placer::Run() {
   PlacementDecision decision;
+  // Results per node are remembered for pure policies; a MIG request's depend on the queue too
+  // (the layout for an idle GPU): only without one.
+  const Demand::Kind kind = filter_.demand.kind;
+  if (policy_.Pure() && pool_.model_count() <= 64 &&
+      (kind == Demand::Kind::kWhole || kind == Demand::Kind::kShare ||
+       (kind == Demand::Kind::kMig && queue_.empty()))) {
+    uint64_t models = ~uint64_t{0};
+    if (!filter_.any_model) {
+      models = 0;
+      for (size_t m = 0; m < filter_.model_ok.size(); ++m) {
+        if (filter_.model_ok[m]) models |= uint64_t{1} << m;
+      }
+    }
+    const Demand& d = filter_.demand;
+    request_ = cache_.RequestId(
+        {d.kind, d.gpus, d.milli, d.cpu_millis, d.memory_mib, filter_.min_memory, models,
+         d.mig_profile, spec_.topology == Topology::kSameNvlinkDomain, options_.partitioning});
+  }
   // Ready clusters that may hold it, tightest first (least free capacity of the allowed models;
   // ties in name order). The pool keeps the clusters in that order for each set of models, so
   // only as many are looked at as scoring needs; without such an order, all are ranked here.
@@ -974,6 +1129,11 @@ absl::StatusOr<std::unique_ptr<PlacementEngine>> PlacementEngine::Create(Placeme
 }
 
 PlacementEngine::~PlacementEngine() = default;
+
+void PlacementEngine::SetMix(const WorkloadMix& mix) {
+  policy_->SetMix(mix);
+  cache_->found.clear();  // scores depend on the mix
+}
 
 PlacementEngine::PlacementEngine(PlacementOptions options, std::unique_ptr<PlacementPolicy> policy)
     : options_(std::move(options)),

@@ -65,7 +65,7 @@ class PlacementEngine {
 
   // The workload distribution fragmentation-aware policies measure against. Model names are
   // interned through `pool`.
-  void SetMix(const WorkloadMix& mix) { policy_->SetMix(mix); }
+  void SetMix(const WorkloadMix& mix);
   PlacementPolicy& policy() { return *policy_; }
   const PlacementOptions& options() const { return options_; }
 

@@ -36,7 +36,7 @@ NodeView BuildView(const NodeSlots& node, const Filter& f, uint64_t mask, bool i
 // NUMA node) that holds them, else the lowest indices; empty if there are not enough, or with
 // `one_domain` if no NVLink domain holds them.
 absl::InlinedVector<uint8_t, 8> WholePick(const NodeSlots& node, const NodeView& v,
-                                         const ViewIndex& index, uint32_t count, bool one_domain);
+                                          const ViewIndex& index, uint32_t count, bool one_domain);
 
 // Topology levels, smallest first.
 enum class Level { kNode, kDomain, kRack, kBlock, kCluster };

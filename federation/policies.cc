@@ -80,8 +80,8 @@ double NodeFragmentation(const NodeView& node, const WorkloadMix& mix, bool chec
     usable = usable && (e.models.empty() ||
                         std::find(e.models.begin(), e.models.end(), node.model) != e.models.end());
     usable = usable && (node.cpu_free == kUnlimited || node.cpu_free >= d.cpu_millis);
-    usable = usable && (!check_memory || node.memory_free == kUnlimited ||
-                        node.memory_free >= d.memory_mib);
+    usable = usable &&
+             (!check_memory || node.memory_free == kUnlimited || node.memory_free >= d.memory_mib);
     uint64_t unusable = 0;
     uint32_t enough = 0;
     if (usable) {
@@ -134,10 +134,11 @@ absl::InlinedVector<uint8_t, 8> BestGpus(const NodeView& v, const Demand& d) {
 class RandomPolicy : public PlacementPolicy {
  public:
   absl::string_view name() const override { return "random"; }
-  // Every node scores the same, so the engine's random tie-break picks a feasible node uniformly;
-  // a share goes to a random GPU that holds it.
+  // Every node draws a uniform random score, so the best is a uniformly random feasible node
+  // whatever the engine's tie-break; a share goes to a random GPU that holds it.
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
     NodeChoice c;
+    c.score = std::uniform_real_distribution<double>(0, 1)(rng_);
     if (d.kind != Demand::Kind::kShare) {
       c.gpus = BestGpus(v, d);
       return c;
@@ -157,6 +158,7 @@ class RandomPolicy : public PlacementPolicy {
 class FirstFitPolicy : public PlacementPolicy {
  public:
   absl::string_view name() const override { return "first-fit"; }
+  bool Pure() const override { return true; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t node_order) override {
     NodeChoice c;
     c.score = -static_cast<double>(node_order);
@@ -181,6 +183,7 @@ class FirstFitPolicy : public PlacementPolicy {
 class BestFitPolicy : public PlacementPolicy {
  public:
   absl::string_view name() const override { return "best-fit"; }
+  bool Pure() const override { return true; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
     NodeChoice c;
     const double cpu_left = (CpuFree(v) - static_cast<double>(d.cpu_millis)) / kCpuScale;
@@ -197,6 +200,7 @@ class BestFitPolicy : public PlacementPolicy {
 class DotProductPolicy : public PlacementPolicy {
  public:
   absl::string_view name() const override { return "dot-product"; }
+  bool Pure() const override { return true; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
     NodeChoice c;
     const double dot = (CpuFree(v) / kCpuScale) * (static_cast<double>(d.cpu_millis) / kCpuScale) +
@@ -213,6 +217,7 @@ class DotProductPolicy : public PlacementPolicy {
 class GpuPackingPolicy : public PlacementPolicy {
  public:
   absl::string_view name() const override { return "gpu-packing"; }
+  bool Pure() const override { return true; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
     NodeChoice c;
     c.gpus = BestGpus(v, d);
@@ -239,7 +244,9 @@ class FragmentationCache {
  public:
   explicit FragmentationCache(bool check_memory) : check_memory_(check_memory) {}
   double Of(const NodeView& v, const WorkloadMix& mix) {
-    Key key{v.model, v.cpu_free, check_memory_ ? v.memory_free : 0,
+    Key key{v.model,
+            v.cpu_free,
+            check_memory_ ? v.memory_free : 0,
             {v.milli_free.begin(), v.milli_free.end()}};
     std::sort(key.milli.begin(), key.milli.end());
     auto it = cache_.find(key);
@@ -277,6 +284,7 @@ class FragmentationPolicy : public PlacementPolicy {
     mix_ = mix;
     cache_.Clear();
   }
+  bool Pure() const override { return true; }  // the fragmentation cache only remembers values
 
  protected:
   // The FGD paper's score for a change in fragmentation: floor(100 * sigmoid(-delta / 1000)),
@@ -286,8 +294,7 @@ class FragmentationPolicy : public PlacementPolicy {
   }
 
   // after - before, in milli-GPUs.
-  double Delta(const NodeView& v, double before, const Demand& d,
-               absl::Span<const uint8_t> gpus) {
+  double Delta(const NodeView& v, double before, const Demand& d, absl::Span<const uint8_t> gpus) {
     return cache_.Of(v.After(d, gpus), mix_) - before;
   }
 

@@ -67,8 +67,8 @@ using WorkloadMix = std::vector<MixEntry>;
 
 // Where one replica goes on one node, and how good that is.
 struct NodeChoice {
-  double score = 0;                         // higher is better
-  absl::InlinedVector<uint8_t, 8> gpus;     // indices into NodeView::milli_free
+  double score = 0;                      // higher is better
+  absl::InlinedVector<uint8_t, 8> gpus;  // indices into NodeView::milli_free
 };
 
 // A policy scores one node for one replica and picks the GPUs on it. The engine has already
@@ -82,6 +82,10 @@ class PlacementPolicy {
   virtual NodeChoice Choose(const NodeView& node, const Demand& demand, uint32_t node_order) = 0;
   // The distribution of typical workloads; policies that do not use it ignore it.
   virtual void SetMix(const WorkloadMix& mix) {}
+  // True when Choose depends on nothing but its arguments and the mix (no random draw, no
+  // other state): the engine then reuses a node's choice while the node and the request are
+  // the same. A policy that draws or remembers must leave this false.
+  virtual bool Pure() const { return false; }
   // Random source for policies that draw (random); seeded for determinism.
   void Seed(uint64_t seed) { rng_.seed(seed); }
 

@@ -179,11 +179,13 @@ int NodeSlots::FindGpu(absl::string_view uuid) const {
 }
 
 const NodeSlots* ClusterSlots::FindNode(absl::string_view name) const {
-  auto it = node_at.find(std::string(name));
+  auto it = node_at.find(name);
   return it == node_at.end() ? nullptr : &nodes[it->second];
 }
 
 void RecountNode(NodeSlots& node) {
+  static std::atomic<uint64_t> next_version{1};
+  node.version = next_version.fetch_add(1, std::memory_order_relaxed);
   node.free = 0;
   node.max_milli_free = 0;
   node.mig_idle = 0;
@@ -281,11 +283,8 @@ NodeSlots Pool::MakeNode(const NodeInfo& info) {
 }
 
 const ClusterSlots* Pool::FindCluster(absl::string_view name) const {
-  auto it =
-      std::lower_bound(clusters_.begin(), clusters_.end(), name,
-                       [](const ClusterSlots& c, absl::string_view n) { return c.info.name < n; });
-  if (it == clusters_.end() || it->info.name != name) return nullptr;
-  return &*it;
+  auto it = cluster_at_.find(name);
+  return it == cluster_at_.end() ? nullptr : &clusters_[it->second];
 }
 
 ClusterSlots* Pool::MutableCluster(absl::string_view name) {
@@ -314,6 +313,10 @@ void Pool::UpsertCluster(const Cluster& cluster) {
         [](const ClusterSlots& c, absl::string_view n) { return c.info.name < n; });
     target = &*clusters_.insert(it, std::move(slots));
     orders_.clear();  // cluster indices moved; rebuilt on next use
+    cluster_at_.clear();
+    for (size_t i = 0; i < clusters_.size(); ++i) {
+      cluster_at_.emplace(clusters_[i].info.name, static_cast<uint32_t>(i));
+    }
   }
   for (const auto& [id, alloc] : allocations_) {
     if (alloc.assignment.cluster == cluster.info.name) Mark(*target, id, alloc, false);
@@ -328,7 +331,8 @@ void Pool::SetClusterState(absl::string_view cluster, ClusterState state) {
   Rerank(static_cast<uint32_t>(c - clusters_.data()));
 }
 
-void Pool::Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, bool release) {
+void Pool::Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, bool release,
+                absl::InlinedVector<uint32_t, 4>* touched) {
   if (!release) {
     for (const Repartition& r : alloc.assignment.repartitions) {
       auto it = cluster.node_at.find(r.node);
@@ -338,6 +342,7 @@ void Pool::Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, b
       if (g < 0 || !MayRepartition(node, g, r)) continue;
       SetLayout(node, g, r.mig_enabled, r.layout);
       RecountNode(node);
+      if (touched != nullptr) touched->push_back(it->second);
     }
   }
   for (const ReplicaAssignment& replica : alloc.assignment.replicas) {
@@ -345,6 +350,7 @@ void Pool::Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, b
     if (it == cluster.node_at.end()) continue;
     (void)ApplyReplica(cluster.nodes[it->second], id, replica, alloc.host, release,
                        /*strict=*/false);
+    if (touched != nullptr) touched->push_back(it->second);
   }
 }
 
@@ -367,6 +373,7 @@ absl::Status Pool::Allocate(WorkloadId id, const Assignment& assignment, HostDem
     std::vector<GpuSlot> gpus;
     uint64_t cpu_free;
     uint64_t memory_free;
+    uint64_t version;
     std::vector<std::pair<bool, std::vector<MigInstance>>> layouts;  // per GPU, if repartitioned
   };
   absl::InlinedVector<Saved, 2> saved;
@@ -376,7 +383,8 @@ absl::Status Pool::Allocate(WorkloadId id, const Assignment& assignment, HostDem
     NodeSlots& node = cluster->nodes[it->second];
     if (std::none_of(saved.begin(), saved.end(),
                      [&](const Saved& s) { return s.index == it->second; })) {
-      saved.push_back(Saved{it->second, node.gpus, node.cpu_free, node.memory_free, {}});
+      saved.push_back(
+          Saved{it->second, node.gpus, node.cpu_free, node.memory_free, node.version, {}});
     }
     return &node;
   };
@@ -391,6 +399,7 @@ absl::Status Pool::Allocate(WorkloadId id, const Assignment& assignment, HostDem
         node.info.gpus[g].mig_layout = std::move(s.layouts[g].second);
       }
       RecountNode(node);
+      node.version = s.version;  // exactly as before
     }
   };
   uint64_t changed_layouts = 0;
@@ -431,7 +440,9 @@ absl::Status Pool::Allocate(WorkloadId id, const Assignment& assignment, HostDem
   }
   allocations_.emplace(id, std::move(alloc));
   repartitions_applied_ += changed_layouts;
-  RefreshSummary(*cluster);
+  absl::InlinedVector<uint32_t, 4> touched;
+  for (const Saved& s : saved) touched.push_back(s.index);
+  RefreshSummary(*cluster, &touched);
   return absl::OkStatus();
 }
 
@@ -439,21 +450,34 @@ void Pool::Release(WorkloadId id) {
   auto it = allocations_.find(id);
   if (it == allocations_.end()) return;
   if (ClusterSlots* cluster = MutableCluster(it->second.assignment.cluster)) {
-    Mark(*cluster, id, it->second, /*release=*/true);
-    RefreshSummary(*cluster);
+    absl::InlinedVector<uint32_t, 4> touched;
+    Mark(*cluster, id, it->second, /*release=*/true, &touched);
+    RefreshSummary(*cluster, &touched);
   }
   allocations_.erase(it);
 }
 
-void Pool::RefreshSummary(ClusterSlots& cluster) {
-  // The nodes' own summaries are current (RecountNode runs after every change to a node): add
-  // them up instead of walking every GPU again.
+void Pool::RefreshSummary(ClusterSlots& cluster, const absl::InlinedVector<uint32_t, 4>* touched) {
+  // The nodes' own summaries are current (RecountNode runs after every change to a node): copy
+  // the changed ones and add them all up instead of walking every GPU again.
+  const size_t n_nodes = cluster.nodes.size();
+  if (touched == nullptr || cluster.quick.size() != n_nodes ||
+      cluster.node_summary.size() != n_nodes) {
+    cluster.quick.resize(n_nodes);
+    cluster.node_summary.resize(n_nodes);
+    for (size_t i = 0; i < n_nodes; ++i) {
+      cluster.quick[i] = NodeQuick::Of(cluster.nodes[i]);
+      cluster.node_summary[i] = cluster.nodes[i].summary;
+    }
+  } else {
+    for (uint32_t i : *touched) {
+      cluster.quick[i] = NodeQuick::Of(cluster.nodes[i]);
+      cluster.node_summary[i] = cluster.nodes[i].summary;
+    }
+  }
   cluster.summary.assign(models_.size(), {});
-  cluster.quick.resize(cluster.nodes.size());
-  for (size_t i = 0; i < cluster.nodes.size(); ++i) {
-    const NodeSlots& node = cluster.nodes[i];
-    cluster.quick[i] = NodeQuick::Of(node);
-    for (const auto& [model, n] : node.summary) {
+  for (size_t i = 0; i < n_nodes; ++i) {
+    for (const auto& [model, n] : cluster.node_summary[i]) {
       ModelSummary& s = cluster.summary[model];
       s.whole_free += n.whole_free;
       s.max_node_whole_free = std::max(s.max_node_whole_free, n.max_node_whole_free);

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -76,6 +77,9 @@ struct NodeSlots {
   uint32_t max_milli_free = 0;
   uint32_t mig_idle = 0;
   absl::InlinedVector<std::pair<uint16_t, ModelSummary>, 1> summary;
+  // Changes (to a number no node had before) whenever RecountNode runs, that is after every
+  // change to the node; copies share it. Placement remembers per version what it found.
+  uint64_t version = 0;
 
   // The workload holding GPU `g` (the first one, if it is shared); 0 if none.
   WorkloadId HolderOf(size_t g) const;
@@ -88,14 +92,22 @@ struct NodeSlots {
 struct NodeQuick {
   uint64_t cpu_free = kUnlimited;
   uint64_t memory_free = kUnlimited;
+  uint64_t version = 0;
   uint32_t free = 0;
   uint32_t max_milli_free = 0;
   uint32_t mig_idle = 0;
+  // Free MIG instances, idle MIG-capable GPUs and MIG GPUs with room, over all models: 0 when
+  // no MIG request can go here.
+  uint32_t mig_room = 0;
   bool schedulable = false;
 
   static NodeQuick Of(const NodeSlots& node) {
-    return NodeQuick{node.cpu_free,       node.memory_free, node.free,
-                     node.max_milli_free, node.mig_idle,    node.info.schedulable};
+    uint32_t mig_room = 0;
+    for (const auto& [model, s] : node.summary) {
+      mig_room += s.mig_free_instances + s.mig_idle_capable + s.mig_open;
+    }
+    return NodeQuick{node.cpu_free,       node.memory_free, node.version, node.free,
+                     node.max_milli_free, node.mig_idle,    mig_room,     node.info.schedulable};
   }
 };
 
@@ -106,14 +118,17 @@ struct ClusterSlots {
   uint64_t inventory_id = 0;
   ClusterState state = ClusterState::kReady;
   uint64_t epoch = 1;
-  std::vector<NodeSlots> nodes;                       // in inventory order
-  std::unordered_map<std::string, uint32_t> node_at;  // node name -> index in nodes
+  std::vector<NodeSlots> nodes;                        // in inventory order
+  absl::flat_hash_map<std::string, uint32_t> node_at;  // node name -> index in nodes
   // Per interned model id: whole GPUs free in the cluster and the most on one node; the largest
   // share left on one GPU; free MIG instances and idle MIG-capable GPUs. Kept current by the pool
   // so placement can skip clusters that cannot hold a request without looking at their nodes.
   using ModelSummary = gpufed::ModelSummary;
   std::vector<ModelSummary> summary;  // indexed by model id
   std::vector<NodeQuick> quick;       // parallel to nodes; kept current with the summary
+  // Parallel to nodes: copies of each node's summary, which `summary` adds up without reading
+  // the nodes themselves.
+  std::vector<absl::InlinedVector<std::pair<uint16_t, ModelSummary>, 1>> node_summary;
 
   const NodeSlots* FindNode(absl::string_view name) const;
 };
@@ -222,9 +237,14 @@ class Pool {
   NodeSlots MakeNode(const NodeInfo& info);
   // Checks that the allocation fits (ignoring what `id` itself holds); OK or why not.
   absl::Status CheckFits(WorkloadId id, const ClusterSlots& cluster, const Allocation& alloc) const;
-  // Applies (or, with `release`, removes) the allocation on the cluster's slots.
-  void Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, bool release);
-  void RefreshSummary(ClusterSlots& cluster);
+  // Applies (or, with `release`, removes) the allocation on the cluster's slots; adds the indices
+  // of the nodes it changed to `touched`, if given.
+  void Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, bool release,
+            absl::InlinedVector<uint32_t, 4>* touched = nullptr);
+  // After nodes changed: refreshes the cluster's copies of their figures (`touched`; nullptr:
+  // every node), then its summary and its place in the cluster orders.
+  void RefreshSummary(ClusterSlots& cluster,
+                      const absl::InlinedVector<uint32_t, 4>* touched = nullptr);
 
   struct RankedOrder {
     uint64_t mask = 0;
@@ -235,6 +255,7 @@ class Pool {
   void Rerank(uint32_t index);
 
   std::vector<ClusterSlots> clusters_;
+  absl::flat_hash_map<std::string, uint32_t> cluster_at_;  // name -> index in clusters_
   std::unordered_map<WorkloadId, Allocation> allocations_;
   std::vector<std::string> models_;
   std::unordered_map<std::string, uint16_t> model_ids_;

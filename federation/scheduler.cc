@@ -27,9 +27,9 @@ std::string ReasonWords(const std::string& reason) {
 }
 
 ShapeKey ShapeOf(const WorkloadSpec& spec) {
-  return {spec.replicas,   spec.gpus_per_replica, spec.gpu_models,
-          spec.min_gpu_memory_mib, spec.topology, spec.mig_profile,
-          spec.gpu_milli,  spec.cpu_millis,       spec.memory_mib};
+  return {spec.replicas,           spec.gpus_per_replica, spec.gpu_models,
+          spec.min_gpu_memory_mib, spec.topology,         spec.mig_profile,
+          spec.gpu_milli,          spec.cpu_millis,       spec.memory_mib};
 }
 
 }  // namespace
@@ -181,11 +181,11 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
                failed != failed_shapes.end()) {
       reason = failed->second;
     } else {
-      PlacementDecision decision =
-          engine_->Place(pool_, spec, queued.workload.id, mig_queue);
+      PlacementDecision decision = engine_->Place(pool_, spec, queued.workload.id, mig_queue);
       if (decision.assignment) {
-        if (pool_.Allocate(queued.workload.id, *decision.assignment,
-                           HostDemand{spec.cpu_millis, spec.memory_mib})
+        if (pool_
+                .Allocate(queued.workload.id, *decision.assignment,
+                          HostDemand{spec.cpu_millis, spec.memory_mib})
                 .ok()) {
           if (!spec.mig_profile.empty()) {
             uint32_t& left = mig_queue[spec.mig_profile];

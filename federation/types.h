@@ -185,7 +185,7 @@ struct GpuInfo {
 
 struct NodeInfo {
   std::string name;
-  std::string rack;   // fabric location: rack, and the block (pod / spine group) the rack is in
+  std::string rack;  // fabric location: rack, and the block (pod / spine group) the rack is in
   std::string block;
   uint64_t cpu_millis = 0;
   uint64_t memory_mib = 0;

@@ -286,6 +286,29 @@ TEST_F(AppTest, CancelAndWatch) {
   EXPECT_THAT(err_.str(), StartsWith("error: FAILED_PRECONDITION: "));
 }
 
+TEST_F(AppTest, ExplainTextAndJson) {
+  WriteHomeConfig();
+  ASSERT_EQ(Run({"submit", "--name", "big", "--gpus", "8", "--model", "H200"}), 0) << err_.str();
+  server_->SetExplanation("1",
+                          "no cluster can ever hold it: needs 8 GPUs of H200, but no cluster has "
+                          "GPUs that match (GPU models in the pool: L4)",
+                          /*never_fits=*/true);
+  ASSERT_EQ(Run({"explain", "1"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), StartsWith("Workload 1 (demo/default/big): PENDING\n"
+                                     "no cluster can ever hold it: needs 8 GPUs of H200"));
+  EXPECT_THAT(out_.str(), HasSubstr("\nWaiting will not help: "));
+  EXPECT_EQ(server_->authorizations().back(), "Bearer gpf_cfg");
+
+  ASSERT_EQ(Run({"explain", "1", "-o", "json"}), 0) << err_.str();
+  const nlohmann::json json = nlohmann::json::parse(out_.str());
+  EXPECT_EQ(json["never_fits"], true);
+  EXPECT_EQ(json["workload"]["spec"]["name"], "big");
+
+  EXPECT_EQ(Run({"explain", "42"}), 1);
+  EXPECT_EQ(err_.str(), "error: NOT_FOUND: workload 42 not found\n");
+  EXPECT_EQ(Run({"explain"}), 2) << "the id is required";
+}
+
 TEST_F(AppTest, ClustersWithNodes) {
   WriteHomeConfig();
   v1::Cluster c;

@@ -22,6 +22,7 @@ using ::gpufed::cli::testing::SyncStream;
 using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 // Waits for `condition` with a deadline; the waits here are for other threads' progress.
@@ -189,6 +190,85 @@ TEST_F(CommandsTest, GetShowsDetailOrNotFound) {
   ASSERT_TRUE(commands.Get(id).ok());
   EXPECT_THAT(out_.contents(), HasSubstr("Name:             infer\n"));
   EXPECT_EQ(commands.Get("999").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(CommandsTest, ExplainPrintsTheStateAndTheReason) {
+  const std::string id = AddWorkload("train", v1::WORKLOAD_STATE_PENDING);
+  server_->SetExplanation(id,
+                          "waiting for capacity: needs 8 GPUs of H100-80GB, same_nvlink_domain; "
+                          "14 free GPUs (14 H100-80GB) across 3 clusters, but no NVLink domain "
+                          "has 8 free (largest: 6 on dgx/dgx-03-nvl)",
+                          /*never_fits=*/false);
+  Commands commands(Env());
+  ASSERT_TRUE(commands.Explain(id).ok()) << err_.str();
+  EXPECT_EQ(out_.contents(),
+            "Workload 1 (demo/default/train): PENDING\n"
+            "waiting for capacity: needs 8 GPUs of H100-80GB, same_nvlink_domain; 14 free GPUs "
+            "(14 H100-80GB) across 3 clusters, but no NVLink domain has 8 free (largest: 6 on "
+            "dgx/dgx-03-nvl)\n");
+  EXPECT_THAT(out_.contents(), Not(HasSubstr("Waiting will not help")));
+  EXPECT_THAT(server_->authorizations(), ElementsAre("Bearer gpf_secret"));
+}
+
+TEST_F(CommandsTest, ExplainSaysWhenWaitingWillNotHelp) {
+  const std::string id = AddWorkload("huge", v1::WORKLOAD_STATE_PENDING);
+  server_->SetExplanation(id,
+                          "no cluster can ever hold it: needs 8 GPUs of H200, but no cluster has "
+                          "GPUs that match (GPU models in the pool: H100-80GB, L4)",
+                          /*never_fits=*/true);
+  Commands commands(Env());
+  ASSERT_TRUE(commands.Explain(id).ok());
+  const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
+  ASSERT_THAT(lines, SizeIs(3)) << out_.contents();
+  EXPECT_EQ(lines[0], "Workload 1 (demo/default/huge): PENDING");
+  EXPECT_EQ(lines[1],
+            "no cluster can ever hold it: needs 8 GPUs of H200, but no cluster has GPUs that "
+            "match (GPU models in the pool: H100-80GB, L4)");
+  EXPECT_THAT(lines[2], ::testing::StartsWith("Waiting will not help: "));
+}
+
+TEST_F(CommandsTest, ExplainPlacedWorkloadShowsWhereItIs) {
+  const std::string id = AddWorkload("serve", v1::WORKLOAD_STATE_RUNNING);
+  server_->SetExplanation(id, "RUNNING on sim-a (2 replicas)", false);
+  Commands commands(Env());
+  ASSERT_TRUE(commands.Explain(id).ok());
+  EXPECT_EQ(out_.contents(),
+            "Workload 1 (demo/default/serve): RUNNING\nRUNNING on sim-a (2 replicas)\n");
+}
+
+TEST_F(CommandsTest, ExplainJsonIsTheWholeResponse) {
+  const std::string id = AddWorkload("train", v1::WORKLOAD_STATE_PENDING);
+  server_->SetExplanation(id, "fits now on sim-b; the scheduler places it in its next cycle",
+                          /*never_fits=*/false, "sim-b");
+  Commands commands(Env(OutputFormat::kJson));
+  ASSERT_TRUE(commands.Explain(id).ok());
+  const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
+  ASSERT_THAT(lines, SizeIs(1)) << "one JSON object on one line";
+  const nlohmann::json json = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(json["workload"]["id"], id);
+  EXPECT_EQ(json["workload"]["state"], "WORKLOAD_STATE_PENDING");
+  EXPECT_EQ(json["explanation"], "fits now on sim-b; the scheduler places it in its next cycle");
+  EXPECT_EQ(json["never_fits"], false);
+  EXPECT_EQ(json["fits_now_on"], "sim-b");
+}
+
+TEST_F(CommandsTest, ExplainEscapesControlCharactersFromTheServer) {
+  const std::string id = AddWorkload("evil\x1b[2J", v1::WORKLOAD_STATE_PENDING);
+  server_->SetExplanation(id, "line one\nline two\x1b]0;owned\x07", false);
+  Commands commands(Env());
+  ASSERT_TRUE(commands.Explain(id).ok());
+  EXPECT_EQ(out_.contents(),
+            "Workload 1 (demo/default/evil\\x1b[2J): PENDING\n"
+            "line one\\nline two\\x1b]0;owned\\x07\n");
+}
+
+TEST_F(CommandsTest, ExplainErrorsComeBackAsTheServerSentThem) {
+  Commands commands(Env());
+  EXPECT_EQ(commands.Explain("999").code(), absl::StatusCode::kNotFound);
+  const absl::Status bad = commands.Explain("abc");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("id: "));
+  EXPECT_EQ(out_.contents(), "");
 }
 
 TEST_F(CommandsTest, ListPagesUpToTheLimit) {

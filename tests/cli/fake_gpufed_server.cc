@@ -80,6 +80,15 @@ void FakeGpufedServer::SetClusters(std::vector<v1::Cluster> clusters) {
   clusters_ = std::move(clusters);
 }
 
+void FakeGpufedServer::SetExplanation(const std::string& id, std::string explanation,
+                                      bool never_fits, std::string fits_now_on) {
+  absl::MutexLock lock(&mu_);
+  v1::ExplainResponse& r = explanations_[id];
+  r.set_explanation(std::move(explanation));
+  r.set_never_fits(never_fits);
+  r.set_fits_now_on(std::move(fits_now_on));
+}
+
 void FakeGpufedServer::SetMaxPageSize(size_t size) {
   absl::MutexLock lock(&mu_);
   max_page_size_ = size;
@@ -293,6 +302,30 @@ grpc::Status FakeGpufedServer::Watch(grpc::ServerContext* context, const v1::Wat
     }
     writer->Write(Event(w, from));
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeGpufedServer::Explain(grpc::ServerContext* context,
+                                       const v1::ExplainRequest* request,
+                                       v1::ExplainResponse* response) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  int64_t id = 0;
+  if (!absl::SimpleAtoi(request->id(), &id) || id <= 0) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("id: not a workload id (expected digits, got \"", request->id(), "\")"));
+  }
+  if (!workloads_.contains(id)) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("workload ", request->id(), " not found"));
+  }
+  if (auto it = explanations_.find(request->id()); it != explanations_.end()) {
+    *response = it->second;
+  } else {
+    response->set_explanation(workloads_[id].pending_reason());
+  }
+  *response->mutable_workload() = workloads_[id];
   return grpc::Status::OK;
 }
 

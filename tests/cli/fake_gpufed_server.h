@@ -3,8 +3,8 @@
 
 // A small in-memory gpufed server for the command-line tests: a real gRPC server on
 // 127.0.0.1 (port 0) implementing WorkloadService, ClusterService and TenantService with just
-// enough behaviour to check the client side: idempotent submit, paging, cancel, watch, clusters
-// and tenants, plus scripted failures and a record of every request and its authorization.
+// enough behaviour to check the client side: idempotent submit, paging, cancel, watch, explain,
+// clusters and tenants, plus scripted failures and a record of every request and its authorization.
 // The real server's behaviour is tested by the service and end-to-end tests.
 //
 // Thread safety: all members may be called from any thread.
@@ -51,6 +51,11 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
 
   void SetClusters(std::vector<v1::Cluster> clusters);
 
+  // What Explain answers for workload `id` (besides the stored workload). Without a script,
+  // Explain answers the stored pending reason.
+  void SetExplanation(const std::string& id, std::string explanation, bool never_fits,
+                      std::string fits_now_on = "");
+
   // List answers at most this many workloads per page, whatever the client asks (default 1000).
   void SetMaxPageSize(size_t size);
 
@@ -81,6 +86,8 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
                       v1::Workload* response) override;
   grpc::Status Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
                      grpc::ServerWriter<v1::WorkloadEvent>* writer) override;
+  grpc::Status Explain(grpc::ServerContext* context, const v1::ExplainRequest* request,
+                       v1::ExplainResponse* response) override;
 
   // ClusterService
   grpc::Status ListClusters(grpc::ServerContext* context, const v1::ListClustersRequest* request,
@@ -119,6 +126,7 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   std::map<std::string, int64_t> by_key_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WorkloadState> watch_script_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Cluster> clusters_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::ExplainResponse> explanations_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Tenant> tenants_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Project> projects_ ABSL_GUARDED_BY(mu_);
   int watch_all_cancelled_ ABSL_GUARDED_BY(mu_) = 0;

@@ -103,6 +103,32 @@ TEST(ServerExampleConfigTest, ValuesAreUsable) {
   EXPECT_EQ(config["data_dir"].as<std::string>(""), "/var/lib/gpufed");
 }
 
+// The placement keys are shown commented out with their defaults: uncommented, they are exactly
+// the three documented keys, with the built-in defaults (server/config.h).
+TEST(ServerExampleConfigTest, CommentedPlacementKeysShowTheDefaults) {
+  std::istringstream file(ReadFile(SourcePath("deploy/server.example.yaml")));
+  std::string uncommented;
+  for (std::string line; std::getline(file, line);) {
+    for (const char* key : {"placement_policy:", "placement_seed:", "mig_partitioning:"}) {
+      if (line.rfind(std::string("# ") + key, 0) == 0) uncommented += line.substr(2) + "\n";
+    }
+  }
+  YAML::Node keys;
+  try {
+    keys = YAML::Load(uncommented);
+  } catch (const YAML::Exception& e) {
+    FAIL() << e.what() << "\n" << uncommented;
+  }
+  EXPECT_EQ(Keys(keys),
+            (std::set<std::string>{"placement_policy", "placement_seed", "mig_partitioning"}))
+      << uncommented;
+  ExpectKeysAreDocumentedFlags(Keys(keys));
+  if (!keys.IsMap()) return;
+  EXPECT_EQ(keys["placement_policy"].as<std::string>(""), "gpufed");
+  EXPECT_EQ(keys["placement_seed"].as<int>(0), 1);
+  EXPECT_TRUE(keys["mig_partitioning"].as<bool>(false));
+}
+
 TEST(AgentExampleConfigTest, HoldsExactlyTheDocumentedKeys) {
   const YAML::Node config = LoadScalarMap(SourcePath("deploy/agent.example.yaml"));
   const std::set<std::string> expected = {"server",  "token_file", "topology",

@@ -2,7 +2,9 @@
 // called through real gRPC channels. The agent side of the protocol is driven by hand here so
 // each message is under the test's control (the agent program has its own end-to-end test).
 
+#include <map>
 #include <pqxx/pqxx>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -101,6 +103,14 @@ class ServiceTest : public ::testing::Test {
     EXPECT_TRUE(
         Call(user_, [&](grpc::ClientContext* c) { return workloads_->Get(c, req, &w); }).ok());
     return w;
+  }
+
+  grpc::Status Explain(const std::string& id, v1::ExplainResponse* resp,
+                       const std::string& token = "") {
+    v1::ExplainRequest req;
+    req.set_id(id);
+    return Call(token.empty() ? user_ : token,
+                [&](grpc::ClientContext* c) { return workloads_->Explain(c, req, resp); });
   }
 
   // Waits (bounded) until the workload reaches `state`.
@@ -484,6 +494,247 @@ TEST_F(ServiceTest, GangLargerThanAnyClusterStaysPendingWithAReason) {
   EXPECT_EQ(w.state(), v1::WORKLOAD_STATE_PENDING);
   EXPECT_NE(w.pending_reason().find("no cluster can ever hold it"), std::string::npos)
       << w.pending_reason();
+}
+
+// Explain over the real API: the engine's words for a PENDING workload, a one-line summary for
+// a placed one, tenant isolation and a bad id naming the field.
+TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
+  auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
+  ASSERT_TRUE(agent_token.ok());
+  FakeAgentStream agent(address_, *agent_token);
+  // Two nodes of 8 H100, each node its own NVLink domain.
+  ASSERT_TRUE(agent.Write(Registration("dgx", 2, 8, "H100-80GB")));
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+
+  // A model no cluster has: waiting will not help.
+  v1::WorkloadSpec h200 = Spec("h200", 1, 8);
+  h200.add_gpu_models("H200");
+  v1::SubmitResponse wrong_model;
+  ASSERT_TRUE(Submit(h200, &wrong_model).ok());
+  v1::ExplainResponse e;
+  ASSERT_TRUE(Explain(wrong_model.workload().id(), &e).ok());
+  EXPECT_EQ(e.workload().id(), wrong_model.workload().id());
+  EXPECT_EQ(e.workload().state(), v1::WORKLOAD_STATE_PENDING);
+  EXPECT_TRUE(e.never_fits());
+  EXPECT_TRUE(e.fits_now_on().empty());
+  EXPECT_NE(e.explanation().find("no cluster can ever hold it"), std::string::npos)
+      << e.explanation();
+  EXPECT_NE(e.explanation().find("H200"), std::string::npos) << e.explanation();
+  EXPECT_NE(e.explanation().find("H100-80GB"), std::string::npos)
+      << "names the models the pool has: " << e.explanation();
+
+  // A gang that must share one NVLink domain, bigger than any domain: never split, never fits.
+  v1::WorkloadSpec gang = Spec("gang", 2, 8);
+  gang.set_topology(v1::TOPOLOGY_REQUIREMENT_SAME_NVLINK_DOMAIN);
+  v1::SubmitResponse too_big;
+  ASSERT_TRUE(Submit(gang, &too_big).ok());
+  ASSERT_TRUE(Explain(too_big.workload().id(), &e).ok());
+  EXPECT_TRUE(e.never_fits()) << e.explanation();
+  EXPECT_NE(e.explanation().find("no cluster can ever hold it"), std::string::npos)
+      << e.explanation();
+  EXPECT_NE(e.explanation().find("NVLink domain"), std::string::npos) << e.explanation();
+
+  // One that fits is placed; while it holds a node, another 8-GPU job that would need a whole
+  // domain waits, and Explain says so without "never".
+  v1::SubmitResponse first, second, third;
+  ASSERT_TRUE(Submit(Spec("first", 1, 8), &first).ok());
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
+  ASSERT_TRUE(Submit(Spec("second", 1, 8), &second).ok());
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
+  WaitFor(second.workload().id(), v1::WORKLOAD_STATE_PLACED);
+  ASSERT_TRUE(Submit(Spec("third", 1, 8), &third).ok());
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Get(third.workload().id()).pending_reason().empty() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(Explain(third.workload().id(), &e).ok());
+  EXPECT_EQ(e.workload().state(), v1::WORKLOAD_STATE_PENDING);
+  EXPECT_FALSE(e.never_fits()) << e.explanation();
+  EXPECT_TRUE(e.fits_now_on().empty()) << e.explanation();
+  EXPECT_NE(e.explanation().find("waiting for capacity"), std::string::npos) << e.explanation();
+
+  // Placed and running workloads: where they are.
+  ASSERT_TRUE(Explain(first.workload().id(), &e).ok());
+  EXPECT_EQ(e.workload().state(), v1::WORKLOAD_STATE_PLACED);
+  EXPECT_EQ(e.explanation(), "PLACED on dgx (1 replica)");
+  EXPECT_FALSE(e.never_fits());
+  ASSERT_TRUE(agent.Write(Status(first.workload().id(), v1::WORKLOAD_STATE_RUNNING)));
+  WaitFor(first.workload().id(), v1::WORKLOAD_STATE_RUNNING);
+  ASSERT_TRUE(Explain(first.workload().id(), &e).ok());
+  EXPECT_EQ(e.explanation(), "RUNNING on dgx (1 replica)");
+
+  // Another tenant's workload looks absent.
+  grpc::Status s = Explain(first.workload().id(), &e, other_);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_EQ(s.error_message().find("dgx"), std::string::npos) << "nothing leaked";
+  // The admin sees every tenant.
+  EXPECT_TRUE(Explain(first.workload().id(), &e, admin_).ok());
+
+  for (const char* bad : {"", "abc", "-3", "0"}) {
+    s = Explain(bad, &e);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "id \"" << bad << "\"";
+    EXPECT_EQ(s.error_message().rfind("id: ", 0), 0u) << s.error_message();
+  }
+  s = Explain("987654321", &e);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  s = Call("", [&](grpc::ClientContext* c) {
+    v1::ExplainRequest req;
+    req.set_id(first.workload().id());
+    return workloads_->Explain(c, req, &e);
+  });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// Reads Assign messages until every id in `ids` has its assignment.
+std::map<std::string, v1::Assignment> ReadAssignments(FakeAgentStream& agent,
+                                                      const std::set<std::string>& ids) {
+  std::map<std::string, v1::Assignment> got;
+  v1::ServerMessage m;
+  while (got.size() < ids.size() && agent.ReadUntil(v1::ServerMessage::kAssign, &m)) {
+    for (const auto& a : m.assign().assignments()) {
+      if (ids.contains(a.workload_id())) got[a.workload_id()] = a.assignment();
+    }
+  }
+  return got;
+}
+
+// Two workloads that each ask for part of a GPU share one GPU; the assignment says how much.
+TEST_F(ServiceTest, GpuSharesLandTwoWorkloadsOnOneGpu) {
+  auto agent_token = testing::CreateAgentToken(address_, admin_, "infer");
+  ASSERT_TRUE(agent_token.ok());
+  FakeAgentStream agent(address_, *agent_token);
+  ASSERT_TRUE(agent.Write(Registration("infer", 1, 1, "L4")));
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+
+  v1::WorkloadSpec big = Spec("big-share");
+  big.mutable_per_replica()->set_gpu_milli(600);
+  v1::WorkloadSpec small = Spec("small-share");
+  small.mutable_per_replica()->set_gpu_milli(400);
+  v1::SubmitResponse a, b;
+  ASSERT_TRUE(Submit(big, &a).ok());
+  ASSERT_TRUE(Submit(small, &b).ok());
+  const std::map<std::string, v1::Assignment> got =
+      ReadAssignments(agent, {a.workload().id(), b.workload().id()});
+  ASSERT_EQ(got.size(), 2u);
+  const v1::Assignment& ga = got.at(a.workload().id());
+  const v1::Assignment& gb = got.at(b.workload().id());
+  ASSERT_EQ(ga.replicas_size(), 1);
+  ASSERT_EQ(gb.replicas_size(), 1);
+  EXPECT_EQ(ga.replicas(0).gpu_milli(), 600u);
+  EXPECT_EQ(gb.replicas(0).gpu_milli(), 400u);
+  ASSERT_EQ(ga.replicas(0).gpu_uuids_size(), 1);
+  ASSERT_EQ(gb.replicas(0).gpu_uuids_size(), 1);
+  EXPECT_EQ(ga.replicas(0).gpu_uuids(0), "GPU-infer-0-0");
+  EXPECT_EQ(ga.replicas(0).gpu_uuids(0), gb.replicas(0).gpu_uuids(0)) << "one GPU, two holders";
+  EXPECT_TRUE(ga.repartitions().empty());
+  // Stored the same way.
+  EXPECT_EQ(Get(a.workload().id()).assignment().replicas(0).gpu_milli(), 600u);
+
+  // The GPU is full (600 + 400): a third share waits and says why.
+  v1::WorkloadSpec more = Spec("one-more");
+  more.mutable_per_replica()->set_gpu_milli(100);
+  v1::SubmitResponse c;
+  ASSERT_TRUE(Submit(more, &c).ok());
+  v1::ExplainResponse e;
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  do {
+    ASSERT_TRUE(Explain(c.workload().id(), &e).ok());
+  } while (e.explanation().find("waiting") == std::string::npos && Clock::now() < deadline);
+  EXPECT_EQ(e.workload().state(), v1::WORKLOAD_STATE_PENDING);
+  EXPECT_FALSE(e.never_fits());
+  EXPECT_NE(e.explanation().find("milli-GPU"), std::string::npos) << e.explanation();
+
+  // The cluster view lists both holders on the GPU.
+  v1::GetClusterRequest gr;
+  gr.set_name("infer");
+  v1::Cluster cluster;
+  ASSERT_TRUE(Call(user_, [&](grpc::ClientContext* ctx) {
+                return clusters_->GetCluster(ctx, gr, &cluster);
+              }).ok());
+  const std::string holders = cluster.nodes(0).gpus(0).allocated_to();
+  EXPECT_NE(holders.find(a.workload().id()), std::string::npos) << holders;
+  EXPECT_NE(holders.find(b.workload().id()), std::string::npos) << holders;
+}
+
+// MIG: a free instance is used as it is; a profile with no free instance gets an idle
+// MIG-capable GPU repartitioned, sent to the agent in the assignment, counted in /metrics.
+TEST_F(ServiceTest, MigWorkloadsGetAnInstanceAndIdleGpusAreRepartitioned) {
+  auto agent_token = testing::CreateAgentToken(address_, admin_, "mig");
+  ASSERT_TRUE(agent_token.ok());
+  FakeAgentStream agent(address_, *agent_token);
+  v1::AgentMessage reg = Registration("mig", 1, 2, "H100-80GB");
+  auto* gpus = reg.mutable_register_()->mutable_inventory()->mutable_nodes(0)->mutable_gpus();
+  for (v1::Gpu& gpu : *gpus) gpu.set_mig_capable(true);
+  // GPU 0 is already in MIG mode with two 3g.40gb instances; GPU 1 is a whole idle GPU.
+  v1::Gpu& gpu0 = gpus->at(0);
+  gpu0.set_mig_enabled(true);
+  for (uint32_t start : {0u, 4u}) {
+    v1::MigInstance* inst = gpu0.add_mig_layout();
+    inst->set_profile("3g.40gb");
+    inst->set_start(start);
+  }
+  ASSERT_TRUE(agent.Write(reg));
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+
+  v1::WorkloadSpec existing = Spec("uses-an-instance");
+  existing.add_gpu_models("H100-80GB");
+  existing.mutable_per_replica()->set_mig_profile("3g.40gb");
+  v1::SubmitResponse a;
+  ASSERT_TRUE(Submit(existing, &a).ok());
+  auto got = ReadAssignments(agent, {a.workload().id()});
+  ASSERT_EQ(got.size(), 1u);
+  const v1::Assignment ga = got.at(a.workload().id());
+  ASSERT_EQ(ga.replicas_size(), 1);
+  EXPECT_EQ(ga.replicas(0).mig_profile(), "3g.40gb");
+  EXPECT_TRUE(ga.replicas(0).mig_start() == 0 || ga.replicas(0).mig_start() == 4)
+      << ga.replicas(0).mig_start();
+  ASSERT_EQ(ga.replicas(0).gpu_uuids_size(), 1);
+  EXPECT_EQ(ga.replicas(0).gpu_uuids(0), "GPU-mig-0-0");
+  EXPECT_EQ(ga.replicas(0).gpu_milli(), 0u);
+  EXPECT_TRUE(ga.repartitions().empty()) << "a free instance needs no new layout";
+
+  // 1g.10gb: no such instance on GPU 0 (full), so the idle GPU 1 is turned into MIG mode.
+  v1::WorkloadSpec small = Spec("needs-a-new-layout");
+  small.add_gpu_models("H100-80GB");
+  small.mutable_per_replica()->set_mig_profile("1g.10gb");
+  v1::SubmitResponse b;
+  ASSERT_TRUE(Submit(small, &b).ok());
+  got = ReadAssignments(agent, {b.workload().id()});
+  ASSERT_EQ(got.size(), 1u);
+  const v1::Assignment gb = got.at(b.workload().id());
+  ASSERT_EQ(gb.replicas_size(), 1);
+  const v1::ReplicaAssignment& r = gb.replicas(0);
+  EXPECT_EQ(r.mig_profile(), "1g.10gb");
+  ASSERT_EQ(r.gpu_uuids_size(), 1);
+  EXPECT_EQ(r.gpu_uuids(0), "GPU-mig-0-1");
+  ASSERT_EQ(gb.repartitions_size(), 1);
+  const v1::Repartition& rp = gb.repartitions(0);
+  EXPECT_EQ(rp.node(), "mig-n0");
+  EXPECT_EQ(rp.gpu_uuid(), "GPU-mig-0-1");
+  EXPECT_TRUE(rp.mig_enabled());
+  EXPECT_FALSE(rp.reason().empty());
+  EXPECT_NE(rp.reason().find(b.workload().id()), std::string::npos)
+      << "the reason names the workload: " << rp.reason();
+  bool has_instance = false;
+  for (const v1::MigInstance& inst : rp.layout()) {
+    has_instance = has_instance || (inst.profile() == "1g.10gb" && inst.start() == r.mig_start());
+  }
+  EXPECT_TRUE(has_instance) << "the new layout holds the assigned instance at slot "
+                            << r.mig_start();
+  // What Get shows is what the agent got.
+  const v1::Workload stored = Get(b.workload().id());
+  ASSERT_EQ(stored.assignment().repartitions_size(), 1);
+  EXPECT_EQ(stored.assignment().repartitions(0).gpu_uuid(), "GPU-mig-0-1");
+  EXPECT_EQ(stored.assignment().replicas(0).mig_start(), r.mig_start());
+
+  httplib::Client http("127.0.0.1", server_->http_port());
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("gpufed_mig_repartitions_total 1"), std::string::npos)
+      << metrics->body;
 }
 
 TEST_F(ServiceTest, CancelPendingAndRunning) {

@@ -5,3 +5,9 @@ add_executable(service_tests ${CMAKE_CURRENT_LIST_DIR}/service_test.cc)
 target_link_libraries(service_tests PRIVATE gpufed_server gpufed_test_support GTest::gtest GTest::gtest_main
   PkgConfig::PQXX PkgConfig::HTTPLIB)
 gtest_discover_tests(service_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)
+
+# gpufed-server's configuration parsing (server/config.cc): needs nothing running.
+add_executable(server_config_tests ${CMAKE_CURRENT_LIST_DIR}/server_config_test.cc)
+target_link_libraries(server_config_tests PRIVATE gpufed_server gpufed_test_support GTest::gmock
+  GTest::gtest GTest::gtest_main)
+gtest_discover_tests(server_config_tests PROPERTIES LABELS service DISCOVERY_TIMEOUT 60)

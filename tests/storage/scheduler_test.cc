@@ -3,9 +3,14 @@
 
 #include "federation/scheduler.h"
 
+#include <algorithm>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "pqxx/pqxx"
 #include "tests/storage/store_test_util.h"
 
 namespace gpufed::storage {
@@ -32,6 +37,50 @@ class SchedulerTest : public StoreTest {
       node.gpus.push_back(gpu);
     }
     ASSERT_TRUE(store_->RegisterCluster(info, {node}).ok());
+  }
+
+  // A one-node cluster of `gpus` GPUs of `model`, each without NVLink peers.
+  void AddCluster(const std::string& name, const std::string& model, uint32_t gpus,
+                  bool mig_capable) {
+    ClusterInfo info;
+    info.name = name;
+    info.provider = "onprem";
+    NodeInfo node;
+    node.name = name + "-01";
+    for (uint32_t g = 0; g < gpus; ++g) {
+      GpuInfo gpu;
+      gpu.uuid = "GPU-" + node.name + "-" + std::to_string(g);
+      gpu.index = g;
+      gpu.model = model;
+      gpu.memory_mib = 81559;
+      gpu.mig_capable = mig_capable;
+      node.gpus.push_back(gpu);
+    }
+    ASSERT_TRUE(store_->RegisterCluster(info, {node}).ok());
+  }
+
+  static WorkloadSpec Share(const std::string& name, uint32_t milli, const std::string& model) {
+    WorkloadSpec s = Gpus(name, 1);
+    s.gpu_milli = milli;
+    s.gpu_models = {model};
+    return s;
+  }
+
+  static WorkloadSpec Mig(const std::string& name, const std::string& profile) {
+    WorkloadSpec s = Gpus(name, 1);
+    s.mig_profile = profile;
+    s.gpu_models = {"H100-80GB"};
+    return s;
+  }
+
+  // The audit reason stored with the workload's transition into `to_state`.
+  std::string EventReason(WorkloadId id, const std::string& to_state) {
+    pqxx::connection conn(dsn());
+    pqxx::nontransaction txn(conn);
+    return txn
+        .exec_params1("SELECT reason FROM workload_events WHERE workload_id = $1 AND to_state = $2",
+                      id, to_state)[0]
+        .as<std::string>();
   }
 
   static WorkloadSpec Gpus(const std::string& name, uint32_t gpus) {
@@ -125,6 +174,128 @@ TEST_F(SchedulerTest, CancelledWhilePendingIsNeverPlaced) {
   Workload full = MustSubmit(Gpus("full", 8));
   scheduler.NotifySubmitted(full);
   EXPECT_EQ(scheduler.RunCycle()->placed.size(), 1u);
+}
+
+TEST_F(SchedulerTest, SharesOfOneGpuAreStoredAndSurviveARebuild) {
+  AddCluster("infer", "L4", 1, /*mig_capable=*/false);
+  Workload a = MustSubmit(Share("a", 600, "L4"));
+  Workload b = MustSubmit(Share("b", 400, "L4"));
+  Workload c = MustSubmit(Share("c", 100, "L4"));
+  {
+    Scheduler scheduler(store_.get(), store_.get());
+    ASSERT_TRUE(scheduler.Rebuild().ok());
+    auto cycle = scheduler.RunCycle();
+    ASSERT_TRUE(cycle.ok()) << cycle.status();
+    EXPECT_EQ(cycle->placed.size(), 2u);
+    EXPECT_EQ(cycle->stats.repartitions, 0);
+  }
+  for (const auto& [w, milli] : {std::pair{a, 600u}, std::pair{b, 400u}}) {
+    Workload got = *store_->Get(w.id);
+    ASSERT_EQ(got.state, WorkloadState::kPlaced) << w.spec.name;
+    EXPECT_EQ(got.assignment.cluster, "infer");
+    ASSERT_EQ(got.assignment.replicas.size(), 1u);
+    EXPECT_EQ(got.assignment.replicas[0].gpu_milli, milli);
+    EXPECT_EQ(got.assignment.replicas[0].gpu_uuids, std::vector<std::string>{"GPU-infer-01-0"});
+  }
+  Workload waiting = *store_->Get(c.id);
+  EXPECT_EQ(waiting.state, WorkloadState::kPending);
+  EXPECT_NE(waiting.pending_reason.find("no GPU has 100 milli-GPU free"), std::string::npos)
+      << waiting.pending_reason;
+
+  // A restarted scheduler reads the shares back: the GPU is still full.
+  Scheduler second(store_.get(), store_.get());
+  ASSERT_TRUE(second.Rebuild().ok());
+  EXPECT_TRUE(second.RunCycle()->placed.empty());
+  EXPECT_FALSE(second.Explain(c.spec).assignment.has_value());
+
+  // b ends: its 400 come back, and c takes 100 of them on the same GPU.
+  Transition run{b.id, WorkloadState::kPlaced, WorkloadState::kRunning, "agent:infer", ""};
+  Transition done{b.id, WorkloadState::kRunning, WorkloadState::kSucceeded, "agent:infer", ""};
+  ASSERT_TRUE(store_->ApplyTransitions({run, done}).ok());
+  second.NotifyReleased(b.id);
+  auto cycle = second.RunCycle();
+  ASSERT_TRUE(cycle.ok());
+  ASSERT_EQ(cycle->placed.size(), 1u);
+  EXPECT_EQ(cycle->placed[0].id, c.id);
+  EXPECT_EQ(cycle->placed[0].assignment.replicas[0].gpu_milli, 100u);
+  EXPECT_EQ(cycle->placed[0].assignment.replicas[0].gpu_uuids[0], "GPU-infer-01-0");
+}
+
+TEST_F(SchedulerTest, MigRepartitionIsDecidedCountedStoredAndRebuilt) {
+  AddCluster("mig", "H100-80GB", 1, /*mig_capable=*/true);
+  Workload a = MustSubmit(Mig("a", "1g.10gb"));
+  Workload b = MustSubmit(Mig("b", "1g.10gb"));
+  Scheduler scheduler(store_.get(), store_.get());
+  ASSERT_TRUE(scheduler.Rebuild().ok());
+  auto cycle = scheduler.RunCycle();
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  ASSERT_EQ(cycle->placed.size(), 2u);
+
+  // The GPU had MIG off: the first placement turns it on, with a layout for the queue.
+  int repartitions = 0;
+  std::set<int32_t> starts;
+  for (const Workload& w : cycle->placed) {
+    repartitions += static_cast<int>(w.assignment.repartitions.size());
+    ASSERT_EQ(w.assignment.replicas.size(), 1u);
+    const ReplicaAssignment& r = w.assignment.replicas[0];
+    EXPECT_EQ(r.mig_profile, "1g.10gb");
+    EXPECT_GE(r.mig_start, 0);
+    EXPECT_EQ(r.gpu_uuids, std::vector<std::string>{"GPU-mig-01-0"});
+    EXPECT_EQ(r.gpu_milli, 0u);
+    starts.insert(r.mig_start);
+  }
+  EXPECT_EQ(starts.size(), 2u) << "two instances, not one shared";
+  EXPECT_GE(repartitions, 1);
+  EXPECT_EQ(cycle->stats.repartitions, repartitions) << "every repartition is counted";
+
+  Workload first = *store_->Get(a.id);
+  ASSERT_EQ(first.state, WorkloadState::kPlaced);
+  ASSERT_FALSE(first.assignment.repartitions.empty()) << "stored with the assignment";
+  const Repartition& rp = first.assignment.repartitions[0];
+  EXPECT_EQ(rp.node, "mig-01");
+  EXPECT_EQ(rp.gpu_uuid, "GPU-mig-01-0");
+  EXPECT_TRUE(rp.mig_enabled);
+  EXPECT_NE(std::find(rp.layout.begin(), rp.layout.end(),
+                      MigInstance{"1g.10gb", first.assignment.replicas[0].mig_start}),
+            rp.layout.end())
+      << "the new layout holds the assigned instance";
+  EXPECT_NE(rp.reason.find(std::to_string(a.id)), std::string::npos) << rp.reason;
+  // The audit trail says why: the PLACED event carries the repartition and its reason.
+  const std::string reason = EventReason(a.id, "PLACED");
+  EXPECT_NE(reason.find("placed on mig"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("mig-01/GPU-mig-01-0: " + rp.reason), std::string::npos) << reason;
+
+  // A restarted scheduler re-applies the committed layout from the assignments (the inventory
+  // still says MIG off until the agent reports): the instances in use stay taken.
+  Scheduler second(store_.get(), store_.get());
+  ASSERT_TRUE(second.Rebuild().ok());
+  Workload c = MustSubmit(Mig("c", "1g.10gb"));
+  second.NotifySubmitted(c);
+  cycle = second.RunCycle();
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  ASSERT_EQ(cycle->placed.size(), 1u);
+  const ReplicaAssignment& rc = cycle->placed[0].assignment.replicas[0];
+  EXPECT_EQ(rc.mig_profile, "1g.10gb");
+  EXPECT_EQ(starts.count(rc.mig_start), 0u) << "slot " << rc.mig_start << " is already in use";
+}
+
+TEST_F(SchedulerTest, WithoutPartitioningAuthorityMigWaitsAndSaysWhy) {
+  AddCluster("mig", "H100-80GB", 1, /*mig_capable=*/true);
+  Workload a = MustSubmit(Mig("a", "3g.40gb"));
+  SchedulerOptions options;
+  options.placement.partitioning = false;
+  Scheduler scheduler(store_.get(), store_.get(), options);
+  ASSERT_TRUE(scheduler.Rebuild().ok());
+  auto cycle = scheduler.RunCycle();
+  ASSERT_TRUE(cycle.ok());
+  EXPECT_TRUE(cycle->placed.empty());
+  EXPECT_EQ(cycle->stats.repartitions, 0);
+  Workload waiting = *store_->Get(a.id);
+  EXPECT_EQ(waiting.state, WorkloadState::kPending);
+  EXPECT_NE(waiting.pending_reason.find("partitioning is off"), std::string::npos)
+      << waiting.pending_reason;
+  const PlacementDecision explained = scheduler.Explain(a.spec);
+  EXPECT_FALSE(explained.never_fits) << "an operator can turn the authority on";
 }
 
 }  // namespace

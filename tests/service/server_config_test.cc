@@ -1,0 +1,125 @@
+// gpufed-server's configuration (server/config.cc): the placement keys from the YAML file and
+// their flags, and the clear errors for bad values. Needs nothing running.
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/config.h"
+#include "tests/support/process_harness.h"
+
+namespace gpufed::server {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class ServerConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The environment variables the parser reads must not leak in from the caller.
+    for (const char* name : {"GPUFED_SERVER_CONFIG", "GPUFED_PLACEMENT_POLICY"}) unsetenv(name);
+  }
+  void TearDown() override { unsetenv("GPUFED_PLACEMENT_POLICY"); }
+
+  std::string WriteConfig(const std::string& text) {
+    const std::string path = dir_.path() + "/server.yaml";
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  static absl::StatusOr<ServerConfig> Load(std::vector<std::string> args) {
+    args.insert(args.begin(), "gpufed-server");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return LoadServerConfig(static_cast<int>(argv.size()), argv.data());
+  }
+
+  gpufed::testing::TempDir dir_{"gpufed-server-config"};
+};
+
+TEST_F(ServerConfigTest, PlacementDefaults) {
+  absl::StatusOr<ServerConfig> config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->placement_policy, "gpufed");
+  EXPECT_EQ(config->placement_seed, 1);
+  EXPECT_TRUE(config->mig_partitioning);
+}
+
+TEST_F(ServerConfigTest, PlacementKeysFromTheFileAndFlagsWin) {
+  const std::string file =
+      WriteConfig("placement_policy: fgd\nplacement_seed: 42\nmig_partitioning: false\n");
+  absl::StatusOr<ServerConfig> config = Load({"--config", file});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->placement_policy, "fgd");
+  EXPECT_EQ(config->placement_seed, 42);
+  EXPECT_FALSE(config->mig_partitioning);
+
+  config = Load({"--config", file, "--placement-policy", "best-fit", "--placement-seed", "7",
+                 "--mig-partitioning", "true"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->placement_policy, "best-fit");
+  EXPECT_EQ(config->placement_seed, 7);
+  EXPECT_TRUE(config->mig_partitioning);
+
+  setenv("GPUFED_PLACEMENT_POLICY", "gpu-packing", 1);
+  config = Load({"--config", file});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->placement_policy, "gpu-packing") << "the environment beats the file";
+}
+
+TEST_F(ServerConfigTest, EveryPolicyNameIsAccepted) {
+  for (const char* policy :
+       {"random", "first-fit", "best-fit", "dot-product", "gpu-packing", "fgd", "gpufed"}) {
+    absl::StatusOr<ServerConfig> config = Load({"--placement-policy", policy});
+    ASSERT_TRUE(config.ok()) << policy << ": " << config.status();
+    EXPECT_EQ(config->placement_policy, policy);
+  }
+}
+
+TEST_F(ServerConfigTest, UnknownPolicyInTheFileIsRejectedNamingTheKeyAndTheChoices) {
+  absl::StatusOr<ServerConfig> config =
+      Load({"--config", WriteConfig("placement_policy: tetris\n")});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()),
+              StartsWith("placement_policy: unknown policy \"tetris\""));
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("fgd"));
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("gpufed"));
+}
+
+TEST_F(ServerConfigTest, UnknownPolicyFlagOrEnvironmentIsRejectedNamingTheFlag) {
+  absl::StatusOr<ServerConfig> config = Load({"--placement-policy", "tetris"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("--placement-policy"));
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("tetris"));
+
+  setenv("GPUFED_PLACEMENT_POLICY", "tetris", 1);
+  config = Load({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("tetris"));
+}
+
+TEST_F(ServerConfigTest, BadPlacementValuesInTheFileNameTheKeyAndLine) {
+  absl::StatusOr<ServerConfig> config =
+      Load({"--config", WriteConfig("log_level: info\nmig_partitioning: sometimes\n")});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr(":2: mig_partitioning: "));
+
+  config = Load({"--config", WriteConfig("placement_seed: lots\n")});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr(":1: placement_seed: "));
+
+  config = Load({"--config", WriteConfig("placement: gpufed\n")});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("unknown key \"placement\""));
+}
+
+}  // namespace
+}  // namespace gpufed::server
