@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -204,13 +205,18 @@ struct EngineCache {
   static constexpr size_t kMaxFound = size_t{1} << 15;
   absl::flat_hash_map<RequestKey, uint32_t> requests;
   absl::flat_hash_map<NodeKey, Found> found;
+  // Clusters (ClusterSlots::version) where a single replica of a request found no node: it
+  // will not while the cluster stays the same.
+  absl::flat_hash_set<std::pair<uint64_t, uint32_t>> no_fit;
 
   uint32_t RequestId(RequestKey key) {
     if (requests.size() >= kMaxRequests) {
       requests.clear();
       found.clear();
+      no_fit.clear();
     }
     if (found.size() >= kMaxFound) found.clear();  // stale versions: start again
+    if (no_fit.size() >= kMaxFound) no_fit.clear();
     return requests.try_emplace(std::move(key), static_cast<uint32_t>(requests.size()))
         .first->second;
   }
@@ -556,16 +562,18 @@ bool Placer::GroupMayHold(const ClusterSlots& c, const std::vector<Member>& memb
   const Demand& d = filter_.demand;
   if (d.kind != Demand::Kind::kWhole && d.kind != Demand::Kind::kShare) return true;
   uint64_t replicas = 0;
+  // Whole GPUs: the cluster's side-by-side figures are enough; shares need every GPU's.
+  const bool quick = d.kind == Demand::Kind::kWhole && c.quick.size() == c.nodes.size();
   for (const Member& m : members) {
-    const NodeSlots& node = c.nodes[m.node];
-    if (!node.info.schedulable) continue;
+    const NodeQuick node = quick ? c.quick[m.node] : NodeQuick::Of(c.nodes[m.node]);
+    if (!node.schedulable) continue;
     // Replicas the node's GPUs may hold (all of them, whatever the mask: an upper bound) ...
     uint64_t n = 0;
     const uint64_t idle_mig = mig_off ? node.mig_idle : 0;
     if (d.kind == Demand::Kind::kWhole) {
       n = (node.free + idle_mig) / std::max<uint32_t>(d.gpus, 1);
     } else {
-      for (const GpuSlot& slot : node.gpus) n += slot.milli_free / d.milli;
+      for (const GpuSlot& slot : c.nodes[m.node].gpus) n += slot.milli_free / d.milli;
       n += idle_mig * (kMilliPerGpu / d.milli);
     }
     // ... and its host resources.
@@ -1085,7 +1093,12 @@ PlacementDecision Placer::Run() {
           const std::vector<Member>& members =
               level == Level::kNode || level == Level::kCluster ? whole : (*groups)[k].members;
           if (prune && !GroupMayHold(*cluster, members, mig_off)) continue;
+          // A single replica that found no node in this cluster as it is now will not again.
+          const bool remember = request_ != kNoRequest && spec_.replicas == 1 && !mig_off &&
+                                level == Level::kCluster && cluster->version != 0;
+          if (remember && cache_.no_fit.contains({cluster->version, request_})) continue;
           std::optional<GangFit> fit = FitGroup(*cluster, members, mig_off);
+          if (!fit && remember) cache_.no_fit.insert({cluster->version, request_});
           if (!fit) continue;
           any = true;
           // Tightest group first (gangs: the smallest domain, rack or block that holds them);
@@ -1133,6 +1146,7 @@ PlacementEngine::~PlacementEngine() = default;
 void PlacementEngine::SetMix(const WorkloadMix& mix) {
   policy_->SetMix(mix);
   cache_->found.clear();  // scores depend on the mix
+  cache_->no_fit.clear();
 }
 
 PlacementEngine::PlacementEngine(PlacementOptions options, std::unique_ptr<PlacementPolicy> policy)

@@ -460,6 +460,8 @@ void Pool::Release(WorkloadId id) {
 void Pool::RefreshSummary(ClusterSlots& cluster, const absl::InlinedVector<uint32_t, 4>* touched) {
   // The nodes' own summaries are current (RecountNode runs after every change to a node): copy
   // the changed ones and add them all up instead of walking every GPU again.
+  static std::atomic<uint64_t> next_version{1};
+  cluster.version = next_version.fetch_add(1, std::memory_order_relaxed);
   const size_t n_nodes = cluster.nodes.size();
   if (touched == nullptr || cluster.quick.size() != n_nodes ||
       cluster.node_summary.size() != n_nodes) {

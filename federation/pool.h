@@ -116,6 +116,8 @@ struct ClusterSlots {
   // Unique to each inventory a pool is given (UpsertCluster), shared by copies: what depends
   // only on the inventory (topology groups) may be remembered under it.
   uint64_t inventory_id = 0;
+  // Changes (to a number no cluster had before) whenever a node of the cluster changes.
+  uint64_t version = 0;
   ClusterState state = ClusterState::kReady;
   uint64_t epoch = 1;
   std::vector<NodeSlots> nodes;                        // in inventory order

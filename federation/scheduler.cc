@@ -272,6 +272,7 @@ void Scheduler::Publish() {
   auto snapshot = std::make_shared<const Pool>(pool_);
   absl::MutexLock lock(&mu_);
   snapshot_ = std::move(snapshot);
+  loaded_ = true;
   pending_count_ = static_cast<int>(queue_.size());
 }
 
@@ -288,7 +289,19 @@ PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
     options.policy = PlacementOptions().policy;
     engine = PlacementEngine::Create(options);
   }
-  std::shared_ptr<const Pool> pool = Snapshot();
+  std::shared_ptr<const Pool> pool;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!loaded_) {
+      // An empty pool would read "no clusters are registered" and never_fits: wrong and final.
+      PlacementDecision not_yet;
+      not_yet.reason =
+          "cannot judge yet: the scheduler on this server has not loaded the pool (it is "
+          "starting, or another server is the active scheduler); try again shortly";
+      return not_yet;
+    }
+    pool = snapshot_;
+  }
   return (*engine)->Place(*pool, spec);
 }
 

@@ -85,7 +85,9 @@ class Scheduler {
   std::shared_ptr<const Pool> Snapshot() const;
 
   // Evaluates `spec` against the latest snapshot with the scheduler's placement options, without
-  // placing anything: the explanation `gpufedctl explain` shows. Safe from any thread.
+  // placing anything: the explanation `gpufedctl explain` shows. Before the first Rebuild (a
+  // starting server, or one that is not the active scheduler) there is no pool to judge by: the
+  // reason says so and never_fits stays false. Safe from any thread.
   PlacementDecision Explain(const WorkloadSpec& spec) const;
 
   // Queue length after the last cycle.
@@ -132,6 +134,7 @@ class Scheduler {
   mutable absl::Mutex mu_;
   Inbox inbox_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const Pool> snapshot_ ABSL_GUARDED_BY(mu_);
+  bool loaded_ ABSL_GUARDED_BY(mu_) = false;  // a Rebuild published the pool
   int pending_count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Runs gpufed's two headline benchmarks and prints their closing figures:
+# Runs gpufed's headline benchmarks and prints their closing figures:
 #
 #   gpufed-bench submit --clients 8 --count 20000   durable, acknowledged submissions against a
 #                                                   real server and its PostgreSQL
 #   gpufed-bench e2e --jobs 5000                    first submit to last SUCCEEDED, through a real
 #                                                   agent with the process backend
+#   gpufed-bench placement --gpus 100000 --clusters 1000
+#                                                   the placement engine and capacity pool alone,
+#                                                   in memory, on a generated federation
 #
-# Each starts its own server (embedded PostgreSQL in a temporary folder) and prints its figures
-# as one JSON object on its last line, which is what the summary shows.
+# submit and e2e start their own server (embedded PostgreSQL in a temporary folder). Each prints
+# its figures as one JSON object on its last line, which is what the summary shows.
 #
 # Figures depend on the machine and whatever else runs on it; nothing here passes or fails on
 # speed. A run fails only when a benchmark itself fails.
@@ -31,6 +34,7 @@ mkdir -p "$LOG_DIR"
 runs=(
   "submit --clients 8 --count 20000"
   "e2e --jobs 5000"
+  "placement --gpus 100000 --clusters 1000"
 )
 
 summary=()

@@ -199,8 +199,9 @@ TEST_F(SchedulerTest, SharesOfOneGpuAreStoredAndSurviveARebuild) {
   }
   Workload waiting = *store_->Get(c.id);
   EXPECT_EQ(waiting.state, WorkloadState::kPending);
-  EXPECT_NE(waiting.pending_reason.find("no GPU has 100 milli-GPU free"), std::string::npos)
-      << waiting.pending_reason;
+  EXPECT_EQ(waiting.pending_reason,
+            "waiting for capacity: needs 100 milli-GPU of L4; nothing that matches is free (0 "
+            "milli-GPU free)");
 
   // A restarted scheduler reads the shares back: the GPU is still full.
   Scheduler second(store_.get(), store_.get());
@@ -296,6 +297,26 @@ TEST_F(SchedulerTest, WithoutPartitioningAuthorityMigWaitsAndSaysWhy) {
       << waiting.pending_reason;
   const PlacementDecision explained = scheduler.Explain(a.spec);
   EXPECT_FALSE(explained.never_fits) << "an operator can turn the authority on";
+}
+
+TEST_F(SchedulerTest, ExplainBeforeThePoolIsLoadedDoesNotSayNever) {
+  Workload a = MustSubmit(Gpus("a", 4));
+  Scheduler scheduler(store_.get(), store_.get());
+  PlacementDecision d = scheduler.Explain(a.spec);
+  EXPECT_FALSE(d.assignment.has_value());
+  EXPECT_FALSE(d.never_fits) << d.reason;
+  EXPECT_NE(d.reason.find("has not loaded the pool"), std::string::npos) << d.reason;
+
+  ASSERT_TRUE(scheduler.Rebuild().ok());
+  d = scheduler.Explain(a.spec);
+  ASSERT_TRUE(d.assignment.has_value()) << d.reason;
+  EXPECT_EQ(d.assignment->cluster, "dgx");
+  // Explain places nothing.
+  EXPECT_EQ(store_->Get(a.id)->state, WorkloadState::kPending);
+  WorkloadSpec h200 = Gpus("h200", 8);
+  h200.gpu_models = {"H200"};
+  d = scheduler.Explain(h200);
+  EXPECT_TRUE(d.never_fits) << d.reason;
 }
 
 }  // namespace
