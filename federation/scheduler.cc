@@ -302,7 +302,10 @@ PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
     }
     pool = snapshot_;
   }
-  return (*engine)->Place(*pool, spec);
+  // Place fills caches inside the pool on first use: work on a private copy so that concurrent
+  // Explain calls never share one (the snapshot itself is only read).
+  const Pool copy = *pool;
+  return (*engine)->Place(copy, spec);
 }
 
 int Scheduler::pending_count() const {
