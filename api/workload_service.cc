@@ -116,8 +116,7 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Explain(grpc::CallbackServerConte
       case WorkloadState::kRunning:
         response->set_explanation(absl::StrCat(StateName(w.state), " on ", w.assignment.cluster,
                                                " (", w.assignment.replicas.size(), " replica",
-                                               w.assignment.replicas.size() == 1 ? "" : "s",
-                                               ")"));
+                                               w.assignment.replicas.size() == 1 ? "" : "s", ")"));
         break;
       default:
         response->set_explanation(

@@ -36,10 +36,10 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
   if (root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(file, ": expected a mapping"));
   static const char* kKeys[] = {
-      "grpc_listen",           "http_listen",     "data_dir",  "database_url",
-      "admin_token_file",      "ready_file",      "log_level", "heartbeat_timeout_seconds",
-      "heartbeat_interval_ms", "executor_threads", "placement_policy",
-      "placement_seed",        "mig_partitioning"};
+      "grpc_listen",           "http_listen",      "data_dir",         "database_url",
+      "admin_token_file",      "ready_file",       "log_level",        "heartbeat_timeout_seconds",
+      "heartbeat_interval_ms", "executor_threads", "placement_policy", "placement_seed",
+      "mig_partitioning"};
   for (const auto& kv : root) {
     const auto key = kv.first.as<std::string>();
     bool known = false;
@@ -144,9 +144,9 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(e.what());
   }
   if (!gpufed::MakePolicy(config.placement_policy).ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "placement_policy: unknown policy \"", config.placement_policy,
-        "\" (known: ", absl::StrJoin(gpufed::PolicyNames(), ", "), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("placement_policy: unknown policy \"", config.placement_policy,
+                     "\" (known: ", absl::StrJoin(gpufed::PolicyNames(), ", "), ")"));
   }
   if (config.admin_token_file.empty()) config.admin_token_file = config.data_dir + "/admin.token";
   return config;
