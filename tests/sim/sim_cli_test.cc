@@ -1,12 +1,6 @@
 // `gpufedctl sim replay` end to end: the real binary as a child process on the bundled openb
 // trace, as a user's shell runs it. Checks what the output holds, never how good or fast.
 
-#include <fcntl.h>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <string>
 #include <vector>
@@ -16,8 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-
-extern char** environ;
+#include "tests/support/process_harness.h"
 
 namespace gpufed::cli {
 namespace {
@@ -28,62 +21,14 @@ using ::testing::IsEmpty;
 
 constexpr char kTraceDir[] = GPUFED_SOURCE_DIR "/data/traces/alibaba-gpu-v2023/csv/";
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using gpufed::testing::RunProgram;
+using gpufed::testing::RunResult;
+using Outcome = RunResult;
 
-// Runs gpufedctl with `args` to completion; stdout and stderr on pipes (not terminals).
 Outcome RunGpufedctl(const std::vector<std::string>& args) {
-  Outcome outcome;
-  int out_pipe[2];
-  int err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return outcome;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
-  posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
-  posix_spawn_file_actions_addclose(&actions, err_pipe[0]);
-  std::vector<std::string> full = {GPUFEDCTL_PATH};
-  full.insert(full.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : full) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::string home = absl::StrCat("HOME=", ::testing::TempDir());
-  std::vector<char*> envp = {home.data(), nullptr};
-  pid_t pid = -1;
-  const int spawned =
-      posix_spawn(&pid, GPUFEDCTL_PATH, &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  if (spawned == 0) {
-    pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-    std::string* texts[2] = {&outcome.out, &outcome.err};
-    int open_fds = 2;
-    while (open_fds > 0) {
-      if (poll(fds, 2, -1) < 0) break;
-      for (int i = 0; i < 2; ++i) {
-        if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-        char buf[65536];
-        const ssize_t n = read(fds[i].fd, buf, sizeof buf);
-        if (n > 0) {
-          texts[i]->append(buf, static_cast<size_t>(n));
-        } else {
-          fds[i].fd = -1;
-          --open_fds;
-        }
-      }
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  close(out_pipe[0]);
-  close(err_pipe[0]);
-  return outcome;
+  std::vector<std::string> argv = {GPUFEDCTL_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProgram(argv, ::testing::TempDir());
 }
 
 std::vector<std::string> ReplayArgs(const std::string& pods) {

@@ -8,6 +8,7 @@ add_executable(gpufed_sim_test
 target_link_libraries(gpufed_sim_test PRIVATE
   gpufed_sim
   gpufed_cli_lib
+  gpufed_test_support
   nlohmann_json::nlohmann_json
   GTest::gmock
   GTest::gtest_main)

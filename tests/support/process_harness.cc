@@ -1,7 +1,9 @@
 #include "tests/support/process_harness.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -233,6 +235,56 @@ TempDir::~TempDir() {
   if (std::getenv("GPUFED_KEEP_TEMP") != nullptr) return;
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+RunResult RunProgram(const std::vector<std::string>& argv, const std::string& home_dir) {
+  RunResult outcome;
+  int out_pipe[2];
+  int err_pipe[2];
+  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return outcome;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
+  posix_spawn_file_actions_addclose(&actions, err_pipe[0]);
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargv;
+  for (std::string& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::string home = absl::StrCat("HOME=", home_dir);
+  std::vector<char*> envp = {home.data(), nullptr};
+  pid_t pid = -1;
+  const int spawned =
+      posix_spawn(&pid, args[0].c_str(), &actions, nullptr, cargv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (spawned == 0) {
+    pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+    std::string* texts[2] = {&outcome.out, &outcome.err};
+    int open_fds = 2;
+    while (open_fds > 0) {
+      if (poll(fds, 2, -1) < 0) break;
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+        char buf[65536];
+        const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+        if (n > 0) {
+          texts[i]->append(buf, static_cast<size_t>(n));
+        } else {
+          fds[i].fd = -1;
+          --open_fds;
+        }
+      }
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  return outcome;
 }
 
 }  // namespace gpufed::testing

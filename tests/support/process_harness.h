@@ -23,6 +23,17 @@ std::string BinDir();
 // The source tree (for topology files and examples).
 std::string SourceDir();
 
+// What a program run to completion printed, and how it ended.
+struct RunResult {
+  int exit_code = -1;  // 128 + signal when killed; -1 if it could not start
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] with argv to completion, stdout and stderr on pipes (not terminals), with HOME set
+// to `home_dir` and no other environment (no config or token from whoever runs the tests).
+RunResult RunProgram(const std::vector<std::string>& argv, const std::string& home_dir);
+
 class ChildProcess {
  public:
   // Starts argv[0] with argv; stdout and stderr go to `log_path`.
