@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -188,37 +189,86 @@ NodeCount CountOnNode(const NodeSlots& node, const Filter& f, uint64_t mask, boo
   return c;
 }
 
-// The group (at `level`) holding the most replicas, over the given clusters.
-struct GroupBest {
-  uint64_t replicas = 0;
-  uint64_t gpu_only = 0;  // the most replicas the GPUs alone would allow, in any group
-  uint64_t units = 0;     // free units in that group
-  std::string where;      // "cluster/key"
-};
+// The group of one cluster (at `level`) holding the most replicas; `where` is empty when the
+// cluster has no group at that level (no nodes).
+GroupBest BestIn(const ClusterSlots& cluster, const Filter& f, Level level, bool empty,
+                 bool partitioning, EngineCache& cache) {
+  GroupBest best;
+  const std::string* best_key = nullptr;
+  auto offer = [&](const std::string& key, uint64_t replicas, uint64_t gpu_only, uint64_t units) {
+    best.gpu_only = std::max(best.gpu_only, gpu_only);
+    if (best_key == nullptr || replicas > best.replicas ||
+        (replicas == best.replicas && units > best.units)) {
+      best_key = &key;
+      best.replicas = replicas;
+      best.units = units;
+    }
+  };
+  auto add_up = [&](const std::vector<Member>& members, const std::string& key) {
+    uint64_t replicas = 0;
+    uint64_t gpu_only = 0;
+    uint64_t units = 0;
+    for (const Member& m : members) {
+      const NodeCount c = CountOnNode(cluster.nodes[m.node], f, m.mask, empty, partitioning);
+      replicas = std::min(kMany, replicas + c.replicas);
+      gpu_only = std::min(kMany, gpu_only + c.gpu_only);
+      units += c.free_units;
+    }
+    offer(key, replicas, gpu_only, units);
+  };
+  switch (level) {
+    case Level::kNode:
+      for (const NodeSlots& node : cluster.nodes) {
+        const NodeCount c = CountOnNode(node, f, ~uint64_t{0}, empty, partitioning);
+        offer(node.info.name, c.replicas, c.gpu_only, c.free_units);
+      }
+      break;
+    case Level::kCluster: {
+      std::vector<Member> all(cluster.nodes.size());
+      for (size_t n = 0; n < all.size(); ++n) all[n].node = static_cast<uint32_t>(n);
+      add_up(all, cluster.info.name);
+      break;
+    }
+    default:
+      for (const Group& g : cache.GroupsOf(cluster, level)) add_up(g.members, g.key);
+      break;
+  }
+  if (best_key != nullptr) {
+    best.where = level == Level::kCluster ? cluster.info.name
+                                          : absl::StrCat(cluster.info.name, "/", *best_key);
+  }
+  return best;
+}
 
+// The group (at `level`) holding the most replicas, over the given clusters. What an empty
+// cluster offers is remembered by inventory for `request` (MIG requests excepted: the MIG
+// capability of a GPU follows its layout, which the engine itself changes).
 GroupBest BestGroup(const std::vector<const ClusterSlots*>& clusters, const Filter& f, Level level,
-                    bool empty, bool partitioning) {
+                    bool empty, bool partitioning, EngineCache& cache,
+                    std::optional<uint32_t> request) {
   GroupBest best;
   bool have = false;
+  const bool remember = empty && request.has_value() && f.demand.kind != Demand::Kind::kMig;
   for (const ClusterSlots* cluster : clusters) {
-    for (const Group& g : GroupsAt(*cluster, level)) {
-      uint64_t replicas = 0;
-      uint64_t gpu_only = 0;
-      uint64_t units = 0;
-      for (const Member& m : g.members) {
-        NodeCount c = CountOnNode(cluster->nodes[m.node], f, m.mask, empty, partitioning);
-        replicas = std::min(kMany, replicas + c.replicas);
-        gpu_only = std::min(kMany, gpu_only + c.gpu_only);
-        units += c.free_units;
+    GroupBest b;
+    if (remember && cluster->inventory_id != 0) {
+      const EngineCache::EverKey key{cluster->inventory_id, *request, level};
+      auto it = cache.ever.find(key);
+      if (it == cache.ever.end()) {
+        it = cache.ever.emplace(key, BestIn(*cluster, f, level, empty, partitioning, cache)).first;
       }
-      best.gpu_only = std::max(best.gpu_only, gpu_only);
-      if (!have || replicas > best.replicas || (replicas == best.replicas && units > best.units)) {
-        have = true;
-        best.replicas = replicas;
-        best.units = units;
-        best.where = level == Level::kCluster ? cluster->info.name
-                                              : absl::StrCat(cluster->info.name, "/", g.key);
-      }
+      b = it->second;
+    } else {
+      b = BestIn(*cluster, f, level, empty, partitioning, cache);
+    }
+    best.gpu_only = std::max(best.gpu_only, b.gpu_only);
+    if (b.where.empty()) continue;
+    if (!have || b.replicas > best.replicas ||
+        (b.replicas == best.replicas && b.units > best.units)) {
+      have = true;
+      best.replicas = b.replicas;
+      best.units = b.units;
+      best.where = std::move(b.where);
     }
   }
   return best;
@@ -242,7 +292,8 @@ std::string Units(const Demand& d, uint64_t units) {
 }  // namespace
 
 void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
-                    const PlacementOptions& options, PlacementDecision* decision) {
+                    const PlacementOptions& options, EngineCache& cache,
+                    PlacementDecision* decision) {
   const Demand& d = f.demand;
   const std::string what = Describe(spec, d);
   if (pool.clusters().empty()) {
@@ -267,12 +318,19 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
                          ? Level::kDomain
                          : levels.back();
   const uint64_t per_node_need = d.kind == Demand::Kind::kWhole ? d.gpus : 1;
+  std::optional<uint32_t> request;
+  if (std::optional<EngineCache::RequestKey> key =
+          RequestKeyOf(f, spec, options, pool.model_count())) {
+    request = cache.RequestId(*std::move(key));
+  }
 
   // Would it fit if every cluster were empty?
-  const GroupBest ever = BestGroup(all, f, unit, /*empty=*/true, options.partitioning);
+  const GroupBest ever =
+      BestGroup(all, f, unit, /*empty=*/true, options.partitioning, cache, request);
   if (ever.replicas < spec.replicas) {
     decision->never_fits = true;
-    const GroupBest ever_node = BestGroup(all, f, Level::kNode, true, options.partitioning);
+    const GroupBest ever_node =
+        BestGroup(all, f, Level::kNode, true, options.partitioning, cache, request);
     std::string why;
     if (ever_node.units == 0 && d.kind != Demand::Kind::kNone) {
       std::set<std::string> present;
@@ -351,11 +409,24 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
     return;
   }
 
-  // It would fit an empty pool: what is in the way now?
+  // It would fit an empty pool: what is in the way now? A cluster with nothing free of the
+  // allowed models adds nothing to what is free (nor is it the largest group, unless nothing
+  // is free anywhere): the pool's summaries say which clusters have something, and only those
+  // are looked at node by node.
+  std::vector<const ClusterSlots*> looked = ready;
+  const std::optional<uint64_t> models = f.ModelBits();
+  if (d.kind != Demand::Kind::kNone && models) {
+    if (const Pool::ClusterOrder* order = pool.ClustersByFree(*models)) {
+      looked.clear();
+      for (size_t i = 0; i < order->clusters.size(); ++i) {
+        if (order->clusters[i].listed) looked.push_back(&pool.clusters()[i]);
+      }
+    }
+  }
   uint64_t free_units = 0;
   int clusters_with_free = 0;
   std::map<std::string, uint64_t> free_by_model;
-  for (const ClusterSlots* c : ready) {
+  for (const ClusterSlots* c : looked) {
     uint64_t in_cluster = 0;
     for (const NodeSlots& node : c->nodes) {
       const NodeCount nc = CountOnNode(node, f, ~uint64_t{0}, false, options.partitioning);
@@ -367,7 +438,7 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
     free_units += in_cluster;
     clusters_with_free += in_cluster > 0 ? 1 : 0;
   }
-  const GroupBest now = BestGroup(ready, f, unit, false, options.partitioning);
+  const GroupBest now = BestGroup(looked, f, unit, false, options.partitioning, cache, request);
   std::string detail;
   if (d.kind == Demand::Kind::kNone) {
     detail = "no node has the CPU and memory free";
@@ -389,8 +460,8 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
                       " with them has the CPU and memory free");
     } else if (spec.replicas == 1) {
       const bool domain = spec.topology == Topology::kSameNvlinkDomain;
-      const GroupBest node_now =
-          BestGroup(ready, f, domain ? Level::kDomain : Level::kNode, false, options.partitioning);
+      const GroupBest node_now = BestGroup(looked, f, domain ? Level::kDomain : Level::kNode, false,
+                                           options.partitioning, cache, request);
       switch (d.kind) {
         case Demand::Kind::kWhole:
           absl::StrAppend(&detail, "no ", domain ? "NVLink domain" : "node", " has ", d.gpus,
@@ -398,7 +469,7 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
           break;
         case Demand::Kind::kShare: {
           uint32_t most = 0;
-          for (const ClusterSlots* c : ready) {
+          for (const ClusterSlots* c : looked) {
             for (const NodeSlots& node : c->nodes) {
               if (!node.info.schedulable) continue;
               for (size_t g = 0; g < node.gpus.size(); ++g) {

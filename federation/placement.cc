@@ -37,6 +37,35 @@ Filter MakeFilter(const Pool& pool, const WorkloadSpec& spec) {
   return f;
 }
 
+std::optional<EngineCache::RequestKey> RequestKeyOf(const Filter& filter, const WorkloadSpec& spec,
+                                                    const PlacementOptions& options,
+                                                    size_t model_count) {
+  const std::optional<uint64_t> models = filter.ModelBits();
+  if (model_count > 64 || !models) return std::nullopt;
+  const Demand& d = filter.demand;
+  return EngineCache::RequestKey{d.kind,
+                                 d.gpus,
+                                 d.milli,
+                                 d.cpu_millis,
+                                 d.memory_mib,
+                                 filter.min_memory,
+                                 *models,
+                                 d.mig_profile,
+                                 spec.topology == Topology::kSameNvlinkDomain,
+                                 options.partitioning};
+}
+
+std::optional<uint64_t> Filter::ModelBits() const {
+  if (any_model) return ~uint64_t{0};
+  uint64_t bits = 0;
+  for (size_t m = 0; m < model_ok.size(); ++m) {
+    if (!model_ok[m]) continue;
+    if (m >= 64) return std::nullopt;
+    bits |= uint64_t{1} << m;
+  }
+  return bits;
+}
+
 bool GpuEligible(const Filter& f, const NodeSlots& node, size_t g) {
   const GpuSlot& slot = node.gpus[g];  // its copies of the inventory's figures
   if (!slot.healthy || slot.memory_mib < f.min_memory) return false;
@@ -148,90 +177,6 @@ struct Candidate {
   int mig_new_start = -1;
   // Whole/share on idle MIG GPUs: MIG is turned off on these first.
   std::vector<Repartition> mig_off;
-};
-
-// What an engine keeps between calls only to go faster.
-struct EngineCache {
-  // Node copies for packing gangs: assigning a node to a used buffer rarely allocates.
-  std::vector<NodeSlots> scratch;
-  // GroupsAt for the NVLink-domain, rack and block levels, by cluster inventory: they depend on
-  // nothing else.
-  std::unordered_map<uint64_t, std::array<std::optional<std::vector<Group>>, 3>> groups;
-  std::vector<Group> uncached;  // a cluster the pool did not build (no inventory id)
-
-  // What BestOnNode found for a request on a node in a given state (NodeSlots::version), for
-  // pure policies in the first pass (MIG requests: with an empty queue): most nodes a request
-  // looks at are unchanged since a request like it last looked. Requests are interned to small
-  // ids; a result is kept small (its score and GPUs; the candidate is rebuilt when chosen).
-  struct RequestKey {
-    Demand::Kind kind;
-    uint32_t gpus;
-    uint32_t milli;
-    uint64_t cpu_millis;
-    uint64_t memory_mib;
-    uint64_t min_gpu_memory;
-    uint64_t models;  // allowed model ids as bits; all bits: any
-    std::string mig_profile;
-    bool one_domain;
-    bool partitioning;
-    bool operator==(const RequestKey&) const = default;
-    template <typename H>
-    friend H AbslHashValue(H h, const RequestKey& k) {
-      return H::combine(std::move(h), k.kind, k.gpus, k.milli, k.cpu_millis, k.memory_mib,
-                        k.min_gpu_memory, k.models, k.mig_profile, k.one_domain, k.partitioning);
-    }
-  };
-  struct NodeKey {
-    uint64_t version;
-    uint64_t mask;
-    uint32_t request;
-    uint32_t node;
-    bool operator==(const NodeKey&) const = default;
-    template <typename H>
-    friend H AbslHashValue(H h, const NodeKey& k) {
-      return H::combine(std::move(h), k.version, k.mask, k.request, k.node);
-    }
-  };
-  struct Found {
-    static constexpr int8_t kNone = -1;   // no candidate on the node
-    static constexpr int8_t kLarge = -2;  // more GPUs than `gpus` holds: not remembered
-    double score = 0;
-    int8_t n = kNone;  // GPUs in `gpus`
-    std::array<uint8_t, 8> gpus{};
-    int8_t mig_class = -1;  // MIG requests: Placer::MigPick's
-    int16_t mig_aux = -1;
-  };
-  static constexpr size_t kMaxRequests = 4096;
-  static constexpr size_t kMaxFound = size_t{1} << 15;
-  absl::flat_hash_map<RequestKey, uint32_t> requests;
-  absl::flat_hash_map<NodeKey, Found> found;
-  // Clusters (ClusterSlots::version) where a single replica of a request found no node: it
-  // will not while the cluster stays the same.
-  absl::flat_hash_set<std::pair<uint64_t, uint32_t>> no_fit;
-
-  uint32_t RequestId(RequestKey key) {
-    if (requests.size() >= kMaxRequests) {
-      requests.clear();
-      found.clear();
-      no_fit.clear();
-    }
-    if (found.size() >= kMaxFound) found.clear();  // stale versions: start again
-    if (no_fit.size() >= kMaxFound) no_fit.clear();
-    return requests.try_emplace(std::move(key), static_cast<uint32_t>(requests.size()))
-        .first->second;
-  }
-
-  const std::vector<Group>& GroupsOf(const ClusterSlots& cluster, Level level) {
-    if (cluster.inventory_id == 0) {
-      uncached = GroupsAt(cluster, level);
-      return uncached;
-    }
-    const size_t slot = level == Level::kDomain ? 0 : level == Level::kRack ? 1 : 2;
-    if (groups.size() > 65536) groups.clear();  // inventories come and go: stay bounded
-    std::optional<std::vector<Group>>& g = groups[cluster.inventory_id][slot];
-    if (!g) g = GroupsAt(cluster, level);
-    return *g;
-  }
 };
 
 }  // namespace placement_internal
@@ -976,20 +921,11 @@ PlacementDecision Placer::Run() {
   // Results per node are remembered for pure policies; a MIG request's depend on the queue too
   // (the layout for an idle GPU): only without one.
   const Demand::Kind kind = filter_.demand.kind;
-  if (policy_.Pure() && pool_.model_count() <= 64 &&
-      (kind == Demand::Kind::kWhole || kind == Demand::Kind::kShare ||
-       (kind == Demand::Kind::kMig && queue_.empty()))) {
-    uint64_t models = ~uint64_t{0};
-    if (!filter_.any_model) {
-      models = 0;
-      for (size_t m = 0; m < filter_.model_ok.size(); ++m) {
-        if (filter_.model_ok[m]) models |= uint64_t{1} << m;
-      }
-    }
-    const Demand& d = filter_.demand;
-    request_ = cache_.RequestId(
-        {d.kind, d.gpus, d.milli, d.cpu_millis, d.memory_mib, filter_.min_memory, models,
-         d.mig_profile, spec_.topology == Topology::kSameNvlinkDomain, options_.partitioning});
+  if (policy_.Pure() && (kind == Demand::Kind::kWhole || kind == Demand::Kind::kShare ||
+                         (kind == Demand::Kind::kMig && queue_.empty()))) {
+    std::optional<EngineCache::RequestKey> key =
+        RequestKeyOf(filter_, spec_, options_, pool_.model_count());
+    if (key) request_ = cache_.RequestId(*std::move(key));
   }
   // Ready clusters that may hold it, tightest first (least free capacity of the allowed models;
   // ties in name order). The pool keeps the clusters in that order for each set of models, so
@@ -1011,16 +947,9 @@ PlacementDecision Placer::Run() {
   size_t next[2] = {0, 0};  // in order->entries
   const Pool::ClusterOrder* order = nullptr;
   // The orders list only clusters with free GPU capacity: a request for no GPU ranks them all.
-  if (filter_.demand.kind != Demand::Kind::kNone &&
-      (filter_.any_model || filter_.model_ok.size() <= 64)) {
-    uint64_t mask = ~uint64_t{0};
-    if (!filter_.any_model) {
-      mask = 0;
-      for (size_t m = 0; m < filter_.model_ok.size(); ++m) {
-        if (filter_.model_ok[m]) mask |= uint64_t{1} << m;
-      }
-    }
-    order = pool_.ClustersByFree(mask);
+  if (const std::optional<uint64_t> models = filter_.ModelBits();
+      filter_.demand.kind != Demand::Kind::kNone && models) {
+    order = pool_.ClustersByFree(*models);
   }
   if (order == nullptr) {
     std::vector<std::pair<uint64_t, const ClusterSlots*>> free;
@@ -1129,7 +1058,7 @@ PlacementDecision Placer::Run() {
       }
     }
   }
-  ExplainFailure(pool_, spec_, filter_, options_, &decision);
+  ExplainFailure(pool_, spec_, filter_, options_, cache_, &decision);
   return decision;
 }
 

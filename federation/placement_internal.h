@@ -4,9 +4,15 @@
 // Pieces shared by the placement engine (placement.cc) and its explanations (explain.cc). Not
 // part of the federation's interface.
 
+#include <array>
+#include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "federation/placement.h"
 
@@ -19,6 +25,10 @@ struct Filter {
   std::vector<bool> model_ok;  // by model id
   std::vector<bool> mig_ok;    // by model id: the model's geometry has the MIG profile
   uint64_t min_memory = 0;
+
+  // The allowed models as bits by model id (all bits: any model); nothing when a model id
+  // beyond 63 is allowed.
+  std::optional<uint64_t> ModelBits() const;
 };
 
 Filter MakeFilter(const Pool& pool, const WorkloadSpec& spec);
@@ -57,9 +67,125 @@ struct Group {
 std::vector<Level> LevelsFor(Topology topology, uint32_t replicas);
 std::vector<Group> GroupsAt(const ClusterSlots& cluster, Level level);
 
+// The group (at some level) holding the most replicas of a request, over some clusters.
+struct GroupBest {
+  uint64_t replicas = 0;
+  uint64_t gpu_only = 0;  // the most replicas the GPUs alone would allow, in any group
+  uint64_t units = 0;     // free units in that group
+  std::string where;      // "cluster/key"
+};
+
+// What an engine keeps between calls only to go faster.
+struct EngineCache {
+  // Node copies for packing gangs: assigning a node to a used buffer rarely allocates.
+  std::vector<NodeSlots> scratch;
+  // GroupsAt for the NVLink-domain, rack and block levels, by cluster inventory: they depend on
+  // nothing else.
+  std::unordered_map<uint64_t, std::array<std::optional<std::vector<Group>>, 3>> groups;
+  std::vector<Group> uncached;  // a cluster the pool did not build (no inventory id)
+
+  // What BestOnNode found for a request on a node in a given state (NodeSlots::version), for
+  // pure policies in the first pass (MIG requests: with an empty queue): most nodes a request
+  // looks at are unchanged since a request like it last looked. Requests are interned to small
+  // ids; a result is kept small (its score and GPUs; the candidate is rebuilt when chosen).
+  struct RequestKey {
+    Demand::Kind kind;
+    uint32_t gpus;
+    uint32_t milli;
+    uint64_t cpu_millis;
+    uint64_t memory_mib;
+    uint64_t min_gpu_memory;
+    uint64_t models;  // allowed model ids as bits; all bits: any
+    std::string mig_profile;
+    bool one_domain;
+    bool partitioning;
+    bool operator==(const RequestKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const RequestKey& k) {
+      return H::combine(std::move(h), k.kind, k.gpus, k.milli, k.cpu_millis, k.memory_mib,
+                        k.min_gpu_memory, k.models, k.mig_profile, k.one_domain, k.partitioning);
+    }
+  };
+  struct NodeKey {
+    uint64_t version;
+    uint64_t mask;
+    uint32_t request;
+    uint32_t node;
+    bool operator==(const NodeKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const NodeKey& k) {
+      return H::combine(std::move(h), k.version, k.mask, k.request, k.node);
+    }
+  };
+  struct Found {
+    static constexpr int8_t kNone = -1;   // no candidate on the node
+    static constexpr int8_t kLarge = -2;  // more GPUs than `gpus` holds: not remembered
+    double score = 0;
+    int8_t n = kNone;  // GPUs in `gpus`
+    std::array<uint8_t, 8> gpus{};
+    int8_t mig_class = -1;  // MIG requests: Placer::MigPick's
+    int16_t mig_aux = -1;
+  };
+  static constexpr size_t kMaxRequests = 4096;
+  static constexpr size_t kMaxFound = size_t{1} << 15;
+  absl::flat_hash_map<RequestKey, uint32_t> requests;
+  absl::flat_hash_map<NodeKey, Found> found;
+  // Clusters (ClusterSlots::version) where a single replica of a request found no node: it
+  // will not while the cluster stays the same.
+  absl::flat_hash_set<std::pair<uint64_t, uint32_t>> no_fit;
+  // ExplainFailure: the best group each cluster would offer a request if it were empty, by
+  // inventory (ClusterSlots::inventory_id), request and level: an empty cluster's answer
+  // depends on nothing else.
+  struct EverKey {
+    uint64_t inventory;
+    uint32_t request;
+    Level level;
+    bool operator==(const EverKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const EverKey& k) {
+      return H::combine(std::move(h), k.inventory, k.request, k.level);
+    }
+  };
+  absl::flat_hash_map<EverKey, GroupBest> ever;
+
+  uint32_t RequestId(RequestKey key) {
+    if (requests.size() >= kMaxRequests) {
+      requests.clear();
+      found.clear();
+      no_fit.clear();
+      ever.clear();
+    }
+    if (found.size() >= kMaxFound) found.clear();  // stale versions: start again
+    if (no_fit.size() >= kMaxFound) no_fit.clear();
+    if (ever.size() >= kMaxFound) ever.clear();
+    return requests.try_emplace(std::move(key), static_cast<uint32_t>(requests.size()))
+        .first->second;
+  }
+
+  // The groups of a cluster at the NVLink-domain, rack or block level.
+  const std::vector<Group>& GroupsOf(const ClusterSlots& cluster, Level level) {
+    if (cluster.inventory_id == 0) {
+      uncached = GroupsAt(cluster, level);
+      return uncached;
+    }
+    const size_t slot = level == Level::kDomain ? 0 : level == Level::kRack ? 1 : 2;
+    if (groups.size() > 65536) groups.clear();  // inventories come and go: stay bounded
+    std::optional<std::vector<Group>>& g = groups[cluster.inventory_id][slot];
+    if (!g) g = GroupsAt(cluster, level);
+    return *g;
+  }
+};
+
+// The request as a key of EngineCache::requests, or nothing when the pool has too many models
+// to list the allowed ones as bits.
+std::optional<EngineCache::RequestKey> RequestKeyOf(const Filter& filter, const WorkloadSpec& spec,
+                                                    const PlacementOptions& options,
+                                                    size_t model_count);
+
 // Fills decision->reason and never_fits for a request that did not fit.
 void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& filter,
-                    const PlacementOptions& options, PlacementDecision* decision);
+                    const PlacementOptions& options, EngineCache& cache,
+                    PlacementDecision* decision);
 
 }  // namespace gpufed::placement_internal
 

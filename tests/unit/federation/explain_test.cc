@@ -11,6 +11,7 @@ namespace {
 
 using testing::ClusterOf;
 using testing::Gpus;
+using testing::HostOf;
 using testing::MigSpec;
 using testing::Node;
 using testing::Options;
@@ -222,6 +223,81 @@ TEST(ExplainTest, ReasonIsEmptyWhenItFits) {
   ASSERT_TRUE(d.assignment.has_value());
   EXPECT_TRUE(d.reason.empty()) << d.reason;
   EXPECT_FALSE(d.never_fits);
+}
+
+// One engine remembers what each cluster would hold if it were empty, by inventory: a cluster
+// that is given a new inventory is judged again.
+TEST(ExplainTest, OneEngineSeesANewInventory) {
+  auto engine = PlacementEngine::Create(Options("gpufed"));
+  ASSERT_TRUE(engine.ok());
+  Pool pool;
+  pool.UpsertCluster(ClusterOf("c", {Node("n0", Gpus("n0", 4, "L4"))}));
+  PlacementDecision d = (*engine)->Place(pool, Spec(1, 8));
+  EXPECT_TRUE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "no cluster can ever hold it: needs 8 GPUs, but no node has 8 matching GPUs (largest: "
+            "4 on c/n0)");
+  pool.UpsertCluster(ClusterOf("c", {Node("n0", Gpus("n0", 8, "L4"))}));
+  d = (*engine)->Place(pool, Spec(1, 8));
+  EXPECT_TRUE(d.assignment.has_value()) << d.reason;
+  ASSERT_TRUE(pool.Allocate(1, *d.assignment).ok());
+  d = (*engine)->Place(pool, Spec(1, 8));
+  EXPECT_FALSE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "waiting for capacity: needs 8 GPUs; nothing that matches is free (0 free GPUs)");
+  pool.UpsertCluster(ClusterOf("c", {Node("n0", Gpus("n0", 2, "L4"))}));
+  d = (*engine)->Place(pool, Spec(1, 8));
+  EXPECT_TRUE(d.never_fits);
+  EXPECT_EQ(d.reason,
+            "no cluster can ever hold it: needs 8 GPUs, but no node has 8 matching GPUs (largest: "
+            "2 on c/n0)");
+}
+
+// An engine that has placed and explained many requests explains as a new one does: what it
+// remembers, and the clusters it skips as having nothing free, change no word.
+TEST(ExplainTest, ALongLivedEngineExplainsAsANewOne) {
+  Pool pool;
+  for (int c = 0; c < 40; ++c) {
+    std::vector<NodeInfo> nodes;
+    for (int n = 0; n < 3; ++n) {
+      const std::string name = absl::StrCat("c", c, "-n", n);
+      const bool dgx = (c + n) % 3 != 0;
+      nodes.push_back(Node(name,
+                           dgx ? Gpus(name, 8, "H100-80GB", name + "-nvl") : Gpus(name, 4, "L4"),
+                           absl::StrCat("c", c, "-r", n / 2)));
+    }
+    pool.UpsertCluster(ClusterOf(absl::StrCat("c", c), std::move(nodes)));
+  }
+  auto engine = PlacementEngine::Create(Options("gpufed"));
+  ASSERT_TRUE(engine.ok());
+  std::vector<WorkloadSpec> shapes = {Spec(1, 1), Spec(1, 2), Spec(1, 4),    Spec(1, 8),
+                                      Spec(2, 8), Spec(3, 4), ShareSpec(500)};
+  shapes[3].gpu_models = {"H100-80GB"};
+  shapes[4].topology = Topology::kSameRack;
+  shapes[5].topology = Topology::kSameNvlinkDomain;
+  WorkloadId id = 1;
+  int failures = 0;
+  int explained = 0;
+  for (int round = 0; round < 60; ++round) {
+    for (const WorkloadSpec& spec : shapes) {
+      PlacementDecision d = (*engine)->Place(pool, spec, id);
+      if (d.assignment) {
+        ASSERT_TRUE(pool.Allocate(id++, *d.assignment, HostOf(spec)).ok());
+        continue;
+      }
+      ++failures;
+      PlacementDecision fresh = PlaceWith(pool, spec, Options("gpufed"));
+      ASSERT_FALSE(fresh.assignment.has_value());
+      EXPECT_EQ(d.reason, fresh.reason);
+      EXPECT_EQ(d.never_fits, fresh.never_fits);
+      explained += d.reason.find("waiting for capacity") == 0 ? 1 : 0;
+    }
+    if (round % 7 == 6) {  // free some, so that clusters come back
+      for (WorkloadId w = id - 1; w > 0 && w > id - 12; w -= 3) pool.Release(w);
+    }
+  }
+  EXPECT_GT(failures, 20);
+  EXPECT_GT(explained, 20);
 }
 
 }  // namespace
