@@ -283,6 +283,8 @@ int main(int argc, char** argv) {
       ->add_option("--max-clusters-scored", pb.max_clusters_scored,
                    "clusters scored per request (0: the engine's default)")
       ->check(CLI::Range(0, 100000));
+  placement->add_flag("--digest", pb.digest,
+                      "print a hash of every decision (same decisions, same digest)");
   CLI11_PARSE(app, argc, argv);
 
   if (placement->parsed()) return gpufed::bench::RunPlacementBench(pb);

@@ -293,8 +293,9 @@ struct Running {
 class Stream {
  public:
   Stream(Pool& pool, PlacementEngine& engine, const std::vector<Shape>& shapes,
-         uint64_t capacity_milli, double target, uint64_t seed)
-      : pool_(pool),
+         uint64_t capacity_milli, double target, uint64_t seed, bool digest)
+      : digest_(digest),
+        pool_(pool),
         engine_(engine),
         shapes_(shapes),
         target_milli_(static_cast<uint64_t>(target * static_cast<double>(capacity_milli))),
@@ -321,6 +322,7 @@ class Stream {
       }
     }
     const Clock::time_point t1 = Clock::now();
+    if (digest_) Fold(id, d);
     if (latency_us != nullptr) {
       *latency_us = std::chrono::duration<float, std::micro>(t1 - t0).count();
       ShapeStats& st = stats_[which];
@@ -346,6 +348,7 @@ class Stream {
     return absl::OkStatus();
   }
 
+  uint64_t digest() const { return digest_value_; }
   uint64_t held_milli() const { return held_milli_; }
   uint64_t target_milli() const { return target_milli_; }
   uint64_t placed() const { return placed_; }
@@ -358,6 +361,25 @@ class Stream {
   }
 
  private:
+  // Folds one decision into the digest (std::hash of its text: stable across runs).
+  void Fold(WorkloadId id, const PlacementDecision& d) {
+    std::string text = absl::StrCat(id, d.never_fits ? " never " : " ", d.reason);
+    if (d.assignment) {
+      absl::StrAppend(&text, " ", d.assignment->cluster);
+      for (const ReplicaAssignment& r : d.assignment->replicas) {
+        absl::StrAppend(&text, " ", r.node, ":", absl::StrJoin(r.gpu_indices, ","), ":",
+                        r.gpu_milli, ":", r.mig_profile, ":", r.mig_start);
+      }
+      for (const Repartition& r : d.assignment->repartitions) {
+        absl::StrAppend(&text, " ", r.node, "/", r.gpu_uuid, r.mig_enabled ? " on " : " off ",
+                        r.reason);
+      }
+    }
+    digest_value_ = (digest_value_ ^ std::hash<std::string>{}(text)) * 1099511628211ULL;
+  }
+
+  const bool digest_;
+  uint64_t digest_value_ = 14695981039346656037ULL;
   Pool& pool_;
   PlacementEngine& engine_;
   const std::vector<Shape>& shapes_;
@@ -433,7 +455,8 @@ int RunPlacementBench(const PlacementBenchOptions& options) {
   }
 
   const uint64_t capacity_milli = uint64_t{options.gpus} * kMilliPerGpu;
-  Stream stream(pool, **engine, shapes, capacity_milli, options.utilisation, options.seed + 1);
+  Stream stream(pool, **engine, shapes, capacity_milli, options.utilisation, options.seed + 1,
+                options.digest);
 
   // Fill to the target (bounded: a pool that stops accepting ends the fill).
   const Clock::time_point fill_start = Clock::now();
@@ -499,7 +522,7 @@ int RunPlacementBench(const PlacementBenchOptions& options) {
         static_cast<unsigned long long>(st.count), static_cast<unsigned long long>(st.failed),
         st.count > 0 ? st.total_us / static_cast<double>(st.count) : 0.0, st.max_us);
   }
-  const nlohmann::json out = {
+  nlohmann::json out = {
       {"bench", "placement"},
       {"gpus", options.gpus},
       {"clusters", options.clusters},
@@ -522,6 +545,7 @@ int RunPlacementBench(const PlacementBenchOptions& options) {
       {"rss_mib", rss},
       {"peak_rss_mib", peak_rss},
   };
+  if (options.digest) out["decisions_digest"] = absl::StrFormat("%016x", stream.digest());
   std::cout << out.dump() << std::endl;
   return 0;
 }

@@ -18,6 +18,9 @@ struct PlacementBenchOptions {
   std::string policy = "gpufed";
   uint64_t seed = 1;
   int max_clusters_scored = 0;  // 0: the engine's default
+  // Also print "decisions_digest": a hash of every decision (assignment, repartitions, or the
+  // reason it failed), to check that a change to the engine changes no decision.
+  bool digest = false;
 };
 
 // Builds the federation, fills it to the target, runs the measured stream and prints a summary

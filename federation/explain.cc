@@ -30,7 +30,7 @@ absl::string_view LevelName(Level level) {
   return "group";
 }
 
-std::vector<Level> LevelsFor(Topology topology, uint32_t replicas) {
+Levels LevelsFor(Topology topology, uint32_t replicas) {
   if (replicas <= 1) return {Level::kCluster};  // one replica sits on one node anyway
   switch (topology) {
     case Topology::kNone:
@@ -312,7 +312,7 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
       not_ready.push_back(absl::StrCat(c.info.name, " (", ClusterStateName(c.state), ")"));
     }
   }
-  const std::vector<Level> levels = LevelsFor(spec.topology, spec.replicas);
+  const Levels levels = LevelsFor(spec.topology, spec.replicas);
   // One replica sits on one node, but with same_nvlink_domain its GPUs must share a domain.
   const Level unit = spec.replicas <= 1 && spec.topology == Topology::kSameNvlinkDomain
                          ? Level::kDomain

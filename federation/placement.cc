@@ -8,10 +8,10 @@
 #include <unordered_map>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/types/span.h"
 #include "federation/mig.h"
 #include "federation/placement_internal.h"
 
@@ -300,7 +300,7 @@ class Placer {
     size_t size = 0;
   };
   struct GangFit {
-    std::vector<Candidate> replicas;
+    absl::InlinedVector<Candidate, 1> replicas;  // most requests are one replica
     double score = 0;
     uint64_t group_free = 0;  // eligible free milli in the group (smaller: tighter)
     int level = 0;
@@ -322,7 +322,7 @@ class Placer {
   // Cheap upper bounds for gangs (pruning large federations): whether some group of the cluster
   // at `level` may hold every replica, and whether `members` may.
   bool LevelMayHold(const ModelSummary& allowed, Level level, bool mig_off) const;
-  bool GroupMayHold(const ClusterSlots& c, const std::vector<Member>& members, bool mig_off) const;
+  bool GroupMayHold(const ClusterSlots& c, absl::Span<const Member> members, bool mig_off) const;
   const MigGeometry* GeometryOf(uint16_t model);
   // PlanLayout for the request's profile on `geo` (the same for every GPU of one product), and
   // the memory slots it leaves free.
@@ -350,10 +350,11 @@ class Placer {
   Candidate MigCandidate(const NodeSlots& node, uint32_t index, const MigPick& pick);
   bool NodeRuledOut(const NodeQuick& node, bool mig_off) const;
   // All replicas inside one group (members: node index and GPU mask), greedily.
-  std::optional<GangFit> FitGroup(const ClusterSlots& cluster, const std::vector<Member>& members,
-                                  bool mig_off);
+  // `whole_cluster`: members are every node of the cluster, in order, each with all its GPUs.
+  std::optional<GangFit> FitGroup(const ClusterSlots& cluster, absl::Span<const Member> members,
+                                  bool mig_off, bool whole_cluster = false);
   void Apply(NodeSlots& node, const Candidate& c) const;
-  Assignment ToAssignment(const ClusterSlots& cluster, const std::vector<Candidate>& cands) const;
+  Assignment ToAssignment(const ClusterSlots& cluster, absl::Span<const Candidate> cands) const;
 
   const Pool& pool_;
   const WorkloadSpec& spec_;
@@ -502,7 +503,7 @@ bool Placer::LevelMayHold(const ModelSummary& allowed, Level level, bool mig_off
   return most >= uint64_t{d.gpus} * spec_.replicas;
 }
 
-bool Placer::GroupMayHold(const ClusterSlots& c, const std::vector<Member>& members,
+bool Placer::GroupMayHold(const ClusterSlots& c, absl::Span<const Member> members,
                           bool mig_off) const {
   const Demand& d = filter_.demand;
   if (d.kind != Demand::Kind::kWhole && d.kind != Demand::Kind::kShare) return true;
@@ -770,7 +771,9 @@ void Placer::Apply(NodeSlots& node, const Candidate& c) const {
 }
 
 std::optional<Placer::GangFit> Placer::FitGroup(const ClusterSlots& cluster,
-                                                const std::vector<Member>& members, bool mig_off) {
+                                                absl::Span<const Member> members, bool mig_off,
+                                                bool whole_cluster) {
+  using Found = EngineCache::Found;
   GangFit fit;
   scratch_.size = 0;  // nodes changed by earlier replicas
   auto scratch_of = [&](uint32_t node) -> NodeSlots* {
@@ -785,68 +788,98 @@ std::optional<Placer::GangFit> Placer::FitGroup(const ClusterSlots& cluster,
       fit.group_free += v.MilliFree();
     }
   }
+  const bool quick = cluster.quick.size() == cluster.nodes.size();
+  const bool remembered = !mig_off && request_ != kNoRequest;  // per node, in cache_.found
+  // One replica over an unchanged cluster: offer again what the nodes offered last time.
+  const bool replay =
+      remembered && quick && whole_cluster && spec_.replicas == 1 && cluster.version != 0;
+  std::vector<EngineCache::Offered>* offered = nullptr;
+  bool recording = false;
+  if (replay) {
+    auto [it, added] = cache_.offered.try_emplace({cluster.version, request_});
+    offered = &it->second;
+    recording = added;
+  }
+  // The candidate a node offered, from what was remembered of it (as BestOnNode builds it: no
+  // MIG change in the first pass).
+  auto candidate_of = [&](uint32_t index, const Found& f) -> Candidate {
+    if (filter_.demand.kind == Demand::Kind::kMig) {
+      return MigCandidate(cluster.nodes[index], index,
+                          MigPick{f.gpus[0], f.mig_class, f.mig_aux, f.score});
+    }
+    Candidate c;
+    c.node = index;
+    c.score = f.score;
+    c.gpus.assign(f.gpus.begin(), f.gpus.begin() + f.n);
+    c.milli = filter_.demand.kind == Demand::Kind::kShare ? filter_.demand.milli : kMilliPerGpu;
+    return c;
+  };
   for (uint32_t r = 0; r < spec_.replicas; ++r) {
     std::optional<Candidate> best;
     Best chooser(options_.random_ties, &rng_);
-    const bool quick = cluster.quick.size() == cluster.nodes.size();
-    for (const Member& m : members) {
-      const NodeSlots* copy = scratch_.size > 0 ? scratch_of(m.node) : nullptr;
-      if (copy == nullptr && quick) {
-        // Most nodes are ruled out by the cluster's side-by-side figures without being read,
-        // and most others were seen in the same state by a request like this one.
-        const NodeQuick& q = cluster.quick[m.node];
-        if (NodeRuledOut(q, mig_off)) continue;
-        if (!mig_off && request_ != kNoRequest) {
-          using Found = EngineCache::Found;
-          auto [it, added] =
-              cache_.found.try_emplace(EngineCache::NodeKey{q.version, m.mask, request_, m.node});
-          Found& f = it->second;
-          if (filter_.demand.kind == Demand::Kind::kMig) {
-            const NodeSlots& node = cluster.nodes[m.node];
-            if (added) {
-              std::optional<MigPick> pick = BestMigOnNode(node, m.mask);
-              f.n = pick ? 1 : Found::kNone;
-              if (pick) {
-                f.score = pick->score;
-                f.gpus[0] = pick->gpu;
-                f.mig_class = pick->cls;
-                f.mig_aux = pick->aux;
+    if (offered != nullptr && !recording) {
+      for (const EngineCache::Offered& o : *offered) {
+        if (o.found.n == Found::kLarge) {  // not kept: look again (the node is unchanged)
+          std::optional<Candidate> c =
+              BestOnNode(cluster.nodes[o.node], o.node, ~uint64_t{0}, false);
+          if (c && chooser.Offer(c->score)) best = std::move(c);
+        } else if (chooser.Offer(o.found.score)) {
+          best = candidate_of(o.node, o.found);
+        }
+      }
+    } else {
+      // Offers `score` from node `index` (what it offered: `f`) to the chooser.
+      auto offer = [&](uint32_t index, const Found& f, double score) {
+        if (recording && chooser.MayTake(score)) offered->push_back({index, f});
+        return chooser.Offer(score);
+      };
+      for (const Member& m : members) {
+        const NodeSlots* copy = scratch_.size > 0 ? scratch_of(m.node) : nullptr;
+        if (copy == nullptr && quick) {
+          // Most nodes are ruled out by the cluster's side-by-side figures without being read,
+          // and most others were seen in the same state by a request like this one.
+          const NodeQuick& q = cluster.quick[m.node];
+          if (NodeRuledOut(q, mig_off)) continue;
+          if (remembered) {
+            auto [it, added] =
+                cache_.found.try_emplace(EngineCache::NodeKey{q.version, m.mask, request_, m.node});
+            Found& f = it->second;
+            if (filter_.demand.kind == Demand::Kind::kMig) {
+              if (added) {
+                std::optional<MigPick> pick = BestMigOnNode(cluster.nodes[m.node], m.mask);
+                f.n = pick ? 1 : Found::kNone;
+                if (pick) {
+                  f.score = pick->score;
+                  f.gpus[0] = pick->gpu;
+                  f.mig_class = pick->cls;
+                  f.mig_aux = pick->aux;
+                }
               }
+              if (f.n != Found::kNone && offer(m.node, f, f.score)) best = candidate_of(m.node, f);
+              continue;
             }
-            if (f.n != Found::kNone && chooser.Offer(f.score)) {
-              best =
-                  MigCandidate(node, m.node, MigPick{f.gpus[0], f.mig_class, f.mig_aux, f.score});
+            if (added || f.n == Found::kLarge) {
+              std::optional<Candidate> c = BestOnNode(cluster.nodes[m.node], m.node, m.mask, false);
+              if (!c) {
+                f.n = Found::kNone;
+              } else if (c->gpus.size() > f.gpus.size()) {
+                f.n = Found::kLarge;
+              } else {
+                f.score = c->score;
+                f.n = static_cast<int8_t>(c->gpus.size());
+                std::copy(c->gpus.begin(), c->gpus.end(), f.gpus.begin());
+              }
+              if (c && offer(m.node, f, c->score)) best = std::move(c);
+            } else if (f.n != Found::kNone && offer(m.node, f, f.score)) {
+              best = candidate_of(m.node, f);
             }
             continue;
           }
-          if (added || f.n == Found::kLarge) {
-            std::optional<Candidate> c = BestOnNode(cluster.nodes[m.node], m.node, m.mask, false);
-            if (!c) {
-              f.n = Found::kNone;
-            } else if (c->gpus.size() > f.gpus.size()) {
-              f.n = Found::kLarge;
-            } else {
-              f.score = c->score;
-              f.n = static_cast<int8_t>(c->gpus.size());
-              std::copy(c->gpus.begin(), c->gpus.end(), f.gpus.begin());
-            }
-            if (c && chooser.Offer(c->score)) best = std::move(c);
-          } else if (f.n != Found::kNone && chooser.Offer(f.score)) {
-            // As BestOnNode builds it (no MIG change in the first pass).
-            Candidate c;
-            c.node = m.node;
-            c.score = f.score;
-            c.gpus.assign(f.gpus.begin(), f.gpus.begin() + f.n);
-            c.milli =
-                filter_.demand.kind == Demand::Kind::kShare ? filter_.demand.milli : kMilliPerGpu;
-            best = std::move(c);
-          }
-          continue;
         }
+        const NodeSlots& node = copy == nullptr ? cluster.nodes[m.node] : *copy;
+        std::optional<Candidate> c = BestOnNode(node, m.node, m.mask, mig_off);
+        if (c && chooser.Offer(c->score)) best = std::move(c);
       }
-      const NodeSlots& node = copy == nullptr ? cluster.nodes[m.node] : *copy;
-      std::optional<Candidate> c = BestOnNode(node, m.node, m.mask, mig_off);
-      if (c && chooser.Offer(c->score)) best = std::move(c);
     }
     if (!best) return std::nullopt;
     if (r + 1 < spec_.replicas) {  // later replicas see what this one takes
@@ -867,7 +900,7 @@ std::optional<Placer::GangFit> Placer::FitGroup(const ClusterSlots& cluster,
 }
 
 Assignment Placer::ToAssignment(const ClusterSlots& cluster,
-                                const std::vector<Candidate>& cands) const {
+                                absl::Span<const Candidate> cands) const {
   Assignment a;
   a.cluster = cluster.info.name;
   a.epoch = cluster.epoch;
@@ -951,6 +984,21 @@ PlacementDecision Placer::Run() {
       filter_.demand.kind != Demand::Kind::kNone && models) {
     order = pool_.ClustersByFree(*models);
   }
+  // Holding it as they are needs at least this many free milli-GPUs of the allowed models (whole
+  // GPUs count 1000 each; MIG GPUs none), and an order's key starts with a cluster's free
+  // milli-GPUs (plus 100 per free MIG instance): the first pass starts its walk past the
+  // clusters with less, which it would rule out one by one.
+  if (order != nullptr && (kind == Demand::Kind::kWhole || kind == Demand::Kind::kShare)) {
+    const Demand& d = filter_.demand;
+    const uint64_t need = kind == Demand::Kind::kWhole
+                              ? uint64_t{d.gpus} * kMilliPerGpu * as_is_replicas
+                              : uint64_t{d.milli};
+    const uint64_t key = need << Pool::ClusterOrder::kIndexBits;
+    next[0] = static_cast<size_t>(
+        std::lower_bound(order->entries.begin(), order->entries.end(), key,
+                         [](const Pool::ClusterOrder::Entry& e, uint64_t k) { return e.key < k; }) -
+        order->entries.begin());
+  }
   if (order == nullptr) {
     std::vector<std::pair<uint64_t, const ClusterSlots*>> free;
     for (const ClusterSlots& c : pool_.clusters()) {
@@ -981,10 +1029,10 @@ PlacementDecision Placer::Run() {
     }
     return i < list.size() ? &list[i] : nullptr;
   };
-  std::vector<Member> whole;  // a group of every node (node or cluster level)
+  std::vector<Member> whole;  // 0, 1, 2, ...: the first n are a group of a cluster's n nodes
   const std::vector<Group>* groups = nullptr;
 
-  const std::vector<Level> levels = LevelsFor(spec_.topology, spec_.replicas);
+  const Levels levels = LevelsFor(spec_.topology, spec_.replicas);
   // Two passes: without, then with turning idle MIG GPUs back into whole GPUs.
   for (int pass = 0; pass < 2; ++pass) {
     const bool mig_off = pass == 1;
@@ -1009,25 +1057,23 @@ PlacementDecision Placer::Run() {
         size_t n_groups = 1;
         if (level == Level::kNode) {
           n_groups = n_nodes;
-          whole.resize(1);
         } else if (level == Level::kCluster) {
-          whole.resize(n_nodes);
-          for (uint32_t n = 0; n < n_nodes; ++n) whole[n] = Member{n};
+          for (auto n = static_cast<uint32_t>(whole.size()); n < n_nodes; ++n) {
+            whole.push_back(Member{n});
+          }
         } else {
           groups = &cache_.GroupsOf(*cluster, level);
           n_groups = groups->size();
         }
         for (size_t k = 0; k < n_groups; ++k) {
-          if (level == Level::kNode) whole[0] = Member{static_cast<uint32_t>(k)};
-          const std::vector<Member>& members =
-              level == Level::kNode || level == Level::kCluster ? whole : (*groups)[k].members;
+          const Member one{static_cast<uint32_t>(k)};
+          const absl::Span<const Member> members =
+              level == Level::kNode      ? absl::MakeConstSpan(&one, 1)
+              : level == Level::kCluster ? absl::MakeConstSpan(whole.data(), n_nodes)
+                                         : absl::MakeConstSpan((*groups)[k].members);
           if (prune && !GroupMayHold(*cluster, members, mig_off)) continue;
-          // A single replica that found no node in this cluster as it is now will not again.
-          const bool remember = request_ != kNoRequest && spec_.replicas == 1 && !mig_off &&
-                                level == Level::kCluster && cluster->version != 0;
-          if (remember && cache_.no_fit.contains({cluster->version, request_})) continue;
-          std::optional<GangFit> fit = FitGroup(*cluster, members, mig_off);
-          if (!fit && remember) cache_.no_fit.insert({cluster->version, request_});
+          std::optional<GangFit> fit =
+              FitGroup(*cluster, members, mig_off, level == Level::kCluster);
           if (!fit) continue;
           any = true;
           // Tightest group first (gangs: the smallest domain, rack or block that holds them);
@@ -1075,7 +1121,7 @@ PlacementEngine::~PlacementEngine() = default;
 void PlacementEngine::SetMix(const WorkloadMix& mix) {
   policy_->SetMix(mix);
   cache_->found.clear();  // scores depend on the mix
-  cache_->no_fit.clear();
+  cache_->offered.clear();
 }
 
 PlacementEngine::PlacementEngine(PlacementOptions options, std::unique_ptr<PlacementPolicy> policy)

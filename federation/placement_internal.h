@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "federation/placement.h"
 
@@ -64,7 +63,8 @@ struct Group {
 
 // The levels a request may use, smallest first: a gang without a requirement tries node, NVLink
 // domain, rack, block, cluster; a requirement allows only its level (and smaller ones inside it).
-std::vector<Level> LevelsFor(Topology topology, uint32_t replicas);
+using Levels = absl::InlinedVector<Level, 5>;
+Levels LevelsFor(Topology topology, uint32_t replicas);
 std::vector<Group> GroupsAt(const ClusterSlots& cluster, Level level);
 
 // The group (at some level) holding the most replicas of a request, over some clusters.
@@ -130,9 +130,16 @@ struct EngineCache {
   static constexpr size_t kMaxFound = size_t{1} << 15;
   absl::flat_hash_map<RequestKey, uint32_t> requests;
   absl::flat_hash_map<NodeKey, Found> found;
-  // Clusters (ClusterSlots::version) where a single replica of a request found no node: it
-  // will not while the cluster stays the same.
-  absl::flat_hash_set<std::pair<uint64_t, uint32_t>> no_fit;
+  // What a whole cluster (ClusterSlots::version) offered one replica of a request in the first
+  // pass: the nodes, in order, that were the best so far or tied with it, and what each offered.
+  // Only these can be chosen or draw a tie-break, so offering them again makes the same choice,
+  // with the same draws, as looking at every node of the unchanged cluster; an empty list says
+  // that no node holds it.
+  struct Offered {
+    uint32_t node;
+    Found found;
+  };
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, std::vector<Offered>> offered;
   // ExplainFailure: the best group each cluster would offer a request if it were empty, by
   // inventory (ClusterSlots::inventory_id), request and level: an empty cluster's answer
   // depends on nothing else.
@@ -152,11 +159,11 @@ struct EngineCache {
     if (requests.size() >= kMaxRequests) {
       requests.clear();
       found.clear();
-      no_fit.clear();
+      offered.clear();
       ever.clear();
     }
     if (found.size() >= kMaxFound) found.clear();  // stale versions: start again
-    if (no_fit.size() >= kMaxFound) no_fit.clear();
+    if (offered.size() >= kMaxFound) offered.clear();
     if (ever.size() >= kMaxFound) ever.clear();
     return requests.try_emplace(std::move(key), static_cast<uint32_t>(requests.size()))
         .first->second;

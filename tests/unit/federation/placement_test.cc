@@ -10,6 +10,7 @@ namespace {
 
 using testing::Gang;
 using testing::MakeCluster;
+using testing::WholeGpus;
 
 // The v0 expectations below are best-fit's: the fullest node that holds the request.
 PlacementDecision PlaceBestFit(const Pool& pool, const WorkloadSpec& spec) {
@@ -26,10 +27,7 @@ TEST(PlaceBestFitTest, SingleGpuLandsOnTheFullestNodeThatFits) {
   // Node a-n1 has 2 free GPUs left, a-n0 has 8: best fit is a-n1.
   Assignment six;
   six.cluster = "a";
-  six.replicas.push_back(
-      {"a-n1",
-       {"GPU-a-n1-0", "GPU-a-n1-1", "GPU-a-n1-2", "GPU-a-n1-3", "GPU-a-n1-4", "GPU-a-n1-5"},
-       {0, 1, 2, 3, 4, 5}});
+  six.replicas.push_back(WholeGpus("a-n1", {0, 1, 2, 3, 4, 5}));
   ASSERT_TRUE(pool.Allocate(1, six).ok());
 
   PlacementDecision d = PlaceBestFit(pool, Gang(1, 1));
@@ -88,7 +86,8 @@ TEST(PlaceBestFitTest, BusyPoolSaysWaitingForCapacity) {
   pool.UpsertCluster(MakeCluster("a", 1, 8, "H100-80GB"));
   Assignment all;
   all.cluster = "a";
-  ReplicaAssignment r{"a-n0", {}, {}};
+  ReplicaAssignment r;
+  r.node = "a-n0";
   for (int g = 0; g < 6; ++g) r.gpu_uuids.push_back("GPU-a-n0-" + std::to_string(g));
   all.replicas.push_back(r);
   ASSERT_TRUE(pool.Allocate(7, all).ok());
@@ -96,7 +95,10 @@ TEST(PlaceBestFitTest, BusyPoolSaysWaitingForCapacity) {
   EXPECT_FALSE(d.assignment.has_value());
   EXPECT_FALSE(d.never_fits);
   EXPECT_NE(d.reason.find("waiting for capacity"), std::string::npos) << d.reason;
-  EXPECT_NE(d.reason.find("2 free GPUs (2 H100-80GB) across 1 cluster, but no node has 4 free (largest: 2 on a/a-n0)"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("2 free GPUs (2 H100-80GB) across 1 cluster, but no node has 4 free "
+                          "(largest: 2 on a/a-n0)"),
+            std::string::npos)
+      << d.reason;
 }
 
 TEST(PlaceBestFitTest, OnlyReadyClustersTakeWork) {
@@ -135,7 +137,7 @@ TEST(PlaceBestFitTest, ReplicaStaysInsideOneNvlinkDomainOfANode) {
   pool.UpsertCluster(c);
   Assignment one;
   one.cluster = "pcie";
-  one.replicas.push_back({"pcie-n0", {"GPU-pcie-n0-0"}, {0}});
+  one.replicas.push_back(WholeGpus("pcie-n0", {0}));
   ASSERT_TRUE(pool.Allocate(1, one).ok());
   PlacementDecision d = PlaceBestFit(pool, Gang(1, 2));
   ASSERT_TRUE(d.assignment.has_value());

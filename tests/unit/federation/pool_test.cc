@@ -7,11 +7,12 @@ namespace gpufed {
 namespace {
 
 using testing::MakeCluster;
+using testing::WholeGpus;
 
 Assignment TwoGpus(const std::string& node) {
   Assignment a;
   a.cluster = "a";
-  a.replicas.push_back({node, {"GPU-" + node + "-0", "GPU-" + node + "-1"}, {0, 1}});
+  a.replicas.push_back(WholeGpus(node, {0, 1}));
   return a;
 }
 
@@ -83,10 +84,10 @@ TEST(PoolTest, AWorkloadIsNeverMovedBySecondAllocation) {
   pool.UpsertCluster(testing::MakeCluster("a", 2, 4, "L4"));
   Assignment first;
   first.cluster = "a";
-  first.replicas.push_back({"a-n0", {"GPU-a-n0-0"}, {0}});
+  first.replicas.push_back(WholeGpus("a-n0", {0}));
   Assignment second;
   second.cluster = "a";
-  second.replicas.push_back({"a-n1", {"GPU-a-n1-0"}, {0}});
+  second.replicas.push_back(WholeGpus("a-n1", {0}));
   ASSERT_TRUE(pool.Allocate(5, first).ok());
   EXPECT_EQ(pool.Allocate(5, second).code(), absl::StatusCode::kFailedPrecondition);
   // The first allocation still stands: its GPU is not handed out again.

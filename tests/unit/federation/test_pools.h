@@ -2,6 +2,8 @@
 #define GPUFED_TESTS_UNIT_FEDERATION_TEST_POOLS_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "federation/pool.h"
@@ -33,6 +35,15 @@ inline Cluster MakeCluster(const std::string& name, int nodes, int gpus, const s
     c.nodes.push_back(node);
   }
   return c;
+}
+
+// Whole GPUs of one node for one replica: GPU i of `node` is "GPU-<node>-i".
+inline ReplicaAssignment WholeGpus(const std::string& node, std::vector<uint32_t> indices) {
+  ReplicaAssignment r;
+  r.node = node;
+  for (uint32_t g : indices) r.gpu_uuids.push_back(absl::StrCat("GPU-", node, "-", g));
+  r.gpu_indices = std::move(indices);
+  return r;
 }
 
 inline WorkloadSpec Gang(uint32_t replicas, uint32_t gpus, std::vector<std::string> models = {}) {
