@@ -37,25 +37,38 @@ def gpushare(rows, target, rng):
     rows = [dict(r) for r in rows]
     shares = [r for r in rows if SHARE(r)]
     whole = [r for r in rows if GPU(r) and not SHARE(r)]
-    total = lambda: sum(MILLI(r) for r in rows)
-    frac = lambda: sum(MILLI(r) for r in rows if SHARE(r)) / total()
+    total = sum(MILLI(r) for r in rows)
+    shared = sum(MILLI(r) for r in rows if SHARE(r))
     # Replace pods of the other kind by copies of random pods of the wanted kind.
-    while frac() < target:
-        idx = [i for i, r in enumerate(rows) if GPU(r) and not SHARE(r)]
-        if not idx:
-            break
-        rows[rng.choice(idx)] = dict(rng.choice(shares))
-    while frac() > target + 0.005:
-        idx = [i for i, r in enumerate(rows) if SHARE(r)]
-        rows[rng.choice(idx)] = dict(rng.choice(whole))
+    others = [i for i, r in enumerate(rows) if GPU(r) and not SHARE(r)]
+    rng.shuffle(others)
+    while shared / total < target and others:
+        i = others.pop()
+        new = dict(rng.choice(shares))
+        total += MILLI(new) - MILLI(rows[i])
+        shared += MILLI(new)
+        rows[i] = new
+    mine = [i for i, r in enumerate(rows) if SHARE(r)]
+    rng.shuffle(mine)
+    while shared / total > target + 0.005 and mine:
+        i = mine.pop()
+        new = dict(rng.choice(whole))
+        total += MILLI(new) - MILLI(rows[i])
+        shared -= MILLI(rows[i])
+        rows[i] = new
     return rows
 
 
 def multigpu(rows, target, rng):
     rows = [dict(r) for r in rows]
     multis = [r for r in rows if MULTI(r)]
-    while sum(MILLI(r) for r in rows if MULTI(r)) / sum(MILLI(r) for r in rows) < target:
-        rows.insert(rng.randrange(len(rows) + 1), dict(rng.choice(multis)))
+    total = sum(MILLI(r) for r in rows)
+    multi = sum(MILLI(r) for r in rows if MULTI(r))
+    while multi / total < target:
+        new = dict(rng.choice(multis))
+        rows.insert(rng.randrange(len(rows) + 1), new)
+        total += MILLI(new)
+        multi += MILLI(new)
     return rows
 
 
@@ -70,12 +83,20 @@ def gpuspec(rows, target, specs, rng):
 def cpu(rows, target_cores, rng):
     rows = [dict(r) for r in rows]
     cpus = [r for r in rows if CPU_ONLY(r)]
-    have = lambda: sum(int(r["cpu_milli"]) for r in rows if CPU_ONLY(r)) / 1000
-    while have() > target_cores:
+    have = sum(int(r["cpu_milli"]) for r in cpus) / 1000
+    if have > target_cores:
         idx = [i for i, r in enumerate(rows) if CPU_ONLY(r)]
-        del rows[rng.choice(idx)]
-    while have() < target_cores:
-        rows.insert(rng.randrange(len(rows) + 1), dict(rng.choice(cpus)))
+        rng.shuffle(idx)
+        drop = set()
+        while have > target_cores and idx:
+            i = idx.pop()
+            drop.add(i)
+            have -= int(rows[i]["cpu_milli"]) / 1000
+        rows = [r for i, r in enumerate(rows) if i not in drop]
+    while have < target_cores:
+        new = dict(rng.choice(cpus))
+        rows.insert(rng.randrange(len(rows) + 1), new)
+        have += int(new["cpu_milli"]) / 1000
     return rows
 
 
