@@ -139,6 +139,13 @@ NodeCount CountOnNode(const NodeSlots& node, const Filter& f, uint64_t mask, boo
   NodeCount c;
   if (!node.info.schedulable) return c;
   const Demand& d = f.demand;
+  // As the node is now, its own counters may show that nothing on it is free for the request:
+  // no whole GPU, no share left on any GPU, no idle MIG GPU that could be turned back.
+  const uint32_t idle_mig = partitioning ? node.mig_idle : 0;
+  if (!empty && ((d.kind == Demand::Kind::kWhole && node.free + idle_mig == 0) ||
+                 (d.kind == Demand::Kind::kShare && node.max_milli_free + idle_mig == 0))) {
+    return c;
+  }
   if (d.kind == Demand::Kind::kMig) {
     for (size_t g = 0; g < node.gpus.size() && g < 64; ++g) {
       if ((mask & (uint64_t{1} << g)) == 0 || !GpuEligible(f, node, g)) continue;
