@@ -282,14 +282,8 @@ std::shared_ptr<const Pool> Scheduler::Snapshot() const {
 }
 
 PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
-  PlacementOptions options = options_.placement;
-  options.random_ties = false;
-  absl::StatusOr<std::unique_ptr<PlacementEngine>> engine = PlacementEngine::Create(options);
-  if (!engine.ok()) {
-    options.policy = PlacementOptions().policy;
-    engine = PlacementEngine::Create(options);
-  }
-  std::shared_ptr<const Pool> pool;
+  absl::MutexLock explain_lock(&explain_mu_);
+  std::shared_ptr<const Pool> snapshot;
   {
     absl::MutexLock lock(&mu_);
     if (!loaded_) {
@@ -300,12 +294,23 @@ PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
           "starting, or another server is the active scheduler); try again shortly";
       return not_yet;
     }
-    pool = snapshot_;
+    snapshot = snapshot_;
   }
-  // Place fills caches inside the pool on first use: work on a private copy so that concurrent
-  // Explain calls never share one (the snapshot itself is only read).
-  const Pool copy = *pool;
-  return (*engine)->Place(copy, spec);
+  if (explain_engine_ == nullptr) {
+    PlacementOptions options = options_.placement;
+    options.random_ties = false;
+    absl::StatusOr<std::unique_ptr<PlacementEngine>> engine = PlacementEngine::Create(options);
+    if (!engine.ok()) {
+      options.policy = PlacementOptions().policy;
+      engine = PlacementEngine::Create(options);
+    }
+    explain_engine_ = *std::move(engine);
+  }
+  if (snapshot != explain_source_) {
+    explain_pool_ = std::make_unique<Pool>(*snapshot);
+    explain_source_ = std::move(snapshot);
+  }
+  return explain_engine_->Place(*explain_pool_, spec);
 }
 
 int Scheduler::pending_count() const {

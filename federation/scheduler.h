@@ -136,6 +136,15 @@ class Scheduler {
   std::shared_ptr<const Pool> snapshot_ ABSL_GUARDED_BY(mu_);
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;  // a Rebuild published the pool
   int pending_count_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Explain: one call at a time, on a private copy of the snapshot (placing fills caches inside
+  // the pool and the engine, so the shared snapshot is never placed on), copied again only when
+  // a newer snapshot has been published; the engine and its caches are kept between calls.
+  // Taken before mu_, never while holding it.
+  mutable absl::Mutex explain_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable std::shared_ptr<const Pool> explain_source_ ABSL_GUARDED_BY(explain_mu_);
+  mutable std::unique_ptr<Pool> explain_pool_ ABSL_GUARDED_BY(explain_mu_);
+  mutable std::unique_ptr<PlacementEngine> explain_engine_ ABSL_GUARDED_BY(explain_mu_);
 };
 
 }  // namespace gpufed

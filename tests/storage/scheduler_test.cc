@@ -4,8 +4,10 @@
 #include "federation/scheduler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -317,6 +319,49 @@ TEST_F(SchedulerTest, ExplainBeforeThePoolIsLoadedDoesNotSayNever) {
   h200.gpu_models = {"H200"};
   d = scheduler.Explain(h200);
   EXPECT_TRUE(d.never_fits) << d.reason;
+}
+
+// Explain works on its own copy of the latest snapshot: it follows what a cycle placed, places
+// nothing itself, and answers many threads at once while the scheduler runs cycles.
+TEST_F(SchedulerTest, ExplainFollowsEachSnapshotAndAnswersManyThreads) {
+  Scheduler scheduler(store_.get(), store_.get());
+  ASSERT_TRUE(scheduler.Rebuild().ok());
+  const WorkloadSpec eight = Gpus("eight", 8);
+  ASSERT_TRUE(scheduler.Explain(eight).assignment.has_value());
+
+  // A cycle places six GPUs' worth: eight no longer fit now, but would on an empty pool.
+  Workload six = MustSubmit(Gpus("six", 6));
+  scheduler.NotifySubmitted(six);
+  auto cycle = scheduler.RunCycle();
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  ASSERT_EQ(cycle->placed.size(), 1u);
+  PlacementDecision d = scheduler.Explain(eight);
+  EXPECT_FALSE(d.assignment.has_value());
+  EXPECT_FALSE(d.never_fits) << d.reason;
+  EXPECT_NE(d.reason.find("largest: 2 on dgx/dgx-01"), std::string::npos) << d.reason;
+
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        const PlacementDecision two = scheduler.Explain(Gpus("two", 2));
+        const PlacementDecision big = scheduler.Explain(eight);
+        // Two GPUs stay free throughout (the cycles below place and free nothing).
+        if (!two.assignment.has_value() || big.assignment.has_value() || big.never_fits) {
+          wrong.fetch_add(1);
+        }
+      }
+    });
+  }
+  // Each cycle sees a cluster notification and publishes a new snapshot.
+  for (int c = 0; c < 20; ++c) {
+    scheduler.NotifyClusterState("dgx", ClusterState::kReady);
+    ASSERT_TRUE(scheduler.RunCycle().ok());
+  }
+  for (std::thread& r : readers) r.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(store_->Get(six.id)->state, WorkloadState::kPlaced);
 }
 
 }  // namespace
