@@ -1119,6 +1119,7 @@ absl::StatusOr<std::unique_ptr<PlacementEngine>> PlacementEngine::Create(Placeme
 PlacementEngine::~PlacementEngine() = default;
 
 void PlacementEngine::SetMix(const WorkloadMix& mix) {
+  mix_ = mix;
   policy_->SetMix(mix);
   cache_->found.clear();  // scores depend on the mix
   cache_->offered.clear();

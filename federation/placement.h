@@ -66,6 +66,7 @@ class PlacementEngine {
   // The workload distribution fragmentation-aware policies measure against. Model names are
   // interned through `pool`.
   void SetMix(const WorkloadMix& mix);
+  const WorkloadMix& mix() const { return mix_; }
   PlacementPolicy& policy() { return *policy_; }
   const PlacementOptions& options() const { return options_; }
 
@@ -74,6 +75,7 @@ class PlacementEngine {
 
   PlacementOptions options_;
   std::unique_ptr<PlacementPolicy> policy_;
+  WorkloadMix mix_;
   std::mt19937_64 tie_rng_;
   // What the engine keeps between calls only to go faster (node copies, topology groups).
   std::unique_ptr<placement_internal::EngineCache> cache_;

@@ -66,7 +66,14 @@ absl::Status Scheduler::Rebuild() {
     // first holder and let the operator see the error in the log via the status.
     (void)pool_.Allocate(w.id, w.assignment, HostDemand{w.spec.cpu_millis, w.spec.memory_mib});
   }
+  // The workload mix starts from what runs and waits now (running first, pending as the most
+  // recent), so that a restarted or newly active scheduler measures fragmentation against the
+  // fleet's real work from its first cycle, not against nothing.
+  recent_specs_.clear();
+  for (const Workload& w : active) RememberSpec(w.spec);
   RETURN_IF_ERROR(ReloadPending());
+  engine_->SetMix(MixOf(pool_, {recent_specs_.begin(), recent_specs_.end()}));
+  mix_stale_ = false;
   Publish();
   return absl::OkStatus();
 }

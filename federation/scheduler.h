@@ -30,7 +30,8 @@ struct SchedulerOptions {
   // to the default; the server validates the name before it gets here.
   PlacementOptions placement;
   // Fragmentation-aware policies measure against the typical workloads of the most recent
-  // submissions: this many, refreshed every `mix_refresh_cycles` cycles when new ones arrived.
+  // specs: this many, refreshed every `mix_refresh_cycles` cycles when new ones arrived. Rebuild
+  // starts the window with the active and pending workloads it loads.
   size_t mix_window = 2000;
   uint64_t mix_refresh_cycles = 50;
 };
@@ -92,6 +93,10 @@ class Scheduler {
 
   // Queue length after the last cycle.
   int pending_count() const;
+
+  // The typical workloads the placement engine measures fragmentation against (MixOf over the
+  // recent specs). Scheduler thread only.
+  const WorkloadMix& mix() const { return engine_->mix(); }
 
  private:
   struct QueueKey {

@@ -364,5 +364,35 @@ TEST_F(SchedulerTest, ExplainFollowsEachSnapshotAndAnswersManyThreads) {
   EXPECT_EQ(store_->Get(six.id)->state, WorkloadState::kPlaced);
 }
 
+// A restarted scheduler measures fragmentation against what runs and waits now, from its first
+// cycle: Rebuild seeds the workload mix from the active and pending workloads it loads.
+TEST_F(SchedulerTest, RebuildSeedsTheMixFromActiveAndPendingWorkloads) {
+  AddCluster("shares", "L4", 4, /*mig_capable=*/false);
+  Workload running = MustSubmit(Share("running", 500, "L4"));
+  {
+    Scheduler first(store_.get(), store_.get());
+    ASSERT_TRUE(first.Rebuild().ok());
+    ASSERT_EQ(first.mix().size(), 1u);  // the pending share
+    EXPECT_EQ(first.mix()[0].demand.milli, 500u);
+    auto cycle = first.RunCycle();
+    ASSERT_TRUE(cycle.ok()) << cycle.status();
+    ASSERT_EQ(cycle->placed.size(), 1u);
+  }
+  Workload waiting = MustSubmit(Gpus("waiting", 16));  // never fits: stays pending
+  Scheduler second(store_.get(), store_.get());
+  ASSERT_TRUE(second.Rebuild().ok());
+  ASSERT_EQ(second.mix().size(), 2u);
+  std::set<std::pair<uint32_t, uint32_t>> shapes;  // (GPUs, milli per GPU)
+  double weight = 0;
+  for (const MixEntry& e : second.mix()) {
+    shapes.emplace(e.demand.gpus, e.demand.milli);
+    weight += e.weight;
+  }
+  EXPECT_EQ(shapes, (std::set<std::pair<uint32_t, uint32_t>>{{1, 500}, {16, 1000}}));
+  EXPECT_DOUBLE_EQ(weight, 1.0);
+  EXPECT_EQ(store_->Get(running.id)->state, WorkloadState::kPlaced);
+  EXPECT_EQ(store_->Get(waiting.id)->state, WorkloadState::kPending);
+}
+
 }  // namespace
 }  // namespace gpufed::storage
