@@ -3,6 +3,7 @@
 #include "storage/json_codec.h"
 
 #include "gtest/gtest.h"
+#include "tests/support/replicas.h"
 
 namespace gpufed::storage {
 namespace {
@@ -68,7 +69,8 @@ TEST(JsonCodecTest, AssignmentAndLabelsRoundTrip) {
   Assignment a;
   a.cluster = "dgx";
   a.epoch = 9;
-  a.replicas = {{"n1", {"GPU-1", "GPU-2"}, {0, 1}}, {"n2", {}, {}}};
+  a.replicas = {testing::ReplicaOn("n1", {"GPU-1", "GPU-2"}, {0, 1}),
+                testing::ReplicaOn("n2", {}, {})};
   auto back = AssignmentFromJson(AssignmentToJson(a));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, a);
@@ -100,10 +102,10 @@ TEST(JsonCodecTest, SharingFieldsRoundTrip) {
   Assignment a;
   a.cluster = "dgx";
   a.epoch = 3;
-  ReplicaAssignment on_mig{"n1", {"GPU-1"}, {1}};
+  ReplicaAssignment on_mig = testing::ReplicaOn("n1", {"GPU-1"}, {1});
   on_mig.mig_profile = "3g.40gb";
   on_mig.mig_start = 0;  // 0 is a real start and must not read back as "unset"
-  ReplicaAssignment shared{"n2", {"GPU-7"}, {7}};
+  ReplicaAssignment shared = testing::ReplicaOn("n2", {"GPU-7"}, {7});
   shared.gpu_milli = 500;
   a.replicas = {on_mig, shared};
   a.repartitions = {

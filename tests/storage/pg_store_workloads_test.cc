@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/storage/store_test_util.h"
+#include "tests/support/replicas.h"
 
 namespace gpufed::storage {
 namespace {
@@ -511,7 +512,7 @@ TEST_F(WorkloadStoreTest, SharingFieldsRoundTripThroughTheStore) {
   EXPECT_EQ(submitted.spec, spec);
 
   Transition place = Step(submitted.id, S::kPending, S::kPlaced);
-  ReplicaAssignment r{"node-01", {"GPU-a"}, {0}};
+  ReplicaAssignment r = testing::ReplicaOn("node-01", {"GPU-a"}, {0});
   r.mig_profile = "3g.40gb";
   r.mig_start = 0;
   place.assignment->replicas = {r};

@@ -75,6 +75,18 @@ class SchedulerTest : public StoreTest {
     return s;
   }
 
+  // What an agent reports: PLACED -> RUNNING, or RUNNING -> `to`.
+  static Transition AgentStep(WorkloadId id, WorkloadState to, const std::string& actor,
+                              const std::string& reason) {
+    Transition t;
+    t.id = id;
+    t.from = to == WorkloadState::kRunning ? WorkloadState::kPlaced : WorkloadState::kRunning;
+    t.to = to;
+    t.actor = actor;
+    t.reason = reason;
+    return t;
+  }
+
   // The audit reason stored with the workload's transition into `to_state`.
   std::string EventReason(WorkloadId id, const std::string& to_state) {
     pqxx::connection conn(dsn());
@@ -142,8 +154,8 @@ TEST_F(SchedulerTest, ARebuiltSchedulerSeesTheCommittedAllocations) {
   EXPECT_TRUE(cycle->placed.empty()) << "4 of the node's 8 GPUs are still held by " << a.id;
 
   // a finishes: its GPUs come back and b goes.
-  Transition run{a.id, WorkloadState::kPlaced, WorkloadState::kRunning, "agent:dgx", "started"};
-  Transition done{a.id, WorkloadState::kRunning, WorkloadState::kSucceeded, "agent:dgx", ""};
+  const Transition run = AgentStep(a.id, WorkloadState::kRunning, "agent:dgx", "started");
+  const Transition done = AgentStep(a.id, WorkloadState::kSucceeded, "agent:dgx", "");
   ASSERT_TRUE(store_->ApplyTransitions({run, done}).ok());
   second.NotifyReleased(a.id);
   cycle = second.RunCycle();
@@ -212,8 +224,8 @@ TEST_F(SchedulerTest, SharesOfOneGpuAreStoredAndSurviveARebuild) {
   EXPECT_FALSE(second.Explain(c.spec).assignment.has_value());
 
   // b ends: its 400 come back, and c takes 100 of them on the same GPU.
-  Transition run{b.id, WorkloadState::kPlaced, WorkloadState::kRunning, "agent:infer", ""};
-  Transition done{b.id, WorkloadState::kRunning, WorkloadState::kSucceeded, "agent:infer", ""};
+  const Transition run = AgentStep(b.id, WorkloadState::kRunning, "agent:infer", "");
+  const Transition done = AgentStep(b.id, WorkloadState::kSucceeded, "agent:infer", "");
   ASSERT_TRUE(store_->ApplyTransitions({run, done}).ok());
   second.NotifyReleased(b.id);
   auto cycle = second.RunCycle();

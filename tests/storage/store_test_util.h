@@ -13,6 +13,7 @@
 #include "pqxx/pqxx"
 #include "storage/pg_store.h"
 #include "tests/support/postgres_harness.h"
+#include "tests/support/replicas.h"
 
 namespace gpufed::storage {
 
@@ -84,7 +85,8 @@ class StoreTest : public gpufed::testing::PostgresTest {
     Assignment a;
     a.cluster = cluster;
     a.epoch = epoch;
-    a.replicas = {{"node-01", {"GPU-a", "GPU-b"}, {0, 1}}, {"node-02", {"GPU-c", "GPU-d"}, {2, 3}}};
+    a.replicas = {testing::ReplicaOn("node-01", {"GPU-a", "GPU-b"}, {0, 1}),
+                  testing::ReplicaOn("node-02", {"GPU-c", "GPU-d"}, {2, 3})};
     return a;
   }
 
