@@ -168,6 +168,12 @@ SimCommand::SimCommand(CLI::App& app) {
                    "snapshot: the FGD paper's protocol; time: creation/deletion times, queue")
       ->check(CLI::IsMember({"snapshot", "time"}))
       ->capture_default_str();
+  compress_opt_ = replay_
+                      ->add_option("--compress", compress_,
+                                   "Time mode: arrivals this many times closer together, each pod "
+                                   "running as long as before (contention on a sparse trace)")
+                      ->check(CLI::Range(1.0, 1e9))
+                      ->capture_default_str();
   replay_->add_flag("--random-ties", random_ties_,
                     "Break ties between equal nodes at random (seeded) instead of taking the "
                     "first; the published figures need the first (docs/simulator.md)");
@@ -188,6 +194,11 @@ int SimCommand::Run(OutputFormat format, std::ostream& out, std::ostream& err,
     return ReportError(absl::InvalidArgumentError(
                            "--inflation applies to --mode snapshot only: time mode replays the "
                            "pods at their own times"),
+                       err);
+  }
+  if (mode == sim::ReplayMode::kSnapshot && compress_opt_->count() > 0) {
+    return ReportError(absl::InvalidArgumentError(
+                           "--compress applies to --mode time only: snapshot mode has no times"),
                        err);
   }
   std::vector<uint64_t> seeds = {seed_};
@@ -215,6 +226,7 @@ int SimCommand::Run(OutputFormat format, std::ostream& out, std::ostream& err,
       options.seed = seed;
       options.mode = mode;
       options.inflation = inflation_;
+      options.compression = compress_;
       options.random_ties = random_ties_;
       ProgressBar bar(err, absl::StrCat(policy, " seed ", seed),
                       mode == sim::ReplayMode::kTime ? "arrivals" : "pods");

@@ -54,10 +54,12 @@ class SimCommand {
   CLI::Option* seed_opt_ = nullptr;
   CLI::Option* seeds_opt_ = nullptr;
   CLI::Option* inflation_opt_ = nullptr;
+  CLI::Option* compress_opt_ = nullptr;
   std::string nodes_;
   std::string pods_;
   std::string policy_ = "gpufed";
   double inflation_ = 1.3;
+  double compress_ = 1;
   uint64_t seed_ = 1;
   std::string seeds_;
   std::string mode_ = "snapshot";

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -251,17 +252,29 @@ absl::Status ReplayTime(const Trace& trace, const ReplayOptions& options, Setup&
       }
     }
   }
+  if (!(options.compression >= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("compression: must be at least 1 (got ", options.compression, ")"));
+  }
   const size_t n = pods.size();
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (const OpenbPod& pod : pods) first = std::min(first, *pod.creation_time);
+  // When each pod arrives: the trace's time, or (compressed) its distance from the first
+  // arrival divided by the factor.
+  std::vector<int64_t> arrive(n);
   std::vector<int64_t> duration(n);
   std::vector<uint32_t> shape_of(n);
   std::map<Shape, uint32_t> shapes;
   int64_t horizon = 0;
   for (size_t i = 0; i < n; ++i) {
     const OpenbPod& pod = pods[i];
+    arrive[i] = first + static_cast<int64_t>(std::llround(
+                            static_cast<double>(*pod.creation_time - first) / options.compression));
     int64_t start = *pod.creation_time;
     if (pod.scheduled_time && *pod.scheduled_time >= start) start = *pod.scheduled_time;
     duration[i] = std::max<int64_t>(0, *pod.deletion_time - start);
-    horizon = std::max(horizon, *pod.deletion_time);
+    // The trace's end: its last deletion_time, shifted with its pod's arrival.
+    horizon = std::max(horizon, arrive[i] + (*pod.deletion_time - *pod.creation_time));
     const WorkloadSpec& s = setup.specs[i];
     Shape shape{s.gpus_per_replica, s.gpu_milli, s.cpu_millis, s.memory_mib, s.gpu_models};
     shape_of[i] =
@@ -269,13 +282,13 @@ absl::Status ReplayTime(const Trace& trace, const ReplayOptions& options, Setup&
   }
   std::vector<uint32_t> arrivals(n);
   std::iota(arrivals.begin(), arrivals.end(), 0);
-  std::stable_sort(arrivals.begin(), arrivals.end(), [&](uint32_t a, uint32_t b) {
-    return *pods[a].creation_time < *pods[b].creation_time;
-  });
+  std::stable_sort(arrivals.begin(), arrivals.end(),
+                   [&](uint32_t a, uint32_t b) { return arrive[a] < arrive[b]; });
   result.pods = n;
 
   TimeModeResult time;
-  time.start_time = *pods[arrivals.front()].creation_time;
+  time.compression = options.compression;
+  time.start_time = arrive[arrivals.front()];
   time.end_time = horizon;
   const double capacity = static_cast<double>(setup.capacity_milli);
   const int points = options.utilisation_points;
@@ -312,7 +325,7 @@ absl::Status ReplayTime(const Trace& trace, const ReplayOptions& options, Setup&
 
   while (true) {
     int64_t t = horizon + 1;
-    if (next_arrival < n) t = *pods[arrivals[next_arrival]].creation_time;
+    if (next_arrival < n) t = arrive[arrivals[next_arrival]];
     if (!departures.empty()) t = std::min(t, std::get<0>(departures.top()));
     if (t > horizon) break;
     emit_points_before(t, /*inclusive=*/false);
@@ -329,7 +342,7 @@ absl::Status ReplayTime(const Trace& trace, const ReplayOptions& options, Setup&
       ++time.completed;
       freed = true;
     }
-    while (next_arrival < n && *pods[arrivals[next_arrival]].creation_time == t) {
+    while (next_arrival < n && arrive[arrivals[next_arrival]] == t) {
       queue.push_back(arrivals[next_arrival]);
       ++next_arrival;
     }
@@ -356,7 +369,7 @@ absl::Status ReplayTime(const Trace& trace, const ReplayOptions& options, Setup&
         allocated += pods[i].GpuMilli();
         ++running;
         ++result.placed;
-        waits.push_back(static_cast<double>(t - *pods[i].creation_time));
+        waits.push_back(static_cast<double>(t - arrive[i]));
         departures.emplace(t + duration[i], id, i);
       } else if (decision.never_fits) {
         ++time.rejected;
@@ -368,6 +381,9 @@ absl::Status ReplayTime(const Trace& trace, const ReplayOptions& options, Setup&
     }
     queue.swap(still);
     known_stuck = queue.size();
+    time.peak_allocation_ratio =
+        std::max(time.peak_allocation_ratio, static_cast<double>(allocated) / capacity);
+    time.peak_queued = std::max<uint64_t>(time.peak_queued, queue.size());
     reporter.Update(next_arrival);
   }
   area += static_cast<double>(allocated) * static_cast<double>(horizon - last_t);

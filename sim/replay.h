@@ -60,6 +60,10 @@ struct ReplayOptions {
   double inflation = 1.3;
   // Time mode: points of the utilisation curve, evenly spaced over the replay. >= 2.
   int utilisation_points = 200;
+  // Time mode: arrivals come this many times closer together (times after the first arrival
+  // are divided by it) while each pod runs as long as before, which turns a sparse trace into
+  // one that contends for the cluster. >= 1; 1 replays the trace's own times.
+  double compression = 1;
   // Among equally scored nodes: false takes the first in node order, true one at random (seeded).
   // The published FGD figures are reproduced with the first (docs/simulator.md): with random
   // ties FGD scores about 5.8 points lower on openb default, so the authors' scheduler evidently
@@ -87,8 +91,10 @@ struct WaitStats {
 };
 
 struct TimeModeResult {
+  double compression = 1;  // ReplayOptions::compression
   int64_t start_time = 0;  // first arrival
-  int64_t end_time = 0;    // last deletion_time of the trace
+  int64_t end_time = 0;    // last deletion_time of the trace (compressed: the last arrival's
+                           // time plus how long the pod lived in the trace, at the latest)
   uint64_t started = 0;    // pods placed (= ReplayResult::placed)
   uint64_t completed = 0;  // started and departed by end_time
   uint64_t still_running = 0;
@@ -97,6 +103,9 @@ struct TimeModeResult {
   WaitStats wait;         // over started pods, from creation_time to start
   // Time-weighted mean of the allocation ratio over [start_time, end_time].
   double mean_allocation_ratio = 0;
+  // The most allocated, and the longest queue, after any event (exact, not sampled).
+  double peak_allocation_ratio = 0;
+  uint64_t peak_queued = 0;
   std::vector<UtilisationPoint> utilisation;
 };
 

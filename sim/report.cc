@@ -37,6 +37,7 @@ nlohmann::json ToJson(const ReplayResult& r) {
                              {"running", p.running}});
     }
     out["time"] = {
+        {"compression", t.compression},
         {"start_time", t.start_time},
         {"end_time", t.end_time},
         {"started", t.started},
@@ -50,6 +51,8 @@ nlohmann::json ToJson(const ReplayResult& r) {
           {"p99", t.wait.p99_seconds},
           {"max", t.wait.max_seconds}}},
         {"mean_allocation_ratio", t.mean_allocation_ratio},
+        {"peak_allocation_ratio", t.peak_allocation_ratio},
+        {"peak_queued", t.peak_queued},
         {"utilisation", std::move(utilisation)},
     };
   }

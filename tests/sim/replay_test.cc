@@ -194,6 +194,40 @@ INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicyTest, ::testing::ValuesIn(PolicyNa
                            return name;
                          });
 
+// --compress brings arrivals closer while each pod runs as long as in the trace: b, 1,000 s
+// after a in the trace, arrives 10 s after it at 100x and waits for a's GPU.
+TEST(ReplayTest, TimeModeCompressionMakesPodsContend) {
+  Trace trace{{Node("n-0", 1)},
+              {TimedPod("a", 1, 1000, 5000, 5100), TimedPod("b", 1, 1000, 6000, 6100)}};
+  ReplayOptions options = Options("gpufed", 1, 1.0);
+  options.mode = ReplayMode::kTime;
+  absl::StatusOr<ReplayResult> plain = Replay(trace, options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_DOUBLE_EQ(plain->time->compression, 1);
+  EXPECT_EQ(plain->time->end_time, 6100);
+  EXPECT_DOUBLE_EQ(plain->time->wait.max_seconds, 0);
+  EXPECT_EQ(plain->time->peak_queued, 0);
+  EXPECT_DOUBLE_EQ(plain->time->peak_allocation_ratio, 1.0);
+
+  options.compression = 100;
+  absl::StatusOr<ReplayResult> packed = Replay(trace, options);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  const TimeModeResult& t = *packed->time;
+  EXPECT_DOUBLE_EQ(t.compression, 100);
+  EXPECT_EQ(t.start_time, 5000);
+  EXPECT_EQ(t.end_time, 5110);  // b's arrival (5010) plus its 100 s in the trace
+  EXPECT_EQ(t.started, 2);
+  EXPECT_DOUBLE_EQ(t.wait.max_seconds, 90);  // from 5010 until a leaves at 5100
+  EXPECT_EQ(t.peak_queued, 1);
+  EXPECT_EQ(t.completed, 1);  // b, started at 5100, runs until 5200
+  EXPECT_EQ(t.still_running, 1);
+
+  options.compression = 0.5;
+  absl::StatusOr<ReplayResult> bad = Replay(trace, options);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("compression"));
+}
+
 TEST(ReplayTest, RejectsBadInput) {
   Trace no_gpus{{Node("n-0", 0)}, {Pod("p", 1, 1000)}};
   EXPECT_THAT(Replay(no_gpus, Options("first-fit", 1, 1.3)).status().message(),

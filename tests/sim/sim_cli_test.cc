@@ -150,6 +150,16 @@ TEST(SimCliTest, BadFilesAndFlagsAreReported) {
   Outcome time_inflation = RunGpufedctl(args);
   EXPECT_EQ(time_inflation.exit_code, 1);
   EXPECT_THAT(time_inflation.err, HasSubstr("--inflation applies to --mode snapshot only"));
+
+  args = ReplayArgs("openb_pod_list_default.csv");
+  args.insert(args.end(), {"--compress", "10"});
+  Outcome snapshot_compress = RunGpufedctl(args);
+  EXPECT_EQ(snapshot_compress.exit_code, 1);
+  EXPECT_THAT(snapshot_compress.err, HasSubstr("--compress applies to --mode time only"));
+
+  args = ReplayArgs("openb_pod_list_default.csv");
+  args.insert(args.end(), {"--mode", "time", "--compress", "0.5"});
+  EXPECT_EQ(RunGpufedctl(args).exit_code, 2);  // CLI11: out of range
 }
 
 TEST(SeedListTest, ParsesSeedsAndRanges) {
