@@ -301,6 +301,7 @@ class Stream {
         target_milli_(static_cast<uint64_t>(target * static_cast<double>(capacity_milli))),
         rng_(seed) {
     std::vector<double> w;
+    w.reserve(shapes.size());
     for (const Shape& s : shapes) w.push_back(s.weight);
     pick_ = std::discrete_distribution<size_t>(w.begin(), w.end());
     stats_.resize(shapes.size());
@@ -348,13 +349,13 @@ class Stream {
     return absl::OkStatus();
   }
 
-  uint64_t digest() const { return digest_value_; }
-  uint64_t held_milli() const { return held_milli_; }
-  uint64_t target_milli() const { return target_milli_; }
-  uint64_t placed() const { return placed_; }
-  uint64_t failed() const { return failed_; }
-  size_t running() const { return running_.size(); }
-  const std::vector<ShapeStats>& stats() const { return stats_; }
+  [[nodiscard]] uint64_t digest() const { return digest_value_; }
+  [[nodiscard]] uint64_t held_milli() const { return held_milli_; }
+  [[nodiscard]] uint64_t target_milli() const { return target_milli_; }
+  [[nodiscard]] uint64_t placed() const { return placed_; }
+  [[nodiscard]] uint64_t failed() const { return failed_; }
+  [[nodiscard]] size_t running() const { return running_.size(); }
+  [[nodiscard]] const std::vector<ShapeStats>& stats() const { return stats_; }
   void ResetCounts() {
     placed_ = failed_ = 0;
     stats_.assign(shapes_.size(), {});
@@ -445,6 +446,7 @@ int RunPlacementBench(const PlacementBenchOptions& options) {
   const std::vector<Shape> shapes = Shapes();
   {
     std::vector<double> w;
+    w.reserve(shapes.size());
     for (const Shape& s : shapes) w.push_back(s.weight);
     std::discrete_distribution<size_t> pick(w.begin(), w.end());
     std::mt19937_64 mix_rng(options.seed + 2);

@@ -457,6 +457,7 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
     detail = absl::StrCat("nothing that matches is free (", Units(d, 0), ")");
   } else {
     std::vector<std::string> models;
+    models.reserve(free_by_model.size());
     for (const auto& [m, n] : free_by_model) {
       models.push_back(absl::StrCat(n, d.kind == Demand::Kind::kWhole ? " " : " on ", m));
     }

@@ -199,7 +199,7 @@ class Best {
     return std::uniform_int_distribution<uint64_t>(1, ties_)(*rng_) == 1;
   }
   // Whether Offer(score) could pick it (no draw is made).
-  bool MayTake(double score) const {
+  [[nodiscard]] bool MayTake(double score) const {
     return !have_ || score > score_ || (random_ties_ && score == score_);
   }
 
@@ -227,6 +227,7 @@ int FreeSlots(const MigGeometry& geo, const std::vector<MigInstance>& layout) {
 
 std::string LayoutText(const std::vector<MigInstance>& layout) {
   std::vector<std::string> parts;
+  parts.reserve(layout.size());
   for (const MigInstance& i : layout) parts.push_back(absl::StrCat(i.profile, "@", i.start));
   return parts.empty() ? "empty" : absl::StrJoin(parts, ", ");
 }
@@ -307,22 +308,23 @@ class Placer {
   };
 
   // The summary of the request's allowed models in `c` (as Pool::RankOf adds them up).
-  ModelSummary Allowed(const ClusterSlots& c) const;
-  bool ClusterMayHold(const ClusterSlots& c) const;
-  bool ClusterMayHold(const ClusterSlots& c, const ModelSummary& allowed) const;
+  [[nodiscard]] ModelSummary Allowed(const ClusterSlots& c) const;
+  [[nodiscard]] bool ClusterMayHold(const ClusterSlots& c) const;
+  [[nodiscard]] bool ClusterMayHold(const ClusterSlots& c, const ModelSummary& allowed) const;
   // Whether `replicas` replicas may fit without turning idle MIG GPUs back into whole GPUs (the
   // first pass): a bound from the summary, so that clusters whose only room is idle MIG GPUs are
   // not searched node by node in that pass.
-  bool MayHoldAsIs(const ModelSummary& allowed, uint32_t replicas) const;
+  [[nodiscard]] bool MayHoldAsIs(const ModelSummary& allowed, uint32_t replicas) const;
   // Whether an order's entry already shows that ClusterMayHold is false.
-  bool RuledOut(const Pool::ClusterOrder::Entry& e) const;
+  [[nodiscard]] bool RuledOut(const Pool::ClusterOrder::Entry& e) const;
   // Whether an order's entry already shows that MayHoldAsIs is false.
-  bool AsIsRuledOut(const Pool::ClusterOrder::Entry& e, uint32_t replicas) const;
-  uint64_t ClusterFree(const ClusterSlots& c) const;
+  [[nodiscard]] bool AsIsRuledOut(const Pool::ClusterOrder::Entry& e, uint32_t replicas) const;
+  [[nodiscard]] uint64_t ClusterFree(const ClusterSlots& c) const;
   // Cheap upper bounds for gangs (pruning large federations): whether some group of the cluster
   // at `level` may hold every replica, and whether `members` may.
-  bool LevelMayHold(const ModelSummary& allowed, Level level, bool mig_off) const;
-  bool GroupMayHold(const ClusterSlots& c, absl::Span<const Member> members, bool mig_off) const;
+  [[nodiscard]] bool LevelMayHold(const ModelSummary& allowed, Level level, bool mig_off) const;
+  [[nodiscard]] bool GroupMayHold(const ClusterSlots& c, absl::Span<const Member> members,
+                                  bool mig_off) const;
   const MigGeometry* GeometryOf(uint16_t model);
   // PlanLayout for the request's profile on `geo` (the same for every GPU of one product), and
   // the memory slots it leaves free.
@@ -342,19 +344,20 @@ class Placer {
   // instance its index in the layout, for a new instance its start.
   struct MigPick {
     uint8_t gpu = 0;
-    int8_t cls = -1;
+    int16_t cls = -1;
     int16_t aux = -1;
     double score = 0;
   };
   std::optional<MigPick> BestMigOnNode(const NodeSlots& node, uint64_t mask);
   Candidate MigCandidate(const NodeSlots& node, uint32_t index, const MigPick& pick);
-  bool NodeRuledOut(const NodeQuick& node, bool mig_off) const;
+  [[nodiscard]] bool NodeRuledOut(const NodeQuick& node, bool mig_off) const;
   // All replicas inside one group (members: node index and GPU mask), greedily.
   // `whole_cluster`: members are every node of the cluster, in order, each with all its GPUs.
   std::optional<GangFit> FitGroup(const ClusterSlots& cluster, absl::Span<const Member> members,
                                   bool mig_off, bool whole_cluster = false);
   void Apply(NodeSlots& node, const Candidate& c) const;
-  Assignment ToAssignment(const ClusterSlots& cluster, absl::Span<const Candidate> cands) const;
+  [[nodiscard]] Assignment ToAssignment(const ClusterSlots& cluster,
+                                        absl::Span<const Candidate> cands) const;
 
   const Pool& pool_;
   const WorkloadSpec& spec_;
@@ -851,7 +854,7 @@ std::optional<Placer::GangFit> Placer::FitGroup(const ClusterSlots& cluster,
                 if (pick) {
                   f.score = pick->score;
                   f.gpus[0] = pick->gpu;
-                  f.mig_class = pick->cls;
+                  f.mig_class = static_cast<int8_t>(pick->cls);  // -1..3
                   f.mig_aux = pick->aux;
                 }
               }
@@ -1113,7 +1116,8 @@ PlacementDecision Placer::Run() {
 absl::StatusOr<std::unique_ptr<PlacementEngine>> PlacementEngine::Create(PlacementOptions options) {
   absl::StatusOr<std::unique_ptr<PlacementPolicy>> policy = MakePolicy(options.policy);
   if (!policy.ok()) return policy.status();
-  return std::unique_ptr<PlacementEngine>(new PlacementEngine(options, *std::move(policy)));
+  return std::unique_ptr<PlacementEngine>(
+      new PlacementEngine(std::move(options), *std::move(policy)));
 }
 
 PlacementEngine::~PlacementEngine() = default;
@@ -1155,6 +1159,7 @@ WorkloadMix MixOf(Pool& pool, const std::vector<WorkloadSpec>& specs, double cov
     total += s.replicas;
   }
   std::vector<std::pair<uint64_t, Key>> ordered;
+  ordered.reserve(counts.size());
   for (const auto& [k, n] : counts) ordered.emplace_back(n, k);
   std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second > b.second;

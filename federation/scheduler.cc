@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -35,7 +36,7 @@ ShapeKey ShapeOf(const WorkloadSpec& spec) {
 }  // namespace
 
 Scheduler::Scheduler(WorkloadStore* workloads, ClusterStore* clusters, SchedulerOptions options)
-    : workloads_(workloads), clusters_(clusters), options_(options) {
+    : workloads_(workloads), clusters_(clusters), options_(std::move(options)) {
   absl::StatusOr<std::unique_ptr<PlacementEngine>> engine =
       PlacementEngine::Create(options_.placement);
   if (!engine.ok()) {

@@ -1,10 +1,9 @@
 #include "sim/replay.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <limits>
 #include <map>
 #include <memory>
@@ -159,7 +158,7 @@ absl::Status ReplaySnapshot(const Trace& trace, const ReplayOptions& options, Se
     return absl::InvalidArgumentError(
         "the pod list requests no GPUs; snapshot mode inflates GPU demand");
   }
-  const double capacity = static_cast<double>(setup.capacity_milli);
+  const auto capacity = static_cast<double>(setup.capacity_milli);
   const std::vector<uint32_t> arrivals =
       SnapshotArrivalOrder(pods, setup.capacity_milli, options.inflation, options.seed);
   result.pods = arrivals.size();
@@ -290,9 +289,9 @@ absl::Status ReplayTime(const Trace& trace, const ReplayOptions& options, Setup&
   time.compression = options.compression;
   time.start_time = arrive[arrivals.front()];
   time.end_time = horizon;
-  const double capacity = static_cast<double>(setup.capacity_milli);
+  const auto capacity = static_cast<double>(setup.capacity_milli);
   const int points = options.utilisation_points;
-  const double span = static_cast<double>(horizon - time.start_time);
+  const auto span = static_cast<double>(horizon - time.start_time);
   int next_point = 0;
   auto point_time = [&](int k) {
     return time.start_time + static_cast<int64_t>(std::llround(span * k / std::max(1, points - 1)));
