@@ -796,7 +796,7 @@ std::optional<Placer::GangFit> Placer::FitGroup(const ClusterSlots& cluster,
   // One replica over an unchanged cluster: offer again what the nodes offered last time.
   const bool replay =
       remembered && quick && whole_cluster && spec_.replicas == 1 && cluster.version != 0;
-  std::vector<EngineCache::Offered>* offered = nullptr;
+  absl::InlinedVector<EngineCache::Offered, 2>* offered = nullptr;
   bool recording = false;
   if (replay) {
     auto [it, added] = cache_.offered.try_emplace({cluster.version, request_});

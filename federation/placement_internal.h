@@ -139,7 +139,7 @@ struct EngineCache {
     uint32_t node;
     Found found;
   };
-  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, std::vector<Offered>> offered;
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, absl::InlinedVector<Offered, 2>> offered;
   // ExplainFailure: the best group each cluster would offer a request if it were empty, by
   // inventory (ClusterSlots::inventory_id), request and level: an empty cluster's answer
   // depends on nothing else.
