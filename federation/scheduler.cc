@@ -33,18 +33,22 @@ ShapeKey ShapeOf(const WorkloadSpec& spec) {
           spec.gpu_milli,          spec.cpu_millis,       spec.memory_mib};
 }
 
+// An engine for `options`; an unknown policy name falls back to the default policy (the server
+// validates the name before it gets here).
+std::unique_ptr<PlacementEngine> MakeEngine(PlacementOptions options) {
+  absl::StatusOr<std::unique_ptr<PlacementEngine>> engine = PlacementEngine::Create(options);
+  if (!engine.ok()) {
+    options.policy = PlacementOptions().policy;
+    engine = PlacementEngine::Create(std::move(options));
+  }
+  return *std::move(engine);
+}
+
 }  // namespace
 
 Scheduler::Scheduler(WorkloadStore* workloads, ClusterStore* clusters, SchedulerOptions options)
     : workloads_(workloads), clusters_(clusters), options_(std::move(options)) {
-  absl::StatusOr<std::unique_ptr<PlacementEngine>> engine =
-      PlacementEngine::Create(options_.placement);
-  if (!engine.ok()) {
-    PlacementOptions fallback = options_.placement;
-    fallback.policy = PlacementOptions().policy;
-    engine = PlacementEngine::Create(fallback);
-  }
-  engine_ = *std::move(engine);
+  engine_ = MakeEngine(options_.placement);
   absl::MutexLock lock(&mu_);
   snapshot_ = std::make_shared<const Pool>();
 }
@@ -307,12 +311,7 @@ PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
   if (explain_engine_ == nullptr) {
     PlacementOptions options = options_.placement;
     options.random_ties = false;
-    absl::StatusOr<std::unique_ptr<PlacementEngine>> engine = PlacementEngine::Create(options);
-    if (!engine.ok()) {
-      options.policy = PlacementOptions().policy;
-      engine = PlacementEngine::Create(options);
-    }
-    explain_engine_ = *std::move(engine);
+    explain_engine_ = MakeEngine(std::move(options));
   }
   if (snapshot != explain_source_) {
     explain_pool_ = std::make_unique<Pool>(*snapshot);

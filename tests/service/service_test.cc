@@ -176,6 +176,16 @@ class FakeAgentStream {
   bool finished_ = false;
 };
 
+// Puts `gpu` in MIG mode with two 3g.40gb instances (memory slots 0 and 4).
+void SplitInTwo3g40gb(v1::Gpu& gpu) {
+  gpu.set_mig_enabled(true);
+  for (uint32_t start : {0u, 4u}) {
+    v1::MigInstance* inst = gpu.add_mig_layout();
+    inst->set_profile("3g.40gb");
+    inst->set_start(start);
+  }
+}
+
 v1::AgentMessage Registration(const std::string& cluster, int nodes, int gpus,
                               const std::string& model) {
   v1::AgentMessage m;
@@ -345,12 +355,7 @@ TEST_F(ServiceTest, AgentInventoryUpdateReplacesTheInventory) {
   *update.mutable_inventory()->mutable_inventory() = reg.register_().inventory();
   v1::Gpu& gpu0 =
       *update.mutable_inventory()->mutable_inventory()->mutable_nodes(0)->mutable_gpus(0);
-  gpu0.set_mig_enabled(true);
-  for (uint32_t start : {0u, 4u}) {
-    v1::MigInstance* inst = gpu0.add_mig_layout();
-    inst->set_profile("3g.40gb");
-    inst->set_start(start);
-  }
+  SplitInTwo3g40gb(gpu0);
   ASSERT_TRUE(agent.Write(update));
   v1::GetClusterRequest gr;
   gr.set_name("dgx");
@@ -678,12 +683,7 @@ TEST_F(ServiceTest, MigWorkloadsGetAnInstanceAndIdleGpusAreRepartitioned) {
   for (v1::Gpu& gpu : *gpus) gpu.set_mig_capable(true);
   // GPU 0 is already in MIG mode with two 3g.40gb instances; GPU 1 is a whole idle GPU.
   v1::Gpu& gpu0 = gpus->at(0);
-  gpu0.set_mig_enabled(true);
-  for (uint32_t start : {0u, 4u}) {
-    v1::MigInstance* inst = gpu0.add_mig_layout();
-    inst->set_profile("3g.40gb");
-    inst->set_start(start);
-  }
+  SplitInTwo3g40gb(gpu0);
   ASSERT_TRUE(agent.Write(reg));
   v1::ServerMessage m;
   ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));

@@ -14,6 +14,7 @@
 #include "federation/pool.h"
 #include "federation/types.h"
 #include "gtest/gtest.h"
+#include "tests/unit/federation/test_pools.h"
 
 namespace gpufed::testing {
 
@@ -24,7 +25,7 @@ inline std::vector<GpuInfo> Gpus(const std::string& node, int count, const std::
   std::vector<GpuInfo> gpus;
   for (int g = 0; g < count; ++g) {
     GpuInfo gpu;
-    gpu.uuid = absl::StrCat("GPU-", node, "-", g);
+    gpu.uuid = Uuid(node, g);
     gpu.index = static_cast<uint32_t>(g);
     gpu.model = model;
     gpu.memory_mib = memory_mib;
@@ -57,22 +58,12 @@ inline Cluster ClusterOf(const std::string& name, std::vector<NodeInfo> nodes) {
   return c;
 }
 
-inline std::string Uuid(const std::string& node, int g) {
-  return absl::StrCat("GPU-", node, "-", g);
-}
-
 // Whole GPUs `gpus` of `node` for one replica.
 inline Assignment WholeOn(const std::string& cluster, const std::string& node,
-                          std::vector<int> gpus) {
+                          const std::vector<int>& gpus) {
   Assignment a;
   a.cluster = cluster;
-  ReplicaAssignment r;
-  r.node = node;
-  for (int g : gpus) {
-    r.gpu_uuids.push_back(Uuid(node, g));
-    r.gpu_indices.push_back(static_cast<uint32_t>(g));
-  }
-  a.replicas.push_back(std::move(r));
+  a.replicas.push_back(WholeGpus(node, {gpus.begin(), gpus.end()}));
   return a;
 }
 

@@ -11,6 +11,11 @@
 
 namespace gpufed::testing {
 
+// The UUID these pools give GPU `g` of `node`.
+inline std::string Uuid(const std::string& node, int g) {
+  return absl::StrCat("GPU-", node, "-", g);
+}
+
 // A cluster of `nodes` identical nodes with `gpus` GPUs each; one NVLink domain per node when
 // `nvlink` is set.
 inline Cluster MakeCluster(const std::string& name, int nodes, int gpus, const std::string& model,
@@ -25,7 +30,7 @@ inline Cluster MakeCluster(const std::string& name, int nodes, int gpus, const s
     node.rack = absl::StrCat("r", n / 2);
     for (int g = 0; g < gpus; ++g) {
       GpuInfo gpu;
-      gpu.uuid = absl::StrCat("GPU-", node.name, "-", g);
+      gpu.uuid = Uuid(node.name, g);
       gpu.index = g;
       gpu.model = model;
       gpu.memory_mib = memory_mib;
@@ -37,11 +42,11 @@ inline Cluster MakeCluster(const std::string& name, int nodes, int gpus, const s
   return c;
 }
 
-// Whole GPUs of one node for one replica: GPU i of `node` is "GPU-<node>-i".
+// Whole GPUs of one node for one replica (GPU i of `node` is Uuid(node, i)).
 inline ReplicaAssignment WholeGpus(const std::string& node, std::vector<uint32_t> indices) {
   ReplicaAssignment r;
   r.node = node;
-  for (uint32_t g : indices) r.gpu_uuids.push_back(absl::StrCat("GPU-", node, "-", g));
+  for (uint32_t g : indices) r.gpu_uuids.push_back(Uuid(node, static_cast<int>(g)));
   r.gpu_indices = std::move(indices);
   return r;
 }
