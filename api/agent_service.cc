@@ -2,120 +2,36 @@
 
 #include <atomic>
 #include <deque>
+#include <memory>
 #include <optional>
-#include <set>
+#include <utility>
+#include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
 #include "api/status.h"
 #include "federation/status_macros.h"
-#include "federation/validation.h"
 #include "spdlog/spdlog.h"
 
 namespace gpufed::api {
-
-// ---------------------------------------------------------------------------------------------
-// AgentHub
-
-void AgentHub::Seed(const std::vector<std::string>& clusters, Clock::time_point now) {
-  absl::MutexLock lock(&mu_);
-  for (const std::string& c : clusters) {
-    Entry& e = clusters_[c];
-    if (e.last_heard == Clock::time_point{}) e.last_heard = now;
-  }
-}
-
-void AgentHub::Attach(const std::string& cluster, const std::shared_ptr<AgentSession>& session) {
-  std::shared_ptr<AgentSession> old;
-  {
-    absl::MutexLock lock(&mu_);
-    Entry& e = clusters_[cluster];
-    old = std::move(e.session);
-    e.session = session;
-    e.last_heard = Clock::now();
-    e.reported_lost = false;
-  }
-  if (old && old != session) old->Close("another agent stream registered for this cluster");
-}
-
-void AgentHub::Detach(const std::string& cluster, const AgentSession* session) {
-  absl::MutexLock lock(&mu_);
-  auto it = clusters_.find(cluster);
-  if (it != clusters_.end() && it->second.session.get() == session) it->second.session.reset();
-}
-
-void AgentHub::Heard(const std::string& cluster, Clock::time_point now) {
-  absl::MutexLock lock(&mu_);
-  Entry& e = clusters_[cluster];
-  e.last_heard = now;
-  e.reported_lost = false;
-}
-
-void AgentHub::Dispatch(const std::vector<Workload>& placed) {
-  absl::flat_hash_map<std::string, v1::ServerMessage> batches;
-  for (const Workload& w : placed) {
-    v1::ServerMessage& m = batches[w.assignment.cluster];
-    v1::WorkAssignment* a = m.mutable_assign()->add_assignments();
-    a->set_workload_id(absl::StrCat(w.id));
-    *a->mutable_spec() = SpecToProto(w.spec);
-    *a->mutable_assignment() = AssignmentToProto(w.assignment);
-  }
-  for (auto& [cluster, message] : batches) {
-    std::shared_ptr<AgentSession> session;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = clusters_.find(cluster);
-      if (it != clusters_.end()) session = it->second.session;
-    }
-    if (session) session->Send(std::move(message));
-  }
-}
-
-void AgentHub::SendCancel(const std::string& cluster, WorkloadId id) {
-  std::shared_ptr<AgentSession> session;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = clusters_.find(cluster);
-    if (it != clusters_.end()) session = it->second.session;
-  }
-  if (!session) return;  // it learns of the cancel when it registers again
-  v1::ServerMessage m;
-  m.mutable_cancel()->add_workload_ids(absl::StrCat(id));
-  session->Send(std::move(m));
-}
-
-std::vector<std::string> AgentHub::TakeTimedOut(Clock::time_point now, Clock::duration timeout) {
-  std::vector<std::string> out;
-  absl::MutexLock lock(&mu_);
-  for (auto& [cluster, e] : clusters_) {
-    if (!e.reported_lost && now - e.last_heard > timeout) {
-      e.reported_lost = true;
-      out.push_back(cluster);
-    }
-  }
-  return out;
-}
-
-int AgentHub::connected() const {
-  absl::MutexLock lock(&mu_);
-  int n = 0;
-  for (const auto& [cluster, e] : clusters_) n += e.session ? 1 : 0;
-  return n;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The stream
-
 namespace {
+
+// No message to an agent grows with the work its cluster holds: assignments go out in batches
+// of about this many bytes, cancellations in batches of this many ids.
+constexpr size_t kMaxAssignBatchBytes = 1 << 20;
+constexpr size_t kMaxCancelBatchIds = 10000;
+// Messages received and not yet handled beyond which the stream stops reading (backpressure).
+constexpr size_t kMaxInbox = 256;
 
 class AgentStream;
 
-// What the hub holds: forwards to the stream while it lives.
-class SessionHandle final : public AgentSession {
+// The AgentChannel the control plane holds: forwards to the stream while it lives.
+class ChannelHandle final : public AgentChannel {
  public:
-  explicit SessionHandle(AgentStream* stream) : stream_(stream) {}
-  void Send(v1::ServerMessage message) override;
+  explicit ChannelHandle(AgentStream* stream) : stream_(stream) {}
+  void SendRegistered(const Cluster& cluster) override;
+  void SendAssignments(const std::vector<Workload>& workloads) override;
+  void SendCancels(const std::vector<WorkloadId>& ids) override;
   void Close(const std::string& why) override;
   void Forget() {
     absl::MutexLock lock(&mu_);
@@ -124,20 +40,21 @@ class SessionHandle final : public AgentSession {
 
  private:
   AgentStream* Acquire();
+  template <typename Fn>
+  void WithStream(Fn fn);
   absl::Mutex mu_;
   AgentStream* stream_ ABSL_GUARDED_BY(mu_);
 };
 
-// One agent's stream. Reads are processed one at a time on the executor (in order, with
-// backpressure: the next read starts when the previous message is handled). Writes are queued
-// and go out one at a time. StartRead/StartWrite/Finish are called with no lock held because
-// gRPC may run reactions inline. Reference-counted like the Watch reactor.
+// One agent's stream. Reads are processed one batch at a time on the agent executor (in order,
+// with backpressure: reading pauses while kMaxInbox messages wait). Writes are queued and go
+// out one at a time. StartRead/StartWrite/Finish are called with no lock held because gRPC may
+// run reactions inline. Reference-counted: gRPC (until OnDone), queued executor work and each
+// channel call hold a reference.
 class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage> {
  public:
-  AgentStream(const ApiContext& ctx, grpc::CallbackServerContext* context,
-              std::chrono::milliseconds heartbeat_interval)
-      : ctx_(ctx), context_(context), heartbeat_interval_(heartbeat_interval) {
-    handle_ = std::make_shared<SessionHandle>(this);
+  AgentStream(const ApiContext& ctx, grpc::CallbackServerContext* context)
+      : ctx_(ctx), context_(context), channel_(std::make_shared<ChannelHandle>(this)) {
     ctx_.metrics->agents_connected.Increment();
     StartRead(&in_);
   }
@@ -148,8 +65,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   }
 
   // Reading goes on while earlier messages are being committed; whatever arrived meanwhile is
-  // handled together, with all its status updates in one transaction. Under load that turns one
-  // commit per message into one commit per burst; without load nothing waits.
+  // handled together, with all its status reports in one transaction.
   void OnReadDone(bool ok) override {
     if (!ok) {
       FinishOnce(grpc::Status::OK);  // the agent closed its side
@@ -164,12 +80,12 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
       if (inbox_.size() < kMaxInbox) {
         read_more = true;
       } else {
-        reading_paused_ = true;  // backpressure: resume once the inbox is drained
+        reading_paused_ = true;  // resumes once the inbox is drained
       }
     }
     if (schedule) {
       Ref();
-      if (!ctx_.executor->TrySubmit([this] {
+      if (!ctx_.agent_executor->TrySubmit([this] {
             ProcessInbox();
             Unref();
           })) {
@@ -195,10 +111,10 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   void OnCancel() override { FinishOnce(grpc::Status::CANCELLED); }
 
   void OnDone() override {
-    handle_->Forget();
-    if (!cluster_.empty()) {
-      ctx_.agents->Detach(cluster_, handle_.get());
-      spdlog::info("agent for cluster {} disconnected", cluster_);
+    channel_->Forget();
+    if (link_ != nullptr) {
+      ctx_.plane->AgentDisconnected(*link_);
+      spdlog::info("agent for cluster {} disconnected", link_->cluster());
     }
     ctx_.metrics->agents_connected.Decrement();
     Unref();
@@ -209,12 +125,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     {
       absl::MutexLock lock(&mu_);
       if (finishing_) return;
-      for (const v1::WorkAssignment& a : message.assign().assignments()) {
-        if (absl::StatusOr<WorkloadId> id = WorkloadIdFromProto("workload_id", a.workload_id());
-            id.ok()) {
-          assigned_.insert(*id);
-        }
-      }
+      if (message.has_registered()) epoch_ = message.registered().epoch();
       message.set_seq(++out_seq_);
       message.set_epoch(epoch_);
       queue_.push_back(std::move(message));
@@ -232,12 +143,9 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     Finish(status);
   }
 
- private:
-  bool IsAssigned(WorkloadId id) {
-    absl::MutexLock lock(&mu_);
-    return assigned_.contains(id);
-  }
+  std::chrono::milliseconds heartbeat_interval() const { return ctx_.heartbeat_interval; }
 
+ private:
   bool TakeNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || queue_.empty()) return false;
     current_ = std::move(queue_.front());
@@ -245,8 +153,6 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     writing_ = true;
     return true;
   }
-
-  static constexpr size_t kMaxInbox = 256;
 
   void ProcessInbox() {
     for (;;) {
@@ -265,7 +171,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
       if (resume) StartRead(&in_);
       absl::Status status = HandleBatch(batch);
       if (!status.ok()) {
-        spdlog::warn("agent stream {}: {}", cluster_.empty() ? "(unregistered)" : cluster_,
+        spdlog::warn("agent stream {}: {}", link_ ? link_->cluster() : "(unregistered)",
                      status.ToString());
         FinishOnce(ToGrpcStatus(status));
         absl::MutexLock lock(&mu_);
@@ -277,44 +183,35 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
 
   // Messages in arrival order; consecutive status reports are applied together.
   absl::Status HandleBatch(std::vector<v1::AgentMessage>& batch) {
-    google::protobuf::RepeatedPtrField<v1::WorkloadStatus> statuses;
-    for (v1::AgentMessage& m : batch) {
-      if (!cluster_.empty() && m.body_case() == v1::AgentMessage::kStatus) {
-        for (v1::WorkloadStatus& u : *m.mutable_status()->mutable_updates()) {
-          *statuses.Add() = std::move(u);
-        }
+    std::vector<const v1::WorkloadStatus*> statuses;
+    for (const v1::AgentMessage& m : batch) {
+      if (link_ != nullptr && m.body_case() == v1::AgentMessage::kStatus) {
+        for (const v1::WorkloadStatus& u : m.status().updates()) statuses.push_back(&u);
         continue;
       }
-      if (!statuses.empty()) {
-        RETURN_IF_ERROR(HandleStatuses(statuses, /*during_register=*/false));
-        statuses.Clear();
-      }
+      RETURN_IF_ERROR(HandleStatuses(statuses));
+      statuses.clear();
       RETURN_IF_ERROR(Handle(m));
     }
-    if (!statuses.empty()) {
-      ctx_.agents->Heard(cluster_, std::chrono::steady_clock::now());
-      RETURN_IF_ERROR(HandleStatuses(statuses, /*during_register=*/false));
-    }
-    return absl::OkStatus();
+    return HandleStatuses(statuses);
   }
 
   absl::Status Handle(const v1::AgentMessage& m) {
-    if (cluster_.empty()) {
+    if (link_ == nullptr) {
       if (m.body_case() != v1::AgentMessage::kRegister) {
         return absl::FailedPreconditionError("the first message on a stream must be register");
       }
       return HandleRegister(m.register_());
     }
-    ctx_.agents->Heard(cluster_, std::chrono::steady_clock::now());
     switch (m.body_case()) {
       case v1::AgentMessage::kRegister:
         return absl::FailedPreconditionError("register: already registered on this stream");
       case v1::AgentMessage::kHeartbeat:
-        return HandleHeartbeat();
+        return ctx_.plane->Heartbeat(*link_);
       case v1::AgentMessage::kStatus:
-        return HandleStatuses(m.status().updates(), /*during_register=*/false);
+        return absl::InternalError("status reports are handled in batches");
       case v1::AgentMessage::kInventory:
-        return HandleInventory(m.inventory());
+        return ctx_.plane->UpdateInventory(*link_, NodesFromProto(m.inventory().inventory()));
       case v1::AgentMessage::BODY_NOT_SET:
         return absl::InvalidArgumentError("body: empty agent message");
     }
@@ -323,165 +220,33 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
 
   absl::Status HandleRegister(const v1::Register& r) {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context_));
-    RETURN_IF_ERROR(ValidateName("register.cluster", r.cluster()));
-    if (!who.CanActForCluster(r.cluster())) {
-      return absl::PermissionDeniedError("permission denied: this token may not speak for cluster");
-    }
     ASSIGN_OR_RETURN(ClusterInfo info, ClusterInfoFromProto(r.cluster(), r.info()));
     std::vector<NodeInfo> nodes = NodesFromProto(r.inventory());
-    RETURN_IF_ERROR(ValidateInventory(info, nodes));
-    ASSIGN_OR_RETURN(Cluster cluster, ctx_.clusters->RegisterCluster(info, nodes));
-    cluster_ = r.cluster();
-    info_ = info;
-    {
-      absl::MutexLock lock(&mu_);
-      epoch_ = cluster.epoch;
-    }
-    ctx_.scheduler->NotifyClusterChanged(cluster);
-    // Attach before reading the active set: a placement committed after the read is dispatched
-    // to this stream, one committed before it is in the set. Duplicates are harmless.
-    ctx_.agents->Attach(cluster_, handle_);
-    spdlog::info("agent for cluster {} registered: {} nodes, epoch {}", cluster_, nodes.size(),
-                 cluster.epoch);
-
-    v1::ServerMessage registered;
-    registered.mutable_registered()->set_cluster(cluster_);
-    registered.mutable_registered()->set_epoch(cluster.epoch);
-    auto ms = heartbeat_interval_.count();
-    registered.mutable_registered()->mutable_heartbeat_interval()->set_seconds(ms / 1000);
-    registered.mutable_registered()->mutable_heartbeat_interval()->set_nanos(
-        static_cast<int32_t>((ms % 1000) * 1000000));
-    Send(std::move(registered));
-
-    ASSIGN_OR_RETURN(std::vector<Workload> active, ctx_.workloads->ListActive(cluster_));
-    {
-      absl::MutexLock lock(&mu_);
-      for (const Workload& w : active) assigned_.insert(w.id);
-    }
-    // What the agent says it still runs or finished while we were apart.
-    RETURN_IF_ERROR(HandleStatuses(r.known_workloads(), /*during_register=*/true));
-
-    // Re-send every assignment the cluster holds; the agent ignores those it already has.
-    ASSIGN_OR_RETURN(active, ctx_.workloads->ListActive(cluster_));
-    std::vector<Workload> to_run;
-    v1::ServerMessage cancels;
-    for (const Workload& w : active) {
-      to_run.push_back(w);
-      if (w.cancel_requested) cancels.mutable_cancel()->add_workload_ids(absl::StrCat(w.id));
-    }
-    // Work the agent runs that the server no longer wants on this cluster must stop.
-    absl::flat_hash_set<WorkloadId> active_ids;
-    for (const Workload& w : active) active_ids.insert(w.id);
+    std::vector<AgentReport> known;
+    known.reserve(r.known_workloads_size());
     for (const v1::WorkloadStatus& s : r.known_workloads()) {
-      absl::StatusOr<WorkloadId> id = WorkloadIdFromProto("workload_id", s.workload_id());
-      if (id.ok() && !active_ids.contains(*id) &&
-          !IsTerminal(static_cast<WorkloadState>(s.state()))) {
-        cancels.mutable_cancel()->add_workload_ids(s.workload_id());
-      }
+      ASSIGN_OR_RETURN(AgentReport report, AgentReportFromProto(s));
+      known.push_back(std::move(report));
     }
-    if (!to_run.empty()) ctx_.agents->Dispatch(to_run);
-    if (cancels.cancel().workload_ids_size() > 0) Send(std::move(cancels));
-    ctx_.wake_scheduler();
+    ASSIGN_OR_RETURN(link_, ctx_.plane->RegisterAgent(who, info, nodes, known, channel_));
+    spdlog::info("agent for cluster {} registered: {} nodes, epoch {}", link_->cluster(),
+                 nodes.size(), link_->epoch());
     return absl::OkStatus();
   }
 
-  // The agent changed its inventory on our behalf (a MIG repartition carried by an assignment):
-  // store it as registration does, with the info registered on this stream.
-  absl::Status HandleInventory(const v1::InventoryUpdate& u) {
-    std::vector<NodeInfo> nodes = NodesFromProto(u.inventory());
-    RETURN_IF_ERROR(ValidateInventory(info_, nodes));
-    ASSIGN_OR_RETURN(Cluster cluster, ctx_.clusters->RegisterCluster(info_, nodes));
-    ctx_.scheduler->NotifyClusterChanged(cluster);
-    spdlog::info("agent for cluster {} updated its inventory: {} nodes", cluster_, nodes.size());
-    ctx_.wake_scheduler();
-    return absl::OkStatus();
-  }
-
-  absl::Status HandleHeartbeat() {
-    auto now = std::chrono::system_clock::now();
-    // The store only needs the time coarsely; spare it a write per heartbeat.
-    if (now - last_heartbeat_write_ > std::chrono::seconds(10)) {
-      RETURN_IF_ERROR(ctx_.clusters->RecordHeartbeat(cluster_, now));
-      last_heartbeat_write_ = now;
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status HandleStatuses(const google::protobuf::RepeatedPtrField<v1::WorkloadStatus>& updates,
-                              bool during_register) {
-    if (updates.empty()) return absl::OkStatus();
-    ctx_.metrics->agent_status_updates.Increment(updates.size());
-    std::vector<Transition> transitions;
+  absl::Status HandleStatuses(const std::vector<const v1::WorkloadStatus*>& statuses) {
+    if (statuses.empty()) return absl::OkStatus();
+    std::vector<AgentReport> reports;
+    reports.reserve(statuses.size());
     v1::ServerMessage ack;
-    const std::string actor = absl::StrCat("agent:", cluster_);
-    for (const v1::WorkloadStatus& s : updates) {
-      absl::StatusOr<WorkloadId> id = WorkloadIdFromProto("workload_id", s.workload_id());
-      if (!id.ok()) return id.status();
-      auto state = static_cast<WorkloadState>(s.state());
-      bool valid = state == WorkloadState::kRunning || state == WorkloadState::kSucceeded ||
-                   state == WorkloadState::kFailed || state == WorkloadState::kCancelled;
-      if (!valid) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("status.updates.state: agents report RUNNING, SUCCEEDED, FAILED or "
-                         "CANCELLED, got ",
-                         static_cast<int>(s.state())));
-      }
-      // An agent speaks only for work assigned to its cluster; anything else is acknowledged
-      // (so it is not re-sent forever) and ignored.
-      if (IsAssigned(*id)) {
-        Transition t;
-        t.id = *id;
-        t.from =
-            state == WorkloadState::kRunning ? WorkloadState::kPlaced : WorkloadState::kRunning;
-        t.to = state;
-        t.actor = actor;
-        t.reason = state == WorkloadState::kRunning ? "started" : s.message();
-        if (IsTerminal(state)) t.exit_code = s.exit_code();
-        t.message = s.message();
-        if (s.has_time()) t.time = FromProto(s.time());
-        transitions.push_back(std::move(t));
-      } else if (!during_register) {
-        spdlog::warn("agent {} reported workload {} which is not assigned to it", cluster_, *id);
-      }
+    for (const v1::WorkloadStatus* s : statuses) {
+      ASSIGN_OR_RETURN(AgentReport report, AgentReportFromProto(*s));
+      reports.push_back(std::move(report));
       v1::WorkloadStatus* a = ack.mutable_ack()->add_statuses();
-      a->set_workload_id(s.workload_id());
-      a->set_state(s.state());
+      a->set_workload_id(s->workload_id());
+      a->set_state(s->state());
     }
-    if (!transitions.empty()) {
-      ASSIGN_OR_RETURN(std::vector<TransitionResult> results,
-                       ctx_.workloads->ApplyTransitions(transitions));
-      // A terminal report for work the store still has as PLACED (its RUNNING was never
-      // recorded): apply it from PLACED.
-      std::vector<Transition> retry;
-      for (size_t i = 0; i < results.size(); ++i) {
-        const TransitionResult& r = results[i];
-        if (!r.applied && r.current && r.current->state == WorkloadState::kPlaced &&
-            IsTerminal(transitions[i].to)) {
-          Transition t = transitions[i];
-          t.from = WorkloadState::kPlaced;
-          retry.push_back(std::move(t));
-        }
-      }
-      if (!retry.empty()) {
-        ASSIGN_OR_RETURN(std::vector<TransitionResult> more,
-                         ctx_.workloads->ApplyTransitions(retry));
-        results.insert(results.end(), more.begin(), more.end());
-      }
-      std::vector<WorkloadEvent> events;
-      bool released = false;
-      for (const TransitionResult& r : results) {
-        if (!r.applied || !r.event) continue;
-        events.push_back(*r.event);
-        if (IsTerminal(r.event->to)) {
-          ctx_.scheduler->NotifyReleased(r.id);
-          absl::MutexLock lock(&mu_);
-          assigned_.erase(r.id);
-          released = true;
-        }
-      }
-      ctx_.watch->Publish(events);
-      if (released) ctx_.wake_scheduler();
-    }
+    RETURN_IF_ERROR(ctx_.plane->ApplyAgentReports(*link_, reports));
     // Only after the commit: the agent forgets what was acknowledged.
     Send(std::move(ack));
     return absl::OkStatus();
@@ -489,15 +254,13 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
 
   const ApiContext& ctx_;
   grpc::CallbackServerContext* const context_;
-  const std::chrono::milliseconds heartbeat_interval_;
   std::atomic<int> refs_{1};  // gRPC's, released in OnDone
-  std::shared_ptr<SessionHandle> handle_;
+  const std::shared_ptr<ChannelHandle> channel_;
   v1::AgentMessage in_;
 
-  // Touched only by the one executor task handling this stream's current message.
-  std::string cluster_;
-  ClusterInfo info_;  // as registered on this stream
-  std::chrono::system_clock::time_point last_heartbeat_write_{};
+  // Touched only by the one executor task handling this stream's messages (and OnDone, after
+  // it: the task holds a reference).
+  std::shared_ptr<AgentLink> link_;
 
   absl::Mutex mu_;
   std::deque<v1::ServerMessage> queue_ ABSL_GUARDED_BY(mu_);
@@ -510,37 +273,58 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t out_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // Work handed to this cluster (from the store at registration, then every dispatch).
-  absl::flat_hash_set<WorkloadId> assigned_ ABSL_GUARDED_BY(mu_);
-
-  friend class SessionHandle;
 };
 
-AgentStream* SessionHandle::Acquire() {
+AgentStream* ChannelHandle::Acquire() {
   absl::MutexLock lock(&mu_);
   if (stream_ != nullptr) stream_->Ref();
   return stream_;
 }
 
-void SessionHandle::Send(v1::ServerMessage message) {
+template <typename Fn>
+void ChannelHandle::WithStream(Fn fn) {
   AgentStream* s = Acquire();
   if (s == nullptr) return;
-  s->Send(std::move(message));
+  fn(*s);
   s->Unref();
 }
 
-void SessionHandle::Close(const std::string& why) {
-  AgentStream* s = Acquire();
-  if (s == nullptr) return;
-  s->FinishOnce(grpc::Status(grpc::StatusCode::ABORTED, why));
-  s->Unref();
+void ChannelHandle::SendRegistered(const Cluster& cluster) {
+  WithStream([&](AgentStream& s) {
+    v1::ServerMessage m;
+    v1::Registered* r = m.mutable_registered();
+    r->set_cluster(cluster.info.name);
+    r->set_epoch(cluster.epoch);
+    const auto ms = s.heartbeat_interval().count();
+    r->mutable_heartbeat_interval()->set_seconds(ms / 1000);
+    r->mutable_heartbeat_interval()->set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
+    s.Send(std::move(m));
+  });
+}
+
+void ChannelHandle::SendAssignments(const std::vector<Workload>& workloads) {
+  WithStream([&](AgentStream& s) {
+    for (v1::ServerMessage& m : AssignMessages(workloads, kMaxAssignBatchBytes)) {
+      s.Send(std::move(m));
+    }
+  });
+}
+
+void ChannelHandle::SendCancels(const std::vector<WorkloadId>& ids) {
+  WithStream([&](AgentStream& s) {
+    for (v1::ServerMessage& m : CancelMessages(ids, kMaxCancelBatchIds)) s.Send(std::move(m));
+  });
+}
+
+void ChannelHandle::Close(const std::string& why) {
+  WithStream([&](AgentStream& s) { s.FinishOnce(grpc::Status(grpc::StatusCode::ABORTED, why)); });
 }
 
 }  // namespace
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* AgentServiceImpl::Connect(
     grpc::CallbackServerContext* context) {
-  return new AgentStream(ctx_, context, heartbeat_interval_);
+  return new AgentStream(ctx_, context);
 }
 
 }  // namespace gpufed::api

@@ -23,7 +23,7 @@ absl::StatusOr<auth::Principal> Authenticator::Authenticate(
 absl::StatusOr<auth::Principal> Authenticator::AuthenticateToken(absl::string_view token) {
   if (token.empty() || token.size() > 512) return absl::UnauthenticatedError("invalid token");
   const std::string hash = auth::HashToken(token);
-  const auto now = std::chrono::steady_clock::now();
+  const MonotonicTime now = clock_->Monotonic();
   {
     absl::MutexLock lock(&mu_);
     auto it = cache_.find(hash);

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "auth/principal.h"
+#include "federation/clock.h"
 #include "federation/store.h"
 #include "grpcpp/server_context.h"
 
@@ -21,7 +22,7 @@ class Authenticator {
  public:
   static constexpr std::chrono::seconds kCacheTtl{10};
 
-  explicit Authenticator(TenantStore* store) : store_(store) {}
+  Authenticator(TenantStore* store, const Clock* clock) : store_(store), clock_(clock) {}
 
   // UNAUTHENTICATED without a valid token; UNAVAILABLE if the store cannot be asked. May block on
   // the store: call it from an executor thread.
@@ -31,9 +32,10 @@ class Authenticator {
  private:
   struct Entry {
     std::optional<auth::Principal> principal;  // nullopt: known bad
-    std::chrono::steady_clock::time_point expires;
+    MonotonicTime expires;
   };
   TenantStore* const store_;
+  const Clock* const clock_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mu_);
 };

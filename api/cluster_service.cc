@@ -3,30 +3,19 @@
 #include "api/convert.h"
 #include "api/workload_service.h"
 #include "federation/status_macros.h"
-#include "federation/validation.h"
 
 namespace gpufed::api {
-namespace {
-
-absl::Status CheckPoolViewer(const auth::Principal& who) {
-  if (!who.CanViewPool()) return absl::PermissionDeniedError("permission denied");
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 grpc::ServerUnaryReactor* ClusterServiceImpl::ListClusters(grpc::CallbackServerContext* context,
                                                            const v1::ListClustersRequest* request,
                                                            v1::ListClustersResponse* response) {
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    RETURN_IF_ERROR(CheckPoolViewer(who));
-    ASSIGN_OR_RETURN(std::vector<Cluster> clusters,
-                     ctx_.clusters->ListClusters(request->include_nodes()));
-    std::shared_ptr<const Pool> pool = ctx_.scheduler->Snapshot();
-    for (const Cluster& c : clusters) {
+    ASSIGN_OR_RETURN(ClusterListing listing,
+                     ctx_.plane->ListClusters(who, request->include_nodes()));
+    for (const Cluster& c : listing.clusters) {
       *response->add_clusters() =
-          ClusterToProto(c, pool->FindCluster(c.info.name), request->include_nodes());
+          ClusterToProto(c, listing.pool->FindCluster(c.info.name), request->include_nodes());
     }
     return absl::OkStatus();
   });
@@ -37,11 +26,9 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::GetCluster(grpc::CallbackServerCon
                                                          v1::Cluster* response) {
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    RETURN_IF_ERROR(CheckPoolViewer(who));
-    RETURN_IF_ERROR(ValidateName("name", request->name()));
-    ASSIGN_OR_RETURN(Cluster c, ctx_.clusters->GetCluster(request->name()));
-    std::shared_ptr<const Pool> pool = ctx_.scheduler->Snapshot();
-    *response = ClusterToProto(c, pool->FindCluster(c.info.name), /*include_nodes=*/true);
+    ASSIGN_OR_RETURN(ClusterListing listing, ctx_.plane->GetCluster(who, request->name()));
+    const Cluster& c = listing.clusters.front();
+    *response = ClusterToProto(c, listing.pool->FindCluster(c.info.name), /*include_nodes=*/true);
     return absl::OkStatus();
   });
 }

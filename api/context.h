@@ -1,33 +1,31 @@
 #ifndef GPUFED_API_CONTEXT_H_
 #define GPUFED_API_CONTEXT_H_
 
-#include <functional>
+#include <chrono>
 
 #include "api/authn.h"
 #include "api/executor.h"
 #include "api/metrics.h"
 #include "api/watch_hub.h"
-#include "federation/scheduler.h"
-#include "federation/store.h"
+#include "federation/clock.h"
+#include "federation/control_plane.h"
 
 namespace gpufed::api {
-
-class AgentHub;
 
 // What the handlers share; wired by the server (the composition root). All pointers outlive the
 // services.
 struct ApiContext {
-  WorkloadStore* workloads = nullptr;
-  ClusterStore* clusters = nullptr;
-  TenantStore* tenants = nullptr;
+  ControlPlane* plane = nullptr;  // every use case
   Authenticator* authn = nullptr;
+  // User calls run here; agent streams on agent_executor, so that a burst of user traffic
+  // never delays heartbeats or status reports.
   Executor* executor = nullptr;
-  WatchHub* watch = nullptr;
-  Scheduler* scheduler = nullptr;
-  AgentHub* agents = nullptr;
+  Executor* agent_executor = nullptr;
+  WatchHub* watch = nullptr;  // Watch streams subscribe here
   Metrics* metrics = nullptr;
-  // Wakes the scheduler loop (new work or freed capacity).
-  std::function<void()> wake_scheduler;
+  const Clock* clock = nullptr;
+  // How often agents must heartbeat (told to each agent when it registers).
+  std::chrono::milliseconds heartbeat_interval{5000};
 };
 
 }  // namespace gpufed::api

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "federation/status_macros.h"
+#include "federation/validation.h"
 
 namespace gpufed::api {
 namespace {
@@ -431,6 +434,135 @@ v1::Project ProjectToProto(const Project& pr) {
   p.set_name(pr.name);
   *p.mutable_create_time() = ToProto(pr.create_time);
   return p;
+}
+
+// ---- Use-case inputs and outputs --------------------------------------------------------------
+
+namespace {
+
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+std::string EncodePageToken(WorkloadId before_id) {
+  return absl::WebSafeBase64Escape(absl::StrCat("v1:", before_id));
+}
+
+absl::StatusOr<WorkloadId> DecodePageToken(absl::string_view token) {
+  std::string raw;
+  if (!absl::WebSafeBase64Unescape(token, &raw) || raw.rfind("v1:", 0) != 0) {
+    return absl::InvalidArgumentError("page_token: not a token from a previous List response");
+  }
+  absl::StatusOr<WorkloadId> id =
+      WorkloadIdFromProto("page_token", absl::string_view(raw).substr(3));
+  if (!id.ok()) {
+    return absl::InvalidArgumentError("page_token: not a token from a previous List response");
+  }
+  return id;
+}
+
+}  // namespace
+
+absl::StatusOr<ListFilter> ListFilterFromProto(const v1::ListWorkloadsRequest& request) {
+  ListFilter filter;
+  if (!request.tenant().empty()) RETURN_IF_ERROR(ValidateName("tenant", request.tenant()));
+  if (!request.project().empty()) RETURN_IF_ERROR(ValidateName("project", request.project()));
+  if (!request.cluster().empty()) RETURN_IF_ERROR(ValidateName("cluster", request.cluster()));
+  filter.tenant = request.tenant();
+  filter.project = request.project();
+  filter.cluster = request.cluster();
+  for (int i = 0; i < request.states_size(); ++i) {
+    ASSIGN_OR_RETURN(WorkloadState s,
+                     StateFromProto(request.states(i), absl::StrCat("states[", i, "]")));
+    filter.states.push_back(s);
+  }
+  if (request.page_size() > kMaxPageSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be at most ", kMaxPageSize, ", got ", request.page_size()));
+  }
+  filter.page_size =
+      request.page_size() == 0 ? kDefaultPageSize : static_cast<int>(request.page_size());
+  if (!request.page_token().empty()) {
+    ASSIGN_OR_RETURN(filter.before_id, DecodePageToken(request.page_token()));
+  }
+  return filter;
+}
+
+v1::ListWorkloadsResponse WorkloadPageToProto(const WorkloadPage& page) {
+  v1::ListWorkloadsResponse response;
+  for (const Workload& w : page.workloads) *response.add_workloads() = WorkloadToProto(w);
+  if (page.next_before_id != 0) {
+    response.set_next_page_token(EncodePageToken(page.next_before_id));
+  }
+  return response;
+}
+
+v1::ExplainResponse ExplanationToProto(const Explanation& e) {
+  v1::ExplainResponse response;
+  *response.mutable_workload() = WorkloadToProto(e.workload);
+  response.set_explanation(e.text);
+  response.set_never_fits(e.never_fits);
+  response.set_fits_now_on(e.fits_now_on);
+  return response;
+}
+
+absl::StatusOr<auth::Role> RoleFromProto(v1::Role role, absl::string_view field) {
+  switch (role) {
+    case v1::ROLE_PLATFORM_ADMIN:
+      return auth::Role::kPlatformAdmin;
+    case v1::ROLE_TENANT_ADMIN:
+      return auth::Role::kTenantAdmin;
+    case v1::ROLE_TENANT_USER:
+      return auth::Role::kTenantUser;
+    case v1::ROLE_VIEWER:
+      return auth::Role::kViewer;
+    case v1::ROLE_AGENT:
+      return auth::Role::kAgent;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must be set to a role (got ", static_cast<int>(role), ")"));
+  }
+}
+
+// ---- The agent protocol ----------------------------------------------------------------------
+
+absl::StatusOr<AgentReport> AgentReportFromProto(const v1::WorkloadStatus& status) {
+  AgentReport report;
+  ASSIGN_OR_RETURN(report.id,
+                   WorkloadIdFromProto("status.updates.workload_id", status.workload_id()));
+  ASSIGN_OR_RETURN(report.state, StateFromProto(status.state(), "status.updates.state"));
+  report.exit_code = status.exit_code();
+  report.message = status.message();
+  if (status.has_time()) report.time = FromProto(status.time());
+  return report;
+}
+
+std::vector<v1::ServerMessage> AssignMessages(const std::vector<Workload>& workloads,
+                                              size_t max_bytes) {
+  std::vector<v1::ServerMessage> messages;
+  size_t bytes = 0;
+  for (const Workload& w : workloads) {
+    v1::WorkAssignment a;
+    a.set_workload_id(absl::StrCat(w.id));
+    *a.mutable_spec() = SpecToProto(w.spec);
+    *a.mutable_assignment() = AssignmentToProto(w.assignment);
+    const size_t size = a.ByteSizeLong() + 8;  // + the field's tag and length
+    if (messages.empty() || (bytes + size > max_bytes && bytes > 0)) {
+      messages.emplace_back();
+      bytes = 0;
+    }
+    *messages.back().mutable_assign()->add_assignments() = std::move(a);
+    bytes += size;
+  }
+  return messages;
+}
+
+std::vector<v1::ServerMessage> CancelMessages(const std::vector<WorkloadId>& ids, size_t max_ids) {
+  std::vector<v1::ServerMessage> messages;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i % max_ids == 0) messages.emplace_back();
+    messages.back().mutable_cancel()->add_workload_ids(absl::StrCat(ids[i]));
+  }
+  return messages;
 }
 
 }  // namespace gpufed::api

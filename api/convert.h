@@ -6,9 +6,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "auth/principal.h"
+#include "federation/control_plane.h"
 #include "federation/pool.h"
 #include "federation/types.h"
 #include "google/protobuf/timestamp.pb.h"
+#include "gpufed/v1/agent_service.pb.h"
 #include "gpufed/v1/cluster_service.pb.h"
 #include "gpufed/v1/tenant_service.pb.h"
 #include "gpufed/v1/types.pb.h"
@@ -48,6 +51,30 @@ v1::Cluster ClusterToProto(const Cluster& cluster, const ClusterSlots* slots, bo
 
 v1::Tenant TenantToProto(const Tenant& t);
 v1::Project ProjectToProto(const Project& p);
+
+// ---- Use-case inputs and outputs ----
+
+// Filters, page size (1..1000; 0: 100) and the page token of a List call. INVALID_ARGUMENT
+// naming the field.
+absl::StatusOr<ListFilter> ListFilterFromProto(const v1::ListWorkloadsRequest& request);
+v1::ListWorkloadsResponse WorkloadPageToProto(const WorkloadPage& page);
+v1::ExplainResponse ExplanationToProto(const Explanation& e);
+
+// Checked: INVALID_ARGUMENT naming `field` for ROLE_UNSPECIFIED or a number the API does not
+// define.
+absl::StatusOr<auth::Role> RoleFromProto(v1::Role role, absl::string_view field);
+
+// ---- The agent protocol ----
+
+// One status report of an agent. INVALID_ARGUMENT naming the field.
+absl::StatusOr<AgentReport> AgentReportFromProto(const v1::WorkloadStatus& status);
+
+// Assignments as AssignBatch messages of at most `max_bytes` each (one assignment larger than
+// that goes alone), so that no message grows with the number of workloads a cluster holds.
+std::vector<v1::ServerMessage> AssignMessages(const std::vector<Workload>& workloads,
+                                              size_t max_bytes);
+// Cancellations as CancelBatch messages of at most `max_ids` ids each.
+std::vector<v1::ServerMessage> CancelMessages(const std::vector<WorkloadId>& ids, size_t max_ids);
 
 }  // namespace gpufed::api
 

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "federation/ports.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -28,6 +29,28 @@ struct Metrics {
   prometheus::Gauge& scheduler_leader;
   prometheus::Gauge& agents_connected;
   prometheus::Counter& agent_status_updates;
+};
+
+// The control plane's metrics port, exported to Prometheus.
+class PrometheusControlMetrics final : public ControlMetrics {
+ public:
+  explicit PrometheusControlMetrics(Metrics& metrics) : m_(metrics) {}
+  void SubmissionCreated() override { m_.submissions_created.Increment(); }
+  void SubmissionReplayed() override { m_.submissions_replayed.Increment(); }
+  void SubmissionRejected() override { m_.submissions_rejected.Increment(); }
+  void AgentReports(size_t count) override {
+    m_.agent_status_updates.Increment(static_cast<double>(count));
+  }
+  void Leading(bool leading) override { m_.scheduler_leader.Set(leading ? 1 : 0); }
+  void CycleDone(double seconds, size_t placed, int repartitions) override {
+    m_.scheduler_cycle_seconds.Observe(seconds);
+    if (placed > 0) m_.scheduler_placements.Increment(static_cast<double>(placed));
+    if (repartitions > 0) m_.mig_repartitions.Increment(repartitions);
+  }
+  void PendingQueue(int length) override { m_.scheduler_pending.Set(length); }
+
+ private:
+  Metrics& m_;
 };
 
 }  // namespace gpufed::api

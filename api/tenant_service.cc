@@ -1,11 +1,8 @@
 #include "api/tenant_service.h"
 
-#include "absl/strings/str_cat.h"
 #include "api/convert.h"
 #include "api/workload_service.h"
-#include "auth/token.h"
 #include "federation/status_macros.h"
-#include "federation/validation.h"
 
 namespace gpufed::api {
 
@@ -14,15 +11,10 @@ grpc::ServerUnaryReactor* TenantServiceImpl::CreateTenant(grpc::CallbackServerCo
                                                           v1::Tenant* response) {
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
-    RETURN_IF_ERROR(ValidateName("name", request->name()));
-    if (request->display_name().size() > 200) {
-      return absl::InvalidArgumentError("display_name: must be at most 200 characters");
-    }
     Tenant t;
     t.name = request->name();
-    t.display_name = request->display_name().empty() ? request->name() : request->display_name();
-    ASSIGN_OR_RETURN(Tenant created, ctx_.tenants->CreateTenant(t));
+    t.display_name = request->display_name();
+    ASSIGN_OR_RETURN(Tenant created, ctx_.plane->CreateTenant(who, std::move(t)));
     *response = TenantToProto(created);
     return absl::OkStatus();
   });
@@ -33,10 +25,8 @@ grpc::ServerUnaryReactor* TenantServiceImpl::ListTenants(grpc::CallbackServerCon
                                                          v1::ListTenantsResponse* response) {
   return RunOnExecutor(ctx_, context, [this, context, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(std::vector<Tenant> tenants, ctx_.tenants->ListTenants());
-    for (const Tenant& t : tenants) {
-      if (who.CanRead(t.name)) *response->add_tenants() = TenantToProto(t);
-    }
+    ASSIGN_OR_RETURN(std::vector<Tenant> tenants, ctx_.plane->ListTenants(who));
+    for (const Tenant& t : tenants) *response->add_tenants() = TenantToProto(t);
     return absl::OkStatus();
   });
 }
@@ -46,13 +36,8 @@ grpc::ServerUnaryReactor* TenantServiceImpl::CreateProject(grpc::CallbackServerC
                                                            v1::Project* response) {
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    RETURN_IF_ERROR(ValidateName("tenant", request->tenant()));
-    if (!who.CanAdminTenant(request->tenant())) {
-      return absl::PermissionDeniedError("permission denied");
-    }
-    RETURN_IF_ERROR(ValidateName("name", request->name()));
-    ASSIGN_OR_RETURN(Project created,
-                     ctx_.tenants->CreateProject(Project{request->tenant(), request->name(), {}}));
+    ASSIGN_OR_RETURN(Project created, ctx_.plane->CreateProject(
+                                          who, Project{request->tenant(), request->name(), {}}));
     *response = ProjectToProto(created);
     return absl::OkStatus();
   });
@@ -63,11 +48,8 @@ grpc::ServerUnaryReactor* TenantServiceImpl::ListProjects(grpc::CallbackServerCo
                                                           v1::ListProjectsResponse* response) {
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    RETURN_IF_ERROR(ValidateName("tenant", request->tenant()));
-    if (!who.CanRead(request->tenant())) {
-      return absl::NotFoundError(absl::StrCat("tenant ", request->tenant(), " not found"));
-    }
-    ASSIGN_OR_RETURN(std::vector<Project> projects, ctx_.tenants->ListProjects(request->tenant()));
+    ASSIGN_OR_RETURN(std::vector<Project> projects,
+                     ctx_.plane->ListProjects(who, request->tenant()));
     for (const Project& p : projects) *response->add_projects() = ProjectToProto(p);
     return absl::OkStatus();
   });
@@ -78,46 +60,13 @@ grpc::ServerUnaryReactor* TenantServiceImpl::CreateToken(grpc::CallbackServerCon
                                                          v1::CreateTokenResponse* response) {
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    if (request->subject().empty() || request->subject().size() > 200) {
-      return absl::InvalidArgumentError("subject: must be 1..200 characters");
-    }
-    TokenRecord record;
-    record.subject = request->subject();
-    switch (request->role()) {
-      case v1::ROLE_PLATFORM_ADMIN:
-      case v1::ROLE_AGENT:
-        if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
-        break;
-      case v1::ROLE_TENANT_ADMIN:
-      case v1::ROLE_TENANT_USER:
-      case v1::ROLE_VIEWER:
-        if (request->role() != v1::ROLE_VIEWER || !request->tenant().empty()) {
-          RETURN_IF_ERROR(ValidateName("tenant", request->tenant()));
-          if (!who.CanAdminTenant(request->tenant())) {
-            return absl::PermissionDeniedError("permission denied");
-          }
-        } else if (!who.IsPlatformAdmin()) {
-          return absl::PermissionDeniedError("permission denied");  // platform-wide viewer
-        }
-        record.tenant = request->tenant();
-        break;
-      default:
-        return absl::InvalidArgumentError(
-            absl::StrCat("role: must be set (got ", static_cast<int>(request->role()), ")"));
-    }
-    static constexpr auth::Role kRoles[] = {auth::Role::kPlatformAdmin, auth::Role::kPlatformAdmin,
-                                            auth::Role::kTenantAdmin,   auth::Role::kTenantUser,
-                                            auth::Role::kViewer,        auth::Role::kAgent};
-    record.role = std::string(auth::RoleName(kRoles[request->role()]));
-    if (request->role() == v1::ROLE_AGENT) {
-      RETURN_IF_ERROR(ValidateName("cluster", request->cluster()));
-      record.cluster = request->cluster();
-    } else if (!request->cluster().empty()) {
-      return absl::InvalidArgumentError("cluster: only for the agent role");
-    }
-    std::string token = auth::GenerateToken();
-    RETURN_IF_ERROR(ctx_.tenants->CreateToken(auth::HashToken(token), record));
-    response->set_token(token);
+    TokenRequest token;
+    token.subject = request->subject();
+    ASSIGN_OR_RETURN(token.role, RoleFromProto(request->role(), "role"));
+    token.tenant = request->tenant();
+    token.cluster = request->cluster();
+    ASSIGN_OR_RETURN(std::string secret, ctx_.plane->CreateToken(who, token));
+    response->set_token(secret);
     return absl::OkStatus();
   });
 }

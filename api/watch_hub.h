@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "federation/ports.h"
 #include "federation/types.h"
 
 namespace gpufed::api {
@@ -16,14 +17,14 @@ namespace gpufed::api {
 // Fans committed workload events out to Watch streams in this process. Publishers call Publish
 // after their transaction commits; each subscriber's callback runs on the publisher's thread and
 // must only enqueue (never block). Thread-safe.
-class WatchHub {
+class WatchHub final : public EventSink {
  public:
   using Callback = std::function<void(const WorkloadEvent&)>;
 
   // Returns a handle for Unsubscribe.
   uint64_t Subscribe(Callback callback);
   void Unsubscribe(uint64_t handle);
-  void Publish(const std::vector<WorkloadEvent>& events);
+  void Publish(const std::vector<WorkloadEvent>& events) override;
   void Publish(const WorkloadEvent& event) { Publish(std::vector<WorkloadEvent>{event}); }
 
  private:

@@ -4,78 +4,31 @@
 #include <deque>
 #include <optional>
 
-#include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "api/agent_service.h"
 #include "api/convert.h"
 #include "federation/status_macros.h"
-#include "federation/validation.h"
 
 namespace gpufed::api {
-namespace {
-
-constexpr int kDefaultPageSize = 100;
-constexpr int kMaxPageSize = 1000;
-
-std::string EncodePageToken(WorkloadId before_id) {
-  return absl::WebSafeBase64Escape(absl::StrCat("v1:", before_id));
-}
-
-absl::StatusOr<WorkloadId> DecodePageToken(absl::string_view token) {
-  std::string raw;
-  WorkloadId id = 0;
-  if (!absl::WebSafeBase64Unescape(token, &raw) || raw.rfind("v1:", 0) != 0 ||
-      !absl::SimpleAtoi(absl::string_view(raw).substr(3), &id) || id <= 0) {
-    return absl::InvalidArgumentError("page_token: not a token from a previous List response");
-  }
-  return id;
-}
-
-// Loads a workload the caller may see; NOT_FOUND otherwise (another tenant's id looks absent).
-absl::StatusOr<Workload> GetVisible(const ApiContext& ctx, const auth::Principal& who,
-                                    WorkloadId id) {
-  absl::StatusOr<Workload> w = ctx.workloads->Get(id);
-  if (!w.ok()) return w.status();
-  if (!who.CanRead(w->spec.tenant)) {
-    return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
-  }
-  return w;
-}
-
-}  // namespace
 
 grpc::ServerUnaryReactor* WorkloadServiceImpl::Submit(grpc::CallbackServerContext* context,
                                                       const v1::SubmitRequest* request,
                                                       v1::SubmitResponse* response) {
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    absl::Status status = [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-      if (!request->has_spec()) return absl::InvalidArgumentError("spec: required");
-      ASSIGN_OR_RETURN(WorkloadSpec spec, SpecFromProto(request->spec()));
-      if (spec.tenant.empty()) spec.tenant = who.tenant;
-      RETURN_IF_ERROR(ValidateName("spec.tenant", spec.tenant));
-      if (!who.CanSubmit(spec.tenant)) {
-        return absl::PermissionDeniedError("permission denied: may not submit to this tenant");
-      }
-      RETURN_IF_ERROR(ValidateSpec(spec));
-      ASSIGN_OR_RETURN(SubmitResult result, ctx_.workloads->Submit(spec));
-      *response->mutable_workload() = WorkloadToProto(result.workload);
-      response->set_created(result.created);
-      if (result.created) {
-        ctx_.metrics->submissions_created.Increment();
-        ctx_.scheduler->NotifySubmitted(result.workload);
-        WorkloadEvent event{result.workload, WorkloadState::kUnspecified, WorkloadState::kPending,
-                            result.workload.create_time};
-        ctx_.watch->Publish(event);
-        ctx_.wake_scheduler();
-      } else {
-        ctx_.metrics->submissions_replayed.Increment();
-      }
-      return absl::OkStatus();
-    }();
-    if (!status.ok()) ctx_.metrics->submissions_rejected.Increment();
-    return status;
+  return RunOnExecutorAsync(ctx_, context, [this, context, request, response](auto done) {
+    absl::StatusOr<auth::Principal> who = ctx_.authn->Authenticate(*context);
+    if (!who.ok()) return done(who.status());
+    if (!request->has_spec()) return done(absl::InvalidArgumentError("spec: required"));
+    absl::StatusOr<WorkloadSpec> spec = SpecFromProto(request->spec());
+    if (!spec.ok()) {
+      ctx_.metrics->submissions_rejected.Increment();
+      return done(spec.status());
+    }
+    ctx_.plane->Submit(*who, *std::move(spec), DeadlineOf(*context),
+                       [response, done](absl::StatusOr<SubmitResult> result) {
+                         if (result.ok()) {
+                           *response->mutable_workload() = WorkloadToProto(result->workload);
+                           response->set_created(result->created);
+                         }
+                         done(result.status());
+                       });
   });
 }
 
@@ -85,7 +38,7 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Get(grpc::CallbackServerContext* 
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
     ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
-    ASSIGN_OR_RETURN(Workload w, GetVisible(ctx_, who, id));
+    ASSIGN_OR_RETURN(Workload w, ctx_.plane->GetWorkload(who, id));
     *response = WorkloadToProto(w);
     return absl::OkStatus();
   });
@@ -97,32 +50,8 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Explain(grpc::CallbackServerConte
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
     ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
-    ASSIGN_OR_RETURN(Workload w, GetVisible(ctx_, who, id));
-    *response->mutable_workload() = WorkloadToProto(w);
-    switch (w.state) {
-      case WorkloadState::kPending: {
-        PlacementDecision d = ctx_.scheduler->Explain(w.spec);
-        if (d.assignment) {
-          response->set_fits_now_on(d.assignment->cluster);
-          response->set_explanation(absl::StrCat("fits now on ", d.assignment->cluster,
-                                                 "; the scheduler places it in its next cycle"));
-        } else {
-          response->set_explanation(d.reason);
-          response->set_never_fits(d.never_fits);
-        }
-        break;
-      }
-      case WorkloadState::kPlaced:
-      case WorkloadState::kRunning:
-        response->set_explanation(absl::StrCat(StateName(w.state), " on ", w.assignment.cluster,
-                                               " (", w.assignment.replicas.size(), " replica",
-                                               w.assignment.replicas.size() == 1 ? "" : "s", ")"));
-        break;
-      default:
-        response->set_explanation(
-            absl::StrCat(StateName(w.state), w.message.empty() ? "" : ": ", w.message));
-        break;
-    }
+    ASSIGN_OR_RETURN(Explanation e, ctx_.plane->Explain(who, id));
+    *response = ExplanationToProto(e);
     return absl::OkStatus();
   });
 }
@@ -132,36 +61,9 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::List(grpc::CallbackServerContext*
                                                     v1::ListWorkloadsResponse* response) {
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ListFilter filter;
-    filter.tenant = request->tenant();
-    if (filter.tenant.empty() && !who.SeesAllTenants()) filter.tenant = who.tenant;
-    if (!filter.tenant.empty() && !who.CanRead(filter.tenant)) {
-      return absl::PermissionDeniedError("permission denied: may not list this tenant");
-    }
-    if (filter.tenant.empty() && !who.SeesAllTenants()) {
-      return absl::PermissionDeniedError("permission denied");
-    }
-    filter.project = request->project();
-    filter.cluster = request->cluster();
-    for (int i = 0; i < request->states_size(); ++i) {
-      ASSIGN_OR_RETURN(WorkloadState s,
-                       StateFromProto(request->states(i), absl::StrCat("states[", i, "]")));
-      filter.states.push_back(s);
-    }
-    if (request->page_size() > kMaxPageSize) {
-      return absl::InvalidArgumentError(absl::StrCat("page_size: must be at most ", kMaxPageSize,
-                                                     ", got ", request->page_size()));
-    }
-    filter.page_size =
-        request->page_size() == 0 ? kDefaultPageSize : static_cast<int>(request->page_size());
-    if (!request->page_token().empty()) {
-      ASSIGN_OR_RETURN(filter.before_id, DecodePageToken(request->page_token()));
-    }
-    ASSIGN_OR_RETURN(WorkloadPage page, ctx_.workloads->List(filter));
-    for (const Workload& w : page.workloads) *response->add_workloads() = WorkloadToProto(w);
-    if (page.next_before_id != 0) {
-      response->set_next_page_token(EncodePageToken(page.next_before_id));
-    }
+    ASSIGN_OR_RETURN(ListFilter filter, ListFilterFromProto(*request));
+    ASSIGN_OR_RETURN(WorkloadPage page, ctx_.plane->ListWorkloads(who, std::move(filter)));
+    *response = WorkloadPageToProto(page);
     return absl::OkStatus();
   });
 }
@@ -175,20 +77,8 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Cancel(grpc::CallbackServerContex
     if (request->reason().size() > 1024) {
       return absl::InvalidArgumentError("reason: must be at most 1024 characters");
     }
-    ASSIGN_OR_RETURN(Workload before, GetVisible(ctx_, who, id));
-    if (!who.CanSubmit(before.spec.tenant)) {
-      return absl::PermissionDeniedError("permission denied: may not cancel in this tenant");
-    }
-    std::string reason = request->reason().empty() ? "cancelled by user" : request->reason();
-    ASSIGN_OR_RETURN(WorkloadStore::CancelResult result,
-                     ctx_.workloads->RequestCancel(id, absl::StrCat("user:", who.subject), reason));
-    if (result.event) ctx_.watch->Publish(*result.event);
-    if (result.workload.state == WorkloadState::kCancelled) {
-      ctx_.scheduler->NotifyReleased(id);  // drops it from the pending queue
-    } else if (result.workload.cancel_requested && HoldsCapacity(result.workload.state)) {
-      ctx_.agents->SendCancel(result.workload.assignment.cluster, id);
-    }
-    *response = WorkloadToProto(result.workload);
+    ASSIGN_OR_RETURN(Workload w, ctx_.plane->Cancel(who, id, request->reason()));
+    *response = WorkloadToProto(w);
     return absl::OkStatus();
   });
 }
@@ -304,7 +194,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       });
     }
     if (only_id_ != 0) {
-      absl::StatusOr<Workload> w = GetVisible(ctx_, principal_, only_id_);
+      absl::StatusOr<Workload> w = ctx_.plane->GetWorkload(principal_, only_id_);
       if (!w.ok()) return FinishOnce(ToGrpcStatus(w.status()));
       Offer(WorkloadEvent{*w, w->state, w->state, w->update_time});
     }

@@ -6,9 +6,10 @@
 
 namespace gpufed::api {
 
-// gpufed.v1.WorkloadService on the gRPC callback API. Each handler authenticates, authorises,
-// converts, calls the store on the executor, converts back. Tenant-scoped callers see only their
-// tenant; another tenant's workload is NOT_FOUND, never PERMISSION_DENIED with details.
+// gpufed.v1.WorkloadService on the gRPC callback API. Each handler authenticates, converts,
+// calls a ControlPlane use case on the executor (which authorises), converts back, maps the
+// status. Tenant-scoped callers see only their tenant; another tenant's workload is NOT_FOUND,
+// never PERMISSION_DENIED with details.
 class WorkloadServiceImpl final : public v1::WorkloadService::CallbackService {
  public:
   explicit WorkloadServiceImpl(ApiContext context) : ctx_(std::move(context)) {}
@@ -36,10 +37,17 @@ class WorkloadServiceImpl final : public v1::WorkloadService::CallbackService {
 };
 
 // Runs `fn` (returning absl::Status) on the executor and finishes the reactor with its status;
-// UNAVAILABLE at once when the executor is saturated.
+// UNAVAILABLE at once when the executor is saturated. A call whose client went away or whose
+// deadline passed while it was queued is answered without running; while `fn` runs, the call's
+// deadline bounds the stores' waits (federation/request_deadline.h).
 template <typename Fn>
 grpc::ServerUnaryReactor* RunOnExecutor(const ApiContext& ctx, grpc::CallbackServerContext* context,
                                         Fn fn);
+
+// The same for calls that complete later: `fn(done)` calls `done(status)` once, from any thread.
+template <typename Fn>
+grpc::ServerUnaryReactor* RunOnExecutorAsync(const ApiContext& ctx,
+                                             grpc::CallbackServerContext* context, Fn fn);
 
 }  // namespace gpufed::api
 

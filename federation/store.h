@@ -13,7 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "federation/types.h"
 
 namespace gpufed {
@@ -66,6 +68,15 @@ class WorkloadStore {
   // Same tenant + idempotency key: the earlier workload if the spec is identical,
   // ALREADY_EXISTS otherwise. NOT_FOUND if the tenant or project does not exist.
   virtual absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec) = 0;
+
+  // Submit without waiting: returns at once and runs `done` exactly once with what Submit
+  // would return, after the commit (on a store thread: `done` must not block). A submission
+  // still queued when `deadline` passes is dropped unstored: DEADLINE_EXCEEDED. The default
+  // runs Submit on the calling thread (stores that commit at once have nothing to wait for).
+  using SubmitCallback = absl::AnyInvocable<void(absl::StatusOr<SubmitResult>) &&>;
+  virtual void SubmitAsync(const WorkloadSpec& spec, absl::Time /*deadline*/, SubmitCallback done) {
+    std::move(done)(Submit(spec));
+  }
 
   virtual absl::StatusOr<Workload> Get(WorkloadId id) = 0;
   virtual absl::StatusOr<WorkloadPage> List(const ListFilter& filter) = 0;

@@ -35,11 +35,20 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
   }
   if (root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(file, ": expected a mapping"));
-  static const char* kKeys[] = {
-      "grpc_listen",           "http_listen",      "data_dir",         "database_url",
-      "admin_token_file",      "ready_file",       "log_level",        "heartbeat_timeout_seconds",
-      "heartbeat_interval_ms", "executor_threads", "placement_policy", "placement_seed",
-      "mig_partitioning"};
+  static const char* kKeys[] = {"grpc_listen",
+                                "http_listen",
+                                "data_dir",
+                                "database_url",
+                                "admin_token_file",
+                                "ready_file",
+                                "log_level",
+                                "heartbeat_timeout_seconds",
+                                "heartbeat_interval_ms",
+                                "executor_threads",
+                                "placement_policy",
+                                "placement_seed",
+                                "mig_partitioning",
+                                "agent_executor_threads"};
   for (const auto& kv : root) {
     const auto key = kv.first.as<std::string>();
     bool known = false;
@@ -60,6 +69,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "heartbeat_timeout_seconds", &config->heartbeat_timeout_seconds),
         ReadKey(root, file, "heartbeat_interval_ms", &config->heartbeat_interval_ms),
         ReadKey(root, file, "executor_threads", &config->executor_threads),
+        ReadKey(root, file, "agent_executor_threads", &config->agent_executor_threads),
         ReadKey(root, file, "placement_policy", &config->placement_policy),
         ReadKey(root, file, "placement_seed", &config->placement_seed),
         ReadKey(root, file, "mig_partitioning", &config->mig_partitioning)}) {
@@ -121,8 +131,12 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
       ->check(CLI::Range(50, 600000))
       ->capture_default_str();
   app.add_option("--executor-threads", config.executor_threads,
-                 "threads for database work behind the gRPC handlers")
+                 "threads for database work behind the user-facing gRPC handlers")
       ->check(CLI::Range(2, 1024))
+      ->capture_default_str();
+  app.add_option("--agent-executor-threads", config.agent_executor_threads,
+                 "threads for agent streams (apart from user traffic)")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app.add_option("--placement-policy", config.placement_policy,
                  "placement policy: random, first-fit, best-fit, dot-product, gpu-packing, fgd, "

@@ -19,7 +19,10 @@ struct ServerConfig {
   std::string log_level = "info";
   int heartbeat_timeout_seconds = 30;
   int heartbeat_interval_ms = 5000;
-  int executor_threads = 64;
+  // Threads for blocking work behind user calls (reads; a submission leaves its thread at once
+  // and completes when its group commits), and, apart from them, for agent streams.
+  int executor_threads = 16;
+  int agent_executor_threads = 4;
   // Placement (docs/placement.md): the policy by name, the seed for its random tie-breaks, and
   // whether the scheduler may change the MIG layout of idle GPUs (partitioning authority).
   std::string placement_policy = "gpufed";

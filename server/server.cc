@@ -19,7 +19,10 @@
 #include "api/tenant_service.h"
 #include "api/watch_hub.h"
 #include "api/workload_service.h"
-#include "auth/token.h"
+#include "federation/agent_registry.h"
+#include "federation/clock.h"
+#include "federation/control_loop.h"
+#include "federation/control_plane.h"
 #include "federation/scheduler.h"
 #include "federation/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -108,43 +111,61 @@ absl::Status Server::Start() {
   }
   RETURN_IF_ERROR(storage::MigrateDatabase(dsn_));
   ASSIGN_OR_RETURN(store_, storage::PgStore::Create(dsn_, storage::PgStoreOptions()));
-  RETURN_IF_ERROR(BootstrapAdminToken());
 
   registry_ = std::make_shared<prometheus::Registry>();
   metrics_ = std::make_unique<api::Metrics>(*registry_);
+  control_metrics_ = std::make_unique<api::PrometheusControlMetrics>(*metrics_);
+  clock_ = std::make_unique<SystemClock>();
   SchedulerOptions scheduler_options;
   scheduler_options.placement.policy = config_.placement_policy;
   scheduler_options.placement.seed = static_cast<uint64_t>(config_.placement_seed);
   scheduler_options.placement.partitioning = config_.mig_partitioning;
   scheduler_ = std::make_unique<Scheduler>(store_.get(), store_.get(), scheduler_options);
-  authn_ = std::make_unique<api::Authenticator>(store_.get());
+  authn_ = std::make_unique<api::Authenticator>(store_.get(), clock_.get());
   executor_ = std::make_unique<api::Executor>("api", config_.executor_threads, 20000);
+  agent_executor_ =
+      std::make_unique<api::Executor>("agents", config_.agent_executor_threads, 20000);
   watch_ = std::make_unique<api::WatchHub>();
-  agents_ = std::make_unique<api::AgentHub>();
+  agents_ = std::make_unique<AgentRegistry>(clock_.get());
   {
     ASSIGN_OR_RETURN(std::vector<Cluster> clusters, store_->ListClusters(false));
     std::vector<std::string> names;
     names.reserve(clusters.size());
     for (const Cluster& c : clusters) names.push_back(c.info.name);
-    agents_->Seed(names, std::chrono::steady_clock::now());
+    agents_->Seed(names);
   }
+  ControlPlanePorts ports;
+  ports.workloads = store_.get();
+  ports.clusters = store_.get();
+  ports.tenants = store_.get();
+  ports.events = watch_.get();
+  ports.agents = agents_.get();
+  ports.scheduler = scheduler_.get();
+  ports.clock = clock_.get();
+  ports.metrics = control_metrics_.get();
+  plane_ = std::make_unique<ControlPlane>(ports);
+  leader_lock_ = std::make_unique<storage::LeaderLock>(dsn_, storage::LeaderLock::kSchedulerKey);
+  ControlLoopOptions loop_options;
+  loop_options.heartbeat_timeout = std::chrono::seconds(config_.heartbeat_timeout_seconds);
+  loop_ = std::make_unique<ControlLoop>(plane_.get(), scheduler_.get(), agents_.get(),
+                                        leader_lock_.get(), clock_.get(), control_metrics_.get(),
+                                        loop_options);
+  plane_->SetWake([loop = loop_.get()] { loop->Wake(); });
+  RETURN_IF_ERROR(BootstrapAdminToken());
 
   api::ApiContext ctx;
-  ctx.workloads = store_.get();
-  ctx.clusters = store_.get();
-  ctx.tenants = store_.get();
+  ctx.plane = plane_.get();
   ctx.authn = authn_.get();
   ctx.executor = executor_.get();
+  ctx.agent_executor = agent_executor_.get();
   ctx.watch = watch_.get();
-  ctx.scheduler = scheduler_.get();
-  ctx.agents = agents_.get();
   ctx.metrics = metrics_.get();
-  ctx.wake_scheduler = [this] { WakeScheduler(); };
+  ctx.clock = clock_.get();
+  ctx.heartbeat_interval = std::chrono::milliseconds(config_.heartbeat_interval_ms);
   workload_service_ = std::make_unique<api::WorkloadServiceImpl>(ctx);
   cluster_service_ = std::make_unique<api::ClusterServiceImpl>(ctx);
   tenant_service_ = std::make_unique<api::TenantServiceImpl>(ctx);
-  agent_service_ = std::make_unique<api::AgentServiceImpl>(
-      ctx, std::chrono::milliseconds(config_.heartbeat_interval_ms));
+  agent_service_ = std::make_unique<api::AgentServiceImpl>(ctx);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -165,7 +186,7 @@ absl::Status Server::Start() {
         absl::StrCat("grpc_listen: cannot listen on ", config_.grpc_listen, " (in use?)"));
   }
   RETURN_IF_ERROR(StartHttp());
-  scheduler_thread_ = std::thread([this] { SchedulerLoop(); });
+  loop_thread_ = std::thread([this] { loop_->Run(); });
   grpc_->GetHealthCheckService()->SetServingStatus(true);
 
   if (!config_.ready_file.empty()) {
@@ -182,17 +203,13 @@ absl::Status Server::Start() {
 }
 
 absl::Status Server::BootstrapAdminToken() {
-  ASSIGN_OR_RETURN(int64_t tokens, store_->CountTokens());
-  if (tokens > 0) return absl::OkStatus();
-  std::string token = auth::GenerateToken();
-  TokenRecord record;
-  record.subject = "bootstrap-admin";
-  record.role = "platform-admin";
-  // File first: a token only in the database would be a token nobody can use.
-  RETURN_IF_ERROR(WriteSecretFile(config_.admin_token_file, token + "\n"));
-  RETURN_IF_ERROR(store_->CreateToken(auth::HashToken(token), record));
-  spdlog::info("no API tokens existed: wrote a platform-admin token to {}",
-               config_.admin_token_file);
+  ASSIGN_OR_RETURN(bool made, plane_->BootstrapAdminToken([this](const std::string& secret) {
+    return WriteSecretFile(config_.admin_token_file, secret + "\n");
+  }));
+  if (made) {
+    spdlog::info("no API tokens existed: wrote a platform-admin token to {}",
+                 config_.admin_token_file);
+  }
   return absl::OkStatus();
 }
 
@@ -258,120 +275,22 @@ absl::Status Server::StartHttp() {
   return absl::OkStatus();
 }
 
-void Server::WakeScheduler() {
-  absl::MutexLock lock(&wake_mu_);
-  wake_ = true;
-}
-
-void Server::SchedulerLoop() {
-  storage::LeaderLock lock(dsn_, storage::LeaderLock::kSchedulerKey);
-  using Clock = std::chrono::steady_clock;
-  const auto heartbeat_timeout = std::chrono::seconds(config_.heartbeat_timeout_seconds);
-  constexpr auto kMinCycleInterval = std::chrono::milliseconds(10);
-  Clock::time_point last_check{}, last_reload = Clock::now(), last_cycle{};
-  bool leader = false;
-  for (;;) {
-    {
-      absl::MutexLock l(&wake_mu_);
-      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(wake_mu_) { return wake_ || stopping_; };
-      wake_mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Seconds(1));
-      if (stopping_) break;
-      wake_ = false;
-    }
-    const auto now = Clock::now();
-    if (!leader) {
-      scheduler_->ClearInbox();
-      if (!lock.TryAcquire()) continue;
-      absl::Status rebuilt = scheduler_->Rebuild();
-      if (!rebuilt.ok()) {
-        spdlog::error("scheduler: cannot load the pool: {}", rebuilt.ToString());
-        lock.Release();
-        continue;
-      }
-      leader = true;
-      last_check = last_reload = now;
-      metrics_->scheduler_leader.Set(1);
-      spdlog::info("scheduler: active (holds the scheduler lock)");
-    }
-    if (now - last_check >= std::chrono::seconds(1)) {
-      last_check = now;
-      if (!lock.StillHeld()) {
-        leader = false;
-        metrics_->scheduler_leader.Set(0);
-        spdlog::warn("scheduler: lost the scheduler lock; standing by");
-        continue;
-      }
-      for (const std::string& cluster : agents_->TakeTimedOut(now, heartbeat_timeout)) {
-        if (store_->SetClusterState(cluster, ClusterState::kUnreachable).ok()) {
-          scheduler_->NotifyClusterState(cluster, ClusterState::kUnreachable);
-          spdlog::warn("cluster {} unreachable: no heartbeat for {} s", cluster,
-                       config_.heartbeat_timeout_seconds);
-        }
-      }
-    }
-    if (now - last_reload >= std::chrono::seconds(10)) {
-      // Catches work submitted through other API replicas.
-      last_reload = now;
-      if (absl::Status s = scheduler_->ReloadPending(); !s.ok()) {
-        spdlog::warn("scheduler: reload of the pending queue failed: {}", s.ToString());
-      }
-    }
-    // Coalesce wake-ups: under a stream of submissions, one cycle per few milliseconds decides
-    // (and commits) a batch instead of a transaction per submission.
-    if (auto since = Clock::now() - last_cycle; since < kMinCycleInterval) {
-      std::this_thread::sleep_for(kMinCycleInterval - since);
-    }
-    const auto t0 = Clock::now();
-    last_cycle = t0;
-    absl::StatusOr<CycleResult> cycle = scheduler_->RunCycle();
-    metrics_->scheduler_cycle_seconds.Observe(
-        std::chrono::duration<double>(Clock::now() - t0).count());
-    if (!cycle.ok()) {
-      spdlog::warn("scheduler cycle failed: {}", cycle.status().ToString());
-      continue;
-    }
-    if (cycle->stats.repartitions > 0) {
-      metrics_->mig_repartitions.Increment(cycle->stats.repartitions);
-    }
-    if (!cycle->placed.empty()) {
-      metrics_->scheduler_placements.Increment(static_cast<double>(cycle->placed.size()));
-      for (const Workload& w : cycle->placed) {
-        for (const Repartition& r : w.assignment.repartitions) {
-          spdlog::info("MIG repartition on {}/{} GPU {}: {}", w.assignment.cluster, r.node,
-                       r.gpu_uuid, r.reason);
-        }
-      }
-      agents_->Dispatch(cycle->placed);
-      std::vector<WorkloadEvent> events;
-      events.reserve(cycle->placed.size());
-      for (const Workload& w : cycle->placed) {
-        events.push_back(
-            WorkloadEvent{w, WorkloadState::kPending, WorkloadState::kPlaced, w.update_time});
-      }
-      watch_->Publish(events);
-      // More may fit (the cycle considers a bounded slice of the queue): go again at once.
-      WakeScheduler();
-    }
-    metrics_->scheduler_pending.Set(scheduler_->pending_count());
-  }
-  lock.Release();
-  metrics_->scheduler_leader.Set(0);
-}
-
 void Server::Shutdown() {
   if (shut_down_.exchange(true)) return;
   if (grpc_) grpc_->GetHealthCheckService()->SetServingStatus(false);
-  {
-    absl::MutexLock lock(&wake_mu_);
-    stopping_ = true;
-  }
-  if (scheduler_thread_.joinable()) scheduler_thread_.join();
+  if (loop_) loop_->Stop();
+  if (loop_thread_.joinable()) loop_thread_.join();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   executor_.reset();  // finishes queued handler work
+  agent_executor_.reset();
   if (http_) http_->stop();
   if (http_thread_.joinable()) http_thread_.join();
   if (grpc_) grpc_->Wait();
+  // The store answers the submissions still queued; their callbacks reach the control plane
+  // and the loop, which therefore go after it.
   store_.reset();
+  loop_.reset();
+  leader_lock_.reset();
   if (embedded_) {
     if (absl::Status s = embedded_->Stop(); !s.ok()) {
       spdlog::warn("stopping embedded PostgreSQL: {}", s.ToString());

@@ -20,18 +20,23 @@ class Registry;
 }
 
 namespace gpufed {
+class AgentRegistry;
+class ControlLoop;
+class ControlPlane;
 class Scheduler;
+class SystemClock;
 namespace storage {
 class EmbeddedPostgres;
+class LeaderLock;
 class PgStore;
 }  // namespace storage
 namespace api {
-class AgentHub;
 class AgentServiceImpl;
 class Authenticator;
 class ClusterServiceImpl;
 class Executor;
 struct Metrics;
+class PrometheusControlMetrics;
 class TenantServiceImpl;
 class WatchHub;
 class WorkloadServiceImpl;
@@ -61,8 +66,6 @@ class Server {
   absl::Status Start();
   absl::Status BootstrapAdminToken();
   absl::Status StartHttp();
-  void SchedulerLoop();
-  void WakeScheduler();
   bool Ready(std::string* why);
 
   const ServerConfig config_;
@@ -71,11 +74,17 @@ class Server {
   std::unique_ptr<storage::PgStore> store_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<api::Metrics> metrics_;
+  std::unique_ptr<api::PrometheusControlMetrics> control_metrics_;
+  std::unique_ptr<SystemClock> clock_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<api::Authenticator> authn_;
   std::unique_ptr<api::Executor> executor_;
+  std::unique_ptr<api::Executor> agent_executor_;
   std::unique_ptr<api::WatchHub> watch_;
-  std::unique_ptr<api::AgentHub> agents_;
+  std::unique_ptr<AgentRegistry> agents_;
+  std::unique_ptr<ControlPlane> plane_;
+  std::unique_ptr<storage::LeaderLock> leader_lock_;
+  std::unique_ptr<ControlLoop> loop_;
   std::unique_ptr<api::WorkloadServiceImpl> workload_service_;
   std::unique_ptr<api::ClusterServiceImpl> cluster_service_;
   std::unique_ptr<api::TenantServiceImpl> tenant_service_;
@@ -83,13 +92,9 @@ class Server {
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<httplib::Server> http_;
   std::thread http_thread_;
-  std::thread scheduler_thread_;
+  std::thread loop_thread_;
   int grpc_port_ = 0;
   int http_port_ = 0;
-
-  absl::Mutex wake_mu_;
-  bool wake_ ABSL_GUARDED_BY(wake_mu_) = false;
-  bool stopping_ ABSL_GUARDED_BY(wake_mu_) = false;
   std::atomic<bool> shut_down_{false};
 };
 

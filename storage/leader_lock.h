@@ -5,27 +5,29 @@
 #include <memory>
 #include <string>
 
+#include "federation/ports.h"
+
 namespace gpufed::storage {
 
 // "Only one scheduler is active": a PostgreSQL session-level advisory lock held on a dedicated
 // connection. PostgreSQL releases it when that session ends, so a crashed or partitioned leader
 // loses it without any lease logic of ours. Not thread-safe: one owner (the scheduler loop).
-class LeaderLock {
+class LeaderLock final : public LeaderElector {
  public:
   static constexpr int64_t kSchedulerKey = 0x67707566'65640001;  // "gpufed" + 1
 
   LeaderLock(std::string dsn, int64_t key);
-  ~LeaderLock();
+  ~LeaderLock() override;
   LeaderLock(const LeaderLock&) = delete;
   LeaderLock& operator=(const LeaderLock&) = delete;
 
   // Takes the lock if it is free; true if this process holds it afterwards. Reconnects as
   // needed; never throws.
-  bool TryAcquire();
+  bool TryAcquire() override;
   // True if the lock is still held: its session answers. False also means it is lost, and the
   // caller must stop acting as leader before trying to acquire again.
-  bool StillHeld();
-  void Release();
+  bool StillHeld() override;
+  void Release() override;
   bool held() const { return held_; }
 
  private:

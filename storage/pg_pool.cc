@@ -1,7 +1,10 @@
 #include "storage/pg_pool.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "federation/request_deadline.h"
 
 namespace gpufed::storage {
 namespace {
@@ -62,6 +65,37 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> PgPool::Open() {
       return absl::UnavailableError(status.message());
     }
     return status;
+  }
+}
+
+absl::StatusOr<PgPool::RequestBudget> PgPool::BudgetForRequest() const {
+  RequestBudget budget{options_.acquire_timeout, false, std::nullopt};
+  const absl::Time deadline = CurrentDeadline();
+  if (deadline == absl::InfiniteFuture()) return budget;
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError("the request's deadline passed before the database call");
+  }
+  if (left < budget.acquire) {
+    budget.acquire = left;
+    budget.acquire_bound_by_deadline = true;
+  }
+  if (options_.statement_timeout == absl::ZeroDuration() || left < options_.statement_timeout) {
+    // At least a millisecond: 0 would mean no limit at all.
+    budget.statement = std::max(left, absl::Milliseconds(1));
+  }
+  return budget;
+}
+
+void PgPool::LowerStatementTimeout(pqxx::transaction_base& txn, Lease& lease,
+                                   absl::Duration timeout) {
+  const int64_t ms = std::max<int64_t>(1, Millis(timeout));
+  if (dynamic_cast<pqxx::nontransaction*>(&txn) != nullptr) {
+    // Outside a transaction block SET LOCAL does nothing.
+    txn.exec(absl::StrCat("SET statement_timeout = ", ms));
+    lease.restore_statement_timeout_ = true;
+  } else {
+    txn.exec(absl::StrCat("SET LOCAL statement_timeout = ", ms));
   }
 }
 
@@ -142,10 +176,23 @@ void PgPool::Forget() {
   --open_;
 }
 
-PgPool::Lease::Lease(Lease&& other) noexcept : pool_(other.pool_), conn_(std::move(other.conn_)) {}
+PgPool::Lease::Lease(Lease&& other) noexcept
+    : pool_(other.pool_),
+      conn_(std::move(other.conn_)),
+      restore_statement_timeout_(other.restore_statement_timeout_) {}
 
 PgPool::Lease::~Lease() {
-  if (conn_ != nullptr) pool_->Return(std::move(conn_));
+  if (conn_ == nullptr) return;
+  if (restore_statement_timeout_) {
+    try {
+      pqxx::nontransaction txn(*conn_);
+      txn.exec(absl::StrCat("SET statement_timeout = ", Millis(pool_->options_.statement_timeout)));
+    } catch (const std::exception&) {
+      Discard();  // a session whose settings are unknown is not returned
+      return;
+    }
+  }
+  pool_->Return(std::move(conn_));
 }
 
 void PgPool::Lease::Discard() {

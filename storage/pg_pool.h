@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -15,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pqxx/pqxx"
@@ -78,6 +80,7 @@ class PgPool {
         : pool_(pool), conn_(std::move(conn)) {}
     PgPool* pool_;
     std::unique_ptr<pqxx::connection> conn_;
+    bool restore_statement_timeout_ = false;  // see LowerStatementTimeout
   };
 
   // UNAVAILABLE if no connection is free within `timeout` or a new one cannot be opened.
@@ -107,6 +110,21 @@ class PgPool {
   void DropIdle();
   static bool StillAlive(pqxx::connection& conn);
 
+  // What the current request (federation/request_deadline.h) leaves for one attempt:
+  // DEADLINE_EXCEEDED once its deadline has passed.
+  struct RequestBudget {
+    absl::Duration acquire;
+    bool acquire_bound_by_deadline = false;
+    std::optional<absl::Duration> statement;  // set when shorter than the connection's own
+  };
+  absl::StatusOr<RequestBudget> BudgetForRequest() const;
+
+  // Lowers statement_timeout to `timeout` for the transaction `txn` on `lease`: SET LOCAL in a
+  // transaction block; for statements that commit one by one, a session SET that the lease
+  // puts back to the pool's value when it is returned.
+  static void LowerStatementTimeout(pqxx::transaction_base& txn, Lease& lease,
+                                    absl::Duration timeout);
+
   static const absl::Status& StatusOf(const absl::Status& s) { return s; }
   template <typename T>
   static const absl::Status& StatusOf(const absl::StatusOr<T>& s) {
@@ -127,11 +145,21 @@ std::invoke_result_t<Fn&, Txn&> PgPool::Transact(absl::string_view what, Fn&& fn
   using Result = std::invoke_result_t<Fn&, Txn&>;
   absl::Status failure;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    absl::StatusOr<Lease> lease = Acquire();
-    if (!lease.ok()) return lease.status();
+    // The request's deadline bounds the wait for a connection and the statements.
+    absl::StatusOr<RequestBudget> budget = BudgetForRequest();
+    if (!budget.ok()) return budget.status();
+    absl::StatusOr<Lease> lease = Acquire(budget->acquire);
+    if (!lease.ok()) {
+      if (budget->acquire_bound_by_deadline && absl::IsUnavailable(lease.status())) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(what, ": no database connection came free before the request's deadline"));
+      }
+      return lease.status();
+    }
     bool retryable = false;
     try {
       Txn txn(**lease);
+      if (budget->statement) LowerStatementTimeout(txn, *lease, *budget->statement);
       Result result = fn(txn);
       if (!StatusOf(result).ok()) {
         txn.abort();

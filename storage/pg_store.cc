@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "federation/request_deadline.h"
 #include "federation/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "pqxx/pqxx"
@@ -21,12 +22,14 @@
 
 namespace gpufed::storage {
 
-// One caller of Submit, waiting for the committer.
+// One submission waiting for the committer.
 struct PendingSubmit {
-  const WorkloadSpec* spec = nullptr;
+  WorkloadSpec owned_spec;
+  const WorkloadSpec* spec = &owned_spec;
   std::string spec_json;  // encoded by the caller's thread, off the committer's path
+  absl::Time deadline = absl::InfiniteFuture();
   absl::StatusOr<SubmitResult> result = absl::InternalError("submit was not committed");
-  absl::Notification done;
+  WorkloadStore::SubmitCallback done;
 };
 
 namespace {
@@ -614,28 +617,50 @@ absl::StatusOr<int64_t> PgStore::SchemaVersion() {
 // ---- Submit: group commit --------------------------------------------------------------------
 
 absl::StatusOr<SubmitResult> PgStore::Submit(const WorkloadSpec& spec) {
-  RETURN_IF_ERROR(CheckName("spec.tenant", spec.tenant));
-  RETURN_IF_ERROR(CheckName("spec.project", spec.project));
-  if (spec.name.empty()) return absl::InvalidArgumentError("spec.name: required");
-  PendingSubmit pending;
-  pending.spec = &spec;
-  pending.spec_json = WorkloadSpecToJson(spec);
+  absl::Notification committed;
+  absl::StatusOr<SubmitResult> out;
+  SubmitAsync(spec, CurrentDeadline(), [&](absl::StatusOr<SubmitResult> result) {
+    out = std::move(result);
+    committed.Notify();
+  });
+  committed.WaitForNotification();
+  return out;
+}
+
+void PgStore::SubmitAsync(const WorkloadSpec& spec, absl::Time deadline, SubmitCallback done) {
+  absl::Status valid = [&]() -> absl::Status {
+    RETURN_IF_ERROR(CheckName("spec.tenant", spec.tenant));
+    RETURN_IF_ERROR(CheckName("spec.project", spec.project));
+    if (spec.name.empty()) return absl::InvalidArgumentError("spec.name: required");
+    return absl::OkStatus();
+  }();
+  if (!valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  auto pending = std::make_unique<PendingSubmit>();
+  pending->owned_spec = spec;
+  pending->spec_json = WorkloadSpecToJson(spec);
+  pending->deadline = deadline;
+  pending->done = std::move(done);
+  absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::UnavailableError("submit: the store is shutting down");
-    if (queue_.size() >= static_cast<size_t>(options_.max_queued_submits)) {
-      return absl::UnavailableError(absl::StrCat(
+    if (stopping_) {
+      refused = absl::UnavailableError("submit: the store is shutting down");
+    } else if (queue_.size() >= static_cast<size_t>(options_.max_queued_submits)) {
+      refused = absl::UnavailableError(absl::StrCat(
           "submit: ", queue_.size(), " submits already waiting for the database; retry later"));
+    } else {
+      queue_.push_back(std::move(pending));
     }
-    queue_.push_back(&pending);
   }
-  pending.done.WaitForNotification();
-  return std::move(pending.result);
+  if (!refused.ok()) std::move(pending->done)(refused);
 }
 
 void PgStore::CommitterLoop() {
   while (true) {
-    std::vector<PendingSubmit*> group;
+    std::vector<std::unique_ptr<PendingSubmit>> taken;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]()
@@ -643,10 +668,27 @@ void PgStore::CommitterLoop() {
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;  // stopping, and everything queued has been answered
       size_t take = std::min(queue_.size(), static_cast<size_t>(options_.max_group_size));
-      group.assign(queue_.begin(), queue_.begin() + take);
-      queue_.erase(queue_.begin(), queue_.begin() + take);
+      taken.reserve(take);
+      for (size_t i = 0; i < take; ++i) {
+        taken.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
     }
-    CommitGroup(group);
+    // A caller whose deadline passed has been told so by its transport: storing its workload
+    // now would acknowledge nobody and surprise the retry.
+    const absl::Time now = absl::Now();
+    std::vector<PendingSubmit*> group;
+    group.reserve(taken.size());
+    for (const auto& p : taken) {
+      if (p->deadline < now) {
+        p->result = absl::DeadlineExceededError("submit: deadline passed before the commit");
+      } else {
+        group.push_back(p.get());
+      }
+    }
+    if (!group.empty()) CommitGroup(group);
+    // The commit completes the calls: each callback answers its caller.
+    for (const auto& p : taken) std::move(p->done)(std::move(p->result));
   }
 }
 
@@ -816,7 +858,6 @@ void PgStore::CommitGroup(const std::vector<PendingSubmit*>& group) {
     stats_.submit_groups += 1;
     stats_.largest_group = std::max<int64_t>(stats_.largest_group, group.size());
   }
-  for (PendingSubmit* p : group) p->done.Notify();
 }
 
 // ---- Workload reads --------------------------------------------------------------------------

@@ -4,9 +4,10 @@
 // The PostgreSQL implementation of the storage ports (federation/store.h). Schema:
 // migrations/*.sql; decisions: docs/storage.md.
 //
-// Submit is group-committed: callers enqueue their spec and block; a committer thread takes
-// everything queued (up to Options::max_group_size) and inserts it in ONE transaction (one WAL
-// flush for the whole group), then wakes each caller with its own result. One caller's bad row
+// Submit is group-committed: callers enqueue their spec (SubmitAsync returns at once, Submit
+// blocks); a committer thread takes everything queued (up to Options::max_group_size), drops
+// what outlived its deadline, inserts the rest in ONE transaction (one WAL flush for the whole
+// group), then runs each caller's callback with its own result. One caller's bad row
 // (unknown project, idempotency conflict) does not fail the others. (Options::committers
 // such threads may run; one is the default.)
 //
@@ -40,6 +41,7 @@
 //   - ListProjects: NOT_FOUND for an unknown tenant.
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -92,6 +94,7 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
 
   // ---- WorkloadStore ----
   absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec) override;
+  void SubmitAsync(const WorkloadSpec& spec, absl::Time deadline, SubmitCallback done) override;
   absl::StatusOr<Workload> Get(WorkloadId id) override;
   absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override;
   absl::StatusOr<std::vector<Workload>> ListPending(int limit) override;
@@ -150,7 +153,7 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
   const std::unique_ptr<PgPool> committer_pool_;
 
   mutable absl::Mutex mu_;
-  std::vector<PendingSubmit*> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<PendingSubmit>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> committers_;

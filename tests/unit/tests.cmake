@@ -15,3 +15,10 @@ add_executable(federation_unit_tests
 target_link_libraries(federation_unit_tests PRIVATE gpufed_federation gpufed_auth
   GTest::gtest GTest::gtest_main)
 gtest_discover_tests(federation_unit_tests PROPERTIES LABELS unit)
+
+# The use cases and the control loop on the in-memory stores with a fake clock.
+include(${CMAKE_CURRENT_LIST_DIR}/../support/memory_store.cmake)
+add_executable(federation_use_case_tests ${UNIT_DIR}/federation/control_plane_test.cc)
+target_link_libraries(federation_use_case_tests PRIVATE gpufed_federation gpufed_test_memory
+  GTest::gmock GTest::gtest GTest::gtest_main)
+gtest_discover_tests(federation_use_case_tests PROPERTIES LABELS unit)

@@ -1,0 +1,141 @@
+// The agent-facing use cases of ControlPlane (control_plane.h).
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "federation/control_plane.h"
+#include "federation/status_macros.h"
+#include "federation/validation.h"
+
+namespace gpufed {
+namespace {
+
+std::vector<WorkloadId> IdsOf(const std::vector<Workload>& workloads) {
+  std::vector<WorkloadId> ids;
+  ids.reserve(workloads.size());
+  for (const Workload& w : workloads) ids.push_back(w.id);
+  return ids;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
+    const auth::Principal& who, const ClusterInfo& info, const std::vector<NodeInfo>& nodes,
+    const std::vector<AgentReport>& known, std::shared_ptr<AgentChannel> channel) {
+  RETURN_IF_ERROR(ValidateName("register.cluster", info.name));
+  if (!who.CanActForCluster(info.name)) {
+    return absl::PermissionDeniedError("permission denied: this token may not speak for cluster");
+  }
+  RETURN_IF_ERROR(ValidateInventory(info, nodes));
+  ASSIGN_OR_RETURN(Cluster cluster, ports_.clusters->RegisterCluster(info, nodes));
+  ports_.scheduler->NotifyClusterChanged(cluster);
+  cluster.nodes.clear();  // the link needs the name, info and epoch only
+  auto link = std::make_shared<AgentLink>(cluster, std::move(channel));
+  link->channel().SendRegistered(cluster);
+  // Attach before reading the active set: a placement committed after the read is dispatched to
+  // this link, one committed before it is in the set. Duplicates are harmless.
+  ports_.agents->Attach(link);
+
+  ASSIGN_OR_RETURN(std::vector<Workload> active, ports_.workloads->ListActive(info.name));
+  link->Expect(IdsOf(active));
+  // What the agent says it still runs or finished while the two were apart.
+  RETURN_IF_ERROR(ApplyReports(*link, known));
+
+  // Re-send every assignment the cluster holds; the agent ignores those it already has.
+  ASSIGN_OR_RETURN(active, ports_.workloads->ListActive(info.name));
+  std::vector<WorkloadId> cancels;
+  absl::flat_hash_set<WorkloadId> active_ids;
+  for (const Workload& w : active) {
+    active_ids.insert(w.id);
+    if (w.cancel_requested) cancels.push_back(w.id);
+  }
+  // Work the agent runs that the server no longer wants on this cluster must stop.
+  for (const AgentReport& r : known) {
+    if (!active_ids.contains(r.id) && !IsTerminal(r.state)) cancels.push_back(r.id);
+  }
+  link->Assign(active);
+  link->Cancel(cancels);
+  Wake();
+  return link;
+}
+
+absl::Status ControlPlane::UpdateInventory(const AgentLink& link,
+                                           const std::vector<NodeInfo>& nodes) {
+  RETURN_IF_ERROR(ValidateInventory(link.info(), nodes));
+  ports_.agents->Heard(link.cluster());
+  ASSIGN_OR_RETURN(Cluster cluster, ports_.clusters->RegisterCluster(link.info(), nodes));
+  ports_.scheduler->NotifyClusterChanged(cluster);
+  Wake();
+  return absl::OkStatus();
+}
+
+absl::Status ControlPlane::Heartbeat(AgentLink& link) {
+  ports_.agents->Heard(link.cluster());
+  if (link.HeartbeatWriteDue(ports_.clock->Monotonic(), options_.heartbeat_write_interval)) {
+    return ports_.clusters->RecordHeartbeat(link.cluster(), ports_.clock->Now());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ControlPlane::ApplyAgentReports(AgentLink& link,
+                                             const std::vector<AgentReport>& reports) {
+  ports_.agents->Heard(link.cluster());
+  return ApplyReports(link, reports);
+}
+
+void ControlPlane::AgentDisconnected(const AgentLink& link) { ports_.agents->Detach(&link); }
+
+absl::Status ControlPlane::ApplyReports(AgentLink& link, const std::vector<AgentReport>& reports) {
+  if (reports.empty()) return absl::OkStatus();
+  metrics_->AgentReports(reports.size());
+  std::vector<Transition> transitions;
+  const std::string actor = absl::StrCat("agent:", link.cluster());
+  for (const AgentReport& r : reports) {
+    const bool valid = r.state == WorkloadState::kRunning || r.state == WorkloadState::kSucceeded ||
+                       r.state == WorkloadState::kFailed || r.state == WorkloadState::kCancelled;
+    if (!valid) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "status.updates.state: agents report RUNNING, SUCCEEDED, FAILED or CANCELLED, got ",
+          StateName(r.state)));
+    }
+    // An agent speaks only for work handed to its connection; anything else is ignored (and
+    // acknowledged by the caller, so that it is not re-sent forever).
+    if (!link.IsAssigned(r.id)) continue;
+    Transition t;
+    t.id = r.id;
+    t.from = r.state == WorkloadState::kRunning ? WorkloadState::kPlaced : WorkloadState::kRunning;
+    t.to = r.state;
+    t.actor = actor;
+    t.reason = r.state == WorkloadState::kRunning ? "started" : r.message;
+    if (IsTerminal(r.state)) t.exit_code = r.exit_code;
+    t.message = r.message;
+    t.time = r.time;
+    transitions.push_back(std::move(t));
+  }
+  if (transitions.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<TransitionResult> results,
+                   ports_.workloads->ApplyTransitions(transitions));
+  // A terminal report for work the store still has as PLACED (its RUNNING was never recorded):
+  // apply it from PLACED.
+  std::vector<Transition> retry;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const TransitionResult& r = results[i];
+    if (!r.applied && r.current && r.current->state == WorkloadState::kPlaced &&
+        IsTerminal(transitions[i].to)) {
+      Transition t = transitions[i];
+      t.from = WorkloadState::kPlaced;
+      retry.push_back(std::move(t));
+    }
+  }
+  if (!retry.empty()) {
+    ASSIGN_OR_RETURN(std::vector<TransitionResult> more, ports_.workloads->ApplyTransitions(retry));
+    results.insert(results.end(), more.begin(), more.end());
+  }
+  std::vector<WorkloadEvent> events;
+  for (const TransitionResult& r : results) {
+    if (r.applied && r.event) events.push_back(*r.event);
+  }
+  AfterCommit(events);
+  return absl::OkStatus();
+}
+
+}  // namespace gpufed

@@ -1,0 +1,66 @@
+#ifndef GPUFED_FEDERATION_CLOCK_H_
+#define GPUFED_FEDERATION_CLOCK_H_
+
+// The one clock port. The domain and the API handlers never read the real clock: they ask the
+// Clock they were given. The composition roots give SystemClock; tests give FakeClock and move
+// time by hand, so nothing in a test sleeps.
+
+#include <chrono>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "federation/types.h"
+
+namespace gpufed {
+
+using MonotonicTime = std::chrono::steady_clock::time_point;
+
+// Thread-safe.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Wall time: what is recorded (event times, heartbeats written to the store).
+  virtual Timestamp Now() const = 0;
+  // Monotonic time: what intervals and timeouts are measured with (never jumps with NTP).
+  virtual MonotonicTime Monotonic() const = 0;
+};
+
+// The real clocks. The only place outside the composition roots that reads them.
+class SystemClock final : public Clock {
+ public:
+  Timestamp Now() const override { return std::chrono::system_clock::now(); }
+  MonotonicTime Monotonic() const override { return std::chrono::steady_clock::now(); }
+};
+
+// A clock that moves only when told. Both readings advance together. Thread-safe.
+class FakeClock final : public Clock {
+ public:
+  // Starts at 2026-01-01T00:00:00Z wall time and an arbitrary monotonic origin.
+  FakeClock()
+      : wall_(std::chrono::system_clock::time_point(std::chrono::seconds(1767225600))),
+        mono_(MonotonicTime(std::chrono::hours(1))) {}
+
+  Timestamp Now() const override {
+    absl::MutexLock lock(&mu_);
+    return wall_;
+  }
+  MonotonicTime Monotonic() const override {
+    absl::MutexLock lock(&mu_);
+    return mono_;
+  }
+  template <typename Rep, typename Period>
+  void Advance(std::chrono::duration<Rep, Period> d) {
+    absl::MutexLock lock(&mu_);
+    wall_ += std::chrono::duration_cast<Timestamp::duration>(d);
+    mono_ += std::chrono::duration_cast<MonotonicTime::duration>(d);
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  Timestamp wall_ ABSL_GUARDED_BY(mu_);
+  MonotonicTime mono_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpufed
+
+#endif  // GPUFED_FEDERATION_CLOCK_H_

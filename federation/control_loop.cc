@@ -1,0 +1,125 @@
+#include "federation/control_loop.h"
+
+#include <thread>
+
+#include "spdlog/spdlog.h"
+
+namespace gpufed {
+
+ControlLoop::ControlLoop(ControlPlane* plane, Scheduler* scheduler, AgentRegistry* agents,
+                         LeaderElector* leader, const Clock* clock, ControlMetrics* metrics,
+                         ControlLoopOptions options)
+    : plane_(plane),
+      scheduler_(scheduler),
+      agents_(agents),
+      leader_(leader),
+      clock_(clock),
+      metrics_(metrics != nullptr ? metrics : &default_metrics_),
+      options_(options) {}
+
+ControlLoop::~ControlLoop() {
+  if (leading_) leader_->Release();
+}
+
+StepResult ControlLoop::RunOnce(MonotonicTime now) {
+  StepResult step;
+  if (!leading_) {
+    // Notifications meant for an active scheduler would pile up; Rebuild reads the truth.
+    scheduler_->ClearInbox();
+    if (!leader_->TryAcquire()) return step;
+    if (absl::Status rebuilt = scheduler_->Rebuild(); !rebuilt.ok()) {
+      spdlog::error("scheduler: cannot load the pool: {}", rebuilt.ToString());
+      leader_->Release();
+      return step;
+    }
+    leading_ = true;
+    last_check_ = last_reload_ = now;
+    metrics_->Leading(true);
+    spdlog::info("scheduler: active (holds the scheduler lock)");
+  }
+  if (now - last_check_ >= options_.check_interval) {
+    last_check_ = now;
+    if (!leader_->StillHeld()) {
+      leading_ = false;
+      metrics_->Leading(false);
+      spdlog::warn("scheduler: lost the scheduler lock; standing by");
+      return step;
+    }
+    for (const std::string& cluster : agents_->TakeTimedOut(now, options_.heartbeat_timeout)) {
+      if (absl::Status s = plane_->MarkClusterState(cluster, ClusterState::kUnreachable); !s.ok()) {
+        spdlog::warn("cluster {}: cannot mark unreachable: {}", cluster, s.ToString());
+        continue;
+      }
+      spdlog::warn(
+          "cluster {} unreachable: no heartbeat for {} s", cluster,
+          std::chrono::duration_cast<std::chrono::seconds>(options_.heartbeat_timeout).count());
+      step.lost_clusters.push_back(cluster);
+    }
+  }
+  step.leading = true;
+  if (now - last_reload_ >= options_.reload_interval) {
+    last_reload_ = now;
+    if (absl::Status s = scheduler_->ReloadPending(); !s.ok()) {
+      spdlog::warn("scheduler: reload of the pending queue failed: {}", s.ToString());
+    }
+  }
+  const MonotonicTime start = clock_->Monotonic();
+  absl::StatusOr<CycleResult> cycle = scheduler_->RunCycle();
+  if (!cycle.ok()) {
+    spdlog::warn("scheduler cycle failed: {}", cycle.status().ToString());
+    return step;
+  }
+  metrics_->CycleDone(std::chrono::duration<double>(clock_->Monotonic() - start).count(),
+                      cycle->placed.size(), cycle->stats.repartitions);
+  for (const Workload& w : cycle->placed) {
+    for (const Repartition& r : w.assignment.repartitions) {
+      spdlog::info("MIG repartition on {}/{} GPU {}: {}", w.assignment.cluster, r.node, r.gpu_uuid,
+                   r.reason);
+    }
+  }
+  if (!cycle->placed.empty()) {
+    plane_->Placed(cycle->placed);
+    // The cycle considers a bounded slice of the queue: more may fit.
+    step.more = true;
+  }
+  metrics_->PendingQueue(scheduler_->pending_count());
+  step.cycle = std::move(*cycle);
+  return step;
+}
+
+void ControlLoop::Run() {
+  MonotonicTime last_cycle{};
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stopping_; };
+      mu_.AwaitWithTimeout(absl::Condition(&woken), absl::FromChrono(options_.idle_wait));
+      if (stopping_) break;
+      wake_ = false;
+    }
+    // Coalesce wake-ups: under a stream of submissions, one cycle every few milliseconds
+    // decides a batch.
+    if (auto since = clock_->Monotonic() - last_cycle; since < options_.min_cycle_interval) {
+      std::this_thread::sleep_for(options_.min_cycle_interval - since);
+    }
+    last_cycle = clock_->Monotonic();
+    if (RunOnce(last_cycle).more) Wake();
+  }
+  if (leading_) {
+    leader_->Release();
+    leading_ = false;
+    metrics_->Leading(false);
+  }
+}
+
+void ControlLoop::Wake() {
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
+}
+
+void ControlLoop::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+}
+
+}  // namespace gpufed

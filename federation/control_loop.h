@@ -1,0 +1,87 @@
+#ifndef GPUFED_FEDERATION_CONTROL_LOOP_H_
+#define GPUFED_FEDERATION_CONTROL_LOOP_H_
+
+// The control loop: one step (RunOnce) takes or keeps leadership, marks the clusters whose
+// agents went quiet, re-reads the pending queue now and then, and runs one scheduling cycle
+// whose placements go through the control plane's after-commit sequence. Tests drive RunOnce
+// with a FakeClock; the server runs Run() on a thread of its own.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "federation/agent_registry.h"
+#include "federation/clock.h"
+#include "federation/control_plane.h"
+#include "federation/ports.h"
+#include "federation/scheduler.h"
+
+namespace gpufed {
+
+struct ControlLoopOptions {
+  // A cluster whose agent is silent this long is marked unreachable.
+  std::chrono::nanoseconds heartbeat_timeout = std::chrono::seconds(30);
+  // How often leadership and heartbeat timeouts are checked.
+  std::chrono::nanoseconds check_interval = std::chrono::seconds(1);
+  // How often the pending queue is re-read (catches work submitted through other API replicas).
+  std::chrono::nanoseconds reload_interval = std::chrono::seconds(10);
+  // Run(): at least this long between the starts of two cycles, so that a stream of
+  // submissions is decided (and committed) in batches instead of one transaction each.
+  std::chrono::nanoseconds min_cycle_interval = std::chrono::milliseconds(10);
+  // Run(): the longest wait between steps when nothing wakes the loop.
+  std::chrono::nanoseconds idle_wait = std::chrono::seconds(1);
+};
+
+// What one step did.
+struct StepResult {
+  bool leading = false;                    // this process is the active scheduler
+  std::vector<std::string> lost_clusters;  // marked unreachable in this step
+  std::optional<CycleResult> cycle;        // the scheduling cycle, if one ran and committed
+  bool more = false;                       // placements were made: more may fit, go again
+};
+
+// RunOnce and Run must be called from one thread (the loop's); Wake and Stop from any.
+class ControlLoop {
+ public:
+  ControlLoop(ControlPlane* plane, Scheduler* scheduler, AgentRegistry* agents,
+              LeaderElector* leader, const Clock* clock, ControlMetrics* metrics,
+              ControlLoopOptions options);
+  ~ControlLoop();
+  ControlLoop(const ControlLoop&) = delete;
+  ControlLoop& operator=(const ControlLoop&) = delete;
+
+  // One step at monotonic time `now`. Never sleeps.
+  StepResult RunOnce(MonotonicTime now);
+
+  // Steps until Stop(): after each, waits for Wake() or options.idle_wait. Releases
+  // leadership when it returns.
+  void Run();
+  void Wake();
+  void Stop();
+
+ private:
+  ControlPlane* const plane_;
+  Scheduler* const scheduler_;
+  AgentRegistry* const agents_;
+  LeaderElector* const leader_;
+  const Clock* const clock_;
+  ControlMetrics default_metrics_;
+  ControlMetrics* const metrics_;
+  const ControlLoopOptions options_;
+
+  // The loop thread's.
+  bool leading_ = false;
+  MonotonicTime last_check_{};
+  MonotonicTime last_reload_{};
+
+  absl::Mutex mu_;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace gpufed
+
+#endif  // GPUFED_FEDERATION_CONTROL_LOOP_H_

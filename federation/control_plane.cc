@@ -1,0 +1,188 @@
+#include "federation/control_plane.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "federation/status_macros.h"
+#include "federation/validation.h"
+
+namespace gpufed {
+
+ControlPlane::ControlPlane(ControlPlanePorts ports, ControlPlaneOptions options)
+    : ports_(ports),
+      options_(options),
+      metrics_(ports.metrics != nullptr ? ports.metrics : &default_metrics_) {}
+
+// ---- The after-commit sequence ---------------------------------------------------------------
+
+void ControlPlane::AfterCommit(const std::vector<WorkloadEvent>& events,
+                               const std::vector<Workload>& cancel_requested) {
+  bool wake = false;
+  std::vector<Workload> placed;
+  for (const WorkloadEvent& e : events) {
+    const Workload& w = e.workload;
+    if (e.to == WorkloadState::kPending) {
+      ports_.scheduler->NotifySubmitted(w);
+      wake = true;
+    } else if (e.to == WorkloadState::kPlaced) {
+      placed.push_back(w);
+    } else if (IsTerminal(e.to)) {
+      // Frees its capacity, or drops it from the queue if it never left it.
+      ports_.scheduler->NotifyReleased(w.id);
+      if (HoldsCapacity(e.from)) ports_.agents->Forget(w.assignment.cluster, w.id);
+      wake = true;
+    }
+  }
+  if (!placed.empty()) ports_.agents->Dispatch(placed);
+  for (const Workload& w : cancel_requested) {
+    ports_.agents->SendCancel(w.assignment.cluster, w.id);
+  }
+  if (!events.empty()) ports_.events->Publish(events);
+  if (wake) Wake();
+}
+
+// ---- Workloads -------------------------------------------------------------------------------
+
+void ControlPlane::Submit(const auth::Principal& who, WorkloadSpec spec, absl::Time deadline,
+                          SubmitDone done) {
+  absl::Status valid = [&]() -> absl::Status {
+    if (spec.tenant.empty()) spec.tenant = who.tenant;
+    RETURN_IF_ERROR(ValidateName("spec.tenant", spec.tenant));
+    if (!who.CanSubmit(spec.tenant)) {
+      return absl::PermissionDeniedError("permission denied: may not submit to this tenant");
+    }
+    return ValidateSpec(spec);
+  }();
+  if (!valid.ok()) {
+    metrics_->SubmissionRejected();
+    std::move(done)(valid);
+    return;
+  }
+  ports_.workloads->SubmitAsync(
+      spec, deadline, [this, done = std::move(done)](absl::StatusOr<SubmitResult> result) mutable {
+        if (!result.ok()) {
+          metrics_->SubmissionRejected();
+        } else if (result->created) {
+          metrics_->SubmissionCreated();
+          AfterCommit({WorkloadEvent{result->workload, WorkloadState::kUnspecified,
+                                     WorkloadState::kPending, result->workload.create_time}});
+        } else {
+          metrics_->SubmissionReplayed();
+        }
+        std::move(done)(std::move(result));
+      });
+}
+
+absl::StatusOr<Workload> ControlPlane::GetVisible(const auth::Principal& who, WorkloadId id) {
+  absl::StatusOr<Workload> w = ports_.workloads->Get(id);
+  if (!w.ok()) return w.status();
+  if (!who.CanRead(w->spec.tenant)) {
+    return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
+  }
+  return w;
+}
+
+absl::StatusOr<Workload> ControlPlane::GetWorkload(const auth::Principal& who, WorkloadId id) {
+  return GetVisible(who, id);
+}
+
+absl::StatusOr<WorkloadPage> ControlPlane::ListWorkloads(const auth::Principal& who,
+                                                         ListFilter filter) {
+  if (filter.tenant.empty() && !who.SeesAllTenants()) filter.tenant = who.tenant;
+  if (filter.tenant.empty() ? !who.SeesAllTenants() : !who.CanRead(filter.tenant)) {
+    return absl::PermissionDeniedError("permission denied: may not list this tenant");
+  }
+  return ports_.workloads->List(filter);
+}
+
+absl::StatusOr<Explanation> ControlPlane::Explain(const auth::Principal& who, WorkloadId id) {
+  ASSIGN_OR_RETURN(Workload w, GetVisible(who, id));
+  Explanation out;
+  switch (w.state) {
+    case WorkloadState::kPending: {
+      PlacementDecision d = ports_.scheduler->Explain(w.spec);
+      if (d.assignment) {
+        out.fits_now_on = d.assignment->cluster;
+        out.text = absl::StrCat("fits now on ", d.assignment->cluster,
+                                "; the scheduler places it in its next cycle");
+      } else {
+        out.text = std::move(d.reason);
+        out.never_fits = d.never_fits;
+      }
+      break;
+    }
+    case WorkloadState::kPlaced:
+    case WorkloadState::kRunning:
+      out.text = absl::StrCat(StateName(w.state), " on ", w.assignment.cluster, " (",
+                              w.assignment.replicas.size(), " replica",
+                              w.assignment.replicas.size() == 1 ? "" : "s", ")");
+      break;
+    default:
+      out.text = absl::StrCat(StateName(w.state), w.message.empty() ? "" : ": ", w.message);
+      break;
+  }
+  out.workload = std::move(w);
+  return out;
+}
+
+absl::StatusOr<Workload> ControlPlane::Cancel(const auth::Principal& who, WorkloadId id,
+                                              std::string reason) {
+  ASSIGN_OR_RETURN(Workload before, GetVisible(who, id));
+  if (!who.CanSubmit(before.spec.tenant)) {
+    return absl::PermissionDeniedError("permission denied: may not cancel in this tenant");
+  }
+  if (reason.empty()) reason = "cancelled by user";
+  ASSIGN_OR_RETURN(WorkloadStore::CancelResult result,
+                   ports_.workloads->RequestCancel(id, absl::StrCat("user:", who.subject), reason));
+  std::vector<WorkloadEvent> events;
+  if (result.event) events.push_back(*result.event);
+  std::vector<Workload> stop;
+  if (result.workload.cancel_requested && HoldsCapacity(result.workload.state)) {
+    stop.push_back(result.workload);
+  }
+  AfterCommit(events, stop);
+  return std::move(result.workload);
+}
+
+// ---- The pool --------------------------------------------------------------------------------
+
+absl::StatusOr<ClusterListing> ControlPlane::ListClusters(const auth::Principal& who,
+                                                          bool include_nodes) {
+  if (!who.CanViewPool()) return absl::PermissionDeniedError("permission denied");
+  ClusterListing out;
+  ASSIGN_OR_RETURN(out.clusters, ports_.clusters->ListClusters(include_nodes));
+  out.pool = ports_.scheduler->Snapshot();
+  return out;
+}
+
+absl::StatusOr<ClusterListing> ControlPlane::GetCluster(const auth::Principal& who,
+                                                        const std::string& name) {
+  if (!who.CanViewPool()) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(ValidateName("name", name));
+  ClusterListing out;
+  ASSIGN_OR_RETURN(Cluster cluster, ports_.clusters->GetCluster(name));
+  out.clusters.push_back(std::move(cluster));
+  out.pool = ports_.scheduler->Snapshot();
+  return out;
+}
+
+// ---- The control loop's use cases -------------------------------------------------------------
+
+absl::Status ControlPlane::MarkClusterState(const std::string& cluster, ClusterState state) {
+  RETURN_IF_ERROR(ports_.clusters->SetClusterState(cluster, state));
+  ports_.scheduler->NotifyClusterState(cluster, state);
+  Wake();
+  return absl::OkStatus();
+}
+
+void ControlPlane::Placed(const std::vector<Workload>& placed) {
+  std::vector<WorkloadEvent> events;
+  events.reserve(placed.size());
+  for (const Workload& w : placed) {
+    events.push_back(
+        WorkloadEvent{w, WorkloadState::kPending, WorkloadState::kPlaced, w.update_time});
+  }
+  AfterCommit(events);
+}
+
+}  // namespace gpufed

@@ -1,0 +1,185 @@
+#ifndef GPUFED_FEDERATION_CONTROL_PLANE_H_
+#define GPUFED_FEDERATION_CONTROL_PLANE_H_
+
+// The use cases of the control plane, in one place: what a user, an admin or an agent can ask
+// for, and what the control loop does with the clusters it stops hearing from. Each takes and
+// returns plain structs and reaches the outside only through ports: the stores (store.h), the
+// event sink, agent channels and metrics (ports.h), the clock (clock.h). gRPC handlers convert
+// and call these; they hold no logic of their own. docs/architecture.md shows where a new use
+// case goes.
+//
+// Every committed change goes through one after-commit sequence (AfterCommit): the scheduler
+// learns of it, Watch streams get its events, agents get placements and cancellations, the
+// scheduler is woken when there is something to do. No use case writes that sequence itself.
+//
+// Thread-safe: every method may be called from any thread at once.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "auth/principal.h"
+#include "federation/agent_registry.h"
+#include "federation/clock.h"
+#include "federation/ports.h"
+#include "federation/scheduler.h"
+#include "federation/store.h"
+
+namespace gpufed {
+
+struct ControlPlanePorts {
+  WorkloadStore* workloads = nullptr;
+  ClusterStore* clusters = nullptr;
+  TenantStore* tenants = nullptr;
+  EventSink* events = nullptr;
+  AgentRegistry* agents = nullptr;
+  Scheduler* scheduler = nullptr;
+  const Clock* clock = nullptr;
+  ControlMetrics* metrics = nullptr;  // optional
+};
+
+struct ControlPlaneOptions {
+  // An agent's heartbeats are written to the store at most this often.
+  std::chrono::nanoseconds heartbeat_write_interval = std::chrono::seconds(10);
+};
+
+// What an agent says about one workload it was handed.
+struct AgentReport {
+  WorkloadId id = 0;
+  WorkloadState state = WorkloadState::kUnspecified;  // RUNNING, SUCCEEDED, FAILED, CANCELLED
+  int32_t exit_code = 0;                              // terminal states
+  std::string message;
+  std::optional<Timestamp> time;  // when it happened, by the agent's clock
+};
+
+// Why a workload is where it is, evaluated now.
+struct Explanation {
+  Workload workload;
+  std::string text;
+  bool never_fits = false;  // PENDING: no cluster could ever hold it
+  std::string fits_now_on;  // PENDING and it fits now: the cluster the scheduler would choose
+};
+
+// The clusters as stored, with the scheduler's view of their free capacity.
+struct ClusterListing {
+  std::vector<Cluster> clusters;
+  std::shared_ptr<const Pool> pool;  // never null
+};
+
+// A token to create: the caller gets the secret once; only its hash is stored.
+struct TokenRequest {
+  std::string subject;
+  auth::Role role = auth::Role::kViewer;
+  std::string tenant;   // tenant roles; a viewer without one sees every tenant
+  std::string cluster;  // agent role
+};
+
+class ControlPlane {
+ public:
+  using SubmitDone = absl::AnyInvocable<void(absl::StatusOr<SubmitResult>) &&>;
+
+  ControlPlane(ControlPlanePorts ports, ControlPlaneOptions options = {});
+
+  // Called whenever a committed change may let the scheduler do something (the control loop's
+  // Wake). Set once, before any use case runs.
+  void SetWake(std::function<void()> wake) { wake_ = std::move(wake); }
+
+  // ---- Workloads ----
+
+  // Validates and stores a workload as PENDING. `spec.tenant` empty: the caller's tenant.
+  // Returns at once; `done` runs exactly once: after the commit (on a store thread; it must not
+  // block), or at once with the error. INVALID_ARGUMENT naming the field; PERMISSION_DENIED;
+  // NOT_FOUND (tenant or project); ALREADY_EXISTS (idempotency key with another spec);
+  // DEADLINE_EXCEEDED if `deadline` passed before the commit (nothing stored); UNAVAILABLE.
+  void Submit(const auth::Principal& who, WorkloadSpec spec, absl::Time deadline, SubmitDone done);
+
+  // NOT_FOUND also for another tenant's workload (ids do not leak existence).
+  absl::StatusOr<Workload> GetWorkload(const auth::Principal& who, WorkloadId id);
+  // `filter.tenant` empty: the caller's tenant (everyone's for platform-wide readers).
+  // PERMISSION_DENIED for a tenant the caller may not read.
+  absl::StatusOr<WorkloadPage> ListWorkloads(const auth::Principal& who, ListFilter filter);
+  absl::StatusOr<Explanation> Explain(const auth::Principal& who, WorkloadId id);
+  // PENDING/ADMITTED: CANCELLED at once. PLACED/RUNNING: cancel requested, the agent stops it
+  // and confirms. FAILED_PRECONDITION when already ended; PERMISSION_DENIED for a reader.
+  absl::StatusOr<Workload> Cancel(const auth::Principal& who, WorkloadId id, std::string reason);
+
+  // ---- The pool ----
+
+  // PERMISSION_DENIED for agents. Nodes only when asked.
+  absl::StatusOr<ClusterListing> ListClusters(const auth::Principal& who, bool include_nodes);
+  absl::StatusOr<ClusterListing> GetCluster(const auth::Principal& who, const std::string& name);
+
+  // ---- Agents ----
+
+  // An agent (re)connects for `info.name` with its inventory and what it still runs or
+  // finished while away (`known`). Stores the cluster (READY; its epoch is kept), makes
+  // `channel` its connection (an older one is closed), tells the agent its epoch, applies what
+  // it reported, re-sends every assignment the cluster holds, and tells it to stop what it
+  // must not run. PERMISSION_DENIED unless `who` is that cluster's agent; INVALID_ARGUMENT for
+  // a bad inventory.
+  absl::StatusOr<std::shared_ptr<AgentLink>> RegisterAgent(const auth::Principal& who,
+                                                           const ClusterInfo& info,
+                                                           const std::vector<NodeInfo>& nodes,
+                                                           const std::vector<AgentReport>& known,
+                                                           std::shared_ptr<AgentChannel> channel);
+  // The agent changed its inventory on the scheduler's behalf (a MIG repartition).
+  absl::Status UpdateInventory(const AgentLink& link, const std::vector<NodeInfo>& nodes);
+  // The agent is alive.
+  absl::Status Heartbeat(AgentLink& link);
+  // Applies status reports in one transaction. Reports on work not handed to this connection
+  // are ignored (and may be acknowledged: they will never apply). INVALID_ARGUMENT for a state
+  // an agent may not report. After OK, everything reported may be acknowledged.
+  absl::Status ApplyAgentReports(AgentLink& link, const std::vector<AgentReport>& reports);
+  // The connection ended.
+  void AgentDisconnected(const AgentLink& link);
+
+  // ---- Tenancy ----
+
+  absl::StatusOr<Tenant> CreateTenant(const auth::Principal& who, Tenant tenant);
+  // Only the tenants the caller may read.
+  absl::StatusOr<std::vector<Tenant>> ListTenants(const auth::Principal& who);
+  absl::StatusOr<Project> CreateProject(const auth::Principal& who, Project project);
+  absl::StatusOr<std::vector<Project>> ListProjects(const auth::Principal& who,
+                                                    const std::string& tenant);
+  // Returns the secret, shown once.
+  absl::StatusOr<std::string> CreateToken(const auth::Principal& who, const TokenRequest& request);
+  // On a database without tokens: makes a platform-admin token, hands the secret to `keep`
+  // (which writes it where the operator finds it) and only then stores its hash, so that no
+  // token exists that nobody can use. Returns whether one was made.
+  absl::StatusOr<bool> BootstrapAdminToken(
+      const std::function<absl::Status(const std::string& secret)>& keep);
+
+  // ---- The control loop's use cases ----
+
+  // Moves a cluster to `state` (unreachable: no new work goes there).
+  absl::Status MarkClusterState(const std::string& cluster, ClusterState state);
+  // Placements the scheduler committed.
+  void Placed(const std::vector<Workload>& placed);
+
+ private:
+  // The one after-commit sequence. `events` are committed state changes; `cancel_requested`
+  // are workloads still on a cluster whose agent must now stop them.
+  void AfterCommit(const std::vector<WorkloadEvent>& events,
+                   const std::vector<Workload>& cancel_requested = {});
+  absl::Status ApplyReports(AgentLink& link, const std::vector<AgentReport>& reports);
+  absl::StatusOr<Workload> GetVisible(const auth::Principal& who, WorkloadId id);
+  void Wake() {
+    if (wake_) wake_();
+  }
+
+  const ControlPlanePorts ports_;
+  const ControlPlaneOptions options_;
+  ControlMetrics default_metrics_;
+  ControlMetrics* const metrics_;
+  std::function<void()> wake_;
+};
+
+}  // namespace gpufed
+
+#endif  // GPUFED_FEDERATION_CONTROL_PLANE_H_

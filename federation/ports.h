@@ -1,0 +1,78 @@
+#ifndef GPUFED_FEDERATION_PORTS_H_
+#define GPUFED_FEDERATION_PORTS_H_
+
+// The ports the use cases reach the outside through, besides the stores (store.h) and the clock
+// (clock.h). Each is implemented once for real (api/ for events and agent channels, storage/
+// for the leader lock, api/metrics for Prometheus) and faked in tests.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "federation/types.h"
+
+namespace gpufed {
+
+// Where committed workload events go (Watch streams in this process). Publish is called after
+// the transaction that made the events committed; it must only enqueue, never block.
+// Thread-safe.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void Publish(const std::vector<WorkloadEvent>& events) = 0;
+};
+
+// One agent's connection, as the transport provides it. Sends never block (they queue); a
+// closed channel drops what it is given. Thread-safe.
+class AgentChannel {
+ public:
+  virtual ~AgentChannel() = default;
+  // The agent is registered under `cluster` at `epoch`; sent once, first.
+  virtual void SendRegistered(const Cluster& cluster) = 0;
+  // Run these (the agent ignores work it already runs).
+  virtual void SendAssignments(const std::vector<Workload>& workloads) = 0;
+  // Stop these.
+  virtual void SendCancels(const std::vector<WorkloadId>& ids) = 0;
+  // Ends the connection (a newer one for the same cluster took over).
+  virtual void Close(const std::string& why) = 0;
+};
+
+// Hands work to the clusters' agents. Thread-safe; never blocks.
+class AgentDispatcher {
+ public:
+  virtual ~AgentDispatcher() = default;
+  // Committed placements, to their clusters' agents (an agent that is not connected gets them
+  // when it registers again).
+  virtual void Dispatch(const std::vector<Workload>& placed) = 0;
+  virtual void SendCancel(const std::string& cluster, WorkloadId id) = 0;
+  // The workload ended: its cluster's agent may no longer report on it.
+  virtual void Forget(const std::string& cluster, WorkloadId id) = 0;
+};
+
+// "Only one scheduler is active." Not thread-safe: one owner (the control loop).
+class LeaderElector {
+ public:
+  virtual ~LeaderElector() = default;
+  // True if this process leads afterwards. Never blocks for long.
+  virtual bool TryAcquire() = 0;
+  // False when leadership was lost: stop acting as leader before trying again.
+  virtual bool StillHeld() = 0;
+  virtual void Release() = 0;
+};
+
+// What the use cases count, for dashboards. The default does nothing. Thread-safe.
+class ControlMetrics {
+ public:
+  virtual ~ControlMetrics() = default;
+  virtual void SubmissionCreated() {}
+  virtual void SubmissionReplayed() {}
+  virtual void SubmissionRejected() {}
+  virtual void AgentReports(size_t /*count*/) {}
+  virtual void Leading(bool /*leading*/) {}
+  virtual void CycleDone(double /*seconds*/, size_t /*placed*/, int /*repartitions*/) {}
+  virtual void PendingQueue(int /*length*/) {}
+};
+
+}  // namespace gpufed
+
+#endif  // GPUFED_FEDERATION_PORTS_H_

@@ -1,0 +1,97 @@
+// The tenancy use cases of ControlPlane (control_plane.h): tenants, projects, tokens.
+
+#include "absl/strings/str_cat.h"
+#include "auth/token.h"
+#include "federation/control_plane.h"
+#include "federation/status_macros.h"
+#include "federation/validation.h"
+
+namespace gpufed {
+
+absl::StatusOr<Tenant> ControlPlane::CreateTenant(const auth::Principal& who, Tenant tenant) {
+  if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(ValidateName("name", tenant.name));
+  if (tenant.display_name.size() > 200) {
+    return absl::InvalidArgumentError("display_name: must be at most 200 characters");
+  }
+  if (tenant.display_name.empty()) tenant.display_name = tenant.name;
+  return ports_.tenants->CreateTenant(tenant);
+}
+
+absl::StatusOr<std::vector<Tenant>> ControlPlane::ListTenants(const auth::Principal& who) {
+  ASSIGN_OR_RETURN(std::vector<Tenant> tenants, ports_.tenants->ListTenants());
+  std::vector<Tenant> visible;
+  for (Tenant& t : tenants) {
+    if (who.CanRead(t.name)) visible.push_back(std::move(t));
+  }
+  return visible;
+}
+
+absl::StatusOr<Project> ControlPlane::CreateProject(const auth::Principal& who, Project project) {
+  RETURN_IF_ERROR(ValidateName("tenant", project.tenant));
+  if (!who.CanAdminTenant(project.tenant)) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(ValidateName("name", project.name));
+  return ports_.tenants->CreateProject(project);
+}
+
+absl::StatusOr<std::vector<Project>> ControlPlane::ListProjects(const auth::Principal& who,
+                                                                const std::string& tenant) {
+  RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  if (!who.CanRead(tenant)) {
+    return absl::NotFoundError(absl::StrCat("tenant ", tenant, " not found"));
+  }
+  return ports_.tenants->ListProjects(tenant);
+}
+
+absl::StatusOr<std::string> ControlPlane::CreateToken(const auth::Principal& who,
+                                                      const TokenRequest& request) {
+  if (request.subject.empty() || request.subject.size() > 200) {
+    return absl::InvalidArgumentError("subject: must be 1..200 characters");
+  }
+  TokenRecord record;
+  record.subject = request.subject;
+  record.role = std::string(auth::RoleName(request.role));
+  switch (request.role) {
+    case auth::Role::kPlatformAdmin:
+    case auth::Role::kAgent:
+      if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
+      break;
+    case auth::Role::kTenantAdmin:
+    case auth::Role::kTenantUser:
+    case auth::Role::kViewer:
+      if (request.role != auth::Role::kViewer || !request.tenant.empty()) {
+        RETURN_IF_ERROR(ValidateName("tenant", request.tenant));
+        if (!who.CanAdminTenant(request.tenant)) {
+          return absl::PermissionDeniedError("permission denied");
+        }
+      } else if (!who.IsPlatformAdmin()) {
+        return absl::PermissionDeniedError("permission denied");  // a platform-wide viewer
+      }
+      record.tenant = request.tenant;
+      break;
+  }
+  if (request.role == auth::Role::kAgent) {
+    RETURN_IF_ERROR(ValidateName("cluster", request.cluster));
+    record.cluster = request.cluster;
+  } else if (!request.cluster.empty()) {
+    return absl::InvalidArgumentError("cluster: only for the agent role");
+  }
+  std::string token = auth::GenerateToken();
+  RETURN_IF_ERROR(ports_.tenants->CreateToken(auth::HashToken(token), record));
+  return token;
+}
+
+absl::StatusOr<bool> ControlPlane::BootstrapAdminToken(
+    const std::function<absl::Status(const std::string& secret)>& keep) {
+  ASSIGN_OR_RETURN(int64_t tokens, ports_.tenants->CountTokens());
+  if (tokens > 0) return false;
+  std::string token = auth::GenerateToken();
+  TokenRecord record;
+  record.subject = "bootstrap-admin";
+  record.role = std::string(auth::RoleName(auth::Role::kPlatformAdmin));
+  RETURN_IF_ERROR(keep(token));
+  RETURN_IF_ERROR(ports_.tenants->CreateToken(auth::HashToken(token), record));
+  return true;
+}
+
+}  // namespace gpufed

@@ -1,0 +1,453 @@
+// The use cases (federation/control_plane.h) and one step of the control loop
+// (federation/control_loop.h), on the in-memory stores with a fake clock: no PostgreSQL, no
+// threads, no sleeps.
+
+#include "federation/control_plane.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "federation/control_loop.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/memory_store.h"
+#include "tests/support/status_matchers.h"
+#include "tests/unit/federation/test_pools.h"
+
+namespace gpufed {
+namespace {
+
+using ::gpufed::testing::MemoryStore;
+using ::gpufed::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+class RecordingSink final : public EventSink {
+ public:
+  void Publish(const std::vector<WorkloadEvent>& events) override {
+    for (const WorkloadEvent& e : events) this->events.push_back(e);
+  }
+  std::vector<WorkloadState> States(WorkloadId id) const {
+    std::vector<WorkloadState> out;
+    for (const WorkloadEvent& e : events) {
+      if (e.workload.id == id) out.push_back(e.to);
+    }
+    return out;
+  }
+  std::vector<WorkloadEvent> events;
+};
+
+// What the control plane sent one agent connection.
+class FakeChannel final : public AgentChannel {
+ public:
+  void SendRegistered(const Cluster& cluster) override {
+    registered_epochs.push_back(cluster.epoch);
+  }
+  void SendAssignments(const std::vector<Workload>& workloads) override {
+    for (const Workload& w : workloads) assigned.push_back(w.id);
+  }
+  void SendCancels(const std::vector<WorkloadId>& ids) override {
+    cancelled.insert(cancelled.end(), ids.begin(), ids.end());
+  }
+  void Close(const std::string& why) override { closed = true; }
+
+  std::vector<uint64_t> registered_epochs;
+  std::vector<WorkloadId> assigned;
+  std::vector<WorkloadId> cancelled;
+  bool closed = false;
+};
+
+class FakeLeader final : public LeaderElector {
+ public:
+  bool TryAcquire() override { return held = grant; }
+  bool StillHeld() override { return held && grant; }
+  void Release() override { held = false; }
+  bool grant = true;
+  bool held = false;
+};
+
+auth::Principal Admin() { return {"root", auth::Role::kPlatformAdmin, "", ""}; }
+auth::Principal User(const std::string& tenant) {
+  return {"alice", auth::Role::kTenantUser, tenant, ""};
+}
+auth::Principal Viewer(const std::string& tenant) {
+  return {"bob", auth::Role::kViewer, tenant, ""};
+}
+auth::Principal AgentOf(const std::string& cluster) {
+  return {"agent", auth::Role::kAgent, "", cluster};
+}
+
+WorkloadSpec Job(const std::string& tenant = "acme", uint32_t gpus = 1) {
+  WorkloadSpec s;
+  s.tenant = tenant;
+  s.project = "p";
+  s.name = "job";
+  s.gpus_per_replica = gpus;
+  return s;
+}
+
+class ControlPlaneTest : public ::testing::Test {
+ protected:
+  ControlPlaneTest()
+      : store_([this] { return clock_.Now(); }),
+        scheduler_(&store_, &store_),
+        agents_(&clock_),
+        plane_(Ports()),
+        loop_(&plane_, &scheduler_, &agents_, &leader_, &clock_, nullptr, LoopOptions()) {
+    plane_.SetWake([this] { ++wakes_; });
+    for (const char* tenant : {"acme", "other"}) {
+      EXPECT_OK(store_.CreateTenant(Tenant{tenant, tenant, {}}));
+      EXPECT_OK(store_.CreateProject(Project{tenant, "p", {}}));
+    }
+  }
+
+  ControlPlanePorts Ports() {
+    ControlPlanePorts ports;
+    ports.workloads = &store_;
+    ports.clusters = &store_;
+    ports.tenants = &store_;
+    ports.events = &events_;
+    ports.agents = &agents_;
+    ports.scheduler = &scheduler_;
+    ports.clock = &clock_;
+    return ports;
+  }
+
+  static ControlLoopOptions LoopOptions() {
+    ControlLoopOptions options;
+    options.heartbeat_timeout = std::chrono::seconds(30);
+    options.check_interval = std::chrono::seconds(1);
+    return options;
+  }
+
+  absl::StatusOr<SubmitResult> Submit(const auth::Principal& who, WorkloadSpec spec) {
+    absl::StatusOr<SubmitResult> out = absl::InternalError("callback not run");
+    plane_.Submit(who, std::move(spec), absl::InfiniteFuture(),
+                  [&](absl::StatusOr<SubmitResult> r) { out = std::move(r); });
+    return out;
+  }
+
+  // Registers cluster `name` (`nodes` nodes of 8 H100s) through a fake agent connection.
+  std::shared_ptr<FakeChannel> Register(const std::string& name, int nodes = 1,
+                                        std::vector<AgentReport> known = {}) {
+    auto channel = std::make_shared<FakeChannel>();
+    Cluster c = testing::MakeCluster(name, nodes, 8, "H100-80GB");
+    absl::StatusOr<std::shared_ptr<AgentLink>> link =
+        plane_.RegisterAgent(AgentOf(name), c.info, c.nodes, known, channel);
+    EXPECT_OK(link);
+    if (link.ok()) links_[name] = *link;
+    return channel;
+  }
+
+  StepResult Step() { return loop_.RunOnce(clock_.Monotonic()); }
+
+  absl::Status Report(const std::string& cluster, WorkloadId id, WorkloadState state) {
+    AgentReport r;
+    r.id = id;
+    r.state = state;
+    return plane_.ApplyAgentReports(*links_.at(cluster), {r});
+  }
+
+  FakeClock clock_;
+  MemoryStore store_;
+  Scheduler scheduler_;
+  RecordingSink events_;
+  AgentRegistry agents_;
+  FakeLeader leader_;
+  ControlPlane plane_;
+  ControlLoop loop_;
+  std::map<std::string, std::shared_ptr<AgentLink>> links_;
+  int wakes_ = 0;
+};
+
+TEST_F(ControlPlaneTest, SubmitStoresPendingPublishesAndWakes) {
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  EXPECT_TRUE(r.created);
+  EXPECT_EQ(r.workload.state, WorkloadState::kPending);
+  EXPECT_THAT(events_.States(r.workload.id), ElementsAre(WorkloadState::kPending));
+  EXPECT_GT(wakes_, 0);
+  ASSERT_OK_AND_ASSIGN(Workload stored, store_.Get(r.workload.id));
+  EXPECT_EQ(stored.state, WorkloadState::kPending);
+}
+
+TEST_F(ControlPlaneTest, SubmitTakesTheCallersTenantWhenNoneIsGiven) {
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job("")));
+  EXPECT_EQ(r.workload.spec.tenant, "acme");
+}
+
+TEST_F(ControlPlaneTest, SubmitToAnotherTenantIsDeniedAndStoresNothing) {
+  EXPECT_THAT(Submit(User("acme"), Job("other")), StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(Submit(Viewer("acme"), Job("acme")), StatusIs(absl::StatusCode::kPermissionDenied));
+  ASSERT_OK_AND_ASSIGN(WorkloadPage page, store_.List(ListFilter{}));
+  EXPECT_THAT(page.workloads, IsEmpty());
+  EXPECT_THAT(events_.events, IsEmpty());
+}
+
+TEST_F(ControlPlaneTest, SubmitWithABadSpecIsInvalidAndStoresNothing) {
+  WorkloadSpec spec = Job();
+  spec.replicas = 0;
+  EXPECT_THAT(Submit(User("acme"), spec), StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_OK_AND_ASSIGN(WorkloadPage page, store_.List(ListFilter{}));
+  EXPECT_THAT(page.workloads, IsEmpty());
+}
+
+TEST_F(ControlPlaneTest, ReplayedSubmitPublishesNothingNew) {
+  WorkloadSpec spec = Job();
+  spec.idempotency_key = "k1";
+  ASSERT_OK_AND_ASSIGN(SubmitResult first, Submit(User("acme"), spec));
+  ASSERT_OK_AND_ASSIGN(SubmitResult again, Submit(User("acme"), spec));
+  EXPECT_FALSE(again.created);
+  EXPECT_EQ(again.workload.id, first.workload.id);
+  EXPECT_THAT(events_.events, SizeIs(1));
+}
+
+TEST_F(ControlPlaneTest, AnotherTenantsWorkloadLooksAbsent) {
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  EXPECT_THAT(plane_.GetWorkload(User("other"), r.workload.id),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(plane_.Cancel(User("other"), r.workload.id, ""),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(plane_.Explain(User("other"), r.workload.id), StatusIs(absl::StatusCode::kNotFound));
+  ListFilter acme;
+  acme.tenant = "acme";
+  EXPECT_THAT(plane_.ListWorkloads(User("other"), acme),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
+TEST_F(ControlPlaneTest, AViewerMayReadButNotCancel) {
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  EXPECT_OK(plane_.GetWorkload(Viewer("acme"), r.workload.id));
+  EXPECT_THAT(plane_.Cancel(Viewer("acme"), r.workload.id, ""),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
+TEST_F(ControlPlaneTest, OnlyTheClustersAgentMayRegisterIt) {
+  Cluster c = testing::MakeCluster("c1", 1, 8, "H100-80GB");
+  auto channel = std::make_shared<FakeChannel>();
+  EXPECT_THAT(plane_.RegisterAgent(AgentOf("c2"), c.info, c.nodes, {}, channel),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(plane_.RegisterAgent(Admin(), c.info, c.nodes, {}, channel),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(store_.GetCluster("c1"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(channel->registered_epochs, IsEmpty());
+}
+
+TEST_F(ControlPlaneTest, ABadInventoryIsRefusedAndNothingIsStored) {
+  Cluster c = testing::MakeCluster("c1", 1, 8, "H100-80GB");
+  c.nodes[0].gpus[1].uuid = c.nodes[0].gpus[0].uuid;  // duplicate GPU
+  auto channel = std::make_shared<FakeChannel>();
+  EXPECT_THAT(plane_.RegisterAgent(AgentOf("c1"), c.info, c.nodes, {}, channel),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(store_.GetCluster("c1"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(ControlPlaneTest, AWorkloadGoesFromSubmitToSucceededThroughTheLoop) {
+  std::shared_ptr<FakeChannel> agent = Register("c1");
+  EXPECT_THAT(agent->registered_epochs, SizeIs(1));
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  const WorkloadId id = r.workload.id;
+
+  StepResult step = Step();
+  EXPECT_TRUE(step.leading);
+  ASSERT_TRUE(step.cycle.has_value());
+  EXPECT_EQ(step.cycle->stats.placed, 1);
+  EXPECT_TRUE(step.more);
+  EXPECT_THAT(agent->assigned, ElementsAre(id));
+
+  ASSERT_OK(Report("c1", id, WorkloadState::kRunning));
+  ASSERT_OK(Report("c1", id, WorkloadState::kSucceeded));
+  ASSERT_OK_AND_ASSIGN(Workload done, store_.Get(id));
+  EXPECT_EQ(done.state, WorkloadState::kSucceeded);
+  EXPECT_THAT(events_.States(id), ElementsAre(WorkloadState::kPending, WorkloadState::kPlaced,
+                                              WorkloadState::kRunning, WorkloadState::kSucceeded));
+  // Once it ended, the agent may no longer speak for it.
+  EXPECT_FALSE(links_.at("c1")->IsAssigned(id));
+}
+
+TEST_F(ControlPlaneTest, FinishedWorkFreesItsCapacityForTheNext) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult big, Submit(User("acme"), Job("acme", 8)));
+  ASSERT_OK_AND_ASSIGN(SubmitResult next, Submit(User("acme"), Job("acme", 8)));
+  ASSERT_EQ(Step().cycle->stats.placed, 1);
+  EXPECT_EQ(Step().cycle->stats.placed, 0);  // the node is full
+  ASSERT_OK(Report("c1", big.workload.id, WorkloadState::kRunning));
+  ASSERT_OK(Report("c1", big.workload.id, WorkloadState::kFailed));
+  EXPECT_EQ(Step().cycle->stats.placed, 1);
+  ASSERT_OK_AND_ASSIGN(Workload w, store_.Get(next.workload.id));
+  EXPECT_EQ(w.state, WorkloadState::kPlaced);
+}
+
+TEST_F(ControlPlaneTest, AnAgentCannotReportOnWorkItWasNotHanded) {
+  Register("c1");
+  Register("c2");
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  Step();
+  ASSERT_OK_AND_ASSIGN(Workload placed, store_.Get(r.workload.id));
+  const std::string elsewhere = placed.assignment.cluster == "c1" ? "c2" : "c1";
+  ASSERT_OK(Report(elsewhere, r.workload.id, WorkloadState::kRunning));
+  ASSERT_OK_AND_ASSIGN(Workload after, store_.Get(r.workload.id));
+  EXPECT_EQ(after.state, WorkloadState::kPlaced);
+}
+
+TEST_F(ControlPlaneTest, AgentsMayReportOnlyRunningOrEndStates) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  Step();
+  EXPECT_THAT(Report("c1", r.workload.id, WorkloadState::kPending),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Report("c1", r.workload.id, WorkloadState::kPlaced),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(ControlPlaneTest, CancellingPendingWorkEndsItAndTheSchedulerDropsIt) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  ASSERT_OK_AND_ASSIGN(Workload w, plane_.Cancel(User("acme"), r.workload.id, ""));
+  EXPECT_EQ(w.state, WorkloadState::kCancelled);
+  EXPECT_EQ(Step().cycle->stats.placed, 0);
+  EXPECT_THAT(events_.States(r.workload.id),
+              ElementsAre(WorkloadState::kPending, WorkloadState::kCancelled));
+}
+
+TEST_F(ControlPlaneTest, CancellingPlacedWorkAsksItsAgentToStopIt) {
+  std::shared_ptr<FakeChannel> agent = Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  Step();
+  ASSERT_OK_AND_ASSIGN(Workload w, plane_.Cancel(User("acme"), r.workload.id, "no longer needed"));
+  EXPECT_TRUE(w.cancel_requested);
+  EXPECT_EQ(w.state, WorkloadState::kPlaced);
+  EXPECT_THAT(agent->cancelled, ElementsAre(r.workload.id));
+  ASSERT_OK(Report("c1", r.workload.id, WorkloadState::kCancelled));
+  ASSERT_OK_AND_ASSIGN(Workload after, store_.Get(r.workload.id));
+  EXPECT_EQ(after.state, WorkloadState::kCancelled);
+}
+
+TEST_F(ControlPlaneTest, CancellingEndedWorkIsAFailedPrecondition) {
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  ASSERT_OK(plane_.Cancel(User("acme"), r.workload.id, ""));
+  EXPECT_THAT(plane_.Cancel(User("acme"), r.workload.id, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(ControlPlaneTest, ASilentClusterIsMarkedUnreachableAndGetsNoNewWork) {
+  Register("c1");
+  clock_.Advance(std::chrono::seconds(29));
+  EXPECT_THAT(Step().lost_clusters, IsEmpty());
+  clock_.Advance(std::chrono::seconds(2));
+  StepResult step = Step();
+  EXPECT_THAT(step.lost_clusters, ElementsAre("c1"));
+  ASSERT_OK_AND_ASSIGN(Cluster c, store_.GetCluster("c1"));
+  EXPECT_EQ(c.state, ClusterState::kUnreachable);
+  EXPECT_EQ(c.epoch, 2u);  // fenced
+  // Reported once, not on every step.
+  clock_.Advance(std::chrono::seconds(5));
+  EXPECT_THAT(Step().lost_clusters, IsEmpty());
+
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  EXPECT_EQ(Step().cycle->stats.placed, 0);
+  ASSERT_OK_AND_ASSIGN(Workload w, store_.Get(r.workload.id));
+  EXPECT_EQ(w.state, WorkloadState::kPending);
+}
+
+TEST_F(ControlPlaneTest, HeartbeatsKeepAClusterReachableAndAreWrittenCoarsely) {
+  Register("c1");
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(std::chrono::seconds(5));
+    ASSERT_OK(plane_.Heartbeat(*links_.at("c1")));
+    EXPECT_THAT(Step().lost_clusters, IsEmpty());
+  }
+  ASSERT_OK_AND_ASSIGN(Cluster c, store_.GetCluster("c1"));
+  EXPECT_EQ(c.state, ClusterState::kReady);
+  ASSERT_TRUE(c.last_heartbeat.has_value());
+  // Written at most every 10 s: the last write is within 10 s of now, not necessarily now.
+  EXPECT_LE(clock_.Now() - *c.last_heartbeat, std::chrono::seconds(10));
+}
+
+TEST_F(ControlPlaneTest, WithoutLeadershipNothingIsPlaced) {
+  Register("c1");
+  ASSERT_OK(Submit(User("acme"), Job()));
+  leader_.grant = false;
+  StepResult step = Step();
+  EXPECT_FALSE(step.leading);
+  EXPECT_FALSE(step.cycle.has_value());
+  leader_.grant = true;
+  step = Step();
+  EXPECT_TRUE(step.leading);
+  EXPECT_EQ(step.cycle->stats.placed, 1);
+}
+
+TEST_F(ControlPlaneTest, LosingLeadershipStopsScheduling) {
+  Register("c1");
+  Step();
+  leader_.grant = false;
+  clock_.Advance(std::chrono::seconds(1));
+  ASSERT_OK(Submit(User("acme"), Job()));
+  StepResult step = Step();
+  EXPECT_FALSE(step.leading);
+  EXPECT_FALSE(step.cycle.has_value());
+}
+
+TEST_F(ControlPlaneTest, ARegisteringAgentGetsItsWorkBackAndStopsWhatItMustNotRun) {
+  std::shared_ptr<FakeChannel> first = Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult kept, Submit(User("acme"), Job()));
+  Step();
+  ASSERT_OK_AND_ASSIGN(SubmitResult stray, Submit(User("acme"), Job()));
+  ASSERT_OK(plane_.Cancel(User("acme"), stray.workload.id, ""));  // ended while pending
+
+  AgentReport running{kept.workload.id, WorkloadState::kRunning, 0, "", std::nullopt};
+  AgentReport unknown{stray.workload.id, WorkloadState::kRunning, 0, "", std::nullopt};
+  std::shared_ptr<FakeChannel> second = Register("c1", 1, {running, unknown});
+  EXPECT_TRUE(first->closed);  // the newer connection took over
+  EXPECT_THAT(second->assigned, ElementsAre(kept.workload.id));
+  EXPECT_THAT(second->cancelled, ElementsAre(stray.workload.id));
+  ASSERT_OK_AND_ASSIGN(Workload w, store_.Get(kept.workload.id));
+  EXPECT_EQ(w.state, WorkloadState::kRunning);  // what it reported while away was applied
+}
+
+TEST_F(ControlPlaneTest, ExplainSaysWhyPendingWorkWaits) {
+  Register("c1");
+  Step();
+  ASSERT_OK_AND_ASSIGN(SubmitResult never, Submit(User("acme"), Job("acme", 16)));
+  ASSERT_OK_AND_ASSIGN(Explanation e, plane_.Explain(User("acme"), never.workload.id));
+  EXPECT_TRUE(e.never_fits);
+  EXPECT_TRUE(e.fits_now_on.empty());
+
+  ASSERT_OK_AND_ASSIGN(SubmitResult fits, Submit(User("acme"), Job("acme", 1)));
+  ASSERT_OK_AND_ASSIGN(Explanation f, plane_.Explain(User("acme"), fits.workload.id));
+  EXPECT_EQ(f.fits_now_on, "c1");
+}
+
+TEST_F(ControlPlaneTest, TenancyFollowsTheRoles) {
+  EXPECT_THAT(plane_.CreateTenant(User("acme"), Tenant{"x", "", {}}),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  ASSERT_OK_AND_ASSIGN(Tenant t, plane_.CreateTenant(Admin(), Tenant{"x", "", {}}));
+  EXPECT_EQ(t.display_name, "x");
+  ASSERT_OK_AND_ASSIGN(std::vector<Tenant> seen, plane_.ListTenants(User("acme")));
+  ASSERT_THAT(seen, SizeIs(1));
+  EXPECT_EQ(seen[0].name, "acme");
+
+  auth::Principal tenant_admin{"carol", auth::Role::kTenantAdmin, "acme", ""};
+  EXPECT_OK(plane_.CreateProject(tenant_admin, Project{"acme", "q", {}}));
+  EXPECT_THAT(plane_.CreateProject(tenant_admin, Project{"other", "q", {}}),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_OK(plane_.CreateToken(
+      tenant_admin,
+      TokenRequest{
+          .subject = "ci", .role = auth::Role::kTenantUser, .tenant = "acme", .cluster = ""}));
+  EXPECT_THAT(
+      plane_.CreateToken(
+          tenant_admin,
+          TokenRequest{.subject = "x", .role = auth::Role::kAgent, .tenant = "", .cluster = "c1"}),
+      StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(plane_.CreateToken(Admin(), TokenRequest{.subject = "x",
+                                                       .role = auth::Role::kTenantUser,
+                                                       .tenant = "acme",
+                                                       .cluster = "c1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace gpufed
