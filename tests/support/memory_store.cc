@@ -1,0 +1,555 @@
+#include "tests/support/memory_store.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "federation/status_macros.h"
+
+namespace gpufed::testing {
+namespace {
+
+// The checks and messages below follow storage/pg_store.cc, which is the reference.
+
+constexpr size_t kMaxNameLength = 128;
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+// PostgreSQL keeps microseconds (truncated as storage/pg_store.cc's ToMicros does).
+Timestamp ToMicros(Timestamp t) {
+  return Timestamp(std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()));
+}
+
+absl::Status CheckName(absl::string_view field, const std::string& value) {
+  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
+  if (value.size() > kMaxNameLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": at most ", kMaxNameLength, " characters"));
+  }
+  return absl::OkStatus();
+}
+
+bool IsClusterName(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+absl::Status CheckFitsBigint(absl::string_view field, uint64_t value) {
+  if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": too large"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTransition(const Transition& t, size_t i) {
+  const std::string field = absl::StrCat("transitions[", i, "]");
+  if (t.id <= 0) return absl::InvalidArgumentError(absl::StrCat(field, ".id: required"));
+  if (t.from == WorkloadState::kUnspecified) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".from: required"));
+  }
+  if (t.to == WorkloadState::kUnspecified) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".to: required"));
+  }
+  if (t.from == t.to) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".to: equals from (", StateName(t.from), ")"));
+  }
+  if (t.to == WorkloadState::kPlaced && (!t.assignment || t.assignment->cluster.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".assignment: required (with a cluster) when to is PLACED"));
+  }
+  if (t.assignment) {
+    RETURN_IF_ERROR(CheckFitsBigint(field + ".assignment.epoch", t.assignment->epoch));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeInfo>& nodes) {
+  if (!IsClusterName(info.name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster.name: must be 1 to 63 characters of a-z, 0-9 and '-', got \"", info.name, "\""));
+  }
+  std::set<std::string> node_names;
+  std::set<std::string> uuids;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInfo& node = nodes[i];
+    const std::string field = absl::StrCat("nodes[", i, "]");
+    if (node.name.empty()) return absl::InvalidArgumentError(field + ".name: required");
+    if (!node_names.insert(node.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".name: duplicate node \"", node.name, "\""));
+    }
+    RETURN_IF_ERROR(CheckFitsBigint(field + ".cpu_millis", node.cpu_millis));
+    RETURN_IF_ERROR(CheckFitsBigint(field + ".memory_mib", node.memory_mib));
+    std::set<uint32_t> indices;
+    for (size_t j = 0; j < node.gpus.size(); ++j) {
+      const GpuInfo& gpu = node.gpus[j];
+      const std::string gfield = absl::StrCat(field, ".gpus[", j, "]");
+      if (gpu.uuid.empty()) return absl::InvalidArgumentError(gfield + ".uuid: required");
+      if (!uuids.insert(gpu.uuid).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(gfield, ".uuid: duplicate GPU \"", gpu.uuid, "\" in the cluster"));
+      }
+      if (gpu.index > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
+        return absl::InvalidArgumentError(gfield + ".index: too large");
+      }
+      if (!indices.insert(gpu.index).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(gfield, ".index: duplicate index ", gpu.index, " on the node"));
+      }
+      RETURN_IF_ERROR(CheckFitsBigint(gfield + ".memory_mib", gpu.memory_mib));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool IsKnownRole(const std::string& role) {
+  return role == "platform-admin" || role == "tenant-admin" || role == "tenant-user" ||
+         role == "viewer" || role == "agent";
+}
+
+}  // namespace
+
+// ---- FakeTime --------------------------------------------------------------------------------
+
+Timestamp FakeTime::Now() const {
+  absl::MutexLock lock(&mu_);
+  return now_;
+}
+
+void FakeTime::Set(Timestamp t) {
+  absl::MutexLock lock(&mu_);
+  now_ = t;
+}
+
+void FakeTime::Advance(std::chrono::microseconds d) {
+  absl::MutexLock lock(&mu_);
+  now_ += d;
+}
+
+// ---- MemoryStore -----------------------------------------------------------------------------
+
+MemoryStore::MemoryStore() : now_([this] { return fake_time_.Now(); }) {}
+
+MemoryStore::MemoryStore(std::function<Timestamp()> now) : now_(std::move(now)) {}
+
+Timestamp MemoryStore::Now() const { return ToMicros(now_()); }
+
+std::vector<MemoryStore::EventRow> MemoryStore::Events(WorkloadId id) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<EventRow> out;
+  for (const EventRow& row : events_) {
+    if (id == 0 || row.workload_id == id) out.push_back(row);
+  }
+  return out;
+}
+
+// ---- Workloads -------------------------------------------------------------------------------
+
+absl::StatusOr<SubmitResult> MemoryStore::Submit(const WorkloadSpec& spec) {
+  RETURN_IF_ERROR(CheckName("spec.tenant", spec.tenant));
+  RETURN_IF_ERROR(CheckName("spec.project", spec.project));
+  if (spec.name.empty()) return absl::InvalidArgumentError("spec.name: required");
+  absl::MutexLock lock(&mu_);
+  if (!tenants_.contains(spec.tenant)) {
+    return absl::NotFoundError(
+        absl::StrCat("spec.tenant: tenant \"", spec.tenant, "\" does not exist"));
+  }
+  if (!projects_.contains({spec.tenant, spec.project})) {
+    return absl::NotFoundError(absl::StrCat("spec.project: project \"", spec.project,
+                                            "\" does not exist in tenant \"", spec.tenant, "\""));
+  }
+  if (!spec.idempotency_key.empty()) {
+    if (auto it = keys_.find({spec.tenant, spec.idempotency_key}); it != keys_.end()) {
+      const Workload& existing = workloads_.at(it->second);
+      if (existing.spec == spec) return SubmitResult{existing, false};
+      return absl::AlreadyExistsError(absl::StrCat("spec.idempotency_key: \"", spec.idempotency_key,
+                                                   "\" was already used by workload ", existing.id,
+                                                   " with a different spec"));
+    }
+  }
+  const Timestamp now = Now();
+  Workload w;
+  w.id = ++last_id_;
+  w.spec = spec;
+  w.state = WorkloadState::kPending;
+  w.create_time = now;
+  w.update_time = now;
+  w.version = 1;
+  workloads_[w.id] = w;
+  if (!spec.idempotency_key.empty()) keys_[{spec.tenant, spec.idempotency_key}] = w.id;
+  events_.push_back(EventRow{w.id, now, WorkloadState::kUnspecified, WorkloadState::kPending,
+                             "submit", "submitted"});
+  return SubmitResult{std::move(w), true};
+}
+
+absl::StatusOr<Workload> MemoryStore::Get(WorkloadId id) {
+  if (id <= 0) return absl::InvalidArgumentError("id: must be positive");
+  absl::MutexLock lock(&mu_);
+  auto it = workloads_.find(id);
+  if (it == workloads_.end())
+    return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
+  return it->second;
+}
+
+absl::StatusOr<WorkloadPage> MemoryStore::List(const ListFilter& filter) {
+  if (filter.page_size < 0) return absl::InvalidArgumentError("page_size: must not be negative");
+  if (filter.before_id < 0) return absl::InvalidArgumentError("before_id: must not be negative");
+  for (size_t i = 0; i < filter.states.size(); ++i) {
+    if (filter.states[i] == WorkloadState::kUnspecified) {
+      return absl::InvalidArgumentError(absl::StrCat("states[", i, "]: unspecified"));
+    }
+  }
+  const size_t page_size =
+      filter.page_size == 0 ? kDefaultPageSize : std::min(filter.page_size, kMaxPageSize);
+  const WorkloadId before =
+      filter.before_id > 0 ? filter.before_id : std::numeric_limits<WorkloadId>::max();
+
+  absl::MutexLock lock(&mu_);
+  WorkloadPage page;
+  bool more = false;
+  // Newest first: walk down from the first id below the cursor.
+  for (auto it = std::make_reverse_iterator(workloads_.lower_bound(before));
+       it != workloads_.rend(); ++it) {
+    const Workload& w = it->second;
+    if (!filter.tenant.empty() && w.spec.tenant != filter.tenant) continue;
+    if (!filter.project.empty() && w.spec.project != filter.project) continue;
+    if (!filter.states.empty() &&
+        std::find(filter.states.begin(), filter.states.end(), w.state) == filter.states.end()) {
+      continue;
+    }
+    if (!filter.cluster.empty() && w.assignment.cluster != filter.cluster) continue;
+    if (page.workloads.size() == page_size) {
+      more = true;
+      break;
+    }
+    page.workloads.push_back(w);
+  }
+  if (more && !page.workloads.empty()) page.next_before_id = page.workloads.back().id;
+  return page;
+}
+
+absl::StatusOr<std::vector<Workload>> MemoryStore::ListPending(int limit) {
+  if (limit <= 0) return absl::InvalidArgumentError("limit: must be positive");
+  absl::MutexLock lock(&mu_);
+  std::vector<const Workload*> pending;
+  for (const auto& [id, w] : workloads_) {
+    if (w.state == WorkloadState::kPending) pending.push_back(&w);
+  }
+  // Priority desc, id asc; workloads_ is already in id order, so a stable sort suffices.
+  std::stable_sort(pending.begin(), pending.end(), [](const Workload* a, const Workload* b) {
+    return a->spec.priority > b->spec.priority;
+  });
+  std::vector<Workload> out;
+  const size_t n = std::min(pending.size(), static_cast<size_t>(limit));
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(*pending[i]);
+  return out;
+}
+
+absl::StatusOr<std::vector<Workload>> MemoryStore::ListActive(const std::string& cluster) {
+  absl::MutexLock lock(&mu_);
+  std::vector<Workload> out;
+  for (const auto& [id, w] : workloads_) {
+    if (!HoldsCapacity(w.state)) continue;
+    if (!cluster.empty() && w.assignment.cluster != cluster) continue;
+    out.push_back(w);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<TransitionResult>> MemoryStore::ApplyTransitions(
+    const std::vector<Transition>& transitions) {
+  for (size_t i = 0; i < transitions.size(); ++i) {
+    RETURN_IF_ERROR(ValidateTransition(transitions[i], i));
+  }
+  std::vector<TransitionResult> results(transitions.size());
+  if (transitions.empty()) return results;
+
+  absl::MutexLock lock(&mu_);
+  const Timestamp now = Now();
+  // In batch order: the steps of one workload apply one after the other, as PgStore's rounds
+  // do; steps of different workloads do not interact.
+  for (size_t i = 0; i < transitions.size(); ++i) {
+    const Transition& t = transitions[i];
+    results[i].id = t.id;
+    auto it = workloads_.find(t.id);
+    if (it == workloads_.end() || it->second.state != t.from) continue;
+    Workload& w = it->second;
+    const Timestamp at = t.time ? ToMicros(*t.time) : now;
+    w.state = t.to;
+    w.pending_reason = t.to == WorkloadState::kPending ? t.reason : "";
+    if (t.to == WorkloadState::kPlaced) {
+      w.assignment = *t.assignment;
+    } else if (t.to == WorkloadState::kPending) {
+      w.assignment = Assignment();
+    }
+    if (t.to == WorkloadState::kRunning) {
+      w.start_time = at;
+    } else if (t.to == WorkloadState::kPending) {
+      w.start_time.reset();
+    }
+    if (t.to == WorkloadState::kSucceeded || t.to == WorkloadState::kFailed ||
+        t.to == WorkloadState::kCancelled) {
+      w.end_time = at;
+    }
+    if (t.exit_code) w.exit_code = *t.exit_code;
+    if (!t.message.empty()) w.message = t.message;
+    w.update_time = now;
+    ++w.version;
+    events_.push_back(EventRow{w.id, at, t.from, t.to, t.actor, t.reason});
+
+    WorkloadEvent event;
+    event.workload = w;
+    event.from = t.from;
+    event.to = t.to;
+    event.time = at;
+    results[i].applied = true;
+    results[i].current = w;
+    results[i].event = std::move(event);
+  }
+  // Skipped ones report the workload as the whole batch left it.
+  for (TransitionResult& r : results) {
+    if (r.applied) continue;
+    if (auto it = workloads_.find(r.id); it != workloads_.end()) r.current = it->second;
+  }
+  return results;
+}
+
+absl::Status MemoryStore::SetPendingReasons(
+    const std::vector<std::pair<WorkloadId, std::string>>& reasons) {
+  if (reasons.empty()) return absl::OkStatus();
+  std::map<WorkloadId, std::string> last;  // a later entry for the same id wins
+  for (size_t i = 0; i < reasons.size(); ++i) {
+    if (reasons[i].first <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("reasons[", i, "].id: must be positive"));
+    }
+    last[reasons[i].first] = reasons[i].second;
+  }
+  absl::MutexLock lock(&mu_);
+  const Timestamp now = Now();
+  for (auto& [id, reason] : last) {
+    auto it = workloads_.find(id);
+    if (it == workloads_.end()) continue;
+    Workload& w = it->second;
+    if (w.state != WorkloadState::kPending || w.pending_reason == reason) continue;
+    w.pending_reason = std::move(reason);
+    w.update_time = now;
+    ++w.version;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WorkloadStore::CancelResult> MemoryStore::RequestCancel(WorkloadId id,
+                                                                       const std::string& actor,
+                                                                       const std::string& reason) {
+  if (id <= 0) return absl::InvalidArgumentError("id: must be positive");
+  absl::MutexLock lock(&mu_);
+  auto it = workloads_.find(id);
+  if (it == workloads_.end())
+    return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
+  Workload& w = it->second;
+  if (IsTerminal(w.state)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("workload ", id, " is already ", StateName(w.state)));
+  }
+  const Timestamp now = Now();
+  CancelResult out;
+  if (HoldsCapacity(w.state)) {
+    // Its agent must stop it first; the agent's report moves it to CANCELLED.
+    if (!w.cancel_requested) {
+      w.cancel_requested = true;
+      w.update_time = now;
+      ++w.version;
+    }
+    out.workload = w;
+    return out;
+  }
+  const WorkloadState from = w.state;
+  w.state = WorkloadState::kCancelled;
+  w.pending_reason.clear();
+  w.cancel_requested = true;
+  if (!reason.empty()) w.message = reason;
+  w.end_time = now;
+  w.update_time = now;
+  ++w.version;
+  events_.push_back(EventRow{id, now, from, WorkloadState::kCancelled, actor, reason});
+  out.workload = w;
+  WorkloadEvent event;
+  event.workload = w;
+  event.from = from;
+  event.to = WorkloadState::kCancelled;
+  event.time = now;
+  out.event = std::move(event);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> MemoryStore::CountByState() {
+  absl::MutexLock lock(&mu_);
+  std::map<WorkloadState, int64_t> counts;
+  for (const auto& [id, w] : workloads_) ++counts[w.state];
+  return std::vector<std::pair<WorkloadState, int64_t>>(counts.begin(), counts.end());
+}
+
+// ---- Clusters --------------------------------------------------------------------------------
+
+absl::StatusOr<Cluster> MemoryStore::RegisterCluster(const ClusterInfo& info,
+                                                     const std::vector<NodeInfo>& nodes) {
+  RETURN_IF_ERROR(ValidateInventory(info, nodes));
+  absl::MutexLock lock(&mu_);
+  Cluster& c = clusters_[info.name];  // a new one starts at epoch 1
+  c.info = info;
+  c.state = ClusterState::kReady;
+  c.last_heartbeat = Now();
+  // Stored order, as PgStore reads it back: nodes by name, GPUs by index.
+  c.nodes = nodes;
+  std::sort(c.nodes.begin(), c.nodes.end(),
+            [](const NodeInfo& a, const NodeInfo& b) { return a.name < b.name; });
+  for (NodeInfo& node : c.nodes) {
+    std::sort(node.gpus.begin(), node.gpus.end(),
+              [](const GpuInfo& a, const GpuInfo& b) { return a.index < b.index; });
+  }
+  return c;
+}
+
+absl::Status MemoryStore::RecordHeartbeat(const std::string& cluster, Timestamp at) {
+  absl::MutexLock lock(&mu_);
+  auto it = clusters_.find(cluster);
+  if (it == clusters_.end()) {
+    return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
+  }
+  const Timestamp t = ToMicros(at);
+  std::optional<Timestamp>& last = it->second.last_heartbeat;
+  if (!last || *last < t) last = t;
+  return absl::OkStatus();
+}
+
+absl::Status MemoryStore::SetClusterState(const std::string& cluster, ClusterState state) {
+  if (state == ClusterState::kUnspecified) {
+    return absl::InvalidArgumentError("state: unspecified");
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = clusters_.find(cluster);
+  if (it == clusters_.end()) {
+    return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
+  }
+  Cluster& c = it->second;
+  if (state == ClusterState::kUnreachable && c.state != ClusterState::kUnreachable) ++c.epoch;
+  c.state = state;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Cluster>> MemoryStore::ListClusters(bool include_nodes) {
+  absl::MutexLock lock(&mu_);
+  std::vector<Cluster> out;
+  out.reserve(clusters_.size());
+  for (const auto& [name, c] : clusters_) {
+    out.push_back(c);
+    if (!include_nodes) out.back().nodes.clear();
+  }
+  return out;
+}
+
+absl::StatusOr<Cluster> MemoryStore::GetCluster(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  auto it = clusters_.find(name);
+  if (it == clusters_.end()) {
+    return absl::NotFoundError(absl::StrCat("cluster \"", name, "\" not found"));
+  }
+  return it->second;
+}
+
+// ---- Tenancy ---------------------------------------------------------------------------------
+
+absl::StatusOr<Tenant> MemoryStore::CreateTenant(const Tenant& tenant) {
+  RETURN_IF_ERROR(CheckName("tenant.name", tenant.name));
+  absl::MutexLock lock(&mu_);
+  if (tenants_.contains(tenant.name)) {
+    return absl::AlreadyExistsError(absl::StrCat("tenant \"", tenant.name, "\" already exists"));
+  }
+  Tenant out = tenant;
+  out.create_time = Now();
+  tenants_[tenant.name] = out;
+  return out;
+}
+
+absl::StatusOr<std::vector<Tenant>> MemoryStore::ListTenants() {
+  absl::MutexLock lock(&mu_);
+  std::vector<Tenant> out;
+  out.reserve(tenants_.size());
+  for (const auto& [name, t] : tenants_) out.push_back(t);
+  return out;
+}
+
+absl::StatusOr<Project> MemoryStore::CreateProject(const Project& project) {
+  RETURN_IF_ERROR(CheckName("project.tenant", project.tenant));
+  RETURN_IF_ERROR(CheckName("project.name", project.name));
+  absl::MutexLock lock(&mu_);
+  if (!tenants_.contains(project.tenant)) {
+    return absl::NotFoundError(
+        absl::StrCat("project.tenant: tenant \"", project.tenant, "\" does not exist"));
+  }
+  auto [it, inserted] = projects_.try_emplace({project.tenant, project.name}, project);
+  if (!inserted) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "project \"", project.name, "\" already exists in tenant \"", project.tenant, "\""));
+  }
+  it->second.create_time = Now();
+  return it->second;
+}
+
+absl::StatusOr<std::vector<Project>> MemoryStore::ListProjects(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  if (!tenants_.contains(tenant)) {
+    return absl::NotFoundError(absl::StrCat("tenant \"", tenant, "\" does not exist"));
+  }
+  std::vector<Project> out;
+  for (auto it = projects_.lower_bound({tenant, ""});
+       it != projects_.end() && it->first.first == tenant; ++it) {
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+absl::Status MemoryStore::CreateToken(const std::string& token_hash, const TokenRecord& record) {
+  if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
+  if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");
+  if (!IsKnownRole(record.role)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("role: \"", record.role,
+                     "\" is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
+  }
+  if ((record.role == "tenant-admin" || record.role == "tenant-user") && record.tenant.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", record.role));
+  }
+  if (record.role == "agent" && record.cluster.empty()) {
+    return absl::InvalidArgumentError("cluster: required for role agent");
+  }
+  absl::MutexLock lock(&mu_);
+  if (!record.tenant.empty() && !tenants_.contains(record.tenant)) {
+    return absl::NotFoundError(
+        absl::StrCat("tenant: tenant \"", record.tenant, "\" does not exist"));
+  }
+  if (!tokens_.try_emplace(token_hash, record).second) {
+    return absl::AlreadyExistsError("token: a token with this hash already exists");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TokenRecord> MemoryStore::LookupToken(const std::string& token_hash) {
+  absl::MutexLock lock(&mu_);
+  auto it = tokens_.find(token_hash);
+  if (it == tokens_.end()) return absl::NotFoundError("token not found");
+  return it->second;
+}
+
+absl::StatusOr<int64_t> MemoryStore::CountTokens() {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(tokens_.size());
+}
+
+}  // namespace gpufed::testing

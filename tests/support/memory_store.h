@@ -1,0 +1,135 @@
+#ifndef GPUFED_TESTS_SUPPORT_MEMORY_STORE_H_
+#define GPUFED_TESTS_SUPPORT_MEMORY_STORE_H_
+
+// The storage ports (federation/store.h) in memory, for fast unit tests of the domain: no
+// PostgreSQL, no threads, no sleeps, time from an injected clock.
+//
+// It behaves as storage::PgStore does (storage/pg_store.h lists the details: validation,
+// status codes, guarded transitions with event rows, version bumps, cancel semantics, list
+// order and paging, cluster epochs). tests/storage/store_contract_test.cc runs one suite
+// against both so that they cannot drift; where they differ PgStore is the reference.
+// What it does not model: group commit and its queue limit (Submit never answers
+// UNAVAILABLE), connection pools, and token revocation (PgStore revokes by SQL only).
+//
+// Times: every time the store writes itself (create/update times, a transition without its
+// own time, heartbeats at registration) comes from the clock, read once per call, and is kept
+// to the microsecond as PostgreSQL keeps it. The clock is either the function given to the
+// constructor or, by default, the store's own FakeTime, which starts at FakeTime::kStart and
+// moves only when the test moves it (fake_time().Advance(...)).
+//
+// Thread-safe: one mutex guards everything, so every call is atomic (as a transaction).
+// The clock is called with that mutex held and must not call back into the store.
+//
+// In CMake: include(${PROJECT_SOURCE_DIR}/tests/support/memory_store.cmake) and link
+// gpufed_test_memory (gpufed_federation + Abseil only).
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "federation/store.h"
+#include "federation/types.h"
+
+namespace gpufed::testing {
+
+// A settable time: Now() returns what the test set, never the wall clock. Thread-safe.
+class FakeTime {
+ public:
+  // 2026-01-01T00:00:00Z.
+  static constexpr Timestamp kStart = Timestamp(std::chrono::seconds(1767225600));
+
+  Timestamp Now() const;
+  void Set(Timestamp t);
+  void Advance(std::chrono::microseconds d);
+
+ private:
+  mutable absl::Mutex mu_;
+  Timestamp now_ ABSL_GUARDED_BY(mu_) = kStart;
+};
+
+class MemoryStore final : public WorkloadStore, public ClusterStore, public TenantStore {
+ public:
+  // Time from the store's own FakeTime (fake_time()).
+  MemoryStore();
+  // Time from `now`; fake_time() is then unused.
+  explicit MemoryStore(std::function<Timestamp()> now);
+  MemoryStore(const MemoryStore&) = delete;
+  MemoryStore& operator=(const MemoryStore&) = delete;
+
+  // The clock of a default-constructed store.
+  FakeTime& fake_time() { return fake_time_; }
+
+  // One row of a workload's history, as PgStore writes to workload_events.
+  struct EventRow {
+    WorkloadId workload_id = 0;
+    Timestamp time{};
+    WorkloadState from = WorkloadState::kUnspecified;  // unspecified: the submission
+    WorkloadState to = WorkloadState::kUnspecified;
+    std::string actor;
+    std::string reason;
+  };
+  // The event rows of workload `id` (0: of every workload), oldest first.
+  std::vector<EventRow> Events(WorkloadId id = 0) const;
+
+  // ---- WorkloadStore ----
+  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec) override;
+  absl::StatusOr<Workload> Get(WorkloadId id) override;
+  absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override;
+  absl::StatusOr<std::vector<Workload>> ListPending(int limit) override;
+  absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) override;
+  absl::StatusOr<std::vector<TransitionResult>> ApplyTransitions(
+      const std::vector<Transition>& transitions) override;
+  absl::Status SetPendingReasons(
+      const std::vector<std::pair<WorkloadId, std::string>>& reasons) override;
+  absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
+                                             const std::string& reason) override;
+  absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override;
+
+  // ---- ClusterStore ----
+  absl::StatusOr<Cluster> RegisterCluster(const ClusterInfo& info,
+                                          const std::vector<NodeInfo>& nodes) override;
+  absl::Status RecordHeartbeat(const std::string& cluster, Timestamp at) override;
+  absl::Status SetClusterState(const std::string& cluster, ClusterState state) override;
+  absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) override;
+  absl::StatusOr<Cluster> GetCluster(const std::string& name) override;
+
+  // ---- TenantStore ----
+  absl::StatusOr<Tenant> CreateTenant(const Tenant& tenant) override;
+  absl::StatusOr<std::vector<Tenant>> ListTenants() override;
+  absl::StatusOr<Project> CreateProject(const Project& project) override;
+  absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) override;
+  absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) override;
+  absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) override;
+  absl::StatusOr<int64_t> CountTokens() override;
+
+ private:
+  // The clock's time, to the microsecond.
+  Timestamp Now() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  FakeTime fake_time_;
+  const std::function<Timestamp()> now_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, Tenant> tenants_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::string>, Project> projects_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, TokenRecord> tokens_ ABSL_GUARDED_BY(mu_);  // by hash
+  std::map<std::string, Cluster> clusters_ ABSL_GUARDED_BY(mu_);
+  std::map<WorkloadId, Workload> workloads_ ABSL_GUARDED_BY(mu_);
+  // (tenant, idempotency key) -> workload.
+  std::map<std::pair<std::string, std::string>, WorkloadId> keys_ ABSL_GUARDED_BY(mu_);
+  std::vector<EventRow> events_ ABSL_GUARDED_BY(mu_);
+  WorkloadId last_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gpufed::testing
+
+#endif  // GPUFED_TESTS_SUPPORT_MEMORY_STORE_H_
