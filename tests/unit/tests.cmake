@@ -15,3 +15,5 @@ add_executable(federation_unit_tests
 target_link_libraries(federation_unit_tests PRIVATE gpufed_federation gpufed_auth
   GTest::gtest GTest::gtest_main)
 gtest_discover_tests(federation_unit_tests PROPERTIES LABELS unit)
+# tests/support/status_matchers.h (ASSERT_OK, StatusIs, ...) is built on gMock.
+target_link_libraries(federation_unit_tests PRIVATE GTest::gmock)
