@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <set>
 #include <string>
 #include <thread>
@@ -34,12 +35,10 @@
 namespace gpufed {
 namespace {
 
-using ::gpufed::testing::IsOk;
 using ::gpufed::testing::IsOkAndHolds;
 using ::gpufed::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-using ::testing::Not;
 using Code = absl::StatusCode;
 using S = WorkloadState;
 using std::chrono::microseconds;
@@ -216,6 +215,9 @@ std::vector<WorkloadId> Ids(const std::vector<Workload>& workloads) {
 // ---- Fixture -------------------------------------------------------------------------------
 
 enum class Kind { kMemory, kPostgres };
+
+std::string KindName(Kind kind) { return kind == Kind::kMemory ? "Memory" : "Postgres"; }
+void PrintTo(Kind kind, std::ostream* os) { *os << KindName(kind); }
 
 class StoreContractTest : public ::testing::TestWithParam<Kind> {
  protected:
@@ -1309,41 +1311,8 @@ TEST_P(StoreContractTest, ListClustersByNameWithAndWithoutNodes) {
 INSTANTIATE_TEST_SUITE_P(Stores, StoreContractTest,
                          ::testing::Values(Kind::kMemory, Kind::kPostgres),
                          [](const ::testing::TestParamInfo<Kind>& info) {
-                           return info.param == Kind::kMemory ? "Memory" : "Postgres";
+                           return KindName(info.param);
                          });
-
-// ---- The in-memory store's clock -------------------------------------------------------------
-
-TEST(MemoryStoreClockTest, TimesComeFromTheInjectedClockToTheMicrosecond) {
-  Timestamp now = Timestamp(seconds(1800000000)) + std::chrono::nanoseconds(1500);
-  testing::MemoryStore store([&now] { return now; });
-  ASSERT_OK(store.CreateTenant(Tenant{"acme", "", {}}));
-  ASSERT_OK(store.CreateProject(Project{"acme", "research", {}}));
-  ASSERT_OK_AND_ASSIGN(SubmitResult submitted, store.Submit(Spec("a")));
-  EXPECT_EQ(submitted.workload.create_time, Timestamp(seconds(1800000000)) + microseconds(1));
-
-  now += seconds(10);
-  ASSERT_OK_AND_ASSIGN(
-      auto r, store.ApplyTransitions({Step(submitted.workload.id, S::kPending, S::kAdmitted)}));
-  EXPECT_EQ(r[0].current->update_time, Timestamp(seconds(1800000010)) + microseconds(1));
-  EXPECT_EQ(r[0].event->time, r[0].current->update_time);
-}
-
-TEST(MemoryStoreClockTest, DefaultClockStandsStillUntilMoved) {
-  testing::MemoryStore store;
-  EXPECT_EQ(store.fake_time().Now(), testing::FakeTime::kStart);
-  ASSERT_OK_AND_ASSIGN(Tenant a, store.CreateTenant(Tenant{"a", "", {}}));
-  ASSERT_OK_AND_ASSIGN(Tenant b, store.CreateTenant(Tenant{"b", "", {}}));
-  EXPECT_EQ(a.create_time, testing::FakeTime::kStart);
-  EXPECT_EQ(b.create_time, testing::FakeTime::kStart);
-  store.fake_time().Advance(seconds(3));
-  ASSERT_OK_AND_ASSIGN(Tenant c, store.CreateTenant(Tenant{"c", "", {}}));
-  EXPECT_EQ(c.create_time, testing::FakeTime::kStart + seconds(3));
-  store.fake_time().Set(Timestamp(seconds(5)));
-  ASSERT_OK_AND_ASSIGN(Cluster cluster, store.RegisterCluster(Info("c1"), {}));
-  EXPECT_EQ(cluster.last_heartbeat, Timestamp(seconds(5)));
-  EXPECT_THAT(store.GetCluster("c2"), Not(IsOk()));
-}
 
 }  // namespace
 }  // namespace gpufed
