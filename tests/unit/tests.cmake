@@ -17,3 +17,11 @@ target_link_libraries(federation_unit_tests PRIVATE gpufed_federation gpufed_aut
 gtest_discover_tests(federation_unit_tests PROPERTIES LABELS unit)
 # tests/support/status_matchers.h (ASSERT_OK, StatusIs, ...) is built on gMock.
 target_link_libraries(federation_unit_tests PRIVATE GTest::gmock)
+
+# The in-memory storage ports (tests/support/memory_store.h): their clock, and the scheduler on
+# them with nothing running. Links no PostgreSQL and no gRPC.
+include(${PROJECT_SOURCE_DIR}/tests/support/memory_store.cmake)
+add_executable(memory_store_unit_tests ${UNIT_DIR}/support/memory_store_test.cc)
+target_link_libraries(memory_store_unit_tests PRIVATE gpufed_test_memory gpufed_federation
+  GTest::gmock GTest::gtest GTest::gtest_main)
+gtest_discover_tests(memory_store_unit_tests PROPERTIES LABELS unit)
