@@ -10,11 +10,15 @@
 #include "gtest/gtest.h"
 #include "server/config.h"
 #include "tests/support/process_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::server {
 namespace {
 
+using ::gpufed::testing::IsOk;
+using ::gpufed::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 class ServerConfigTest : public ::testing::Test {
@@ -43,7 +47,7 @@ class ServerConfigTest : public ::testing::Test {
 
 TEST_F(ServerConfigTest, PlacementDefaults) {
   absl::StatusOr<ServerConfig> config = Load({});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_OK(config);
   EXPECT_EQ(config->placement_policy, "gpufed");
   EXPECT_EQ(config->placement_seed, 1);
   EXPECT_TRUE(config->mig_partitioning);
@@ -53,21 +57,21 @@ TEST_F(ServerConfigTest, PlacementKeysFromTheFileAndFlagsWin) {
   const std::string file =
       WriteConfig("placement_policy: fgd\nplacement_seed: 42\nmig_partitioning: false\n");
   absl::StatusOr<ServerConfig> config = Load({"--config", file});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_OK(config);
   EXPECT_EQ(config->placement_policy, "fgd");
   EXPECT_EQ(config->placement_seed, 42);
   EXPECT_FALSE(config->mig_partitioning);
 
   config = Load({"--config", file, "--placement-policy", "best-fit", "--placement-seed", "7",
                  "--mig-partitioning", "true"});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_OK(config);
   EXPECT_EQ(config->placement_policy, "best-fit");
   EXPECT_EQ(config->placement_seed, 7);
   EXPECT_TRUE(config->mig_partitioning);
 
   setenv("GPUFED_PLACEMENT_POLICY", "gpu-packing", 1);
   config = Load({"--config", file});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_OK(config);
   EXPECT_EQ(config->placement_policy, "gpu-packing") << "the environment beats the file";
 }
 
@@ -75,7 +79,7 @@ TEST_F(ServerConfigTest, EveryPolicyNameIsAccepted) {
   for (const char* policy :
        {"random", "first-fit", "best-fit", "dot-product", "gpu-packing", "fgd", "gpufed"}) {
     absl::StatusOr<ServerConfig> config = Load({"--placement-policy", policy});
-    ASSERT_TRUE(config.ok()) << policy << ": " << config.status();
+    ASSERT_OK(config) << policy;
     EXPECT_EQ(config->placement_policy, policy);
   }
 }
@@ -83,8 +87,7 @@ TEST_F(ServerConfigTest, EveryPolicyNameIsAccepted) {
 TEST_F(ServerConfigTest, UnknownPolicyInTheFileIsRejectedNamingTheKeyAndTheChoices) {
   absl::StatusOr<ServerConfig> config =
       Load({"--config", WriteConfig("placement_policy: tetris\n")});
-  ASSERT_FALSE(config.ok());
-  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(config.status().message()),
               StartsWith("placement_policy: unknown policy \"tetris\""));
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("fgd"));
@@ -93,31 +96,28 @@ TEST_F(ServerConfigTest, UnknownPolicyInTheFileIsRejectedNamingTheKeyAndTheChoic
 
 TEST_F(ServerConfigTest, UnknownPolicyFlagOrEnvironmentIsRejectedNamingTheFlag) {
   absl::StatusOr<ServerConfig> config = Load({"--placement-policy", "tetris"});
-  ASSERT_FALSE(config.ok());
-  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("--placement-policy"));
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("tetris"));
 
   setenv("GPUFED_PLACEMENT_POLICY", "tetris", 1);
   config = Load({});
-  ASSERT_FALSE(config.ok());
-  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("tetris"));
 }
 
 TEST_F(ServerConfigTest, BadPlacementValuesInTheFileNameTheKeyAndLine) {
   absl::StatusOr<ServerConfig> config =
       Load({"--config", WriteConfig("log_level: info\nmig_partitioning: sometimes\n")});
-  ASSERT_FALSE(config.ok());
-  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(config.status().message()), HasSubstr(":2: mig_partitioning: "));
 
   config = Load({"--config", WriteConfig("placement_seed: lots\n")});
-  ASSERT_FALSE(config.ok());
+  ASSERT_THAT(config, Not(IsOk()));
   EXPECT_THAT(std::string(config.status().message()), HasSubstr(":1: placement_seed: "));
 
   config = Load({"--config", WriteConfig("placement: gpufed\n")});
-  ASSERT_FALSE(config.ok());
+  ASSERT_THAT(config, Not(IsOk()));
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("unknown key \"placement\""));
 }
 

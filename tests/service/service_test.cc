@@ -18,6 +18,7 @@
 #include "server/server.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/process_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed {
 namespace {
@@ -38,26 +39,26 @@ class ServiceTest : public ::testing::Test {
     config.grpc_listen = "127.0.0.1:0";
     config.http_listen = "127.0.0.1:0";
     auto pg = testing::TestPostgres::Get();
-    ASSERT_TRUE(pg.ok()) << pg.status();
+    ASSERT_OK(pg);
     // An empty database: the server applies the migrations itself, as in production.
     auto dsn = (*pg)->CreateEmptyDatabase();
-    ASSERT_TRUE(dsn.ok()) << dsn.status();
+    ASSERT_OK(dsn);
     config.database_url = *dsn;
     config.data_dir = dir_.path();
     config.admin_token_file = config.data_dir + "/admin.token";
     config.heartbeat_interval_ms = 200;
     config.log_level = "warn";
     auto server = server::Server::Create(config);
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = std::move(*server);
     address_ = absl::StrCat("127.0.0.1:", server_->grpc_port());
     std::ifstream(config.admin_token_file) >> admin_;
     ASSERT_FALSE(admin_.empty());
     auto user = testing::BootstrapTenant(address_, admin_, "acme", "research");
-    ASSERT_TRUE(user.ok()) << user.status();
+    ASSERT_OK(user);
     user_ = *user;
     auto other = testing::BootstrapTenant(address_, admin_, "globex", "research");
-    ASSERT_TRUE(other.ok()) << other.status();
+    ASSERT_OK(other);
     other_ = *other;
     channel_ = testing::Connect(address_);
     workloads_ = v1::WorkloadService::NewStub(channel_);
@@ -91,8 +92,8 @@ class ServiceTest : public ::testing::Test {
     v1::ListWorkloadsRequest req;
     req.set_page_size(1000);
     v1::ListWorkloadsResponse resp;
-    EXPECT_TRUE(
-        Call(admin_, [&](grpc::ClientContext* c) { return workloads_->List(c, req, &resp); }).ok());
+    EXPECT_OK(
+        Call(admin_, [&](grpc::ClientContext* c) { return workloads_->List(c, req, &resp); }));
     return resp.workloads_size();
   }
 
@@ -100,8 +101,7 @@ class ServiceTest : public ::testing::Test {
     v1::GetWorkloadRequest req;
     req.set_id(id);
     v1::Workload w;
-    EXPECT_TRUE(
-        Call(user_, [&](grpc::ClientContext* c) { return workloads_->Get(c, req, &w); }).ok());
+    EXPECT_OK(Call(user_, [&](grpc::ClientContext* c) { return workloads_->Get(c, req, &w); }));
     return w;
   }
 
@@ -222,10 +222,10 @@ TEST_F(ServiceTest, SubmitGetListAndIdempotency) {
   v1::WorkloadSpec spec = Spec("first");
   spec.set_idempotency_key("key-1");
   v1::SubmitResponse a, b;
-  ASSERT_TRUE(Submit(spec, &a).ok());
+  ASSERT_OK(Submit(spec, &a));
   EXPECT_TRUE(a.created());
   EXPECT_EQ(a.workload().state(), v1::WORKLOAD_STATE_PENDING);
-  ASSERT_TRUE(Submit(spec, &b).ok());
+  ASSERT_OK(Submit(spec, &b));
   EXPECT_FALSE(b.created());
   EXPECT_EQ(a.workload().id(), b.workload().id());
 
@@ -238,7 +238,7 @@ TEST_F(ServiceTest, SubmitGetListAndIdempotency) {
 
   for (int i = 0; i < 5; ++i) {
     v1::SubmitResponse r;
-    ASSERT_TRUE(Submit(Spec(absl::StrCat("more-", i)), &r).ok());
+    ASSERT_OK(Submit(Spec(absl::StrCat("more-", i)), &r));
   }
   // Pages of 2, newest first, covering all 6 exactly once.
   std::vector<std::string> ids;
@@ -248,8 +248,7 @@ TEST_F(ServiceTest, SubmitGetListAndIdempotency) {
     req.set_page_size(2);
     req.set_page_token(token);
     v1::ListWorkloadsResponse resp;
-    ASSERT_TRUE(
-        Call(user_, [&](grpc::ClientContext* c) { return workloads_->List(c, req, &resp); }).ok());
+    ASSERT_OK(Call(user_, [&](grpc::ClientContext* c) { return workloads_->List(c, req, &resp); }));
     for (const auto& w : resp.workloads()) ids.push_back(w.id());
     token = resp.next_page_token();
   } while (!token.empty());
@@ -321,7 +320,7 @@ TEST_F(ServiceTest, MigProfileShareAndHostResourcesRoundTrip) {
   mig.mutable_per_replica()->set_cpu_millis(4000);
   mig.mutable_per_replica()->set_memory_mib(16384);
   v1::SubmitResponse resp;
-  ASSERT_TRUE(Submit(mig, &resp).ok());
+  ASSERT_OK(Submit(mig, &resp));
   v1::Workload got = Get(resp.workload().id());
   EXPECT_EQ(got.spec().per_replica().kind_case(), v1::ReplicaResources::kMigProfile);
   EXPECT_EQ(got.spec().per_replica().mig_profile(), "3g.40gb");
@@ -330,7 +329,7 @@ TEST_F(ServiceTest, MigProfileShareAndHostResourcesRoundTrip) {
 
   v1::WorkloadSpec share = Spec("share", 4);
   share.mutable_per_replica()->set_gpu_milli(250);
-  ASSERT_TRUE(Submit(share, &resp).ok());
+  ASSERT_OK(Submit(share, &resp));
   got = Get(resp.workload().id());
   EXPECT_EQ(got.spec().per_replica().kind_case(), v1::ReplicaResources::kGpuMilli);
   EXPECT_EQ(got.spec().per_replica().gpu_milli(), 250u);
@@ -340,7 +339,7 @@ TEST_F(ServiceTest, MigProfileShareAndHostResourcesRoundTrip) {
 // registration does and shows it. An invalid one ends the stream, naming the field.
 TEST_F(ServiceTest, AgentInventoryUpdateReplacesTheInventory) {
   auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
-  ASSERT_TRUE(agent_token.ok());
+  ASSERT_OK(agent_token);
   FakeAgentStream agent(address_, *agent_token);
   v1::AgentMessage reg = Registration("dgx", 1, 2, "H100-80GB");
   for (v1::Gpu& gpu :
@@ -362,9 +361,8 @@ TEST_F(ServiceTest, AgentInventoryUpdateReplacesTheInventory) {
   v1::Cluster cluster;
   auto deadline = Clock::now() + std::chrono::seconds(10);
   do {
-    ASSERT_TRUE(Call(user_, [&](grpc::ClientContext* c) {
-                  return clusters_->GetCluster(c, gr, &cluster);
-                }).ok());
+    ASSERT_OK(Call(user_,
+                   [&](grpc::ClientContext* c) { return clusters_->GetCluster(c, gr, &cluster); }));
   } while (!cluster.nodes(0).gpus(0).mig_enabled() && Clock::now() < deadline);
   const v1::Gpu& shown = cluster.nodes(0).gpus(0);
   EXPECT_TRUE(shown.mig_enabled());
@@ -388,7 +386,7 @@ TEST_F(ServiceTest, AgentInventoryUpdateReplacesTheInventory) {
 
 TEST_F(ServiceTest, TenantsAreIsolatedAndTokensRequired) {
   v1::SubmitResponse mine;
-  ASSERT_TRUE(Submit(Spec("mine"), &mine).ok());
+  ASSERT_OK(Submit(Spec("mine"), &mine));
 
   v1::SubmitResponse r;
   grpc::Status s = Submit(Spec("intruder"), &r, other_);  // globex submitting to acme
@@ -403,8 +401,7 @@ TEST_F(ServiceTest, TenantsAreIsolatedAndTokensRequired) {
 
   v1::ListWorkloadsRequest list;
   v1::ListWorkloadsResponse resp;
-  ASSERT_TRUE(
-      Call(other_, [&](grpc::ClientContext* c) { return workloads_->List(c, list, &resp); }).ok());
+  ASSERT_OK(Call(other_, [&](grpc::ClientContext* c) { return workloads_->List(c, list, &resp); }));
   EXPECT_EQ(resp.workloads_size(), 0);
 
   s = Call("", [&](grpc::ClientContext* c) { return workloads_->Get(c, get, &w); });
@@ -424,7 +421,7 @@ TEST_F(ServiceTest, TenantsAreIsolatedAndTokensRequired) {
 
 TEST_F(ServiceTest, AgentRunsPlacedWorkToSuccessAndWatchSeesEveryStep) {
   auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
-  ASSERT_TRUE(agent_token.ok());
+  ASSERT_OK(agent_token);
   FakeAgentStream agent(address_, *agent_token);
   ASSERT_TRUE(agent.Write(Registration("dgx", 2, 8, "H100-80GB")));
   v1::ServerMessage m;
@@ -434,7 +431,7 @@ TEST_F(ServiceTest, AgentRunsPlacedWorkToSuccessAndWatchSeesEveryStep) {
   v1::SubmitResponse gang;
   v1::WorkloadSpec spec = Spec("train", 2, 8);
   spec.add_gpu_models("H100-80GB");
-  ASSERT_TRUE(Submit(spec, &gang).ok());
+  ASSERT_OK(Submit(spec, &gang));
   const std::string id = gang.workload().id();
 
   // Watch it from the start.
@@ -462,7 +459,7 @@ TEST_F(ServiceTest, AgentRunsPlacedWorkToSuccessAndWatchSeesEveryStep) {
   std::vector<v1::WorkloadState> states;
   v1::WorkloadEvent e;
   while (watch->Read(&e)) states.push_back(e.workload().state());
-  EXPECT_TRUE(watch->Finish().ok());
+  EXPECT_OK(watch->Finish());
   ASSERT_FALSE(states.empty());
   EXPECT_EQ(states.back(), v1::WORKLOAD_STATE_SUCCEEDED);
   EXPECT_TRUE(std::is_sorted(states.begin(), states.end())) << "states never go backwards";
@@ -472,9 +469,8 @@ TEST_F(ServiceTest, AgentRunsPlacedWorkToSuccessAndWatchSeesEveryStep) {
   v1::ListClustersResponse clusters;
   auto deadline = Clock::now() + std::chrono::seconds(10);
   do {
-    ASSERT_TRUE(Call(user_, [&](grpc::ClientContext* c) {
-                  return clusters_->ListClusters(c, lr, &clusters);
-                }).ok());
+    ASSERT_OK(Call(
+        user_, [&](grpc::ClientContext* c) { return clusters_->ListClusters(c, lr, &clusters); }));
     ASSERT_EQ(clusters.clusters_size(), 1);
   } while (clusters.clusters(0).gpus_free() != 16 && Clock::now() < deadline);
   EXPECT_EQ(clusters.clusters(0).gpus_total(), 16u);
@@ -483,14 +479,14 @@ TEST_F(ServiceTest, AgentRunsPlacedWorkToSuccessAndWatchSeesEveryStep) {
 
 TEST_F(ServiceTest, GangLargerThanAnyClusterStaysPendingWithAReason) {
   auto agent_token = testing::CreateAgentToken(address_, admin_, "edge");
-  ASSERT_TRUE(agent_token.ok());
+  ASSERT_OK(agent_token);
   FakeAgentStream agent(address_, *agent_token);
   ASSERT_TRUE(agent.Write(Registration("edge", 2, 4, "L4")));
   v1::ServerMessage m;
   ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
 
   v1::SubmitResponse huge;
-  ASSERT_TRUE(Submit(Spec("huge", 4, 8), &huge).ok());
+  ASSERT_OK(Submit(Spec("huge", 4, 8), &huge));
   auto deadline = Clock::now() + std::chrono::seconds(10);
   v1::Workload w;
   do {
@@ -505,7 +501,7 @@ TEST_F(ServiceTest, GangLargerThanAnyClusterStaysPendingWithAReason) {
 // a placed one, tenant isolation and a bad id naming the field.
 TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
   auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
-  ASSERT_TRUE(agent_token.ok());
+  ASSERT_OK(agent_token);
   FakeAgentStream agent(address_, *agent_token);
   // Two nodes of 8 H100, each node its own NVLink domain.
   ASSERT_TRUE(agent.Write(Registration("dgx", 2, 8, "H100-80GB")));
@@ -516,13 +512,13 @@ TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
   v1::WorkloadSpec h200 = Spec("h200", 1, 8);
   h200.add_gpu_models("H200");
   v1::SubmitResponse wrong_model;
-  ASSERT_TRUE(Submit(h200, &wrong_model).ok());
+  ASSERT_OK(Submit(h200, &wrong_model));
   // Explain judges by the scheduler's view of the pool, which takes in the new cluster in its
   // next cycle; until the scheduler has loaded the pool at all, it must not say "never".
   v1::ExplainResponse e;
   auto deadline = Clock::now() + std::chrono::seconds(10);
   do {
-    ASSERT_TRUE(Explain(wrong_model.workload().id(), &e).ok());
+    ASSERT_OK(Explain(wrong_model.workload().id(), &e));
     if (e.explanation().find("cannot judge yet") != std::string::npos) {
       EXPECT_FALSE(e.never_fits()) << e.explanation();
     }
@@ -542,8 +538,8 @@ TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
   v1::WorkloadSpec gang = Spec("gang", 2, 8);
   gang.set_topology(v1::TOPOLOGY_REQUIREMENT_SAME_NVLINK_DOMAIN);
   v1::SubmitResponse too_big;
-  ASSERT_TRUE(Submit(gang, &too_big).ok());
-  ASSERT_TRUE(Explain(too_big.workload().id(), &e).ok());
+  ASSERT_OK(Submit(gang, &too_big));
+  ASSERT_OK(Explain(too_big.workload().id(), &e));
   EXPECT_TRUE(e.never_fits()) << e.explanation();
   EXPECT_NE(e.explanation().find("no cluster can ever hold it"), std::string::npos)
       << e.explanation();
@@ -552,30 +548,30 @@ TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
   // One that fits is placed; while it holds a node, another 8-GPU job that would need a whole
   // domain waits, and Explain says so without "never".
   v1::SubmitResponse first, second, third;
-  ASSERT_TRUE(Submit(Spec("first", 1, 8), &first).ok());
+  ASSERT_OK(Submit(Spec("first", 1, 8), &first));
   ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
-  ASSERT_TRUE(Submit(Spec("second", 1, 8), &second).ok());
+  ASSERT_OK(Submit(Spec("second", 1, 8), &second));
   ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
   WaitFor(second.workload().id(), v1::WORKLOAD_STATE_PLACED);
-  ASSERT_TRUE(Submit(Spec("third", 1, 8), &third).ok());
+  ASSERT_OK(Submit(Spec("third", 1, 8), &third));
   deadline = Clock::now() + std::chrono::seconds(10);
   while (Get(third.workload().id()).pending_reason().empty() && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ASSERT_TRUE(Explain(third.workload().id(), &e).ok());
+  ASSERT_OK(Explain(third.workload().id(), &e));
   EXPECT_EQ(e.workload().state(), v1::WORKLOAD_STATE_PENDING);
   EXPECT_FALSE(e.never_fits()) << e.explanation();
   EXPECT_TRUE(e.fits_now_on().empty()) << e.explanation();
   EXPECT_NE(e.explanation().find("waiting for capacity"), std::string::npos) << e.explanation();
 
   // Placed and running workloads: where they are.
-  ASSERT_TRUE(Explain(first.workload().id(), &e).ok());
+  ASSERT_OK(Explain(first.workload().id(), &e));
   EXPECT_EQ(e.workload().state(), v1::WORKLOAD_STATE_PLACED);
   EXPECT_EQ(e.explanation(), "PLACED on dgx (1 replica)");
   EXPECT_FALSE(e.never_fits());
   ASSERT_TRUE(agent.Write(Status(first.workload().id(), v1::WORKLOAD_STATE_RUNNING)));
   WaitFor(first.workload().id(), v1::WORKLOAD_STATE_RUNNING);
-  ASSERT_TRUE(Explain(first.workload().id(), &e).ok());
+  ASSERT_OK(Explain(first.workload().id(), &e));
   EXPECT_EQ(e.explanation(), "RUNNING on dgx (1 replica)");
 
   // Another tenant's workload looks absent.
@@ -583,7 +579,7 @@ TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
   EXPECT_EQ(s.error_message().find("dgx"), std::string::npos) << "nothing leaked";
   // The admin sees every tenant.
-  EXPECT_TRUE(Explain(first.workload().id(), &e, admin_).ok());
+  EXPECT_OK(Explain(first.workload().id(), &e, admin_));
 
   for (const char* bad : {"", "abc", "-3", "0"}) {
     s = Explain(bad, &e);
@@ -616,7 +612,7 @@ std::map<std::string, v1::Assignment> ReadAssignments(FakeAgentStream& agent,
 // Two workloads that each ask for part of a GPU share one GPU; the assignment says how much.
 TEST_F(ServiceTest, GpuSharesLandTwoWorkloadsOnOneGpu) {
   auto agent_token = testing::CreateAgentToken(address_, admin_, "infer");
-  ASSERT_TRUE(agent_token.ok());
+  ASSERT_OK(agent_token);
   FakeAgentStream agent(address_, *agent_token);
   ASSERT_TRUE(agent.Write(Registration("infer", 1, 1, "L4")));
   v1::ServerMessage m;
@@ -627,8 +623,8 @@ TEST_F(ServiceTest, GpuSharesLandTwoWorkloadsOnOneGpu) {
   v1::WorkloadSpec small = Spec("small-share");
   small.mutable_per_replica()->set_gpu_milli(400);
   v1::SubmitResponse a, b;
-  ASSERT_TRUE(Submit(big, &a).ok());
-  ASSERT_TRUE(Submit(small, &b).ok());
+  ASSERT_OK(Submit(big, &a));
+  ASSERT_OK(Submit(small, &b));
   const std::map<std::string, v1::Assignment> got =
       ReadAssignments(agent, {a.workload().id(), b.workload().id()});
   ASSERT_EQ(got.size(), 2u);
@@ -650,11 +646,11 @@ TEST_F(ServiceTest, GpuSharesLandTwoWorkloadsOnOneGpu) {
   v1::WorkloadSpec more = Spec("one-more");
   more.mutable_per_replica()->set_gpu_milli(100);
   v1::SubmitResponse c;
-  ASSERT_TRUE(Submit(more, &c).ok());
+  ASSERT_OK(Submit(more, &c));
   v1::ExplainResponse e;
   auto deadline = Clock::now() + std::chrono::seconds(10);
   do {
-    ASSERT_TRUE(Explain(c.workload().id(), &e).ok());
+    ASSERT_OK(Explain(c.workload().id(), &e));
   } while (e.explanation().find("waiting") == std::string::npos && Clock::now() < deadline);
   EXPECT_EQ(e.workload().state(), v1::WORKLOAD_STATE_PENDING);
   EXPECT_FALSE(e.never_fits());
@@ -664,9 +660,8 @@ TEST_F(ServiceTest, GpuSharesLandTwoWorkloadsOnOneGpu) {
   v1::GetClusterRequest gr;
   gr.set_name("infer");
   v1::Cluster cluster;
-  ASSERT_TRUE(Call(user_, [&](grpc::ClientContext* ctx) {
-                return clusters_->GetCluster(ctx, gr, &cluster);
-              }).ok());
+  ASSERT_OK(Call(
+      user_, [&](grpc::ClientContext* ctx) { return clusters_->GetCluster(ctx, gr, &cluster); }));
   const std::string holders = cluster.nodes(0).gpus(0).allocated_to();
   EXPECT_NE(holders.find(a.workload().id()), std::string::npos) << holders;
   EXPECT_NE(holders.find(b.workload().id()), std::string::npos) << holders;
@@ -676,7 +671,7 @@ TEST_F(ServiceTest, GpuSharesLandTwoWorkloadsOnOneGpu) {
 // MIG-capable GPU repartitioned, sent to the agent in the assignment, counted in /metrics.
 TEST_F(ServiceTest, MigWorkloadsGetAnInstanceAndIdleGpusAreRepartitioned) {
   auto agent_token = testing::CreateAgentToken(address_, admin_, "mig");
-  ASSERT_TRUE(agent_token.ok());
+  ASSERT_OK(agent_token);
   FakeAgentStream agent(address_, *agent_token);
   v1::AgentMessage reg = Registration("mig", 1, 2, "H100-80GB");
   auto* gpus = reg.mutable_register_()->mutable_inventory()->mutable_nodes(0)->mutable_gpus();
@@ -692,7 +687,7 @@ TEST_F(ServiceTest, MigWorkloadsGetAnInstanceAndIdleGpusAreRepartitioned) {
   existing.add_gpu_models("H100-80GB");
   existing.mutable_per_replica()->set_mig_profile("3g.40gb");
   v1::SubmitResponse a;
-  ASSERT_TRUE(Submit(existing, &a).ok());
+  ASSERT_OK(Submit(existing, &a));
   auto got = ReadAssignments(agent, {a.workload().id()});
   ASSERT_EQ(got.size(), 1u);
   const v1::Assignment ga = got.at(a.workload().id());
@@ -710,7 +705,7 @@ TEST_F(ServiceTest, MigWorkloadsGetAnInstanceAndIdleGpusAreRepartitioned) {
   small.add_gpu_models("H100-80GB");
   small.mutable_per_replica()->set_mig_profile("1g.10gb");
   v1::SubmitResponse b;
-  ASSERT_TRUE(Submit(small, &b).ok());
+  ASSERT_OK(Submit(small, &b));
   got = ReadAssignments(agent, {b.workload().id()});
   ASSERT_EQ(got.size(), 1u);
   const v1::Assignment gb = got.at(b.workload().id());
@@ -748,12 +743,11 @@ TEST_F(ServiceTest, MigWorkloadsGetAnInstanceAndIdleGpusAreRepartitioned) {
 
 TEST_F(ServiceTest, CancelPendingAndRunning) {
   v1::SubmitResponse pending;
-  ASSERT_TRUE(Submit(Spec("waits"), &pending).ok());  // no clusters: stays pending
+  ASSERT_OK(Submit(Spec("waits"), &pending));  // no clusters: stays pending
   v1::CancelRequest cr;
   cr.set_id(pending.workload().id());
   v1::Workload w;
-  ASSERT_TRUE(
-      Call(user_, [&](grpc::ClientContext* c) { return workloads_->Cancel(c, cr, &w); }).ok());
+  ASSERT_OK(Call(user_, [&](grpc::ClientContext* c) { return workloads_->Cancel(c, cr, &w); }));
   EXPECT_EQ(w.state(), v1::WORKLOAD_STATE_CANCELLED);
   grpc::Status again =
       Call(user_, [&](grpc::ClientContext* c) { return workloads_->Cancel(c, cr, &w); });
@@ -765,15 +759,14 @@ TEST_F(ServiceTest, CancelPendingAndRunning) {
   v1::ServerMessage m;
   ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
   v1::SubmitResponse running;
-  ASSERT_TRUE(Submit(Spec("runs"), &running).ok());
+  ASSERT_OK(Submit(Spec("runs"), &running));
   const std::string id = running.workload().id();
   ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
   ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_RUNNING)));
   WaitFor(id, v1::WORKLOAD_STATE_RUNNING);
 
   cr.set_id(id);
-  ASSERT_TRUE(
-      Call(user_, [&](grpc::ClientContext* c) { return workloads_->Cancel(c, cr, &w); }).ok());
+  ASSERT_OK(Call(user_, [&](grpc::ClientContext* c) { return workloads_->Cancel(c, cr, &w); }));
   EXPECT_TRUE(w.cancel_requested());
   EXPECT_EQ(w.state(), v1::WORKLOAD_STATE_RUNNING) << "the agent confirms the stop";
   ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kCancel, &m));
@@ -784,7 +777,7 @@ TEST_F(ServiceTest, CancelPendingAndRunning) {
 
 TEST_F(ServiceTest, AgentMaySpeakOnlyForItsCluster) {
   auto agent_token = testing::CreateAgentToken(address_, admin_, "edge");
-  ASSERT_TRUE(agent_token.ok());
+  ASSERT_OK(agent_token);
   FakeAgentStream agent(address_, *agent_token);
   ASSERT_TRUE(agent.Write(Registration("dgx", 1, 8, "H100-80GB")));
   v1::ServerMessage m;
@@ -806,7 +799,7 @@ TEST_F(ServiceTest, HttpSideAndGrpcHealth) {
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200) << ready->body;
   v1::SubmitResponse r;
-  ASSERT_TRUE(Submit(Spec("counted"), &r).ok());
+  ASSERT_OK(Submit(Spec("counted"), &r));
   auto metrics = http.Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("gpufed_submissions_total{outcome=\"created\"} 1"),
@@ -835,9 +828,9 @@ TEST_F(ServiceTest, HttpSideAndGrpcHealth) {
                     });
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done; });
-  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_OK(status);
   std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response.Dump(&slices).ok());
+  ASSERT_OK(response.Dump(&slices));
   std::string bytes;
   for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));
@@ -875,7 +868,7 @@ TEST_F(ServiceTest, ReflectionListsTheServices) {
   call->Finish(&status, reinterpret_cast<void*>(5));
   step(5);
   std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response.Dump(&slices).ok());
+  ASSERT_OK(response.Dump(&slices));
   std::string bytes;
   for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   for (const char* service :

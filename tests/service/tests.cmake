@@ -11,3 +11,5 @@ add_executable(server_config_tests ${CMAKE_CURRENT_LIST_DIR}/server_config_test.
 target_link_libraries(server_config_tests PRIVATE gpufed_server gpufed_test_support GTest::gmock
   GTest::gtest GTest::gtest_main)
 gtest_discover_tests(server_config_tests PROPERTIES LABELS service DISCOVERY_TIMEOUT 60)
+# tests/support/status_matchers.h (ASSERT_OK, StatusIs, ...) is built on gMock.
+target_link_libraries(service_tests PRIVATE GTest::gmock)

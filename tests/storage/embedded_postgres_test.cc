@@ -14,9 +14,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pqxx/pqxx"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::storage {
 namespace {
+
+using ::gpufed::testing::StatusIs;
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -53,7 +56,7 @@ TEST_F(EmbeddedPostgresTest, InitialisesStartsAndKeepsDataAcrossRestarts) {
   const std::string dir = root_ + "/data/postgres";
   {
     auto pg = EmbeddedPostgres::Create(dir);
-    ASSERT_TRUE(pg.ok()) << pg.status();
+    ASSERT_OK(pg);
     EXPECT_FALSE((*pg)->reused());
     EXPECT_EQ((*pg)->socket_dir(), dir + "/run");
     EXPECT_THAT((*pg)->dsn(), HasSubstr("dbname=gpufed"));
@@ -70,12 +73,12 @@ TEST_F(EmbeddedPostgresTest, InitialisesStartsAndKeepsDataAcrossRestarts) {
     ASSERT_EQ(stat((*pg)->socket_dir().c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0700u);
     Exec((*pg)->dsn(), "CREATE TABLE kept AS SELECT 42 AS answer");
-    ASSERT_TRUE((*pg)->Stop().ok());
-    ASSERT_TRUE((*pg)->Stop().ok());  // idempotent
+    ASSERT_OK((*pg)->Stop());
+    ASSERT_OK((*pg)->Stop());  // idempotent
     EXPECT_FALSE(fs::exists(dir + "/pgdata/postmaster.pid"));
   }
   auto again = EmbeddedPostgres::Create(dir);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   EXPECT_FALSE((*again)->reused());
   EXPECT_EQ(Query((*again)->dsn(), "SELECT answer FROM kept"), "42");
 }
@@ -83,28 +86,28 @@ TEST_F(EmbeddedPostgresTest, InitialisesStartsAndKeepsDataAcrossRestarts) {
 TEST_F(EmbeddedPostgresTest, AttachesToAPostmasterLeftRunningByAKilledServer) {
   const std::string dir = root_ + "/pg";
   auto first = EmbeddedPostgres::Create(dir);
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   Exec((*first)->dsn(), "CREATE TABLE survived AS SELECT 7 AS n");
   // What SIGKILL does to the server: its object is never destroyed, PostgreSQL keeps running.
   EmbeddedPostgres* abandoned = first->release();
   (void)abandoned;
 
   auto second = EmbeddedPostgres::Create(dir);
-  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_OK(second);
   EXPECT_TRUE((*second)->reused());
   EXPECT_EQ(Query((*second)->dsn(), "SELECT n FROM survived"), "7");
-  ASSERT_TRUE((*second)->Stop().ok());
+  ASSERT_OK((*second)->Stop());
   EXPECT_FALSE(fs::exists(dir + "/pgdata/postmaster.pid"));
 }
 
 TEST_F(EmbeddedPostgresTest, LongDataPathsPutTheSocketUnderTmp) {
   const std::string dir = root_ + "/" + std::string(60, 'd') + "/" + std::string(40, 'e');
   auto pg = EmbeddedPostgres::Create(dir);
-  ASSERT_TRUE(pg.ok()) << pg.status();
+  ASSERT_OK(pg);
   const std::string socket_dir = (*pg)->socket_dir();
   EXPECT_THAT(socket_dir, StartsWith("/tmp/gpufed-pg-"));
   EXPECT_EQ(Query((*pg)->dsn(), "SELECT 1"), "1");
-  ASSERT_TRUE((*pg)->Stop().ok());
+  ASSERT_OK((*pg)->Stop());
   EXPECT_FALSE(fs::exists(socket_dir));
 }
 
@@ -112,12 +115,12 @@ TEST_F(EmbeddedPostgresTest, UnusableDataFolderIsAFailedPrecondition) {
   const std::string file = root_ + "/not-a-dir";
   { std::ofstream(file) << "x"; }
   auto pg = EmbeddedPostgres::Create(file);
-  EXPECT_TRUE(absl::IsFailedPrecondition(pg.status())) << pg.status();
+  EXPECT_THAT(pg, StatusIs(absl::StatusCode::kFailedPrecondition));
 
   fs::create_directories(root_ + "/junk/pgdata");
   { std::ofstream(root_ + "/junk/pgdata/stray") << "x"; }
   auto junk = EmbeddedPostgres::Create(root_ + "/junk");
-  EXPECT_TRUE(absl::IsFailedPrecondition(junk.status())) << junk.status();
+  EXPECT_THAT(junk, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(junk.status().message()), HasSubstr("PG_VERSION"));
 }
 
@@ -125,7 +128,7 @@ TEST_F(EmbeddedPostgresTest, MissingPostgresIsAFailedPrecondition) {
   EmbeddedPostgres::Options options;
   options.bin_dir = "/nonexistent/postgresql/bin";
   auto pg = EmbeddedPostgres::Create(root_ + "/pg", options);
-  EXPECT_TRUE(absl::IsFailedPrecondition(pg.status())) << pg.status();
+  EXPECT_THAT(pg, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(pg.status().message()), HasSubstr("/nonexistent/postgresql/bin"));
 }
 

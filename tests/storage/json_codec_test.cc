@@ -4,9 +4,12 @@
 
 #include "gtest/gtest.h"
 #include "tests/support/replicas.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::storage {
 namespace {
+
+using ::gpufed::testing::StatusIs;
 
 WorkloadSpec FullSpec() {
   WorkloadSpec spec;
@@ -33,10 +36,10 @@ WorkloadSpec FullSpec() {
 TEST(JsonCodecTest, SpecRoundTrips) {
   const WorkloadSpec spec = FullSpec();
   auto back = WorkloadSpecFromJson(WorkloadSpecToJson(spec));
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_OK(back);
   EXPECT_EQ(*back, spec);
   auto empty = WorkloadSpecFromJson(WorkloadSpecToJson(WorkloadSpec{}));
-  ASSERT_TRUE(empty.ok()) << empty.status();
+  ASSERT_OK(empty);
   EXPECT_EQ(*empty, WorkloadSpec{});
 }
 
@@ -49,7 +52,7 @@ TEST(JsonCodecTest, EqualSpecsEncodeEqually) {
 
 TEST(JsonCodecTest, MissingKeysTakeDefaults) {
   auto spec = WorkloadSpecFromJson(R"({"tenant":"a","project":"p","name":"n"})");
-  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_OK(spec);
   EXPECT_EQ(spec->replicas, 1u);
   EXPECT_EQ(spec->gpus_per_replica, 1u);
   EXPECT_EQ(spec->topology, Topology::kNone);
@@ -57,12 +60,14 @@ TEST(JsonCodecTest, MissingKeysTakeDefaults) {
 }
 
 TEST(JsonCodecTest, BadJsonIsInvalidArgument) {
-  EXPECT_TRUE(absl::IsInvalidArgument(WorkloadSpecFromJson("{not json").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(WorkloadSpecFromJson("[1,2]").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(WorkloadSpecFromJson(R"({"topology":"ring"})").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(WorkloadSpecFromJson(R"({"replicas":"two"})").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(AssignmentFromJson("7").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(LabelsFromJson(R"({"a":1})").status()));
+  EXPECT_THAT(WorkloadSpecFromJson("{not json"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(WorkloadSpecFromJson("[1,2]"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(WorkloadSpecFromJson(R"({"topology":"ring"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(WorkloadSpecFromJson(R"({"replicas":"two"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(AssignmentFromJson("7"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(LabelsFromJson(R"({"a":1})"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(JsonCodecTest, AssignmentAndLabelsRoundTrip) {
@@ -72,12 +77,12 @@ TEST(JsonCodecTest, AssignmentAndLabelsRoundTrip) {
   a.replicas = {testing::ReplicaOn("n1", {"GPU-1", "GPU-2"}, {0, 1}),
                 testing::ReplicaOn("n2", {}, {})};
   auto back = AssignmentFromJson(AssignmentToJson(a));
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_OK(back);
   EXPECT_EQ(*back, a);
 
   std::map<std::string, std::string> labels = {{"pool", "training"}, {"tier", "gold"}};
   auto labels_back = LabelsFromJson(LabelsToJson(labels));
-  ASSERT_TRUE(labels_back.ok());
+  ASSERT_OK(labels_back);
   EXPECT_EQ(*labels_back, labels);
 }
 
@@ -88,14 +93,14 @@ TEST(JsonCodecTest, SharingFieldsRoundTrip) {
   mig.cpu_millis = 8000;
   mig.memory_mib = 65536;
   auto back = WorkloadSpecFromJson(WorkloadSpecToJson(mig));
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_OK(back);
   EXPECT_EQ(*back, mig);
 
   WorkloadSpec share = FullSpec();
   share.gpus_per_replica = 1;
   share.gpu_milli = 250;
   back = WorkloadSpecFromJson(WorkloadSpecToJson(share));
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_OK(back);
   EXPECT_EQ(*back, share);
   EXPECT_NE(WorkloadSpecToJson(share), WorkloadSpecToJson(mig));
 
@@ -113,18 +118,20 @@ TEST(JsonCodecTest, SharingFieldsRoundTrip) {
       {"n3", "GPU-9", false, {}, "whole GPU again"},
   };
   auto assignment = AssignmentFromJson(AssignmentToJson(a));
-  ASSERT_TRUE(assignment.ok()) << assignment.status();
+  ASSERT_OK(assignment);
   EXPECT_EQ(*assignment, a);
 
   const std::vector<MigInstance> layout = {{"1g.10gb", 6}, {"4g.40gb", 0}};
   auto layout_back = MigLayoutFromJson(MigLayoutToJson(layout));
-  ASSERT_TRUE(layout_back.ok()) << layout_back.status();
+  ASSERT_OK(layout_back);
   EXPECT_EQ(*layout_back, layout);
   EXPECT_EQ(MigLayoutToJson({}), "[]");
-  EXPECT_TRUE(absl::IsInvalidArgument(MigLayoutFromJson(R"({"profile":"1g.10gb"})").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(MigLayoutFromJson(R"([{"profile":1}])").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      AssignmentFromJson(R"({"repartitions":[{"layout":"3g.40gb"}]})").status()));
+  EXPECT_THAT(MigLayoutFromJson(R"({"profile":"1g.10gb"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MigLayoutFromJson(R"([{"profile":1}])"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(AssignmentFromJson(R"({"repartitions":[{"layout":"3g.40gb"}]})"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // Rows written before the sharing fields existed: they decode to whole-GPU defaults, and a spec
@@ -137,7 +144,7 @@ TEST(JsonCodecTest, RowsWithoutSharingFieldsDecodeToDefaults) {
       R"("replicas":1,"run":{"command":[],"env":{},"image":"","sim_exit_code":0,)"
       R"("sim_outcome":"succeed"},"tenant":"a","topology":"none"})";
   auto spec = WorkloadSpecFromJson(old_spec);
-  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_OK(spec);
   EXPECT_EQ(spec->mig_profile, "");
   EXPECT_EQ(spec->gpu_milli, 0u);
   EXPECT_EQ(spec->cpu_millis, 0u);
@@ -149,7 +156,7 @@ TEST(JsonCodecTest, RowsWithoutSharingFieldsDecodeToDefaults) {
       R"({"cluster":"c","epoch":2,"replicas":[{"gpu_indices":[0],"gpu_uuids":["GPU-0"],)"
       R"("node":"n"}]})";
   auto a = AssignmentFromJson(old_assignment);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   ASSERT_EQ(a->replicas.size(), 1u);
   EXPECT_EQ(a->replicas[0].gpu_milli, 0u);
   EXPECT_EQ(a->replicas[0].mig_profile, "");

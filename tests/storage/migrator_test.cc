@@ -13,9 +13,12 @@
 #include "pqxx/pqxx"
 #include "storage/pg_store.h"
 #include "tests/support/postgres_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::storage {
 namespace {
+
+using ::gpufed::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -23,15 +26,15 @@ class MigratorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto postgres = gpufed::testing::TestPostgres::Get();
-    ASSERT_TRUE(postgres.ok()) << postgres.status();
+    ASSERT_OK(postgres);
     postgres_ = *postgres;
     auto dsn = postgres_->CreateEmptyDatabase();
-    ASSERT_TRUE(dsn.ok()) << dsn.status();
+    ASSERT_OK(dsn);
     dsn_ = *dsn;
   }
   void TearDown() override {
     if (!dsn_.empty()) {
-      EXPECT_TRUE(postgres_->DropDatabase(dsn_).ok());
+      EXPECT_OK(postgres_->DropDatabase(dsn_));
     }
   }
 
@@ -57,14 +60,14 @@ TEST_F(MigratorTest, EmbeddedMigrationsAreSortedAndNonEmpty) {
 
 TEST_F(MigratorTest, AppliesEverythingOnceAndIsIdempotent) {
   EXPECT_EQ(*AppliedSchemaVersion(dsn_), 0);
-  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
+  ASSERT_OK(MigrateDatabase(dsn_));
   EXPECT_EQ(*AppliedSchemaVersion(dsn_), LatestSchemaVersion());
   const int64_t rows = Scalar("SELECT count(*) FROM schema_migrations");
   EXPECT_EQ(rows, static_cast<int64_t>(EmbeddedMigrations().size()));
   const int64_t applied_at = Scalar("SELECT epoch_us(max(applied_at)) FROM schema_migrations");
 
-  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
-  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
+  ASSERT_OK(MigrateDatabase(dsn_));
+  ASSERT_OK(MigrateDatabase(dsn_));
   EXPECT_EQ(Scalar("SELECT count(*) FROM schema_migrations"), rows);
   EXPECT_EQ(Scalar("SELECT epoch_us(max(applied_at)) FROM schema_migrations"), applied_at);
   for (const char* table : {"tenants", "projects", "api_tokens", "clusters", "nodes", "gpus",
@@ -81,52 +84,52 @@ TEST_F(MigratorTest, ConcurrentMigratorsConverge) {
     threads.emplace_back([&, i] { results[i] = MigrateDatabase(dsn_); });
   }
   for (auto& t : threads) t.join();
-  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  for (const absl::Status& s : results) EXPECT_OK(s);
   EXPECT_EQ(Scalar("SELECT count(*) FROM schema_migrations"),
             static_cast<int64_t>(EmbeddedMigrations().size()));
 }
 
 TEST_F(MigratorTest, RefusesASchemaNewerThanTheBuild) {
-  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
+  ASSERT_OK(MigrateDatabase(dsn_));
   {
     pqxx::connection conn(dsn_);
     pqxx::nontransaction txn(conn);
     txn.exec("INSERT INTO schema_migrations (version, name) VALUES (9999, 'from_the_future')");
   }
   absl::Status s = MigrateDatabase(dsn_);
-  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(s.message()), HasSubstr("9999"));
   EXPECT_FALSE(absl::StrContains(s.message(), "\n"));
-  EXPECT_TRUE(absl::IsFailedPrecondition(PgStore::Create(dsn_).status()));
+  EXPECT_THAT(PgStore::Create(dsn_), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(MigratorTest, StoreRefusesAnUnmigratedDatabase) {
   auto store = PgStore::Create(dsn_);
-  EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(MigratorTest, NewMigrationsApplyInOrderAfterTheOldOnes) {
-  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
+  ASSERT_OK(MigrateDatabase(dsn_));
   std::vector<Migration> next(EmbeddedMigrations().begin(), EmbeddedMigrations().end());
   const int64_t base = next.back().version;
   next.push_back(
       {base + 1, "add_notes", "CREATE TABLE notes (id int); INSERT INTO notes VALUES (1);"});
   next.push_back({base + 2, "more_notes", "INSERT INTO notes VALUES (2);"});
-  ASSERT_TRUE(MigrateDatabase(dsn_, next).ok());
-  ASSERT_TRUE(MigrateDatabase(dsn_, next).ok());
+  ASSERT_OK(MigrateDatabase(dsn_, next));
+  ASSERT_OK(MigrateDatabase(dsn_, next));
   EXPECT_EQ(Scalar("SELECT count(*) FROM notes"), 2);
   EXPECT_EQ(*AppliedSchemaVersion(dsn_), base + 2);
   // The embedded list alone now refuses this database.
-  EXPECT_TRUE(absl::IsFailedPrecondition(MigrateDatabase(dsn_)));
+  EXPECT_THAT(MigrateDatabase(dsn_), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(MigratorTest, AFailingMigrationLeavesNoTrace) {
-  ASSERT_TRUE(MigrateDatabase(dsn_).ok());
+  ASSERT_OK(MigrateDatabase(dsn_));
   std::vector<Migration> next(EmbeddedMigrations().begin(), EmbeddedMigrations().end());
   const int64_t base = next.back().version;
   next.push_back({base + 1, "broken", "CREATE TABLE half (id int); SELECT 1/0;"});
   absl::Status s = MigrateDatabase(dsn_, next);
-  EXPECT_TRUE(absl::IsInternal(s)) << s;
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(std::string(s.message()), HasSubstr("broken"));
   EXPECT_EQ(*AppliedSchemaVersion(dsn_), base);
   EXPECT_EQ(Scalar("SELECT count(*) FROM pg_tables WHERE tablename = 'half'"), 0);
@@ -134,14 +137,14 @@ TEST_F(MigratorTest, AFailingMigrationLeavesNoTrace) {
 
 TEST_F(MigratorTest, RejectsUnorderedMigrationLists) {
   std::vector<Migration> bad = {{2, "b", "SELECT 1"}, {1, "a", "SELECT 1"}};
-  EXPECT_TRUE(absl::IsInvalidArgument(MigrateDatabase(dsn_, bad)));
+  EXPECT_THAT(MigrateDatabase(dsn_, bad), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(MigratorUnreachableTest, UnreachableDatabaseIsUnavailable) {
   const std::string dsn = "host=/nonexistent-gpufed-socket-dir port=1 dbname=x connect_timeout=2";
-  EXPECT_TRUE(absl::IsUnavailable(MigrateDatabase(dsn))) << MigrateDatabase(dsn);
-  EXPECT_TRUE(absl::IsUnavailable(AppliedSchemaVersion(dsn).status()));
-  EXPECT_TRUE(absl::IsUnavailable(PgStore::Create(dsn).status()));
+  EXPECT_THAT(MigrateDatabase(dsn), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(AppliedSchemaVersion(dsn), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(PgStore::Create(dsn), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 }  // namespace

@@ -10,9 +10,12 @@
 #include "gtest/gtest.h"
 #include "storage/pg_errors.h"
 #include "tests/storage/store_test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::storage {
 namespace {
+
+using ::gpufed::testing::StatusIs;
 
 using PoolTest = StoreTest;
 
@@ -20,36 +23,37 @@ TEST_F(PoolTest, AcquireTimesOutWithUnavailable) {
   PgPoolOptions options;
   options.size = 1;
   auto pool = PgPool::Create(dsn(), options, nullptr);
-  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_OK(pool);
   auto held = (*pool)->Acquire(absl::Seconds(1));
-  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_OK(held);
   auto second = (*pool)->Acquire(absl::Milliseconds(50));
-  EXPECT_TRUE(absl::IsUnavailable(second.status())) << second.status();
+  EXPECT_THAT(second, StatusIs(absl::StatusCode::kUnavailable));
   // Freed, it is handed out again.
   { auto released = std::move(*held); }
-  EXPECT_TRUE((*pool)->Acquire(absl::Milliseconds(50)).ok());
+  EXPECT_OK((*pool)->Acquire(absl::Milliseconds(50)));
 }
 
 TEST_F(PoolTest, BadPoolSizeIsInvalid) {
   PgPoolOptions options;
   options.size = 0;
-  EXPECT_TRUE(absl::IsInvalidArgument(PgPool::Create(dsn(), options, nullptr).status()));
+  EXPECT_THAT(PgPool::Create(dsn(), options, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(PoolTest, StoreSurvivesItsConnectionsBeingKilled) {
   AddTenant("acme", "research");
   const WorkloadId id = MustSubmit(Spec("before")).id;
-  ASSERT_TRUE(store_->Get(id).ok());
+  ASSERT_OK(store_->Get(id));
   // What a database restart or failover does to established sessions.
   Exec(
       "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
       "WHERE datname = current_database() AND pid <> pg_backend_pid()");
   auto got = store_->Get(id);
-  EXPECT_TRUE(got.ok()) << got.status();
+  EXPECT_OK(got);
   auto submitted = store_->Submit(Spec("after"));
-  EXPECT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_OK(submitted);
   auto listed = store_->List({});
-  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_OK(listed);
   EXPECT_EQ(listed->workloads.size(), 2u);
 }
 
@@ -67,14 +71,15 @@ TEST_F(PoolTest, ExceptionsMapToRetryMeanings) {
   };
   Exec("CREATE TABLE t (id int PRIMARY KEY, v int CHECK (v > 0))");
   Exec("INSERT INTO t VALUES (1, 1)");
-  EXPECT_TRUE(absl::IsAlreadyExists(status_of("INSERT INTO t VALUES (1, 1)")));
-  EXPECT_TRUE(absl::IsInvalidArgument(status_of("INSERT INTO t VALUES (2, -1)")));
-  EXPECT_TRUE(absl::IsInvalidArgument(status_of("SELECT 1/0")));
-  EXPECT_TRUE(
-      absl::IsNotFound(status_of("INSERT INTO projects (tenant, name) VALUES ('nobody', 'p')")));
-  EXPECT_TRUE(
-      absl::IsDeadlineExceeded(status_of("SET LOCAL statement_timeout = 10; SELECT pg_sleep(1)")));
-  EXPECT_TRUE(absl::IsInternal(status_of("SELECT * FROM no_such_table")));
+  EXPECT_THAT(status_of("INSERT INTO t VALUES (1, 1)"), StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(status_of("INSERT INTO t VALUES (2, -1)"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(status_of("SELECT 1/0"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(status_of("INSERT INTO projects (tenant, name) VALUES ('nobody', 'p')"),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(status_of("SET LOCAL statement_timeout = 10; SELECT pg_sleep(1)"),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(status_of("SELECT * FROM no_such_table"), StatusIs(absl::StatusCode::kInternal));
   absl::Status s = status_of("SELECT * FROM no_such_table");
   EXPECT_TRUE(absl::StartsWith(s.message(), "test: ")) << s;
   EXPECT_EQ(s.message().find('\n'), absl::string_view::npos) << s;
@@ -83,7 +88,7 @@ TEST_F(PoolTest, ExceptionsMapToRetryMeanings) {
     pqxx::connection conn("host=/nonexistent-gpufed port=1 dbname=x");
     FAIL() << "connected to nothing";
   } catch (const std::exception& e) {
-    EXPECT_TRUE(absl::IsUnavailable(StatusFromException(e, "connect")));
+    EXPECT_THAT(StatusFromException(e, "connect"), StatusIs(absl::StatusCode::kUnavailable));
     EXPECT_TRUE(IsConnectionBroken(e));
   }
 }
@@ -103,7 +108,7 @@ TEST_F(PoolTest, SerializationConflictsAreAborted) {
     tb.commit();
     FAIL() << "no conflict";
   } catch (const std::exception& e) {
-    EXPECT_TRUE(absl::IsAborted(StatusFromException(e, "test"))) << StatusFromException(e, "t");
+    EXPECT_THAT(StatusFromException(e, "test"), StatusIs(absl::StatusCode::kAborted));
   }
 }
 

@@ -7,9 +7,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/storage/store_test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::storage {
 namespace {
+
+using ::gpufed::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -55,7 +58,7 @@ TEST_F(ClusterStoreTest, RegisterCreatesReadyClusterAtEpochOneWithItsInventory) 
   nodes[1].gpus[3].healthy = false;
   nodes[0].schedulable = false;
   auto registered = store_->RegisterCluster(Info("dgx"), nodes);
-  ASSERT_TRUE(registered.ok()) << registered.status();
+  ASSERT_OK(registered);
   EXPECT_EQ(registered->info, Info("dgx"));
   EXPECT_EQ(registered->state, ClusterState::kReady);
   EXPECT_EQ(registered->epoch, 1u);
@@ -66,10 +69,10 @@ TEST_F(ClusterStoreTest, RegisterCreatesReadyClusterAtEpochOneWithItsInventory) 
   EXPECT_EQ(registered->nodes[1], nodes[0]);
 
   auto got = store_->GetCluster("dgx");
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->nodes, registered->nodes);
   EXPECT_EQ(got->info, Info("dgx"));
-  EXPECT_TRUE(absl::IsNotFound(store_->GetCluster("nope").status()));
+  EXPECT_THAT(store_->GetCluster("nope"), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(Scalar("SELECT count(*) FROM gpus WHERE cluster = 'dgx'"), 16);
 }
 
@@ -79,11 +82,11 @@ TEST_F(ClusterStoreTest, MigModeAndLayoutAreStored) {
   nodes[0].gpus[0].mig_layout = {{"3g.40gb", 4}, {"1g.10gb", 0}, {"2g.20gb", 2}};
   nodes[0].gpus[1].mig_enabled = true;  // MIG on, no instances yet
   auto registered = store_->RegisterCluster(Info("dgx"), nodes);
-  ASSERT_TRUE(registered.ok()) << registered.status();
+  ASSERT_OK(registered);
   ASSERT_EQ(registered->nodes.size(), 1u);
   EXPECT_EQ(registered->nodes[0], nodes[0]);  // layout order as reported
   auto got = store_->GetCluster("dgx");
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->nodes, registered->nodes);
   EXPECT_EQ(Scalar("SELECT count(*) FROM gpus WHERE mig_enabled"), 2);
   EXPECT_EQ(Scalar("SELECT jsonb_array_length(mig_layout) FROM gpus WHERE index = 0"), 3);
@@ -93,15 +96,14 @@ TEST_F(ClusterStoreTest, MigModeAndLayoutAreStored) {
   nodes[0].gpus[0].mig_enabled = false;
   nodes[0].gpus[0].mig_layout.clear();
   auto again = store_->RegisterCluster(Info("dgx"), nodes);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   EXPECT_EQ(again->nodes[0], nodes[0]);
   EXPECT_EQ(Scalar("SELECT count(*) FROM gpus WHERE mig_enabled"), 1);
 }
 
 TEST_F(ClusterStoreTest, RegisterAgainReplacesInventoryAndKeepsEpoch) {
-  ASSERT_TRUE(
-      store_->RegisterCluster(Info("dgx"), {Node("dgx", "a", 8), Node("dgx", "b", 8)}).ok());
-  ASSERT_TRUE(store_->SetClusterState("dgx", ClusterState::kUnreachable).ok());
+  ASSERT_OK(store_->RegisterCluster(Info("dgx"), {Node("dgx", "a", 8), Node("dgx", "b", 8)}));
+  ASSERT_OK(store_->SetClusterState("dgx", ClusterState::kUnreachable));
   ASSERT_EQ(store_->GetCluster("dgx")->epoch, 2u);
 
   ClusterInfo moved = Info("dgx");
@@ -110,7 +112,7 @@ TEST_F(ClusterStoreTest, RegisterAgainReplacesInventoryAndKeepsEpoch) {
   NodeInfo b = Node("dgx", "b", 4);
   b.rack = "r9";
   auto again = store_->RegisterCluster(moved, {b, Node("dgx", "c", 2)});
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   EXPECT_EQ(again->state, ClusterState::kReady);
   EXPECT_EQ(again->epoch, 2u);
   EXPECT_EQ(again->info, moved);
@@ -123,21 +125,21 @@ TEST_F(ClusterStoreTest, RegisterAgainReplacesInventoryAndKeepsEpoch) {
 }
 
 TEST_F(ClusterStoreTest, BadInventoryIsRefusedAndLeavesTheOldOne) {
-  ASSERT_TRUE(store_->RegisterCluster(Info("edge"), {Node("edge", "n1", 2)}).ok());
+  ASSERT_OK(store_->RegisterCluster(Info("edge"), {Node("edge", "n1", 2)}));
 
   auto bad_name = store_->RegisterCluster(Info("Edge_1"), {});
-  EXPECT_TRUE(absl::IsInvalidArgument(bad_name.status()));
+  EXPECT_THAT(bad_name, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(bad_name.status().message()), HasSubstr("cluster.name"));
 
   auto dup_node =
       store_->RegisterCluster(Info("edge"), {Node("edge", "x", 1), Node("edge", "x", 1)});
-  EXPECT_TRUE(absl::IsInvalidArgument(dup_node.status()));
+  EXPECT_THAT(dup_node, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(dup_node.status().message()), HasSubstr("nodes[1].name"));
 
   NodeInfo twin = Node("edge", "y", 1);
   twin.name = "z";
   auto dup_uuid = store_->RegisterCluster(Info("edge"), {Node("edge", "y", 1), twin});
-  EXPECT_TRUE(absl::IsInvalidArgument(dup_uuid.status()));
+  EXPECT_THAT(dup_uuid, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(dup_uuid.status().message()), HasSubstr("nodes[1].gpus[0].uuid"));
 
   NodeInfo dup_index = Node("edge", "w", 2);
@@ -146,52 +148,53 @@ TEST_F(ClusterStoreTest, BadInventoryIsRefusedAndLeavesTheOldOne) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("nodes[0].gpus[1].index"));
 
   auto cluster = store_->GetCluster("edge");
-  ASSERT_TRUE(cluster.ok());
+  ASSERT_OK(cluster);
   ASSERT_EQ(cluster->nodes.size(), 1u);
   EXPECT_EQ(cluster->nodes[0], Node("edge", "n1", 2));
   EXPECT_EQ(Scalar("SELECT count(*) FROM clusters"), 1);
 }
 
 TEST_F(ClusterStoreTest, UnreachableBumpsTheEpochOnce) {
-  ASSERT_TRUE(store_->RegisterCluster(Info("c1"), {}).ok());
-  ASSERT_TRUE(store_->SetClusterState("c1", ClusterState::kDegraded).ok());
+  ASSERT_OK(store_->RegisterCluster(Info("c1"), {}));
+  ASSERT_OK(store_->SetClusterState("c1", ClusterState::kDegraded));
   EXPECT_EQ(store_->GetCluster("c1")->epoch, 1u);
   EXPECT_EQ(store_->GetCluster("c1")->state, ClusterState::kDegraded);
-  ASSERT_TRUE(store_->SetClusterState("c1", ClusterState::kUnreachable).ok());
-  ASSERT_TRUE(store_->SetClusterState("c1", ClusterState::kUnreachable).ok());
+  ASSERT_OK(store_->SetClusterState("c1", ClusterState::kUnreachable));
+  ASSERT_OK(store_->SetClusterState("c1", ClusterState::kUnreachable));
   EXPECT_EQ(store_->GetCluster("c1")->epoch, 2u);
-  ASSERT_TRUE(store_->SetClusterState("c1", ClusterState::kDraining).ok());
-  ASSERT_TRUE(store_->SetClusterState("c1", ClusterState::kUnreachable).ok());
+  ASSERT_OK(store_->SetClusterState("c1", ClusterState::kDraining));
+  ASSERT_OK(store_->SetClusterState("c1", ClusterState::kUnreachable));
   EXPECT_EQ(store_->GetCluster("c1")->epoch, 3u);
-  EXPECT_TRUE(absl::IsNotFound(store_->SetClusterState("c9", ClusterState::kReady)));
-  EXPECT_TRUE(absl::IsInvalidArgument(store_->SetClusterState("c1", ClusterState::kUnspecified)));
+  EXPECT_THAT(store_->SetClusterState("c9", ClusterState::kReady),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store_->SetClusterState("c1", ClusterState::kUnspecified),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(ClusterStoreTest, HeartbeatsMoveForwardOnly) {
-  ASSERT_TRUE(store_->RegisterCluster(Info("c1"), {}).ok());
+  ASSERT_OK(store_->RegisterCluster(Info("c1"), {}));
   const Timestamp later = std::chrono::system_clock::now() + std::chrono::hours(1);
-  ASSERT_TRUE(store_->RecordHeartbeat("c1", later).ok());
+  ASSERT_OK(store_->RecordHeartbeat("c1", later));
   const auto stored = store_->GetCluster("c1")->last_heartbeat;
   ASSERT_TRUE(stored.has_value());
   EXPECT_LT(std::chrono::abs(*stored - later), std::chrono::milliseconds(1));
-  ASSERT_TRUE(store_->RecordHeartbeat("c1", later - std::chrono::minutes(5)).ok());
+  ASSERT_OK(store_->RecordHeartbeat("c1", later - std::chrono::minutes(5)));
   EXPECT_EQ(store_->GetCluster("c1")->last_heartbeat, stored);
-  EXPECT_TRUE(absl::IsNotFound(store_->RecordHeartbeat("c9", later)));
+  EXPECT_THAT(store_->RecordHeartbeat("c9", later), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST_F(ClusterStoreTest, ListClustersWithAndWithoutNodes) {
-  ASSERT_TRUE(store_->RegisterCluster(Info("b-site"), {Node("b-site", "n1", 1)}).ok());
-  ASSERT_TRUE(
-      store_->RegisterCluster(Info("a-site"), {Node("a-site", "n1", 2), Node("a-site", "n2", 0)})
-          .ok());
+  ASSERT_OK(store_->RegisterCluster(Info("b-site"), {Node("b-site", "n1", 1)}));
+  ASSERT_OK(
+      store_->RegisterCluster(Info("a-site"), {Node("a-site", "n1", 2), Node("a-site", "n2", 0)}));
   auto bare = store_->ListClusters(false);
-  ASSERT_TRUE(bare.ok()) << bare.status();
+  ASSERT_OK(bare);
   ASSERT_EQ(bare->size(), 2u);
   EXPECT_EQ((*bare)[0].info.name, "a-site");
   EXPECT_TRUE((*bare)[0].nodes.empty());
 
   auto full = store_->ListClusters(true);
-  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_OK(full);
   ASSERT_EQ(full->size(), 2u);
   ASSERT_EQ((*full)[0].nodes.size(), 2u);
   EXPECT_EQ((*full)[0].nodes[0], Node("a-site", "n1", 2));

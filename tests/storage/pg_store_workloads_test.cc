@@ -14,9 +14,12 @@
 #include "gtest/gtest.h"
 #include "tests/storage/store_test_util.h"
 #include "tests/support/replicas.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::storage {
 namespace {
+
+using ::gpufed::testing::StatusIs;
 
 using ::testing::HasSubstr;
 using S = WorkloadState;
@@ -54,7 +57,7 @@ TEST_F(WorkloadStoreTest, SubmitStoresPendingWorkloadAndItsEvent) {
   spec.run.sim_exit_code = 3;
   const auto before = std::chrono::system_clock::now();
   auto submitted = store_->Submit(spec);
-  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  ASSERT_OK(submitted);
   EXPECT_TRUE(submitted->created);
   const Workload& w = submitted->workload;
   EXPECT_GT(w.id, 0);
@@ -65,7 +68,7 @@ TEST_F(WorkloadStoreTest, SubmitStoresPendingWorkloadAndItsEvent) {
   EXPECT_LE(w.create_time, std::chrono::system_clock::now() + std::chrono::seconds(5));
 
   auto got = store_->Get(w.id);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->spec, spec);
   EXPECT_EQ(got->state, S::kPending);
   EXPECT_EQ(got->create_time, w.create_time);
@@ -79,17 +82,17 @@ TEST_F(WorkloadStoreTest, SubmitStoresPendingWorkloadAndItsEvent) {
 }
 
 TEST_F(WorkloadStoreTest, GetUnknownIsNotFound) {
-  EXPECT_TRUE(absl::IsNotFound(store_->Get(424242).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(store_->Get(0).status()));
+  EXPECT_THAT(store_->Get(424242), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store_->Get(0), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(WorkloadStoreTest, SubmitToUnknownTenantOrProjectIsNotFoundAndStoresNothing) {
   auto no_tenant = store_->Submit(Spec("x", "initech", "research"));
-  EXPECT_TRUE(absl::IsNotFound(no_tenant.status())) << no_tenant.status();
+  EXPECT_THAT(no_tenant, StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(std::string(no_tenant.status().message()), HasSubstr("spec.tenant"));
 
   auto no_project = store_->Submit(Spec("x", "acme", "nope"));
-  EXPECT_TRUE(absl::IsNotFound(no_project.status())) << no_project.status();
+  EXPECT_THAT(no_project, StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(std::string(no_project.status().message()), HasSubstr("spec.project"));
 
   EXPECT_EQ(Scalar("SELECT count(*) FROM workloads"), 0);
@@ -98,7 +101,7 @@ TEST_F(WorkloadStoreTest, SubmitToUnknownTenantOrProjectIsNotFoundAndStoresNothi
 
 TEST_F(WorkloadStoreTest, SubmitWithoutNameIsInvalidAndStoresNothing) {
   auto r = store_->Submit(Spec(""));
-  EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("spec.name"));
   WorkloadSpec no_tenant = Spec("x");
   no_tenant.tenant.clear();
@@ -110,9 +113,9 @@ TEST_F(WorkloadStoreTest, SameKeySameSpecReturnsTheEarlierWorkload) {
   WorkloadSpec spec = Spec("train");
   spec.idempotency_key = "train-2026-11-21";
   auto first = store_->Submit(spec);
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   auto again = store_->Submit(spec);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   EXPECT_TRUE(first->created);
   EXPECT_FALSE(again->created);
   EXPECT_EQ(again->workload.id, first->workload.id);
@@ -124,11 +127,11 @@ TEST_F(WorkloadStoreTest, SameKeySameSpecReturnsTheEarlierWorkload) {
 TEST_F(WorkloadStoreTest, SameKeyDifferentSpecIsAlreadyExists) {
   WorkloadSpec spec = Spec("train");
   spec.idempotency_key = "k1";
-  ASSERT_TRUE(store_->Submit(spec).ok());
+  ASSERT_OK(store_->Submit(spec));
   WorkloadSpec other = spec;
   other.replicas = 3;
   auto r = store_->Submit(other);
-  EXPECT_TRUE(absl::IsAlreadyExists(r.status())) << r.status();
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kAlreadyExists));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("spec.idempotency_key"));
   EXPECT_EQ(Scalar("SELECT count(*) FROM workloads"), 1);
 }
@@ -140,7 +143,8 @@ TEST_F(WorkloadStoreTest, IdempotencyKeysArePerTenant) {
   b.idempotency_key = "shared";
   auto ra = store_->Submit(a);
   auto rb = store_->Submit(b);
-  ASSERT_TRUE(ra.ok() && rb.ok());
+  ASSERT_OK(ra);
+  ASSERT_OK(rb);
   EXPECT_TRUE(ra->created);
   EXPECT_TRUE(rb->created);
   EXPECT_NE(ra->workload.id, rb->workload.id);
@@ -159,7 +163,7 @@ TEST_F(WorkloadStoreTest, ConcurrentDuplicatesMakeOneWorkload) {
   int created = 0;
   std::set<WorkloadId> ids;
   for (const auto& r : results) {
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_OK(r);
     created += r->created ? 1 : 0;
     ids.insert(r->workload.id);
   }
@@ -182,16 +186,16 @@ TEST_F(WorkloadStoreTest, ConcurrentDuplicatesWithDifferentSpecsKeepOne) {
   }
   for (auto& t : threads) t.join();
   auto stored = store_->List(Filter("acme"));
-  ASSERT_TRUE(stored.ok());
+  ASSERT_OK(stored);
   ASSERT_EQ(stored->workloads.size(), 1u);
   const int winner_priority = stored->workloads[0].spec.priority;
   int created = 0;
   for (int i = 0; i < kThreads; ++i) {
     if (i % 2 == winner_priority) {
-      ASSERT_TRUE(results[i].ok()) << results[i].status();
+      ASSERT_OK(results[i]);
       created += results[i]->created ? 1 : 0;
     } else {
-      EXPECT_TRUE(absl::IsAlreadyExists(results[i].status())) << results[i].status();
+      EXPECT_THAT(results[i], StatusIs(absl::StatusCode::kAlreadyExists));
     }
   }
   EXPECT_EQ(created, 1);
@@ -206,14 +210,14 @@ TEST_F(WorkloadStoreTest, BadRowsInAGroupFailOnlyThemselves) {
   PgStoreOptions options;
   options.committers = 1;
   auto store = PgStore::Create(dsn(), options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_OK(store);
   store_ = *std::move(store);
 
   pqxx::connection blocker(dsn());
   pqxx::work lock(blocker);
   lock.exec("LOCK TABLE workload_events IN EXCLUSIVE MODE");
 
-  std::thread first([&] { EXPECT_TRUE(store_->Submit(Spec("first")).ok()); });
+  std::thread first([&] { EXPECT_OK(store_->Submit(Spec("first"))); });
   // Wait until the committer is stuck on the lock with the first submit.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (Scalar("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = "
@@ -264,7 +268,8 @@ TEST_F(WorkloadStoreTest, BadRowsInAGroupFailOnlyThemselves) {
   }
   // The first submit's group, then exactly one group for all the rest.
   EXPECT_EQ(store_->GetStats().submit_groups - groups_before, 2);
-  ASSERT_TRUE(results[8].ok() && results[9].ok());
+  ASSERT_OK(results[8]);
+  ASSERT_OK(results[9]);
   EXPECT_NE(results[8]->created, results[9]->created);
   EXPECT_EQ(results[8]->workload.id, results[9]->workload.id);
   EXPECT_EQ(Scalar("SELECT count(*) FROM workloads"), 1 + 6 + 1);
@@ -299,7 +304,7 @@ TEST_F(WorkloadStoreTest, ConcurrentSubmittersAreDurableDistinctAndGroupCommitte
   settle();
   const int64_t commits_before = commits();
   auto store = PgStore::Create(dsn());
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_OK(store);
   store_ = *std::move(store);
 
   constexpr int kThreads = 8;
@@ -363,7 +368,7 @@ TEST_F(WorkloadStoreTest, ListIsNewestFirstWithFiltersAndKeysetPages) {
   int pages = 0;
   do {
     auto page = store_->List(filter);
-    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_OK(page);
     ++pages;
     ASSERT_LE(page->workloads.size(), 5u);
     for (const Workload& w : page->workloads) seen.push_back(w.id);
@@ -377,7 +382,7 @@ TEST_F(WorkloadStoreTest, ListIsNewestFirstWithFiltersAndKeysetPages) {
   auto ids_of = [&](const ListFilter& f) {
     std::vector<WorkloadId> out;
     auto page = store_->List(f);
-    EXPECT_TRUE(page.ok()) << page.status();
+    EXPECT_OK(page);
     if (page.ok()) {
       for (const Workload& w : page->workloads) out.push_back(w.id);
     }
@@ -400,13 +405,14 @@ TEST_F(WorkloadStoreTest, ListIsNewestFirstWithFiltersAndKeysetPages) {
 
   // A last page that is exactly full says so.
   auto exact = store_->List(Filter("globex", "", {}, "", 3));
-  ASSERT_TRUE(exact.ok());
+  ASSERT_OK(exact);
   EXPECT_EQ(exact->workloads.size(), 3u);
   EXPECT_EQ(exact->next_before_id, 0);
 
-  EXPECT_TRUE(absl::IsInvalidArgument(store_->List(Filter("", "", {}, "", -1)).status()));
+  EXPECT_THAT(store_->List(Filter("", "", {}, "", -1)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   auto defaulted = store_->List(Filter("", "", {}, "", 0));
-  ASSERT_TRUE(defaulted.ok());
+  ASSERT_OK(defaulted);
   EXPECT_EQ(defaulted->workloads.size(), 20u);
 }
 
@@ -424,27 +430,27 @@ TEST_F(WorkloadStoreTest, ListPendingIsInSchedulingOrder) {
   Advance(running, S::kRunning);
 
   auto pending = store_->ListPending(10);
-  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_OK(pending);
   std::vector<WorkloadId> order;
   for (const Workload& w : *pending) order.push_back(w.id);
   EXPECT_EQ(order, (std::vector<WorkloadId>{high1, high2, mid, low}));
 
   auto two = store_->ListPending(2);
-  ASSERT_TRUE(two.ok());
+  ASSERT_OK(two);
   EXPECT_EQ(two->size(), 2u);
-  EXPECT_TRUE(absl::IsInvalidArgument(store_->ListPending(0).status()));
+  EXPECT_THAT(store_->ListPending(0), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // ---- Transitions ---------------------------------------------------------------------------
 
 TEST_F(WorkloadStoreTest, LifecycleSetsAssignmentTimesAndEvents) {
   const WorkloadId id = MustSubmit(Spec("train")).id;
-  ASSERT_TRUE(store_->SetPendingReasons({{id, "no capacity"}}).ok());
+  ASSERT_OK(store_->SetPendingReasons({{id, "no capacity"}}));
 
   Transition place = Step(id, S::kPending, S::kPlaced);
   place.assignment = AssignmentOn("c1", 4);
   auto placed = store_->ApplyTransitions({place});
-  ASSERT_TRUE(placed.ok()) << placed.status();
+  ASSERT_OK(placed);
   ASSERT_EQ(placed->size(), 1u);
   const TransitionResult& p = (*placed)[0];
   ASSERT_TRUE(p.applied);
@@ -456,7 +462,7 @@ TEST_F(WorkloadStoreTest, LifecycleSetsAssignmentTimesAndEvents) {
   EXPECT_EQ(p.current->version, 3u);  // submit, pending reason, placement
 
   auto active = store_->ListActive("c1");
-  ASSERT_TRUE(active.ok());
+  ASSERT_OK(active);
   ASSERT_EQ(active->size(), 1u);
   EXPECT_EQ((*active)[0].id, id);
   EXPECT_TRUE(store_->ListActive("c2")->empty());
@@ -468,7 +474,8 @@ TEST_F(WorkloadStoreTest, LifecycleSetsAssignmentTimesAndEvents) {
   Transition run = Step(id, S::kPlaced, S::kRunning);
   run.time = started;
   auto running = store_->ApplyTransitions({run});
-  ASSERT_TRUE(running.ok() && (*running)[0].applied);
+  ASSERT_OK(running);
+  ASSERT_TRUE((*running)[0].applied);
   EXPECT_EQ((*running)[0].current->start_time, started);
   EXPECT_EQ((*running)[0].event->time, started);
 
@@ -477,10 +484,11 @@ TEST_F(WorkloadStoreTest, LifecycleSetsAssignmentTimesAndEvents) {
   done.message = "exit 3";
   done.time = started + std::chrono::milliseconds(1500);
   auto failed = store_->ApplyTransitions({done});
-  ASSERT_TRUE(failed.ok() && (*failed)[0].applied);
+  ASSERT_OK(failed);
+  ASSERT_TRUE((*failed)[0].applied);
 
   auto w = store_->Get(id);
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   EXPECT_EQ(w->state, S::kFailed);
   EXPECT_EQ(w->exit_code, 3);
   EXPECT_EQ(w->message, "exit 3");
@@ -519,10 +527,11 @@ TEST_F(WorkloadStoreTest, SharingFieldsRoundTripThroughTheStore) {
   place.assignment->repartitions = {
       {"node-01", "GPU-a", true, {{"3g.40gb", 0}, {"3g.40gb", 4}}, "3g.40gb for workload"}};
   auto placed = store_->ApplyTransitions({place});
-  ASSERT_TRUE(placed.ok() && (*placed)[0].applied) << placed.status();
+  ASSERT_OK(placed);
+  ASSERT_TRUE((*placed)[0].applied);
 
   auto w = store_->Get(submitted.id);
-  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_OK(w);
   EXPECT_EQ(w->spec, spec);
   EXPECT_EQ(w->assignment, *place.assignment);
 
@@ -534,18 +543,19 @@ TEST_F(WorkloadStoreTest, SharingFieldsRoundTripThroughTheStore) {
   const Workload first = MustSubmit(shared);
   EXPECT_EQ(MustSubmit(shared).id, first.id);
   shared.gpu_milli = 400;
-  EXPECT_TRUE(absl::IsAlreadyExists(store_->Submit(shared).status()));
+  EXPECT_THAT(store_->Submit(shared), StatusIs(absl::StatusCode::kAlreadyExists));
 }
 
 TEST_F(WorkloadStoreTest, StaleTransitionIsSkippedNotAppliedTwice) {
   const WorkloadId id = MustSubmit(Spec("train")).id;
   auto first = store_->ApplyTransitions({Step(id, S::kPending, S::kPlaced)});
-  ASSERT_TRUE(first.ok() && (*first)[0].applied);
+  ASSERT_OK(first);
+  ASSERT_TRUE((*first)[0].applied);
 
   Transition stale = Step(id, S::kPending, S::kPlaced);
   stale.assignment = AssignmentOn("c2");
   auto second = store_->ApplyTransitions({stale});
-  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_OK(second);
   const TransitionResult& r = (*second)[0];
   EXPECT_FALSE(r.applied);
   EXPECT_FALSE(r.event.has_value());
@@ -556,7 +566,7 @@ TEST_F(WorkloadStoreTest, StaleTransitionIsSkippedNotAppliedTwice) {
   EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events WHERE to_state = 'PLACED'"), 1);
 
   auto unknown = store_->ApplyTransitions({Step(987654, S::kPending, S::kPlaced)});
-  ASSERT_TRUE(unknown.ok());
+  ASSERT_OK(unknown);
   EXPECT_FALSE((*unknown)[0].applied);
   EXPECT_FALSE((*unknown)[0].current.has_value());
 }
@@ -595,7 +605,7 @@ TEST_F(WorkloadStoreTest, SeveralStepsOfOneWorkloadInOneBatchApplyInOrder) {
       Step(b, S::kPending, S::kPlaced),  // stale by then
       Step(a, S::kRunning, S::kSucceeded),
   });
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   std::vector<bool> applied;
   for (const TransitionResult& t : *r) applied.push_back(t.applied);
   EXPECT_EQ(applied, (std::vector<bool>{true, true, true, false, true}));
@@ -612,7 +622,7 @@ TEST_F(WorkloadStoreTest, LargeBatchAppliesInOneCall) {
     batch.push_back(Step(MustSubmit(Spec("w" + std::to_string(i))).id, S::kPending, S::kPlaced));
   }
   auto r = store_->ApplyTransitions(batch);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_EQ(std::count_if(r->begin(), r->end(), [](const auto& t) { return t.applied; }), 300);
   EXPECT_EQ(store_->ListActive("c1")->size(), 300u);
 }
@@ -626,7 +636,8 @@ TEST_F(WorkloadStoreTest, LostWorkloadReturnsToPendingWithoutItsAssignment) {
   Transition requeue = Step(id, S::kLost, S::kPending);
   requeue.reason = "requeued after cluster c1 was lost";
   auto r = store_->ApplyTransitions({requeue});
-  ASSERT_TRUE(r.ok() && (*r)[0].applied);
+  ASSERT_OK(r);
+  ASSERT_TRUE((*r)[0].applied);
   const Workload& w = *(*r)[0].current;
   EXPECT_EQ(w.state, S::kPending);
   EXPECT_TRUE(w.assignment.empty());
@@ -643,16 +654,16 @@ TEST_F(WorkloadStoreTest, InvalidBatchIsRefusedWhole) {
   Transition no_assignment = Step(b, S::kPending, S::kPlaced);
   no_assignment.assignment.reset();
   auto r = store_->ApplyTransitions({Step(a, S::kPending, S::kPlaced), no_assignment});
-  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("transitions[1].assignment"));
   EXPECT_EQ(store_->Get(a)->state, S::kPending);
   EXPECT_EQ(store_->Get(a)->version, 1u);
 
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      store_->ApplyTransitions({Step(a, S::kPending, S::kPending)}).status()));
+  EXPECT_THAT(store_->ApplyTransitions({Step(a, S::kPending, S::kPending)}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   Transition no_to = Step(a, S::kPending, S::kPlaced);
   no_to.to = S::kUnspecified;
-  EXPECT_TRUE(absl::IsInvalidArgument(store_->ApplyTransitions({no_to}).status()));
+  EXPECT_THAT(store_->ApplyTransitions({no_to}), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events"), 2);
   EXPECT_TRUE(store_->ApplyTransitions({})->empty());
 }
@@ -663,19 +674,19 @@ TEST_F(WorkloadStoreTest, PendingReasonsWriteOnlyChangesOnPendingWorkloads) {
   Advance(running, S::kRunning);
   const uint64_t running_version = store_->Get(running)->version;
 
-  ASSERT_TRUE(store_->SetPendingReasons({{waiting, "quota"}, {running, "quota"}}).ok());
+  ASSERT_OK(store_->SetPendingReasons({{waiting, "quota"}, {running, "quota"}}));
   EXPECT_EQ(store_->Get(waiting)->pending_reason, "quota");
   EXPECT_EQ(store_->Get(waiting)->version, 2u);
   EXPECT_EQ(store_->Get(running)->pending_reason, "");
   EXPECT_EQ(store_->Get(running)->version, running_version);
 
-  ASSERT_TRUE(store_->SetPendingReasons({{waiting, "quota"}}).ok());  // unchanged: no write
+  ASSERT_OK(store_->SetPendingReasons({{waiting, "quota"}}));  // unchanged: no write
   EXPECT_EQ(store_->Get(waiting)->version, 2u);
-  ASSERT_TRUE(store_->SetPendingReasons({{waiting, "a"}, {waiting, "no H100 free"}}).ok());
+  ASSERT_OK(store_->SetPendingReasons({{waiting, "a"}, {waiting, "no H100 free"}}));
   EXPECT_EQ(store_->Get(waiting)->pending_reason, "no H100 free");
   EXPECT_EQ(store_->Get(waiting)->version, 3u);
-  EXPECT_TRUE(store_->SetPendingReasons({}).ok());
-  EXPECT_TRUE(absl::IsInvalidArgument(store_->SetPendingReasons({{0, "x"}})));
+  EXPECT_OK(store_->SetPendingReasons({}));
+  EXPECT_THAT(store_->SetPendingReasons({{0, "x"}}), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // ---- Cancel ----------------------------------------------------------------------------------
@@ -700,11 +711,11 @@ TEST_F(WorkloadStoreTest, CancelInEachState) {
 
     auto r = store_->RequestCancel(id, "user:alice", "not needed");
     if (c.refused) {
-      EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+      EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition));
       EXPECT_EQ(store_->Get(id)->version, version);
       continue;
     }
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_OK(r);
     EXPECT_TRUE(r->workload.cancel_requested);
     EXPECT_EQ(r->workload.version, version + 1);
     if (c.immediate) {
@@ -721,14 +732,16 @@ TEST_F(WorkloadStoreTest, CancelInEachState) {
       EXPECT_FALSE(r->event.has_value());
       // Asking again changes nothing.
       auto again = store_->RequestCancel(id, "user:alice", "really");
-      ASSERT_TRUE(again.ok());
+      ASSERT_OK(again);
       EXPECT_EQ(again->workload.version, version + 1);
       // The agent confirms.
       auto confirmed = store_->ApplyTransitions({Step(id, c.state, S::kCancelled)});
-      ASSERT_TRUE(confirmed.ok() && (*confirmed)[0].applied);
+      ASSERT_OK(confirmed);
+      ASSERT_TRUE((*confirmed)[0].applied);
     }
   }
-  EXPECT_TRUE(absl::IsNotFound(store_->RequestCancel(55555, "user:alice", "").status()));
+  EXPECT_THAT(store_->RequestCancel(55555, "user:alice", ""),
+              StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST_F(WorkloadStoreTest, CountByState) {
@@ -736,7 +749,7 @@ TEST_F(WorkloadStoreTest, CountByState) {
   MustSubmit(Spec("b"));
   Advance(MustSubmit(Spec("c")).id, S::kRunning);
   auto counts = store_->CountByState();
-  ASSERT_TRUE(counts.ok()) << counts.status();
+  ASSERT_OK(counts);
   std::map<WorkloadState, int64_t> by_state(counts->begin(), counts->end());
   EXPECT_EQ(by_state[S::kPending], 2);
   EXPECT_EQ(by_state[S::kRunning], 1);

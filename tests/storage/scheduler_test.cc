@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "pqxx/pqxx"
 #include "tests/storage/store_test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::storage {
 namespace {
@@ -38,7 +39,7 @@ class SchedulerTest : public StoreTest {
       gpu.nvlink_domain = "dgx-01-nvl";
       node.gpus.push_back(gpu);
     }
-    ASSERT_TRUE(store_->RegisterCluster(info, {node}).ok());
+    ASSERT_OK(store_->RegisterCluster(info, {node}));
   }
 
   // A one-node cluster of `gpus` GPUs of `model`, each without NVLink peers.
@@ -58,7 +59,7 @@ class SchedulerTest : public StoreTest {
       gpu.mig_capable = mig_capable;
       node.gpus.push_back(gpu);
     }
-    ASSERT_TRUE(store_->RegisterCluster(info, {node}).ok());
+    ASSERT_OK(store_->RegisterCluster(info, {node}));
   }
 
   static WorkloadSpec Share(const std::string& name, uint32_t milli, const std::string& model) {
@@ -112,9 +113,9 @@ TEST_F(SchedulerTest, PlacesWhatFitsAndRecordsWhyTheRestWaits) {
   Workload c = MustSubmit(Gpus("c", 8));
   Workload d = MustSubmit(Gpus("d", 16));
   Scheduler scheduler(store_.get(), store_.get());
-  ASSERT_TRUE(scheduler.Rebuild().ok());
+  ASSERT_OK(scheduler.Rebuild());
   auto cycle = scheduler.RunCycle();
-  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  ASSERT_OK(cycle);
   ASSERT_EQ(cycle->placed.size(), 2u);
   EXPECT_EQ(store_->Get(a.id)->state, WorkloadState::kPlaced);
   EXPECT_EQ(store_->Get(b.id)->state, WorkloadState::kPlaced);
@@ -137,12 +138,12 @@ TEST_F(SchedulerTest, ARebuiltSchedulerSeesTheCommittedAllocations) {
   Workload a = MustSubmit(Gpus("a", 4));
   {
     Scheduler first(store_.get(), store_.get());
-    ASSERT_TRUE(first.Rebuild().ok());
+    ASSERT_OK(first.Rebuild());
     ASSERT_EQ(first.RunCycle()->placed.size(), 1u);
   }
   // A new scheduler (a restart, or another server taking over the lock).
   Scheduler second(store_.get(), store_.get());
-  ASSERT_TRUE(second.Rebuild().ok());
+  ASSERT_OK(second.Rebuild());
   // A late, stale PENDING copy of the placed workload must neither place it again nor free
   // the 4 GPUs it really holds.
   second.NotifySubmitted(a);
@@ -150,13 +151,13 @@ TEST_F(SchedulerTest, ARebuiltSchedulerSeesTheCommittedAllocations) {
   Workload b = MustSubmit(Gpus("b", 8));
   second.NotifySubmitted(b);
   auto cycle = second.RunCycle();
-  ASSERT_TRUE(cycle.ok());
+  ASSERT_OK(cycle);
   EXPECT_TRUE(cycle->placed.empty()) << "4 of the node's 8 GPUs are still held by " << a.id;
 
   // a finishes: its GPUs come back and b goes.
   const Transition run = AgentStep(a.id, WorkloadState::kRunning, "agent:dgx", "started");
   const Transition done = AgentStep(a.id, WorkloadState::kSucceeded, "agent:dgx", "");
-  ASSERT_TRUE(store_->ApplyTransitions({run, done}).ok());
+  ASSERT_OK(store_->ApplyTransitions({run, done}));
   second.NotifyReleased(a.id);
   cycle = second.RunCycle();
   ASSERT_EQ(cycle->placed.size(), 1u);
@@ -169,18 +170,18 @@ TEST_F(SchedulerTest, WorkloadsBeyondTheCycleWindowStillGetAReason) {
   SchedulerOptions options;
   options.max_considered = 1;
   Scheduler scheduler(store_.get(), store_.get(), options);
-  ASSERT_TRUE(scheduler.Rebuild().ok());
-  ASSERT_TRUE(scheduler.RunCycle().ok());
+  ASSERT_OK(scheduler.Rebuild());
+  ASSERT_OK(scheduler.RunCycle());
   EXPECT_NE(store_->Get(behind.id)->pending_reason.find("queued"), std::string::npos);
 }
 
 TEST_F(SchedulerTest, CancelledWhilePendingIsNeverPlaced) {
   Workload a = MustSubmit(Gpus("a", 1));
   Scheduler scheduler(store_.get(), store_.get());
-  ASSERT_TRUE(scheduler.Rebuild().ok());  // a is in the in-memory queue now
-  ASSERT_TRUE(store_->RequestCancel(a.id, "user:test", "changed my mind").ok());
+  ASSERT_OK(scheduler.Rebuild());  // a is in the in-memory queue now
+  ASSERT_OK(store_->RequestCancel(a.id, "user:test", "changed my mind"));
   auto cycle = scheduler.RunCycle();  // the guarded commit refuses it
-  ASSERT_TRUE(cycle.ok());
+  ASSERT_OK(cycle);
   EXPECT_TRUE(cycle->placed.empty());
   EXPECT_EQ(cycle->stats.lost_races, 1);
   EXPECT_EQ(store_->Get(a.id)->state, WorkloadState::kCancelled);
@@ -197,9 +198,9 @@ TEST_F(SchedulerTest, SharesOfOneGpuAreStoredAndSurviveARebuild) {
   Workload c = MustSubmit(Share("c", 100, "L4"));
   {
     Scheduler scheduler(store_.get(), store_.get());
-    ASSERT_TRUE(scheduler.Rebuild().ok());
+    ASSERT_OK(scheduler.Rebuild());
     auto cycle = scheduler.RunCycle();
-    ASSERT_TRUE(cycle.ok()) << cycle.status();
+    ASSERT_OK(cycle);
     EXPECT_EQ(cycle->placed.size(), 2u);
     EXPECT_EQ(cycle->stats.repartitions, 0);
   }
@@ -219,17 +220,17 @@ TEST_F(SchedulerTest, SharesOfOneGpuAreStoredAndSurviveARebuild) {
 
   // A restarted scheduler reads the shares back: the GPU is still full.
   Scheduler second(store_.get(), store_.get());
-  ASSERT_TRUE(second.Rebuild().ok());
+  ASSERT_OK(second.Rebuild());
   EXPECT_TRUE(second.RunCycle()->placed.empty());
   EXPECT_FALSE(second.Explain(c.spec).assignment.has_value());
 
   // b ends: its 400 come back, and c takes 100 of them on the same GPU.
   const Transition run = AgentStep(b.id, WorkloadState::kRunning, "agent:infer", "");
   const Transition done = AgentStep(b.id, WorkloadState::kSucceeded, "agent:infer", "");
-  ASSERT_TRUE(store_->ApplyTransitions({run, done}).ok());
+  ASSERT_OK(store_->ApplyTransitions({run, done}));
   second.NotifyReleased(b.id);
   auto cycle = second.RunCycle();
-  ASSERT_TRUE(cycle.ok());
+  ASSERT_OK(cycle);
   ASSERT_EQ(cycle->placed.size(), 1u);
   EXPECT_EQ(cycle->placed[0].id, c.id);
   EXPECT_EQ(cycle->placed[0].assignment.replicas[0].gpu_milli, 100u);
@@ -241,9 +242,9 @@ TEST_F(SchedulerTest, MigRepartitionIsDecidedCountedStoredAndRebuilt) {
   Workload a = MustSubmit(Mig("a", "1g.10gb"));
   Workload b = MustSubmit(Mig("b", "1g.10gb"));
   Scheduler scheduler(store_.get(), store_.get());
-  ASSERT_TRUE(scheduler.Rebuild().ok());
+  ASSERT_OK(scheduler.Rebuild());
   auto cycle = scheduler.RunCycle();
-  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  ASSERT_OK(cycle);
   ASSERT_EQ(cycle->placed.size(), 2u);
 
   // The GPU had MIG off: the first placement turns it on, with a layout for the queue.
@@ -283,11 +284,11 @@ TEST_F(SchedulerTest, MigRepartitionIsDecidedCountedStoredAndRebuilt) {
   // A restarted scheduler re-applies the committed layout from the assignments (the inventory
   // still says MIG off until the agent reports): the instances in use stay taken.
   Scheduler second(store_.get(), store_.get());
-  ASSERT_TRUE(second.Rebuild().ok());
+  ASSERT_OK(second.Rebuild());
   Workload c = MustSubmit(Mig("c", "1g.10gb"));
   second.NotifySubmitted(c);
   cycle = second.RunCycle();
-  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  ASSERT_OK(cycle);
   ASSERT_EQ(cycle->placed.size(), 1u);
   const ReplicaAssignment& rc = cycle->placed[0].assignment.replicas[0];
   EXPECT_EQ(rc.mig_profile, "1g.10gb");
@@ -300,9 +301,9 @@ TEST_F(SchedulerTest, WithoutPartitioningAuthorityMigWaitsAndSaysWhy) {
   SchedulerOptions options;
   options.placement.partitioning = false;
   Scheduler scheduler(store_.get(), store_.get(), options);
-  ASSERT_TRUE(scheduler.Rebuild().ok());
+  ASSERT_OK(scheduler.Rebuild());
   auto cycle = scheduler.RunCycle();
-  ASSERT_TRUE(cycle.ok());
+  ASSERT_OK(cycle);
   EXPECT_TRUE(cycle->placed.empty());
   EXPECT_EQ(cycle->stats.repartitions, 0);
   Workload waiting = *store_->Get(a.id);
@@ -321,7 +322,7 @@ TEST_F(SchedulerTest, ExplainBeforeThePoolIsLoadedDoesNotSayNever) {
   EXPECT_FALSE(d.never_fits) << d.reason;
   EXPECT_NE(d.reason.find("has not loaded the pool"), std::string::npos) << d.reason;
 
-  ASSERT_TRUE(scheduler.Rebuild().ok());
+  ASSERT_OK(scheduler.Rebuild());
   d = scheduler.Explain(a.spec);
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
   EXPECT_EQ(d.assignment->cluster, "dgx");
@@ -337,7 +338,7 @@ TEST_F(SchedulerTest, ExplainBeforeThePoolIsLoadedDoesNotSayNever) {
 // nothing itself, and answers many threads at once while the scheduler runs cycles.
 TEST_F(SchedulerTest, ExplainFollowsEachSnapshotAndAnswersManyThreads) {
   Scheduler scheduler(store_.get(), store_.get());
-  ASSERT_TRUE(scheduler.Rebuild().ok());
+  ASSERT_OK(scheduler.Rebuild());
   const WorkloadSpec eight = Gpus("eight", 8);
   ASSERT_TRUE(scheduler.Explain(eight).assignment.has_value());
 
@@ -345,7 +346,7 @@ TEST_F(SchedulerTest, ExplainFollowsEachSnapshotAndAnswersManyThreads) {
   Workload six = MustSubmit(Gpus("six", 6));
   scheduler.NotifySubmitted(six);
   auto cycle = scheduler.RunCycle();
-  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  ASSERT_OK(cycle);
   ASSERT_EQ(cycle->placed.size(), 1u);
   PlacementDecision d = scheduler.Explain(eight);
   EXPECT_FALSE(d.assignment.has_value());
@@ -369,7 +370,7 @@ TEST_F(SchedulerTest, ExplainFollowsEachSnapshotAndAnswersManyThreads) {
   // Each cycle sees a cluster notification and publishes a new snapshot.
   for (int c = 0; c < 20; ++c) {
     scheduler.NotifyClusterState("dgx", ClusterState::kReady);
-    ASSERT_TRUE(scheduler.RunCycle().ok());
+    ASSERT_OK(scheduler.RunCycle());
   }
   for (std::thread& r : readers) r.join();
   EXPECT_EQ(wrong.load(), 0);
@@ -383,16 +384,16 @@ TEST_F(SchedulerTest, RebuildSeedsTheMixFromActiveAndPendingWorkloads) {
   Workload running = MustSubmit(Share("running", 500, "L4"));
   {
     Scheduler first(store_.get(), store_.get());
-    ASSERT_TRUE(first.Rebuild().ok());
+    ASSERT_OK(first.Rebuild());
     ASSERT_EQ(first.mix().size(), 1u);  // the pending share
     EXPECT_EQ(first.mix()[0].demand.milli, 500u);
     auto cycle = first.RunCycle();
-    ASSERT_TRUE(cycle.ok()) << cycle.status();
+    ASSERT_OK(cycle);
     ASSERT_EQ(cycle->placed.size(), 1u);
   }
   Workload waiting = MustSubmit(Gpus("waiting", 16));  // never fits: stays pending
   Scheduler second(store_.get(), store_.get());
-  ASSERT_TRUE(second.Rebuild().ok());
+  ASSERT_OK(second.Rebuild());
   ASSERT_EQ(second.mix().size(), 2u);
   std::set<std::pair<uint32_t, uint32_t>> shapes;  // (GPUs, milli per GPU)
   double weight = 0;

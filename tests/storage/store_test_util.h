@@ -14,6 +14,7 @@
 #include "storage/pg_store.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/replicas.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::storage {
 
@@ -23,7 +24,7 @@ class StoreTest : public gpufed::testing::PostgresTest {
     PostgresTest::SetUp();
     if (HasFatalFailure()) return;
     auto store = PgStore::Create(dsn());
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     store_ = *std::move(store);
   }
   void TearDown() override {
@@ -46,10 +47,10 @@ class StoreTest : public gpufed::testing::PostgresTest {
   void AddTenant(const std::string& tenant, const std::string& project) {
     auto t = store_->CreateTenant(Tenant{tenant, tenant + " inc", {}});
     if (!t.ok()) {
-      ASSERT_TRUE(absl::IsAlreadyExists(t.status())) << t.status();
+      ASSERT_THAT(t, testing::StatusIs(absl::StatusCode::kAlreadyExists));
     }
     auto p = store_->CreateProject(Project{tenant, project, {}});
-    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_OK(p);
   }
 
   // ---- Builders (public: other tests use them too) ----
@@ -76,7 +77,7 @@ class StoreTest : public gpufed::testing::PostgresTest {
   // Submits and returns the new workload (fails the test otherwise).
   Workload MustSubmit(const WorkloadSpec& spec) {
     auto r = store_->Submit(spec);
-    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_OK(r);
     return r.ok() ? r->workload : Workload{};
   }
 
@@ -115,14 +116,14 @@ inline void StoreTest::Advance(WorkloadId id, WorkloadState target) {
   for (S next : path) {
     if (at == target) return;
     auto r = store_->ApplyTransitions({Step(id, at, next)});
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_OK(r);
     ASSERT_TRUE((*r)[0].applied);
     at = next;
   }
   if (at == target) return;
   // Off the happy path: SUCCEEDED, FAILED, CANCELLED, LOST, PREEMPTED from RUNNING.
   auto r = store_->ApplyTransitions({Step(id, at, target)});
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   ASSERT_TRUE((*r)[0].applied);
 }
 

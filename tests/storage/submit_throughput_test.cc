@@ -20,6 +20,7 @@
 #include "storage/migrator.h"
 #include "storage/pg_store.h"
 #include "tests/storage/store_test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::storage {
 namespace {
@@ -34,14 +35,14 @@ class SubmitThroughputTest : public ::testing::Test {
     root_ = pattern;
     if (geteuid() == 0) chmod(root_.c_str(), 0711);
     auto pg = EmbeddedPostgres::Create(root_ + "/pg");  // production settings
-    ASSERT_TRUE(pg.ok()) << pg.status();
+    ASSERT_OK(pg);
     pg_ = *std::move(pg);
-    ASSERT_TRUE(MigrateDatabase(pg_->dsn()).ok());
+    ASSERT_OK(MigrateDatabase(pg_->dsn()));
     auto store = PgStore::Create(pg_->dsn());
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     store_ = *std::move(store);
-    ASSERT_TRUE(store_->CreateTenant(Tenant{"acme", "", {}}).ok());
-    ASSERT_TRUE(store_->CreateProject(Project{"acme", "research", {}}).ok());
+    ASSERT_OK(store_->CreateTenant(Tenant{"acme", "", {}}));
+    ASSERT_OK(store_->CreateProject(Project{"acme", "research", {}}));
   }
   void TearDown() override {
     store_.reset();
@@ -61,7 +62,7 @@ double Measure(PgStore& store, const std::string& dsn, int committers, int64_t* 
   constexpr int kPerCaller = 1000;
   // Warm up: connections, prepared statements, caches.
   for (int i = 0; i < 50; ++i) {
-    EXPECT_TRUE(store.Submit(StoreTest::Spec("warm-" + std::to_string(i))).ok());
+    EXPECT_OK(store.Submit(StoreTest::Spec("warm-" + std::to_string(i))));
   }
   const PgStore::Stats before = store.GetStats();
   std::atomic<int> failures{0};
@@ -109,7 +110,7 @@ TEST_F(SubmitThroughputTest, EightConcurrentCallers) {
     options.committers = committers;
     store_.reset();
     auto store = PgStore::Create(pg_->dsn(), options);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     store_ = *std::move(store);
     int64_t rows = 0;
     const double rate = Measure(*store_, pg_->dsn(), committers, &rows);

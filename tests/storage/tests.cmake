@@ -20,3 +20,14 @@ target_link_libraries(gpufed_storage_tests PRIVATE gpufed_test_support gpufed_st
 gtest_discover_tests(gpufed_storage_tests
   PROPERTIES LABELS storage TIMEOUT 300
   DISCOVERY_TIMEOUT 60)
+
+# The storage ports' contract: one suite run against the in-memory store (tests/support) and
+# PgStore, so the two cannot drift apart.
+include(${CMAKE_CURRENT_LIST_DIR}/../support/memory_store.cmake)
+add_executable(store_contract_tests ${STORAGE_TEST_DIR}/store_contract_test.cc)
+target_link_libraries(store_contract_tests PRIVATE gpufed_test_memory gpufed_test_support
+  gpufed_storage gpufed_federation PkgConfig::PQXX GTest::gmock GTest::gtest GTest::gtest_main
+  Threads::Threads)
+gtest_discover_tests(store_contract_tests
+  PROPERTIES LABELS storage TIMEOUT 300
+  DISCOVERY_TIMEOUT 60)

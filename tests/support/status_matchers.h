@@ -124,7 +124,7 @@ class IsOkAndHoldsImpl : public ::testing::MatcherInterface<StatusOrType> {
     }
     ::testing::StringMatchResultListener inner;
     const bool matches = inner_.MatchAndExplain(*actual, &inner);
-    if (!inner.str().empty()) *listener << "whose value " << inner.str();
+    if (!inner.str().empty()) *listener << "which holds a value " << inner.str();
     return matches;
   }
   void DescribeTo(std::ostream* os) const override {

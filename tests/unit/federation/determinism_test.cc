@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "federation/placement.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/unit/federation/placement_fixtures.h"
 
 namespace gpufed {
@@ -98,7 +99,7 @@ Outcome RunSequence(const std::string& policy, uint64_t seed, bool random_ties) 
   Outcome out;
   Pool pool = MixedPool();
   auto engine = PlacementEngine::Create(testing::Options(policy, seed, random_ties));
-  EXPECT_TRUE(engine.ok());
+  EXPECT_OK(engine);
   std::vector<Step> steps = Steps();
   std::vector<WorkloadSpec> seen;
   for (const Step& s : steps) {
@@ -125,8 +126,8 @@ Outcome RunSequence(const std::string& policy, uint64_t seed, bool random_ties) 
     if (d.assignment) {
       EXPECT_TRUE(d.reason.empty()) << d.reason;
       absl::Status st = pool.Allocate(id, *d.assignment, testing::HostOf(s.spec));
-      EXPECT_TRUE(st.ok()) << policy << " step " << id << ": the pool refused the engine's "
-                           << "assignment: " << st;
+      EXPECT_OK(st) << policy << " step " << id << ": the pool refused the engine's "
+                    << "assignment: " << st;
       if (st.ok()) {
         live.push_back(id);
         ++out.placed;

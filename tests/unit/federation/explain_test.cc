@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "federation/placement.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/unit/federation/placement_fixtures.h"
 
 namespace gpufed {
@@ -78,9 +79,9 @@ TEST(ExplainTest, FreeGpusAcrossClustersButNoDomainHoldsTheReplica) {
   pool.UpsertCluster(DgxCluster("east", "dgx-01"));
   pool.UpsertCluster(DgxCluster("west", "dgx-02"));
   pool.UpsertCluster(DgxCluster("north", "dgx-03"));
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("east", "dgx-01", {0, 1, 2, 3})).ok());
-  ASSERT_TRUE(pool.Allocate(2, WholeOn("west", "dgx-02", {4, 5, 6, 7})).ok());
-  ASSERT_TRUE(pool.Allocate(3, WholeOn("north", "dgx-03", {0, 7})).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("east", "dgx-01", {0, 1, 2, 3})));
+  ASSERT_OK(pool.Allocate(2, WholeOn("west", "dgx-02", {4, 5, 6, 7})));
+  ASSERT_OK(pool.Allocate(3, WholeOn("north", "dgx-03", {0, 7})));
   WorkloadSpec spec = Spec(1, 8);
   spec.topology = Topology::kSameNvlinkDomain;
   PlacementDecision d = Place(pool, spec);
@@ -99,8 +100,8 @@ TEST(ExplainTest, FreeGpusAcrossClustersButNoDomainHoldsTheReplica) {
 TEST(ExplainTest, ShareThatNoGpuCanHoldNow) {
   Pool pool;
   pool.UpsertCluster(ClusterOf("c", {Node("n", Gpus("n", 2, "L4"))}));
-  ASSERT_TRUE(pool.Allocate(1, ShareOn("c", "n", 0, 600)).ok());
-  ASSERT_TRUE(pool.Allocate(2, ShareOn("c", "n", 1, 700)).ok());
+  ASSERT_OK(pool.Allocate(1, ShareOn("c", "n", 0, 600)));
+  ASSERT_OK(pool.Allocate(2, ShareOn("c", "n", 1, 700)));
   PlacementDecision d = Place(pool, ShareSpec(500));
   EXPECT_FALSE(d.assignment.has_value());
   EXPECT_FALSE(d.never_fits);
@@ -162,7 +163,7 @@ TEST(ExplainTest, HostCpuBlocker) {
   // Fits an empty node, but the CPU is taken now.
   spec.memory_mib = 0;
   spec.cpu_millis = 10000;
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("c", "n1", {0}), {12000, 0}).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("c", "n1", {0}), {12000, 0}));
   d = Place(pool, spec);
   EXPECT_FALSE(d.assignment.has_value());
   EXPECT_FALSE(d.never_fits);
@@ -185,7 +186,7 @@ TEST(ExplainTest, NotReadyClusters) {
 
   // One ready cluster that is full, one that is not ready.
   pool.SetClusterState("a", ClusterState::kReady);
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("a", "n", {0})).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("a", "n", {0})));
   d = Place(pool, Spec(1, 1));
   EXPECT_FALSE(d.never_fits);
   EXPECT_EQ(d.reason,
@@ -229,7 +230,7 @@ TEST(ExplainTest, ReasonIsEmptyWhenItFits) {
 // that is given a new inventory is judged again.
 TEST(ExplainTest, OneEngineSeesANewInventory) {
   auto engine = PlacementEngine::Create(Options("gpufed"));
-  ASSERT_TRUE(engine.ok());
+  ASSERT_OK(engine);
   Pool pool;
   pool.UpsertCluster(ClusterOf("c", {Node("n0", Gpus("n0", 4, "L4"))}));
   PlacementDecision d = (*engine)->Place(pool, Spec(1, 8));
@@ -240,7 +241,7 @@ TEST(ExplainTest, OneEngineSeesANewInventory) {
   pool.UpsertCluster(ClusterOf("c", {Node("n0", Gpus("n0", 8, "L4"))}));
   d = (*engine)->Place(pool, Spec(1, 8));
   EXPECT_TRUE(d.assignment.has_value()) << d.reason;
-  ASSERT_TRUE(pool.Allocate(1, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(1, *d.assignment));
   d = (*engine)->Place(pool, Spec(1, 8));
   EXPECT_FALSE(d.never_fits);
   EXPECT_EQ(d.reason,
@@ -269,7 +270,7 @@ TEST(ExplainTest, ALongLivedEngineExplainsAsANewOne) {
     pool.UpsertCluster(ClusterOf(absl::StrCat("c", c), std::move(nodes)));
   }
   auto engine = PlacementEngine::Create(Options("gpufed"));
-  ASSERT_TRUE(engine.ok());
+  ASSERT_OK(engine);
   std::vector<WorkloadSpec> shapes = {Spec(1, 1), Spec(1, 2), Spec(1, 4),    Spec(1, 8),
                                       Spec(2, 8), Spec(3, 4), ShareSpec(500)};
   shapes[3].gpu_models = {"H100-80GB"};
@@ -282,7 +283,7 @@ TEST(ExplainTest, ALongLivedEngineExplainsAsANewOne) {
     for (const WorkloadSpec& spec : shapes) {
       PlacementDecision d = (*engine)->Place(pool, spec, id);
       if (d.assignment) {
-        ASSERT_TRUE(pool.Allocate(id++, *d.assignment, HostOf(spec)).ok());
+        ASSERT_OK(pool.Allocate(id++, *d.assignment, HostOf(spec)));
         continue;
       }
       ++failures;

@@ -8,6 +8,7 @@
 #include "federation/mig.h"
 #include "federation/placement.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/unit/federation/placement_fixtures.h"
 
 namespace gpufed {
@@ -59,7 +60,7 @@ TEST(MigPlacementTest, AFreeInstanceOfTheProfileIsUsedFirst) {
   gpus[1].mig_layout = {{"3g.40gb", 0}, {"3g.40gb", 4}};
   Pool pool;
   pool.UpsertCluster(ClusterOf("c", {Node("m", gpus)}));
-  ASSERT_TRUE(pool.Allocate(5, MigOn("m", 1, "3g.40gb", 0)).ok());
+  ASSERT_OK(pool.Allocate(5, MigOn("m", 1, "3g.40gb", 0)));
 
   PlacementDecision d = Place(pool, MigSpec("3g.40gb"), 6, {{"3g.40gb", 1}});
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
@@ -69,7 +70,7 @@ TEST(MigPlacementTest, AFreeInstanceOfTheProfileIsUsedFirst) {
   EXPECT_EQ(r.mig_profile, "3g.40gb");
   EXPECT_EQ(r.mig_start, 4);
   EXPECT_EQ(r.gpu_milli, 0u);
-  ASSERT_TRUE(pool.Allocate(6, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(6, *d.assignment));
   EXPECT_EQ(pool.repartitions_applied(), 0u);
   EXPECT_TRUE(SlotOf(pool, "c", "m", 0).Idle()) << "the idle GPU stays whole";
 
@@ -91,8 +92,7 @@ TEST(MigPlacementTest, IdleGpuIsRepartitionedToServeTheQueue) {
   EXPECT_EQ(r.node, "m");
   EXPECT_EQ(r.gpu_uuid, testing::Uuid("m", 0));
   EXPECT_TRUE(r.mig_enabled);
-  EXPECT_TRUE(ValidateMigLayout(*FindMigGeometry("A100-80GB"), r.layout).ok())
-      << ValidateMigLayout(*FindMigGeometry("A100-80GB"), r.layout);
+  EXPECT_OK(ValidateMigLayout(*FindMigGeometry("A100-80GB"), r.layout));
   EXPECT_EQ(Count(r.layout, "3g.40gb"), 1);
   EXPECT_EQ(Count(r.layout, "1g.10gb"), 3) << "the queued 1g.10gb instances fit beside it";
   EXPECT_EQ(Count(r.layout, "1g.5gb"), 0);
@@ -105,7 +105,7 @@ TEST(MigPlacementTest, IdleGpuIsRepartitionedToServeTheQueue) {
   EXPECT_TRUE(std::find(r.layout.begin(), r.layout.end(), MigInstance{"3g.40gb", rep.mig_start}) !=
               r.layout.end());
 
-  ASSERT_TRUE(pool.Allocate(17, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(17, *d.assignment));
   EXPECT_EQ(pool.repartitions_applied(), 1u);
   EXPECT_TRUE(GpuOf(pool, "c", "m", 0).mig_enabled);
   EXPECT_EQ(GpuOf(pool, "c", "m", 0).mig_layout, r.layout);
@@ -115,7 +115,7 @@ TEST(MigPlacementTest, IdleGpuIsRepartitionedToServeTheQueue) {
     d = Place(pool, MigSpec("1g.10gb"), id, {{"1g.10gb", static_cast<uint32_t>(21 - id)}});
     ASSERT_TRUE(d.assignment.has_value()) << d.reason;
     EXPECT_TRUE(d.assignment->repartitions.empty()) << d.assignment->repartitions[0].reason;
-    ASSERT_TRUE(pool.Allocate(id, *d.assignment).ok());
+    ASSERT_OK(pool.Allocate(id, *d.assignment));
   }
   EXPECT_EQ(pool.repartitions_applied(), 1u);
 }
@@ -144,7 +144,7 @@ TEST(MigPlacementTest, BusyGpuOnlyGainsInstancesInFreeSpace) {
   gpus[0].mig_layout = {{"3g.40gb", 0}};
   Pool pool;
   pool.UpsertCluster(ClusterOf("c", {Node("m", gpus)}));
-  ASSERT_TRUE(pool.Allocate(5, MigOn("m", 0, "3g.40gb", 0)).ok());
+  ASSERT_OK(pool.Allocate(5, MigOn("m", 0, "3g.40gb", 0)));
 
   // A 1g.10gb goes beside the running 3g.40gb (keeping GPU 1 whole), in free space.
   PlacementDecision d = Place(pool, MigSpec("1g.10gb"), 6);
@@ -154,10 +154,10 @@ TEST(MigPlacementTest, BusyGpuOnlyGainsInstancesInFreeSpace) {
   EXPECT_EQ(r.gpu_uuid, testing::Uuid("m", 0));
   ASSERT_FALSE(r.layout.empty());
   EXPECT_EQ(r.layout[0], (MigInstance{"3g.40gb", 0})) << "the bound instance stays";
-  EXPECT_TRUE(ValidateMigLayout(*FindMigGeometry("H100-80GB"), r.layout).ok());
+  EXPECT_OK(ValidateMigLayout(*FindMigGeometry("H100-80GB"), r.layout));
   EXPECT_EQ(d.assignment->replicas[0].mig_start, 4);
   absl::Status s = pool.Allocate(6, *d.assignment);
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   EXPECT_EQ(pool.repartitions_applied(), 1u);
   EXPECT_EQ(SlotOf(pool, "c", "m", 0).mig_owners, (std::vector<WorkloadId>{5, 6}));
 
@@ -168,7 +168,7 @@ TEST(MigPlacementTest, BusyGpuOnlyGainsInstancesInFreeSpace) {
   for (const Repartition& rp : d.assignment->repartitions) {
     EXPECT_NE(rp.gpu_uuid, testing::Uuid("m", 0)) << rp.reason;
   }
-  ASSERT_TRUE(pool.Allocate(7, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(7, *d.assignment));
   // Now nothing can host a 7g.80gb: GPU 0 is busy, GPU 1 too.
   d = Place(pool, MigSpec("7g.80gb"), 8);
   EXPECT_FALSE(d.assignment.has_value());
@@ -178,7 +178,7 @@ TEST(MigPlacementTest, BusyGpuOnlyGainsInstancesInFreeSpace) {
 
 TEST(MigPlacementTest, GpuWithSharesIsNeverPutInMigMode) {
   Pool pool = MigCapable("A100-80GB");
-  ASSERT_TRUE(pool.Allocate(1, testing::ShareOn("c", "m", 0, 300)).ok());
+  ASSERT_OK(pool.Allocate(1, testing::ShareOn("c", "m", 0, 300)));
   PlacementDecision d = Place(pool, MigSpec("3g.40gb"), 2, {{"3g.40gb", 1}});
   EXPECT_FALSE(d.assignment.has_value());
   EXPECT_FALSE(d.never_fits) << d.reason;
@@ -197,7 +197,7 @@ TEST(MigPlacementTest, IdleMigGpuWithoutTheProfileIsRepartitioned) {
   const Repartition& r = d.assignment->repartitions[0];
   EXPECT_EQ(r.layout, (std::vector<MigInstance>{{"3g.40gb", 0}, {"3g.40gb", 4}}));
   EXPECT_NE(r.reason.find("repartition"), std::string::npos) << r.reason;
-  ASSERT_TRUE(pool.Allocate(9, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(9, *d.assignment));
   EXPECT_EQ(pool.repartitions_applied(), 1u);
 }
 
@@ -216,7 +216,7 @@ TEST(MigPlacementTest, ProfileNamesArePerProduct) {
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
   const std::vector<MigInstance>& layout = d.assignment->repartitions.at(0).layout;
   EXPECT_EQ(Count(layout, "1g.10gb"), 7);
-  EXPECT_TRUE(ValidateMigLayout(*FindMigGeometry("H100-80GB"), layout).ok());
+  EXPECT_OK(ValidateMigLayout(*FindMigGeometry("H100-80GB"), layout));
   // 1g.5gb is an A100-40GB name only; 3g.20gb likewise.
   EXPECT_TRUE(Place(h100, MigSpec("1g.5gb")).never_fits);
   EXPECT_TRUE(Place(a100, MigSpec("1g.5gb")).assignment.has_value());
@@ -242,7 +242,7 @@ TEST(MigPlacementTest, GangOfInstancesSharesOneRepartition) {
   EXPECT_EQ(d.assignment->repartitions[0].layout,
             (std::vector<MigInstance>{{"3g.40gb", 0}, {"3g.40gb", 4}}));
   EXPECT_NE(d.assignment->replicas[0].mig_start, d.assignment->replicas[1].mig_start);
-  ASSERT_TRUE(pool.Allocate(4, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(4, *d.assignment));
   EXPECT_EQ(SlotOf(pool, "c", "m", 0).mig_owners, (std::vector<WorkloadId>{4, 4}));
 
   EXPECT_EQ(pool.repartitions_applied(), 1u);
@@ -255,7 +255,7 @@ TEST(MigPlacementTest, GangOfInstancesSharesOneRepartition) {
   EXPECT_EQ(d.assignment->repartitions[0].layout,
             (std::vector<MigInstance>{{"3g.40gb", 0}, {"3g.40gb", 4}}));
   absl::Status s = bare.Allocate(4, *d.assignment);
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   EXPECT_EQ(SlotOf(bare, "c", "m", 0).mig_owners, (std::vector<WorkloadId>{4, 4}));
   EXPECT_EQ(bare.repartitions_applied(), 1u);
 }
@@ -271,7 +271,7 @@ TEST(MigPlacementTest, WholeGpuTurnsAnIdleMigGpuOffOnlyWhenNothingElseFits) {
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
   EXPECT_EQ(d.assignment->replicas[0].gpu_indices, (std::vector<uint32_t>{1}));
   EXPECT_TRUE(d.assignment->repartitions.empty());
-  ASSERT_TRUE(pool.Allocate(1, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(1, *d.assignment));
 
   // Only the idle MIG GPU is left: MIG goes off for it, with a reason.
   d = Place(pool, Spec(1, 1), 2);
@@ -283,12 +283,12 @@ TEST(MigPlacementTest, WholeGpuTurnsAnIdleMigGpuOffOnlyWhenNothingElseFits) {
   EXPECT_FALSE(d.assignment->repartitions[0].reason.empty());
 
   // But not while an instance on it is bound.
-  ASSERT_TRUE(pool.Allocate(3, MigOn("m", 0, "7g.80gb", 0)).ok());
+  ASSERT_OK(pool.Allocate(3, MigOn("m", 0, "7g.80gb", 0)));
   PlacementDecision busy = Place(pool, Spec(1, 1), 2);
   EXPECT_FALSE(busy.assignment.has_value());
   pool.Release(3);
 
-  ASSERT_TRUE(pool.Allocate(2, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(2, *d.assignment));
   EXPECT_FALSE(GpuOf(pool, "c", "m", 0).mig_enabled);
   EXPECT_EQ(pool.repartitions_applied(), 1u);
   EXPECT_EQ(SlotOf(pool, "c", "m", 0).holders.size(), 1u);
@@ -304,13 +304,13 @@ TEST(MigPlacementTest, ShareTurnsAnIdleMigGpuOffOnlyWhenNothingElseFits) {
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
   EXPECT_EQ(d.assignment->replicas[0].gpu_indices, (std::vector<uint32_t>{1}));
   EXPECT_TRUE(d.assignment->repartitions.empty());
-  ASSERT_TRUE(pool.Allocate(1, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(1, *d.assignment));
   d = Place(pool, ShareSpec(600), 2);
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
   EXPECT_EQ(d.assignment->replicas[0].gpu_indices, (std::vector<uint32_t>{0}));
   ASSERT_EQ(d.assignment->repartitions.size(), 1u);
   EXPECT_FALSE(d.assignment->repartitions[0].mig_enabled);
-  ASSERT_TRUE(pool.Allocate(2, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(2, *d.assignment));
   EXPECT_EQ(SlotOf(pool, "c", "m", 0).milli_free, 400u);
 }
 

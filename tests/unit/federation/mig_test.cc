@@ -2,9 +2,13 @@
 
 #include "federation/gpu_catalog.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed {
 namespace {
+
+using ::gpufed::testing::IsOk;
+using ::testing::Not;
 
 const MigGeometry& Geometry(absl::string_view model) {
   const MigGeometry* g = FindMigGeometry(model);
@@ -66,41 +70,40 @@ TEST(MigGeometryTest, ProfileNamesAreNotPortableBetweenProducts) {
   EXPECT_EQ(Geometry("A100-40GB").Find("1g.10gb")->memory_slices, 2);
   EXPECT_EQ(Geometry("H100-80GB").Find("1g.10gb")->memory_slices, 1);
   EXPECT_EQ(Geometry("H100-80GB").Find("1g.5gb"), nullptr);
-  EXPECT_FALSE(Layout("H100-80GB", {{"3g.20gb", 0}}).ok());
+  EXPECT_THAT(Layout("H100-80GB", {{"3g.20gb", 0}}), Not(IsOk()));
 }
 
 TEST(MigGeometryTest, ValidLayouts) {
-  EXPECT_TRUE(Layout("H100-80GB", {{"7g.80gb", 0}}).ok());
-  EXPECT_TRUE(Layout("H100-80GB", {{"4g.40gb", 0}, {"3g.40gb", 4}}).ok());
-  EXPECT_TRUE(Layout("H100-80GB", {{"3g.40gb", 0}, {"3g.40gb", 4}}).ok());
-  EXPECT_TRUE(
-      Layout("A100-80GB", {{"2g.20gb", 0}, {"2g.20gb", 2}, {"2g.20gb", 4}, {"1g.10gb", 6}}).ok());
-  EXPECT_TRUE(
-      Layout("H200", {{"1g.35gb", 0}, {"1g.35gb", 2}, {"1g.35gb", 4}, {"1g.35gb", 6}}).ok());
+  EXPECT_OK(Layout("H100-80GB", {{"7g.80gb", 0}}));
+  EXPECT_OK(Layout("H100-80GB", {{"4g.40gb", 0}, {"3g.40gb", 4}}));
+  EXPECT_OK(Layout("H100-80GB", {{"3g.40gb", 0}, {"3g.40gb", 4}}));
+  EXPECT_OK(Layout("A100-80GB", {{"2g.20gb", 0}, {"2g.20gb", 2}, {"2g.20gb", 4}, {"1g.10gb", 6}}));
+  EXPECT_OK(Layout("H200", {{"1g.35gb", 0}, {"1g.35gb", 2}, {"1g.35gb", 4}, {"1g.35gb", 6}}));
   std::vector<MigInstance> seven;
   for (int s = 0; s < 7; ++s) seven.push_back({"1g.12gb", s});
-  EXPECT_TRUE(Layout("H100-94GB", seven).ok());
-  EXPECT_TRUE(Layout("A100-40GB", {{"3g.20gb", 0}, {"2g.10gb", 4}, {"1g.5gb+me", 6}}).ok());
-  EXPECT_TRUE(Layout("A30", {{"2g.12gb", 0}, {"1g.6gb", 2}, {"1g.6gb", 3}}).ok());
-  EXPECT_TRUE(Layout("H100-80GB", {}).ok());
+  EXPECT_OK(Layout("H100-94GB", seven));
+  EXPECT_OK(Layout("A100-40GB", {{"3g.20gb", 0}, {"2g.10gb", 4}, {"1g.5gb+me", 6}}));
+  EXPECT_OK(Layout("A30", {{"2g.12gb", 0}, {"1g.6gb", 2}, {"1g.6gb", 3}}));
+  EXPECT_OK(Layout("H100-80GB", {}));
 }
 
 TEST(MigGeometryTest, InvalidLayoutsSayWhy) {
   absl::Status s = Layout("H100-80GB", {{"4g.40gb", 4}});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(s.message()).find("allowed starts are 0"), std::string::npos) << s;
-  EXPECT_FALSE(Layout("H100-80GB", {{"2g.20gb", 6}}).ok());  // 2g cannot start at 6
-  EXPECT_FALSE(Layout("H100-80GB", {{"1g.10gb", 7}}).ok());  // slot 7: only 1g.20gb or 7g
+  EXPECT_THAT(Layout("H100-80GB", {{"2g.20gb", 6}}), Not(IsOk()));  // 2g cannot start at 6
+  EXPECT_THAT(Layout("H100-80GB", {{"1g.10gb", 7}}), Not(IsOk()));  // slot 7: only 1g.20gb or 7g
   s = Layout("H100-80GB", {{"3g.40gb", 0}, {"2g.20gb", 2}});
   EXPECT_NE(std::string(s.message()).find("overlaps 3g.40gb at slot 0"), std::string::npos) << s;
-  EXPECT_FALSE(Layout("H100-80GB", {{"7g.80gb", 0}, {"1g.10gb", 0}}).ok());
-  EXPECT_FALSE(Layout("H100-80GB", {{"1g.10gb+me", 0}, {"1g.10gb+me", 1}}).ok());
+  EXPECT_THAT(Layout("H100-80GB", {{"7g.80gb", 0}, {"1g.10gb", 0}}), Not(IsOk()));
+  EXPECT_THAT(Layout("H100-80GB", {{"1g.10gb+me", 0}, {"1g.10gb+me", 1}}), Not(IsOk()));
   std::vector<MigInstance> eight;
   for (int s = 0; s < 7; ++s) eight.push_back({"1g.10gb", s});
   eight.push_back({"1g.20gb", 6});
-  EXPECT_FALSE(Layout("H100-80GB", eight).ok());
-  EXPECT_FALSE(Layout("A30", {{"2g.12gb", 1}}).ok());
-  EXPECT_FALSE(Layout("A30", {{"2g.12gb+me", 0}, {"1g.6gb+me", 2}}).ok());  // one +me per GPU
+  EXPECT_THAT(Layout("H100-80GB", eight), Not(IsOk()));
+  EXPECT_THAT(Layout("A30", {{"2g.12gb", 1}}), Not(IsOk()));
+  EXPECT_THAT(Layout("A30", {{"2g.12gb+me", 0}, {"1g.6gb+me", 2}}),
+              Not(IsOk()));  // one +me per GPU
 }
 
 TEST(MigGeometryTest, FreeStartsFollowFragmentation) {

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/unit/federation/test_pools.h"
 
 namespace gpufed {
@@ -28,7 +29,7 @@ TEST(PlaceBestFitTest, SingleGpuLandsOnTheFullestNodeThatFits) {
   Assignment six;
   six.cluster = "a";
   six.replicas.push_back(WholeGpus("a-n1", {0, 1, 2, 3, 4, 5}));
-  ASSERT_TRUE(pool.Allocate(1, six).ok());
+  ASSERT_OK(pool.Allocate(1, six));
 
   PlacementDecision d = PlaceBestFit(pool, Gang(1, 1));
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
@@ -90,7 +91,7 @@ TEST(PlaceBestFitTest, BusyPoolSaysWaitingForCapacity) {
   r.node = "a-n0";
   for (int g = 0; g < 6; ++g) r.gpu_uuids.push_back("GPU-a-n0-" + std::to_string(g));
   all.replicas.push_back(r);
-  ASSERT_TRUE(pool.Allocate(7, all).ok());
+  ASSERT_OK(pool.Allocate(7, all));
   PlacementDecision d = PlaceBestFit(pool, Gang(1, 4));
   EXPECT_FALSE(d.assignment.has_value());
   EXPECT_FALSE(d.never_fits);
@@ -138,7 +139,7 @@ TEST(PlaceBestFitTest, ReplicaStaysInsideOneNvlinkDomainOfANode) {
   Assignment one;
   one.cluster = "pcie";
   one.replicas.push_back(WholeGpus("pcie-n0", {0}));
-  ASSERT_TRUE(pool.Allocate(1, one).ok());
+  ASSERT_OK(pool.Allocate(1, one));
   PlacementDecision d = PlaceBestFit(pool, Gang(1, 2));
   ASSERT_TRUE(d.assignment.has_value());
   EXPECT_EQ(d.assignment->replicas[0].gpu_indices, (std::vector<uint32_t>{2, 3}));

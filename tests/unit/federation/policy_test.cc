@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "federation/placement.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/unit/federation/placement_fixtures.h"
 
 namespace gpufed {
@@ -64,7 +65,7 @@ NodeView View(std::vector<uint32_t> milli_free, uint64_t cpu_free = kUnlimited,
 
 std::unique_ptr<PlacementPolicy> Policy(const std::string& name) {
   auto p = MakePolicy(name);
-  EXPECT_TRUE(p.ok()) << p.status();
+  EXPECT_OK(p);
   return *std::move(p);
 }
 
@@ -74,7 +75,7 @@ std::pair<std::string, std::vector<uint32_t>> Where(const Pool& pool, const Work
                                                     bool random_ties = false,
                                                     const WorkloadMix* mix = nullptr) {
   auto engine = PlacementEngine::Create(Options(policy, seed, random_ties));
-  EXPECT_TRUE(engine.ok());
+  EXPECT_OK(engine);
   if (mix != nullptr) (*engine)->SetMix(*mix);
   PlacementDecision d = (*engine)->Place(pool, spec);
   EXPECT_TRUE(d.assignment.has_value()) << d.reason;
@@ -85,7 +86,7 @@ std::pair<std::string, std::vector<uint32_t>> Where(const Pool& pool, const Work
 TEST(MakePolicyTest, KnownNamesAndUnknownName) {
   for (const std::string& name : PolicyNames()) {
     auto p = MakePolicy(name);
-    ASSERT_TRUE(p.ok()) << name;
+    ASSERT_OK(p) << name;
     EXPECT_EQ((*p)->name(), name);
   }
   EXPECT_EQ(PolicyNames().size(), 7u);
@@ -108,8 +109,8 @@ Pool ThreeNodes() {
   pool.UpsertCluster(
       ClusterOf("c", {Node("n0", Gpus("n0", 4, "L4")), Node("n1", Gpus("n1", 4, "L4")),
                       Node("n2", Gpus("n2", 4, "L4"))}));
-  EXPECT_TRUE(pool.Allocate(1, WholeOn("c", "n1", {0, 1, 2})).ok());
-  EXPECT_TRUE(pool.Allocate(2, WholeOn("c", "n2", {1, 3})).ok());
+  EXPECT_OK(pool.Allocate(1, WholeOn("c", "n1", {0, 1, 2})));
+  EXPECT_OK(pool.Allocate(2, WholeOn("c", "n2", {1, 3})));
   return pool;
 }
 
@@ -117,10 +118,10 @@ TEST(FirstFitTest, PicksTheFirstNodeThatFits) {
   Pool pool = ThreeNodes();
   EXPECT_EQ(Where(pool, Spec(1, 1), "first-fit").first, "n0");
   EXPECT_EQ(Where(pool, Spec(1, 1), "first-fit", 99, true).first, "n0") << "no ties to break";
-  ASSERT_TRUE(pool.Allocate(3, WholeOn("c", "n0", {0, 1, 2})).ok());
+  ASSERT_OK(pool.Allocate(3, WholeOn("c", "n0", {0, 1, 2})));
   EXPECT_EQ(Where(pool, Spec(1, 2), "first-fit").first, "n2");  // n0 and n1 have one left
   // A share goes to the first GPU that holds it.
-  ASSERT_TRUE(pool.Allocate(4, ShareOn("c", "n0", 3, 700)).ok());
+  ASSERT_OK(pool.Allocate(4, ShareOn("c", "n0", 3, 700)));
   auto [node, gpus] = Where(pool, ShareSpec(300), "first-fit");
   EXPECT_EQ(node, "n0");
   EXPECT_EQ(gpus, (std::vector<uint32_t>{3}));
@@ -146,7 +147,7 @@ TEST(DotProductTest, FollowsItsFormula) {
   Pool pool;
   pool.UpsertCluster(ClusterOf("c", {Node("a", Gpus("a", 8, "L4"), "", "", 128000, 0),
                                      Node("b", Gpus("b", 8, "L4"), "", "", 64000, 0)}));
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("c", "a", {0, 1, 2, 3, 4, 5, 6})).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("c", "a", {0, 1, 2, 3, 4, 5, 6})));
   WorkloadSpec spec = Spec(1, 1);
   spec.cpu_millis = 64000;
   EXPECT_EQ(Where(pool, spec, "dot-product").first, "b");
@@ -171,7 +172,7 @@ TEST(GpuPackingTest, ShareGoesToThePartlyUsedGpu) {
   Pool pool;
   pool.UpsertCluster(
       ClusterOf("c", {Node("fresh", Gpus("fresh", 2, "L4")), Node("used", Gpus("used", 2, "L4"))}));
-  ASSERT_TRUE(pool.Allocate(1, ShareOn("c", "used", 1, 500)).ok());
+  ASSERT_OK(pool.Allocate(1, ShareOn("c", "used", 1, 500)));
   auto [node, gpus] = Where(pool, ShareSpec(300), "gpu-packing", 3, true);
   EXPECT_EQ(node, "used");
   EXPECT_EQ(gpus, (std::vector<uint32_t>{1}));
@@ -196,9 +197,9 @@ TEST(GpuPackingTest, WholeGpusPreferUsedNodesThenTheSmallestUntouchedNode) {
   pool.UpsertCluster(
       ClusterOf("c", {Node("big", Gpus("big", 8, "L4")), Node("small", Gpus("small", 2, "L4")),
                       Node("used", Gpus("used", 2, "L4"))}));
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("c", "used", {0})).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("c", "used", {0})));
   EXPECT_EQ(Where(pool, Spec(1, 1), "gpu-packing", 4, true).first, "used");
-  ASSERT_TRUE(pool.Allocate(2, WholeOn("c", "used", {1})).ok());
+  ASSERT_OK(pool.Allocate(2, WholeOn("c", "used", {1})));
   EXPECT_EQ(Where(pool, Spec(1, 1), "gpu-packing", 4, true).first, "small");
 }
 
@@ -216,7 +217,7 @@ Pool OneAndThree() {
   Pool pool;
   pool.UpsertCluster(
       ClusterOf("c", {Node("one", Gpus("one", 1, "L4")), Node("three", Gpus("three", 3, "L4"))}));
-  EXPECT_TRUE(pool.Allocate(1, ShareOn("c", "three", 0, 400)).ok());
+  EXPECT_OK(pool.Allocate(1, ShareOn("c", "three", 0, 400)));
   return pool;
 }
 
@@ -274,8 +275,8 @@ TEST(RandomTest, SpreadsOverFeasibleNodesOnly) {
   pool.UpsertCluster(
       ClusterOf("c", {Node("n0", Gpus("n0", 2, "L4")), Node("n1", Gpus("n1", 2, "L4")),
                       Node("n2", Gpus("n2", 2, "L4")), Node("n3", Gpus("n3", 2, "L4"))}));
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("c", "n1", {0, 1})).ok());
-  ASSERT_TRUE(pool.Allocate(2, WholeOn("c", "n3", {0})).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("c", "n1", {0, 1})));
+  ASSERT_OK(pool.Allocate(2, WholeOn("c", "n3", {0})));
   std::map<std::string, int> count;
   for (uint64_t seed = 1; seed <= 300; ++seed)
     ++count[Where(pool, Spec(1, 1), "random", seed, true).first];
@@ -295,7 +296,7 @@ TEST(RandomTest, SpreadsOverFeasibleNodesOnly) {
 TEST(RandomTest, ShareGoesToARandomGpuThatHoldsIt) {
   Pool pool;
   pool.UpsertCluster(ClusterOf("c", {Node("n", Gpus("n", 4, "L4"))}));
-  ASSERT_TRUE(pool.Allocate(1, ShareOn("c", "n", 2, 900)).ok());
+  ASSERT_OK(pool.Allocate(1, ShareOn("c", "n", 2, 900)));
   std::map<uint32_t, int> count;
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     ++count[Where(pool, ShareSpec(500), "random", seed, true).second.at(0)];

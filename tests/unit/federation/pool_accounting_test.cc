@@ -5,6 +5,7 @@
 #include "federation/mig.h"
 #include "federation/pool.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/unit/federation/placement_fixtures.h"
 
 namespace gpufed {
@@ -13,8 +14,10 @@ namespace {
 using testing::ClusterOf;
 using testing::GpuOf;
 using testing::Gpus;
+using testing::IsOk;
 using testing::MigReplica;
 using testing::Node;
+using ::testing::Not;
 using testing::ShareOn;
 using testing::ShareReplica;
 using testing::SlotOf;
@@ -29,9 +32,9 @@ Pool TwoL4() {
 
 TEST(PoolSharesTest, TwoWorkloadsShareOneGpuAndAThirdIsRefused) {
   Pool pool = TwoL4();
-  ASSERT_TRUE(pool.Allocate(1, ShareOn("c", "n", 0, 600)).ok());
+  ASSERT_OK(pool.Allocate(1, ShareOn("c", "n", 0, 600)));
   EXPECT_EQ(SlotOf(pool, "c", "n", 0).milli_free, 400u);
-  ASSERT_TRUE(pool.Allocate(2, ShareOn("c", "n", 0, 400)).ok());
+  ASSERT_OK(pool.Allocate(2, ShareOn("c", "n", 0, 400)));
   EXPECT_EQ(SlotOf(pool, "c", "n", 0).milli_free, 0u);
   EXPECT_EQ(SlotOf(pool, "c", "n", 0).holders.size(), 2u);
   // A GPU with shares on it is not a free whole GPU.
@@ -54,8 +57,8 @@ TEST(PoolSharesTest, TwoWorkloadsShareOneGpuAndAThirdIsRefused) {
 
 TEST(PoolSharesTest, ReleaseFreesExactlyItsShare) {
   Pool pool = TwoL4();
-  ASSERT_TRUE(pool.Allocate(1, ShareOn("c", "n", 0, 600)).ok());
-  ASSERT_TRUE(pool.Allocate(2, ShareOn("c", "n", 0, 400)).ok());
+  ASSERT_OK(pool.Allocate(1, ShareOn("c", "n", 0, 600)));
+  ASSERT_OK(pool.Allocate(2, ShareOn("c", "n", 0, 400)));
   pool.Release(1);
   const GpuSlot& slot = SlotOf(pool, "c", "n", 0);
   EXPECT_EQ(slot.milli_free, 600u);
@@ -64,8 +67,8 @@ TEST(PoolSharesTest, ReleaseFreesExactlyItsShare) {
   EXPECT_EQ(slot.holders[0].milli, 400u);
   EXPECT_EQ(pool.FindCluster("c")->FindNode("n")->HolderOf(0), 2);
   // 601 does not fit, 600 does.
-  EXPECT_FALSE(pool.Allocate(3, ShareOn("c", "n", 0, 601)).ok());
-  EXPECT_TRUE(pool.Allocate(3, ShareOn("c", "n", 0, 600)).ok());
+  EXPECT_THAT(pool.Allocate(3, ShareOn("c", "n", 0, 601)), Not(IsOk()));
+  EXPECT_OK(pool.Allocate(3, ShareOn("c", "n", 0, 600)));
   pool.Release(2);
   pool.Release(3);
   EXPECT_EQ(SlotOf(pool, "c", "n", 0).milli_free, 1000u);
@@ -78,7 +81,7 @@ TEST(PoolSharesTest, OneWorkloadWithTwoShareReplicasOnOneGpu) {
   Assignment a;
   a.cluster = "c";
   a.replicas = {ShareReplica("n", 1, 300), ShareReplica("n", 1, 300)};
-  ASSERT_TRUE(pool.Allocate(7, a, {1000, 2048}).ok());
+  ASSERT_OK(pool.Allocate(7, a, {1000, 2048}));
   const NodeSlots& node = *pool.FindCluster("c")->FindNode("n");
   EXPECT_EQ(node.gpus[1].milli_free, 400u);
   EXPECT_EQ(node.gpus[1].holders.size(), 2u);
@@ -100,7 +103,7 @@ TEST(PoolSharesTest, OneWorkloadWithTwoShareReplicasOnOneGpu) {
 
 TEST(PoolHostTest, CpuAndMemoryAreAccountedAndEnforced) {
   Pool pool = TwoL4();
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("c", "n", {0}), {6000, 1024}).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("c", "n", {0}), {6000, 1024}));
   EXPECT_EQ(pool.FindCluster("c")->FindNode("n")->cpu_free, 2000u);
   EXPECT_EQ(pool.FindCluster("c")->FindNode("n")->memory_free, 31744u);
   // The second GPU is free but the CPU is not.
@@ -112,7 +115,7 @@ TEST(PoolHostTest, CpuAndMemoryAreAccountedAndEnforced) {
   s = pool.Allocate(2, WholeOn("c", "n", {1}), {0, 40000});
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(std::string(s.message()).find("31744 MiB free, needs 40000"), std::string::npos) << s;
-  ASSERT_TRUE(pool.Allocate(2, WholeOn("c", "n", {1}), {2000, 31744}).ok());
+  ASSERT_OK(pool.Allocate(2, WholeOn("c", "n", {1}), {2000, 31744}));
   EXPECT_EQ(pool.FindCluster("c")->FindNode("n")->cpu_free, 0u);
   pool.Release(1);
   EXPECT_EQ(pool.FindCluster("c")->FindNode("n")->cpu_free, 6000u);
@@ -122,7 +125,7 @@ TEST(PoolHostTest, CpuAndMemoryAreAccountedAndEnforced) {
 TEST(PoolHostTest, UnreportedHostResourcesAreUnlimited) {
   Pool pool;
   pool.UpsertCluster(ClusterOf("c", {Node("n", Gpus("n", 1, "L4"))}));
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("c", "n", {0}), {1000000, 1000000}).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("c", "n", {0}), {1000000, 1000000}));
   EXPECT_EQ(pool.FindCluster("c")->FindNode("n")->cpu_free, kUnlimited);
   EXPECT_EQ(pool.FindCluster("c")->FindNode("n")->memory_free, kUnlimited);
 }
@@ -148,7 +151,7 @@ TEST(PoolMigTest, BindAndUnbindInstances) {
   Pool pool = MigPool();
   EXPECT_EQ(SlotOf(pool, "c", "m", 0).milli_free, 0u) << "a MIG GPU has no shares";
   EXPECT_EQ(pool.FindCluster("c")->FindNode("m")->free, 1u);
-  ASSERT_TRUE(pool.Allocate(1, MigOn("m", 0, "3g.40gb", 4)).ok());
+  ASSERT_OK(pool.Allocate(1, MigOn("m", 0, "3g.40gb", 4)));
   EXPECT_EQ(SlotOf(pool, "c", "m", 0).mig_owners, (std::vector<WorkloadId>{0, 1}));
   EXPECT_FALSE(SlotOf(pool, "c", "m", 0).Idle());
   EXPECT_EQ(pool.FindCluster("c")->FindNode("m")->HolderOf(0), 1);
@@ -163,7 +166,7 @@ TEST(PoolMigTest, BindAndUnbindInstances) {
   EXPECT_EQ(pool.Allocate(2, WholeOn("c", "m", {0})).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(pool.Allocate(2, ShareOn("c", "m", 0, 100)).code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(pool.Allocate(2, MigOn("m", 0, "3g.40gb", 0)).ok());
+  ASSERT_OK(pool.Allocate(2, MigOn("m", 0, "3g.40gb", 0)));
   EXPECT_EQ(SlotOf(pool, "c", "m", 0).mig_owners, (std::vector<WorkloadId>{2, 1}));
   pool.Release(1);
   EXPECT_EQ(SlotOf(pool, "c", "m", 0).mig_owners, (std::vector<WorkloadId>{2, 0}));
@@ -185,8 +188,8 @@ TEST(PoolMigTest, RepartitionOnAnIdleGpuIsAppliedAndCounted) {
   r.layout = {{"4g.40gb", 0}, {"1g.10gb", 4}, {"1g.10gb", 5}, {"1g.10gb", 6}};
   r.reason = "test";
   a.repartitions.push_back(r);
-  ASSERT_TRUE(ValidateMigLayout(*FindMigGeometry("H100-80GB"), r.layout).ok());
-  ASSERT_TRUE(pool.Allocate(1, a).ok());
+  ASSERT_OK(ValidateMigLayout(*FindMigGeometry("H100-80GB"), r.layout));
+  ASSERT_OK(pool.Allocate(1, a));
   EXPECT_EQ(pool.repartitions_applied(), 1u);
   const GpuInfo& gpu = GpuOf(pool, "c", "m", 1);
   EXPECT_TRUE(gpu.mig_enabled);
@@ -198,13 +201,13 @@ TEST(PoolMigTest, RepartitionOnAnIdleGpuIsAppliedAndCounted) {
   // A repartition that changes nothing is not counted.
   Assignment same = MigOn("m", 1, "1g.10gb", 6);
   same.repartitions.push_back(r);
-  ASSERT_TRUE(pool.Allocate(2, same).ok());
+  ASSERT_OK(pool.Allocate(2, same));
   EXPECT_EQ(pool.repartitions_applied(), 1u);
 }
 
 TEST(PoolMigTest, BusyGpuIsNotRepartitionedUnlessBoundInstancesStay) {
   Pool pool = MigPool();
-  ASSERT_TRUE(pool.Allocate(1, MigOn("m", 0, "3g.40gb", 0)).ok());
+  ASSERT_OK(pool.Allocate(1, MigOn("m", 0, "3g.40gb", 0)));
 
   // Dropping the bound 3g.40gb@0 is refused, and nothing changes.
   Assignment drop = MigOn("m", 0, "7g.80gb", 0);
@@ -232,7 +235,7 @@ TEST(PoolMigTest, BusyGpuIsNotRepartitionedUnlessBoundInstancesStay) {
                                {{"3g.40gb", 0}, {"2g.20gb", 4}, {"1g.20gb", 6}},
                                "keeps workload 1"});
   s = pool.Allocate(4, keep);
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   EXPECT_EQ(pool.repartitions_applied(), 1u);
   EXPECT_EQ(SlotOf(pool, "c", "m", 0).mig_owners, (std::vector<WorkloadId>{1, 4, 0}));
   pool.Release(1);
@@ -261,9 +264,9 @@ TEST(PoolSummaryTest, SummaryFollowsAllocateAndRelease) {
   EXPECT_EQ(summary(h100).mig_idle_capable, 2u);  // the idle MIG GPU and the idle capable one
   EXPECT_EQ(summary(h100).milli_free, 1000u);
 
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("c", "a", {0, 1})).ok());
-  ASSERT_TRUE(pool.Allocate(2, ShareOn("c", "b", 0, 250)).ok());
-  ASSERT_TRUE(pool.Allocate(3, MigOn("m", 0, "3g.40gb", 4)).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("c", "a", {0, 1})));
+  ASSERT_OK(pool.Allocate(2, ShareOn("c", "b", 0, 250)));
+  ASSERT_OK(pool.Allocate(3, MigOn("m", 0, "3g.40gb", 4)));
   EXPECT_EQ(summary(l4).whole_free, 3u);
   EXPECT_EQ(summary(l4).max_node_whole_free, 2u);
   EXPECT_EQ(summary(l4).max_gpu_milli_free, 1000u);
@@ -271,8 +274,8 @@ TEST(PoolSummaryTest, SummaryFollowsAllocateAndRelease) {
   EXPECT_EQ(summary(h100).mig_free_instances, 1u);
   EXPECT_EQ(summary(h100).mig_idle_capable, 1u);
 
-  ASSERT_TRUE(pool.Allocate(4, WholeOn("c", "a", {2, 3})).ok());
-  ASSERT_TRUE(pool.Allocate(5, WholeOn("c", "b", {1})).ok());
+  ASSERT_OK(pool.Allocate(4, WholeOn("c", "a", {2, 3})));
+  ASSERT_OK(pool.Allocate(5, WholeOn("c", "b", {1})));
   EXPECT_EQ(summary(l4).whole_free, 0u);
   EXPECT_EQ(summary(l4).max_node_whole_free, 0u);
   EXPECT_EQ(summary(l4).max_gpu_milli_free, 750u);
@@ -308,9 +311,9 @@ TEST(PoolUpsertTest, ReplacingTheInventoryReappliesSharesHostAndMig) {
   };
   Pool pool;
   pool.UpsertCluster(inventory());
-  ASSERT_TRUE(pool.Allocate(1, ShareOn("c", "n", 0, 600), {3000, 1000}).ok());
-  ASSERT_TRUE(pool.Allocate(2, WholeOn("c", "n", {1}), {1000, 0}).ok());
-  ASSERT_TRUE(pool.Allocate(3, MigOn("m", 0, "3g.40gb", 4)).ok());
+  ASSERT_OK(pool.Allocate(1, ShareOn("c", "n", 0, 600), {3000, 1000}));
+  ASSERT_OK(pool.Allocate(2, WholeOn("c", "n", {1}), {1000, 0}));
+  ASSERT_OK(pool.Allocate(3, MigOn("m", 0, "3g.40gb", 4)));
 
   pool.UpsertCluster(inventory());
   const NodeSlots& n = *pool.FindCluster("c")->FindNode("n");
@@ -353,7 +356,7 @@ TEST(PoolUpsertTest, RepartitionIsReappliedToAnInventoryThatPredatesIt) {
   Assignment a = MigOn("m", 0, "3g.40gb", 0);
   a.repartitions.push_back(
       {"m", testing::Uuid("m", 0), true, {{"3g.40gb", 0}, {"3g.40gb", 4}}, "test"});
-  ASSERT_TRUE(pool.Allocate(1, a).ok());
+  ASSERT_OK(pool.Allocate(1, a));
   // The agent re-registers before it applied the layout: the pool keeps the decision.
   pool.UpsertCluster(inventory());
   EXPECT_TRUE(GpuOf(pool, "c", "m", 0).mig_enabled);
@@ -362,7 +365,7 @@ TEST(PoolUpsertTest, RepartitionIsReappliedToAnInventoryThatPredatesIt) {
 
 TEST(PoolUpsertTest, AllocationOnAnUnknownClusterIsAppliedWhenItArrives) {
   Pool pool;
-  ASSERT_TRUE(pool.Allocate(9, WholeOn("later", "x", {0, 1})).ok());
+  ASSERT_OK(pool.Allocate(9, WholeOn("later", "x", {0, 1})));
   EXPECT_TRUE(pool.Holds(9));
   pool.UpsertCluster(ClusterOf("later", {Node("x", Gpus("x", 4, "L4"))}));
   EXPECT_EQ(pool.FindCluster("later")->FindNode("x")->free, 2u);

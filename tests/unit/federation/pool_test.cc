@@ -1,6 +1,7 @@
 #include "federation/pool.h"
 
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/unit/federation/test_pools.h"
 
 namespace gpufed {
@@ -20,7 +21,7 @@ TEST(PoolTest, AllocateAndReleaseTrackFreeCapacity) {
   Pool pool;
   pool.UpsertCluster(MakeCluster("a", 2, 4, "L4"));
   EXPECT_EQ(Pool::CapacityOf(*pool.FindCluster("a")).free, 8u);
-  ASSERT_TRUE(pool.Allocate(10, TwoGpus("a-n0")).ok());
+  ASSERT_OK(pool.Allocate(10, TwoGpus("a-n0")));
   EXPECT_EQ(Pool::CapacityOf(*pool.FindCluster("a")).free, 6u);
   EXPECT_TRUE(pool.Holds(10));
   pool.Release(10);
@@ -32,7 +33,7 @@ TEST(PoolTest, AllocateAndReleaseTrackFreeCapacity) {
 TEST(PoolTest, ConflictingAllocationIsRefusedAndChangesNothing) {
   Pool pool;
   pool.UpsertCluster(MakeCluster("a", 1, 4, "L4"));
-  ASSERT_TRUE(pool.Allocate(1, TwoGpus("a-n0")).ok());
+  ASSERT_OK(pool.Allocate(1, TwoGpus("a-n0")));
   absl::Status s = pool.Allocate(2, TwoGpus("a-n0"));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(pool.Holds(2));
@@ -42,7 +43,7 @@ TEST(PoolTest, ConflictingAllocationIsRefusedAndChangesNothing) {
 TEST(PoolTest, InventoryReplacementKeepsAllocations) {
   Pool pool;
   pool.UpsertCluster(MakeCluster("a", 2, 4, "L4"));
-  ASSERT_TRUE(pool.Allocate(1, TwoGpus("a-n1")).ok());
+  ASSERT_OK(pool.Allocate(1, TwoGpus("a-n1")));
   // The agent re-registers with the same inventory (e.g. after a server restart).
   pool.UpsertCluster(MakeCluster("a", 2, 4, "L4"));
   EXPECT_EQ(Pool::CapacityOf(*pool.FindCluster("a")).free, 6u);
@@ -88,7 +89,7 @@ TEST(PoolTest, AWorkloadIsNeverMovedBySecondAllocation) {
   Assignment second;
   second.cluster = "a";
   second.replicas.push_back(WholeGpus("a-n1", {0}));
-  ASSERT_TRUE(pool.Allocate(5, first).ok());
+  ASSERT_OK(pool.Allocate(5, first));
   EXPECT_EQ(pool.Allocate(5, second).code(), absl::StatusCode::kFailedPrecondition);
   // The first allocation still stands: its GPU is not handed out again.
   EXPECT_EQ(pool.FindCluster("a")->nodes[0].HolderOf(0), 5);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "federation/placement.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/unit/federation/placement_fixtures.h"
 
 namespace gpufed {
@@ -54,20 +55,20 @@ TEST_P(TopologyTest, DgxGangOfTwoTimesEightTakesTwoWholeNodesInOneRack) {
   Pool pool;
   pool.UpsertCluster(Dgx("c", 4));
   // dgx-0 loses one GPU: rack r0 cannot hold the gang any more, rack r1 can.
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("c", "dgx-0", {3})).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("c", "dgx-0", {3})));
   PlacementDecision d = Place(pool, Spec(2, 8));
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
   EXPECT_EQ(NodesOf(*d.assignment), (std::set<std::string>{"dgx-2", "dgx-3"}));
   for (const ReplicaAssignment& r : d.assignment->replicas) {
     EXPECT_EQ(std::set<uint32_t>(r.gpu_indices.begin(), r.gpu_indices.end()).size(), 8u);
   }
-  ASSERT_TRUE(pool.Allocate(2, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(2, *d.assignment));
 }
 
 TEST_P(TopologyTest, DgxReplicaOfFourStaysInOneDomain) {
   Pool pool;
   pool.UpsertCluster(Dgx("c", 2));
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("c", "dgx-0", {0, 1, 2})).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("c", "dgx-0", {0, 1, 2})));
   PlacementDecision d = Place(pool, Spec(1, 4));
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
   ASSERT_EQ(d.assignment->replicas.size(), 1u);
@@ -97,7 +98,7 @@ TEST_P(TopologyTest, PcieServerTwoGpuReplicaTakesOnePair) {
   const std::vector<uint32_t> first = d.assignment->replicas[0].gpu_indices;
   EXPECT_TRUE(first == (std::vector<uint32_t>{0, 1}) || first == (std::vector<uint32_t>{2, 3}))
       << ::testing::PrintToString(first);
-  ASSERT_TRUE(pool.Allocate(1, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(1, *d.assignment));
   d = Place(pool, Spec(1, 2));
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
   const std::vector<uint32_t> second = d.assignment->replicas[0].gpu_indices;
@@ -112,8 +113,8 @@ TEST_P(TopologyTest, PcieServerSameDomainNeverSplitsAPair) {
   Pool pool;
   pool.UpsertCluster(ClusterOf("pcie", {Node("p", gpus)}));
   // One GPU of each pair is busy: two GPUs are free, but not two linked ones.
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("pcie", "p", {0})).ok());
-  ASSERT_TRUE(pool.Allocate(2, WholeOn("pcie", "p", {2})).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("pcie", "p", {0})));
+  ASSERT_OK(pool.Allocate(2, WholeOn("pcie", "p", {2})));
   WorkloadSpec linked = Spec(1, 2);
   linked.topology = Topology::kSameNvlinkDomain;
   PlacementDecision d = Place(pool, linked);
@@ -154,7 +155,7 @@ TEST_P(TopologyTest, NodeWithTwoDomainsPicksTheDomainThatHoldsTheReplica) {
   for (int g = 0; g < 8; ++g) gpus[g].nvlink_domain = g < 4 ? "h-left" : "h-right";
   Pool pool;
   pool.UpsertCluster(ClusterOf("c", {Node("h", gpus)}));
-  ASSERT_TRUE(pool.Allocate(1, WholeOn("c", "h", {1})).ok());
+  ASSERT_OK(pool.Allocate(1, WholeOn("c", "h", {1})));
   PlacementDecision d = Place(pool, Spec(1, 4));
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
   EXPECT_EQ(d.assignment->replicas[0].gpu_indices, (std::vector<uint32_t>{4, 5, 6, 7}));
@@ -189,7 +190,7 @@ std::set<std::string> RacksOf(const Pool& pool, const Assignment& a) {
 void FillRack(Pool& pool, const std::string& rack, int n, WorkloadId first_id) {
   for (int i = 0; i < n; ++i) {
     const std::string name = absl::StrCat(rack, "-", i < 10 ? "0" : "", i);
-    ASSERT_TRUE(pool.Allocate(first_id + i, WholeOn("gb", name, {0, 1, 2, 3})).ok());
+    ASSERT_OK(pool.Allocate(first_id + i, WholeOn("gb", name, {0, 1, 2, 3})));
   }
 }
 
@@ -209,7 +210,7 @@ TEST_P(TopologyTest, Nvl72GangLandsInOneRackDomain) {
   d = Place(pool, gang);
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
   EXPECT_EQ(RacksOf(pool, *d.assignment), (std::set<std::string>{"rack-b"}));
-  ASSERT_TRUE(pool.Allocate(1, *d.assignment).ok());
+  ASSERT_OK(pool.Allocate(1, *d.assignment));
   // Rack b is full now (17 nodes taken, one left); the next gang goes to rack a.
   d = Place(pool, gang);
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
@@ -335,7 +336,7 @@ TEST_P(TopologyTest, SameRackKeepsTheGangInOneRack) {
   // A rack that holds the gang when empty, but one GPU is busy now.
   Pool busy;
   busy.UpsertCluster(ClusterOf("c", {node("t1", "r1"), node("t2", "r1"), node("u1", "r2")}));
-  ASSERT_TRUE(busy.Allocate(1, WholeOn("c", "t2", {0})).ok());
+  ASSERT_OK(busy.Allocate(1, WholeOn("c", "t2", {0})));
   d = Place(busy, gang);
   EXPECT_FALSE(d.assignment.has_value());
   EXPECT_FALSE(d.never_fits) << d.reason;

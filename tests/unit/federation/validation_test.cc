@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/unit/federation/test_pools.h"
 
 namespace gpufed {
@@ -17,7 +18,7 @@ void ExpectInvalid(const WorkloadSpec& spec, const std::string& field) {
 TEST(ValidateSpecTest, AcceptsAReasonableSpec) {
   WorkloadSpec s = testing::Gang(2, 8, {"H100-80GB"});
   s.name = "train-llm_v2.1";
-  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  EXPECT_OK(ValidateSpec(s));
 }
 
 TEST(ValidateSpecTest, NamesTheFieldOfEveryMistake) {
@@ -65,7 +66,7 @@ TEST(ValidateSpecTest, NamesTheFieldOfEveryMistake) {
 
 TEST(ValidateInventoryTest, RejectsDuplicatesAndUnknownModels) {
   Cluster c = testing::MakeCluster("dgx", 2, 2, "H100-80GB");
-  EXPECT_TRUE(ValidateInventory(c.info, c.nodes).ok());
+  EXPECT_OK(ValidateInventory(c.info, c.nodes));
   Cluster dup = c;
   dup.nodes[1].name = dup.nodes[0].name;
   EXPECT_EQ(ValidateInventory(dup.info, dup.nodes).code(), absl::StatusCode::kInvalidArgument);
@@ -85,20 +86,20 @@ TEST(ValidateSpecTest, AcceptsGpuSharesAndMigProfiles) {
   s.gpu_milli = 250;
   s.cpu_millis = 4000;
   s.memory_mib = 16384;
-  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  EXPECT_OK(ValidateSpec(s));
   s.gpu_milli = 999;
-  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  EXPECT_OK(ValidateSpec(s));
 
   WorkloadSpec m = testing::Gang(2, 1, {"H100-80GB"});
   m.mig_profile = "3g.40gb";
-  EXPECT_TRUE(ValidateSpec(m).ok()) << ValidateSpec(m);
+  EXPECT_OK(ValidateSpec(m));
   // Enough that one allowed model has the profile; the others are simply not candidates.
   m.gpu_models = {"L4", "A100-40GB", "H100-80GB"};
-  EXPECT_TRUE(ValidateSpec(m).ok()) << ValidateSpec(m);
+  EXPECT_OK(ValidateSpec(m));
   // No model list: any MIG model may have it (A30's 2g.12gb).
   m.gpu_models = {};
   m.mig_profile = "2g.12gb";
-  EXPECT_TRUE(ValidateSpec(m).ok()) << ValidateSpec(m);
+  EXPECT_OK(ValidateSpec(m));
 }
 
 TEST(ValidateSpecTest, NamesTheFieldOfEveryShareMistake) {
@@ -162,7 +163,7 @@ TEST(ValidateInventoryTest, AcceptsValidMigLayouts) {
   c.nodes[0].gpus[0].mig_layout = {{"3g.40gb", 0}, {"2g.20gb", 4}, {"1g.10gb", 6}};
   // MIG on with no instances yet is a valid state too.
   c.nodes[0].gpus[1].mig_enabled = true;
-  EXPECT_TRUE(ValidateInventory(c.info, c.nodes).ok()) << ValidateInventory(c.info, c.nodes);
+  EXPECT_OK(ValidateInventory(c.info, c.nodes));
 }
 
 TEST(ValidateInventoryTest, RefusesBadMigState) {

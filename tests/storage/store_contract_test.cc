@@ -1,0 +1,1318 @@
+// One suite for every implementation of the storage ports (federation/store.h): the in-memory
+// store the domain's unit tests use (tests/support/memory_store.h) and PgStore on a real
+// PostgreSQL (a fresh migrated database per test). Both must pass the same tests, so they
+// cannot drift apart; PgStore is the reference. Statuses are compared by code, never by
+// message. PgStore-only behaviour (group commit, pool, schema, SQL constraints, revocation)
+// stays in pg_store_*_test.cc.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "federation/store.h"
+#include "federation/types.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pqxx/pqxx"
+#include "storage/pg_store.h"
+#include "tests/storage/store_test_util.h"
+#include "tests/support/memory_store.h"
+#include "tests/support/postgres_harness.h"
+#include "tests/support/replicas.h"
+#include "tests/support/status_matchers.h"
+
+namespace gpufed {
+namespace {
+
+using ::gpufed::testing::IsOkAndHolds;
+using ::gpufed::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using Code = absl::StatusCode;
+using S = WorkloadState;
+using std::chrono::microseconds;
+using std::chrono::seconds;
+
+// One row of a workload's history (workload_events in PostgreSQL).
+struct EventRow {
+  Timestamp time{};
+  WorkloadState from = S::kUnspecified;  // unspecified: the submission
+  WorkloadState to = S::kUnspecified;
+  std::string actor;
+  std::string reason;
+};
+
+// An implementation under test, plus what the suite needs to look behind the ports.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual WorkloadStore& workloads() = 0;
+  virtual ClusterStore& clusters() = 0;
+  virtual TenantStore& tenants() = 0;
+  // The event rows of one workload, oldest first.
+  virtual std::vector<EventRow> Events(WorkloadId id) = 0;
+  // The store's clock now (to the microsecond). Times the store writes itself during a call
+  // fall between Now() before the call and Now() after it.
+  virtual Timestamp Now() = 0;
+  // Lets the store's clock move on (the fake clock stands still otherwise).
+  virtual void Tick() = 0;
+};
+
+Timestamp Micros(Timestamp t) {
+  return Timestamp(std::chrono::duration_cast<microseconds>(t.time_since_epoch()));
+}
+
+class MemoryBackend final : public Backend {
+ public:
+  WorkloadStore& workloads() override { return store_; }
+  ClusterStore& clusters() override { return store_; }
+  TenantStore& tenants() override { return store_; }
+  std::vector<EventRow> Events(WorkloadId id) override {
+    std::vector<EventRow> out;
+    for (const auto& row : store_.Events(id)) {
+      out.push_back(EventRow{row.time, row.from, row.to, row.actor, row.reason});
+    }
+    return out;
+  }
+  Timestamp Now() override { return store_.fake_time().Now(); }
+  void Tick() override { store_.fake_time().Advance(seconds(1)); }
+
+ private:
+  testing::MemoryStore store_;
+};
+
+class PostgresBackend final : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<Backend>> Create() {
+    absl::StatusOr<testing::TestPostgres*> postgres = testing::TestPostgres::Get();
+    if (!postgres.ok()) return postgres.status();
+    absl::StatusOr<std::string> dsn = (*postgres)->CreateDatabase();
+    if (!dsn.ok()) return dsn.status();
+    auto backend = std::unique_ptr<PostgresBackend>(new PostgresBackend(*postgres, *dsn));
+    absl::StatusOr<std::unique_ptr<storage::PgStore>> store = storage::PgStore::Create(*dsn);
+    if (!store.ok()) return store.status();
+    backend->store_ = *std::move(store);
+    return backend;
+  }
+  ~PostgresBackend() override {
+    store_.reset();
+    absl::Status dropped = postgres_->DropDatabase(dsn_);
+    EXPECT_TRUE(dropped.ok()) << dropped;
+  }
+
+  WorkloadStore& workloads() override { return *store_; }
+  ClusterStore& clusters() override { return *store_; }
+  TenantStore& tenants() override { return *store_; }
+  std::vector<EventRow> Events(WorkloadId id) override {
+    pqxx::connection conn(dsn_);
+    pqxx::nontransaction txn(conn);
+    std::vector<EventRow> out;
+    for (const pqxx::row& row :
+         txn.exec_params("SELECT epoch_us(at) AS at_us, coalesce(from_state, '') AS from_state,"
+                         " to_state, actor, reason FROM workload_events"
+                         " WHERE workload_id = $1 ORDER BY id",
+                         id)) {
+      EventRow e;
+      e.time = Timestamp(microseconds(row["at_us"].as<int64_t>()));
+      e.from = ParseState(row["from_state"].c_str()).value_or(S::kUnspecified);
+      e.to = ParseState(row["to_state"].c_str()).value_or(S::kUnspecified);
+      e.actor = row["actor"].c_str();
+      e.reason = row["reason"].c_str();
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+  Timestamp Now() override { return Micros(std::chrono::system_clock::now()); }
+  void Tick() override {}
+
+ private:
+  PostgresBackend(testing::TestPostgres* postgres, std::string dsn)
+      : postgres_(postgres), dsn_(std::move(dsn)) {}
+
+  testing::TestPostgres* const postgres_;
+  const std::string dsn_;
+  std::unique_ptr<storage::PgStore> store_;
+};
+
+// ---- Builders ------------------------------------------------------------------------------
+
+WorkloadSpec Spec(const std::string& name, const std::string& tenant = "acme",
+                  const std::string& project = "research") {
+  return storage::StoreTest::Spec(name, tenant, project);
+}
+
+Assignment AssignmentOn(const std::string& cluster, uint64_t epoch = 1) {
+  return storage::StoreTest::AssignmentOn(cluster, epoch);
+}
+
+Transition Step(WorkloadId id, WorkloadState from, WorkloadState to) {
+  return storage::StoreTest::Step(id, from, to);
+}
+
+ListFilter Filter(const std::string& tenant, const std::string& project = "",
+                  std::vector<WorkloadState> states = {}, const std::string& cluster = "",
+                  int page_size = 100) {
+  ListFilter f;
+  f.tenant = tenant;
+  f.project = project;
+  f.states = std::move(states);
+  f.cluster = cluster;
+  f.page_size = page_size;
+  return f;
+}
+
+ClusterInfo Info(const std::string& name) {
+  ClusterInfo info;
+  info.name = name;
+  info.provider = "onprem";
+  info.region = "us-east";
+  info.zone = "dc1";
+  info.jurisdiction = "us";
+  info.compliance_labels = {"hipaa", "sovereign"};
+  return info;
+}
+
+NodeInfo Node(const std::string& cluster, const std::string& name, int gpus) {
+  NodeInfo node;
+  node.name = name;
+  node.rack = "r1";
+  node.block = "b1";
+  node.cpu_millis = 224000;
+  node.memory_mib = 2097152;
+  node.labels = {{"pool", "training"}};
+  for (int i = 0; i < gpus; ++i) {
+    GpuInfo gpu;
+    gpu.uuid = "GPU-" + cluster + "-" + name + "-" + std::to_string(i);
+    gpu.index = i;
+    gpu.model = "H100-80GB";
+    gpu.memory_mib = 81559;
+    gpu.nvlink_domain = name + "-nvl";
+    gpu.numa_node = i / 4;
+    gpu.pcie_switch = "sw" + std::to_string(i / 2);
+    gpu.mig_capable = true;
+    node.gpus.push_back(gpu);
+  }
+  return node;
+}
+
+std::vector<WorkloadId> Ids(const std::vector<Workload>& workloads) {
+  std::vector<WorkloadId> out;
+  for (const Workload& w : workloads) out.push_back(w.id);
+  return out;
+}
+
+// ---- Fixture -------------------------------------------------------------------------------
+
+enum class Kind { kMemory, kPostgres };
+
+std::string KindName(Kind kind) { return kind == Kind::kMemory ? "Memory" : "Postgres"; }
+void PrintTo(Kind kind, std::ostream* os) { *os << KindName(kind); }
+
+class StoreContractTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Kind::kMemory) {
+      backend_ = std::make_unique<MemoryBackend>();
+    } else {
+      ASSERT_OK_AND_ASSIGN(backend_, PostgresBackend::Create());
+    }
+  }
+  void TearDown() override { backend_.reset(); }
+
+  WorkloadStore& workloads() { return backend_->workloads(); }
+  ClusterStore& clusters() { return backend_->clusters(); }
+  TenantStore& tenants() { return backend_->tenants(); }
+
+  // The tenants and projects most tests submit to.
+  void AddTenants() {
+    for (const auto& [tenant, project] : std::vector<std::pair<std::string, std::string>>{
+             {"acme", "research"}, {"acme", "prod"}, {"globex", "research"}}) {
+      absl::StatusOr<Tenant> t = tenants().CreateTenant(Tenant{tenant, tenant + " inc", {}});
+      if (!t.ok()) {
+        ASSERT_THAT(t, StatusIs(Code::kAlreadyExists));
+      }
+      ASSERT_OK(tenants().CreateProject(Project{tenant, project, {}}));
+    }
+  }
+
+  Workload MustSubmit(const WorkloadSpec& spec) {
+    absl::StatusOr<SubmitResult> r = workloads().Submit(spec);
+    EXPECT_OK(r);
+    return r.ok() ? r->workload : Workload{};
+  }
+
+  Workload MustGet(WorkloadId id) {
+    absl::StatusOr<Workload> w = workloads().Get(id);
+    EXPECT_OK(w);
+    return w.ok() ? *w : Workload{};
+  }
+
+  // Moves a PENDING workload along the happy path to `target` (one step off it at the end for
+  // SUCCEEDED, FAILED, CANCELLED, LOST and PREEMPTED, from RUNNING).
+  void Advance(WorkloadId id, WorkloadState target) {
+    const S path[] = {S::kAdmitted, S::kPlaced, S::kRunning};
+    S at = S::kPending;
+    for (S next : path) {
+      if (at == target) return;
+      ASSERT_OK_AND_ASSIGN(auto r, workloads().ApplyTransitions({Step(id, at, next)}));
+      ASSERT_TRUE(r[0].applied);
+      at = next;
+    }
+    if (at == target) return;
+    ASSERT_OK_AND_ASSIGN(auto r, workloads().ApplyTransitions({Step(id, at, target)}));
+    ASSERT_TRUE(r[0].applied);
+  }
+
+  std::vector<WorkloadId> ListIds(const ListFilter& filter) {
+    absl::StatusOr<WorkloadPage> page = workloads().List(filter);
+    EXPECT_OK(page);
+    if (!page.ok()) return {};
+    std::vector<WorkloadId> ids = Ids(page->workloads);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+
+  std::map<WorkloadState, int64_t> Counts() {
+    absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> counts =
+        workloads().CountByState();
+    EXPECT_OK(counts);
+    if (!counts.ok()) return {};
+    return std::map<WorkloadState, int64_t>(counts->begin(), counts->end());
+  }
+
+  // `t` was written by the store between `before` and `after` (its own clock readings).
+  static void ExpectBetween(Timestamp t, Timestamp before, Timestamp after) {
+    EXPECT_LE(before, t);
+    EXPECT_LE(t, after);
+  }
+
+  std::unique_ptr<Backend> backend_;
+};
+
+// ---- Tenants, projects, tokens ---------------------------------------------------------------
+
+TEST_P(StoreContractTest, TenantsAreCreatedOnceAndListedByName) {
+  const Timestamp before = backend_->Now();
+  ASSERT_OK_AND_ASSIGN(Tenant globex, tenants().CreateTenant(Tenant{"globex", "", {}}));
+  const Timestamp after = backend_->Now();
+  EXPECT_EQ(globex.name, "globex");
+  ExpectBetween(globex.create_time, before, after);
+  backend_->Tick();
+  ASSERT_OK_AND_ASSIGN(Tenant acme, tenants().CreateTenant(Tenant{"acme", "Acme Corp", {}}));
+  EXPECT_EQ(acme.display_name, "Acme Corp");
+
+  EXPECT_THAT(tenants().CreateTenant(Tenant{"acme", "again", {}}), StatusIs(Code::kAlreadyExists));
+  EXPECT_THAT(tenants().CreateTenant(Tenant{"", "x", {}}), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().CreateTenant(Tenant{std::string(129, 'a'), "", {}}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_OK(tenants().CreateTenant(Tenant{std::string(128, 'a'), "", {}}));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Tenant> listed, tenants().ListTenants());
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_EQ(listed[0].name, std::string(128, 'a'));
+  EXPECT_EQ(listed[1].name, "acme");
+  EXPECT_EQ(listed[1].display_name, "Acme Corp");  // the first one, not "again"
+  EXPECT_EQ(listed[1].create_time, acme.create_time);
+  EXPECT_EQ(listed[2].name, "globex");
+  EXPECT_EQ(listed[2].create_time, globex.create_time);
+}
+
+TEST_P(StoreContractTest, ProjectsBelongToAnExistingTenant) {
+  ASSERT_OK(tenants().CreateTenant(Tenant{"acme", "", {}}));
+  ASSERT_OK(tenants().CreateTenant(Tenant{"globex", "", {}}));
+  ASSERT_OK(tenants().CreateTenant(Tenant{"empty", "", {}}));
+  const Timestamp before = backend_->Now();
+  ASSERT_OK_AND_ASSIGN(Project research, tenants().CreateProject(Project{"acme", "research", {}}));
+  const Timestamp after = backend_->Now();
+  EXPECT_EQ(research.tenant, "acme");
+  EXPECT_EQ(research.name, "research");
+  ExpectBetween(research.create_time, before, after);
+  ASSERT_OK(tenants().CreateProject(Project{"acme", "prod", {}}));
+  ASSERT_OK(tenants().CreateProject(Project{"globex", "research", {}}));
+
+  EXPECT_THAT(tenants().CreateProject(Project{"acme", "prod", {}}), StatusIs(Code::kAlreadyExists));
+  EXPECT_THAT(tenants().CreateProject(Project{"initech", "x", {}}), StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().CreateProject(Project{"acme", "", {}}), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().CreateProject(Project{"", "x", {}}), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().CreateProject(Project{"acme", std::string(129, 'p'), {}}),
+              StatusIs(Code::kInvalidArgument));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Project> acme, tenants().ListProjects("acme"));
+  ASSERT_EQ(acme.size(), 2u);
+  EXPECT_EQ(acme[0].name, "prod");
+  EXPECT_EQ(acme[1].name, "research");
+  EXPECT_EQ(acme[1].tenant, "acme");
+  EXPECT_EQ(acme[1].create_time, research.create_time);
+  ASSERT_OK_AND_ASSIGN(std::vector<Project> globex, tenants().ListProjects("globex"));
+  ASSERT_EQ(globex.size(), 1u);
+  EXPECT_EQ(globex[0].tenant, "globex");
+  EXPECT_THAT(tenants().ListProjects("empty"), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(tenants().ListProjects("initech"), StatusIs(Code::kNotFound));
+}
+
+TEST_P(StoreContractTest, TokensAreStoredByHashAndValidated) {
+  ASSERT_OK(tenants().CreateTenant(Tenant{"acme", "", {}}));
+  ASSERT_OK_AND_ASSIGN(int64_t none, tenants().CountTokens());
+  EXPECT_EQ(none, 0);
+
+  ASSERT_OK(tenants().CreateToken("hash-admin", {"alice", "platform-admin", "", ""}));
+  ASSERT_OK(tenants().CreateToken("hash-user", {"bob", "tenant-user", "acme", ""}));
+  ASSERT_OK(tenants().CreateToken("hash-tadmin", {"carol", "tenant-admin", "acme", ""}));
+  ASSERT_OK(tenants().CreateToken("hash-viewer", {"dan", "viewer", "acme", ""}));
+  // An agent's cluster need not be registered yet.
+  ASSERT_OK(tenants().CreateToken("hash-agent", {"agent-dgx", "agent", "", "dgx"}));
+  ASSERT_OK_AND_ASSIGN(int64_t five, tenants().CountTokens());
+  EXPECT_EQ(five, 5);
+
+  ASSERT_OK_AND_ASSIGN(TokenRecord user, tenants().LookupToken("hash-user"));
+  EXPECT_EQ(user.subject, "bob");
+  EXPECT_EQ(user.role, "tenant-user");
+  EXPECT_EQ(user.tenant, "acme");
+  EXPECT_EQ(user.cluster, "");
+  ASSERT_OK_AND_ASSIGN(TokenRecord agent, tenants().LookupToken("hash-agent"));
+  EXPECT_EQ(agent.subject, "agent-dgx");
+  EXPECT_EQ(agent.role, "agent");
+  EXPECT_EQ(agent.tenant, "");
+  EXPECT_EQ(agent.cluster, "dgx");
+  ASSERT_OK_AND_ASSIGN(TokenRecord viewer, tenants().LookupToken("hash-viewer"));
+  EXPECT_EQ(viewer.tenant, "acme");
+  EXPECT_THAT(tenants().LookupToken("hash-nobody"), StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().LookupToken(""), StatusIs(Code::kNotFound));
+
+  // A second token with the same hash is refused and the first one stays.
+  EXPECT_THAT(tenants().CreateToken("hash-user", {"mallory", "platform-admin", "", ""}),
+              StatusIs(Code::kAlreadyExists));
+  ASSERT_OK_AND_ASSIGN(TokenRecord still, tenants().LookupToken("hash-user"));
+  EXPECT_EQ(still.subject, "bob");
+
+  // Bad input: refused, nothing stored.
+  EXPECT_THAT(tenants().CreateToken("h1", {"eve", "root", "", ""}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().CreateToken("h2", {"eve", "tenant-admin", "", ""}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().CreateToken("h3", {"eve", "tenant-user", "", ""}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().CreateToken("h4", {"eve", "agent", "", ""}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().CreateToken("", {"eve", "viewer", "", ""}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().CreateToken("h5", {"", "viewer", "", ""}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().CreateToken("h6", {"eve", "tenant-user", "initech", ""}),
+              StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().CreateToken("h7", {"eve", "viewer", "initech", ""}),
+              StatusIs(Code::kNotFound));
+  for (const char* hash : {"h1", "h2", "h3", "h4", "h5", "h6", "h7"}) {
+    EXPECT_THAT(tenants().LookupToken(hash), StatusIs(Code::kNotFound)) << hash;
+  }
+  ASSERT_OK_AND_ASSIGN(int64_t after, tenants().CountTokens());
+  EXPECT_EQ(after, 5);
+}
+
+// ---- Submit and Get ------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, SubmitStoresAPendingWorkloadAndItsEvent) {
+  AddTenants();
+  WorkloadSpec spec = Spec("train");
+  spec.priority = 7;
+  spec.min_gpu_memory_mib = 40000;
+  spec.run.sim_outcome = SimOutcome::kFail;
+  spec.run.sim_exit_code = 3;
+  const Timestamp before = backend_->Now();
+  ASSERT_OK_AND_ASSIGN(SubmitResult submitted, workloads().Submit(spec));
+  const Timestamp after = backend_->Now();
+  EXPECT_TRUE(submitted.created);
+  const Workload& w = submitted.workload;
+  EXPECT_GT(w.id, 0);
+  EXPECT_EQ(w.spec, spec);
+  EXPECT_EQ(w.state, S::kPending);
+  EXPECT_EQ(w.version, 1u);
+  EXPECT_EQ(w.pending_reason, "");
+  EXPECT_TRUE(w.assignment.empty());
+  EXPECT_FALSE(w.cancel_requested);
+  ExpectBetween(w.create_time, before, after);
+  EXPECT_EQ(w.update_time, w.create_time);
+
+  ASSERT_OK_AND_ASSIGN(Workload got, workloads().Get(w.id));
+  EXPECT_EQ(got.id, w.id);
+  EXPECT_EQ(got.spec, spec);
+  EXPECT_EQ(got.state, S::kPending);
+  EXPECT_EQ(got.version, 1u);
+  EXPECT_EQ(got.create_time, w.create_time);
+  EXPECT_EQ(got.update_time, w.update_time);
+  EXPECT_FALSE(got.start_time.has_value());
+  EXPECT_FALSE(got.end_time.has_value());
+  EXPECT_EQ(got.exit_code, 0);
+  EXPECT_EQ(got.message, "");
+
+  const std::vector<EventRow> events = backend_->Events(w.id);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].from, S::kUnspecified);
+  EXPECT_EQ(events[0].to, S::kPending);
+  EXPECT_EQ(events[0].actor, "submit");
+  EXPECT_EQ(events[0].time, w.create_time);
+
+  // Ids grow.
+  ASSERT_OK_AND_ASSIGN(SubmitResult second, workloads().Submit(Spec("second")));
+  EXPECT_GT(second.workload.id, w.id);
+}
+
+TEST_P(StoreContractTest, SharingFieldsRoundTrip) {
+  AddTenants();
+  WorkloadSpec spec = Spec("mig");
+  spec.gpus_per_replica = 1;
+  spec.mig_profile = "3g.40gb";
+  spec.cpu_millis = 4000;
+  spec.memory_mib = 32768;
+  const Workload submitted = MustSubmit(spec);
+  EXPECT_EQ(submitted.spec, spec);
+
+  Transition place = Step(submitted.id, S::kPending, S::kPlaced);
+  ReplicaAssignment r = testing::ReplicaOn("node-01", {"GPU-a"}, {0});
+  r.mig_profile = "3g.40gb";
+  r.mig_start = 4;
+  ReplicaAssignment shared = testing::ReplicaOn("node-02", {"GPU-b"}, {1});
+  shared.gpu_milli = 250;
+  place.assignment->replicas = {r, shared};
+  place.assignment->repartitions = {
+      {"node-01", "GPU-a", true, {{"3g.40gb", 0}, {"3g.40gb", 4}}, "3g.40gb for workload"}};
+  ASSERT_OK_AND_ASSIGN(auto placed, workloads().ApplyTransitions({place}));
+  ASSERT_TRUE(placed[0].applied);
+
+  const Workload w = MustGet(submitted.id);
+  EXPECT_EQ(w.spec, spec);
+  EXPECT_EQ(w.assignment, *place.assignment);
+}
+
+TEST_P(StoreContractTest, SubmitRefusesBadSpecsAndStoresNothing) {
+  AddTenants();
+  WorkloadSpec no_name = Spec("");
+  WorkloadSpec no_tenant = Spec("x");
+  no_tenant.tenant.clear();
+  WorkloadSpec no_project = Spec("x");
+  no_project.project.clear();
+  WorkloadSpec long_tenant = Spec("x", std::string(129, 't'));
+  EXPECT_THAT(workloads().Submit(no_name), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().Submit(no_tenant), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().Submit(no_project), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().Submit(long_tenant), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().Submit(Spec("x", "initech", "research")), StatusIs(Code::kNotFound));
+  EXPECT_THAT(workloads().Submit(Spec("x", "acme", "nope")), StatusIs(Code::kNotFound));
+  // A project of another tenant is not the tenant's.
+  EXPECT_THAT(workloads().Submit(Spec("x", "globex", "prod")), StatusIs(Code::kNotFound));
+
+  ASSERT_OK_AND_ASSIGN(WorkloadPage page, workloads().List(ListFilter{}));
+  EXPECT_TRUE(page.workloads.empty());
+  EXPECT_TRUE(Counts().empty());
+}
+
+TEST_P(StoreContractTest, GetUnknownIsNotFoundAndNonPositiveIsInvalid) {
+  AddTenants();
+  const WorkloadId id = MustSubmit(Spec("a")).id;
+  EXPECT_THAT(workloads().Get(id + 1000), StatusIs(Code::kNotFound));
+  EXPECT_THAT(workloads().Get(0), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().Get(-1), StatusIs(Code::kInvalidArgument));
+}
+
+TEST_P(StoreContractTest, SameKeySameSpecReplaysTheWorkloadAsItIsNow) {
+  AddTenants();
+  WorkloadSpec spec = Spec("train");
+  spec.idempotency_key = "train-2026-11-21";
+  ASSERT_OK_AND_ASSIGN(SubmitResult first, workloads().Submit(spec));
+  EXPECT_TRUE(first.created);
+  Advance(first.workload.id, S::kRunning);
+  backend_->Tick();
+
+  ASSERT_OK_AND_ASSIGN(SubmitResult again, workloads().Submit(spec));
+  EXPECT_FALSE(again.created);
+  EXPECT_EQ(again.workload.id, first.workload.id);
+  EXPECT_EQ(again.workload.spec, spec);
+  EXPECT_EQ(again.workload.state, S::kRunning);
+  EXPECT_EQ(again.workload.version, MustGet(first.workload.id).version);
+  EXPECT_EQ(again.workload.create_time, first.workload.create_time);
+
+  ASSERT_OK_AND_ASSIGN(WorkloadPage page, workloads().List(Filter("acme")));
+  EXPECT_EQ(page.workloads.size(), 1u);
+  EXPECT_EQ(backend_->Events(first.workload.id).size(), 4u);  // submit + 3 steps, no replay
+}
+
+TEST_P(StoreContractTest, SameKeyDifferentSpecIsAlreadyExists) {
+  AddTenants();
+  WorkloadSpec spec = Spec("train");
+  spec.idempotency_key = "k1";
+  ASSERT_OK(workloads().Submit(spec));
+  for (auto change : std::vector<std::function<void(WorkloadSpec&)>>{
+           [](WorkloadSpec& s) { s.replicas = 3; }, [](WorkloadSpec& s) { s.name = "other"; },
+           [](WorkloadSpec& s) { s.project = "prod"; },
+           [](WorkloadSpec& s) { s.run.env["EPOCHS"] = "4"; },
+           [](WorkloadSpec& s) { s.gpu_milli = 300; }}) {
+    WorkloadSpec other = spec;
+    change(other);
+    EXPECT_THAT(workloads().Submit(other), StatusIs(Code::kAlreadyExists));
+  }
+  ASSERT_OK_AND_ASSIGN(WorkloadPage page, workloads().List(ListFilter{}));
+  EXPECT_EQ(page.workloads.size(), 1u);
+}
+
+TEST_P(StoreContractTest, IdempotencyKeysArePerTenantAndEmptyMeansNone) {
+  AddTenants();
+  WorkloadSpec a = Spec("train", "acme");
+  a.idempotency_key = "shared";
+  WorkloadSpec b = Spec("train", "globex");
+  b.idempotency_key = "shared";
+  ASSERT_OK_AND_ASSIGN(SubmitResult ra, workloads().Submit(a));
+  ASSERT_OK_AND_ASSIGN(SubmitResult rb, workloads().Submit(b));
+  EXPECT_TRUE(ra.created);
+  EXPECT_TRUE(rb.created);
+  EXPECT_NE(ra.workload.id, rb.workload.id);
+
+  ASSERT_OK_AND_ASSIGN(SubmitResult n1, workloads().Submit(Spec("unkeyed")));
+  ASSERT_OK_AND_ASSIGN(SubmitResult n2, workloads().Submit(Spec("unkeyed")));
+  EXPECT_TRUE(n1.created);
+  EXPECT_TRUE(n2.created);
+  EXPECT_NE(n1.workload.id, n2.workload.id);
+}
+
+TEST_P(StoreContractTest, ConcurrentDuplicateSubmitsMakeOneWorkload) {
+  AddTenants();
+  WorkloadSpec spec = Spec("train");
+  spec.idempotency_key = "retry-storm";
+  constexpr int kThreads = 8;
+  std::vector<absl::StatusOr<SubmitResult>> results(kThreads, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] { results[i] = workloads().Submit(spec); });
+  }
+  for (std::thread& t : threads) t.join();
+  int created = 0;
+  std::set<WorkloadId> ids;
+  for (const auto& r : results) {
+    ASSERT_OK(r);
+    created += r->created ? 1 : 0;
+    ids.insert(r->workload.id);
+  }
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(ids.size(), 1u);
+}
+
+// ---- List ------------------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, ListIsNewestFirstWithFiltersAndKeysetPages) {
+  AddTenants();
+  std::vector<WorkloadId> research, prod, globex;
+  for (int i = 0; i < 7; ++i) research.push_back(MustSubmit(Spec("r" + std::to_string(i))).id);
+  for (int i = 0; i < 3; ++i) {
+    prod.push_back(MustSubmit(Spec("p" + std::to_string(i), "acme", "prod")).id);
+  }
+  for (int i = 0; i < 2; ++i) {
+    globex.push_back(MustSubmit(Spec("g" + std::to_string(i), "globex", "research")).id);
+  }
+  Advance(research[0], S::kRunning);  // on c1
+  Advance(research[1], S::kSucceeded);
+  Advance(prod[0], S::kPlaced);
+  Advance(research[2], S::kLost);
+  // Back to PENDING: no longer on any cluster.
+  ASSERT_OK_AND_ASSIGN(auto requeued,
+                       workloads().ApplyTransitions({Step(research[2], S::kLost, S::kPending)}));
+  ASSERT_TRUE(requeued[0].applied);
+
+  // Pages of 5 over everything: newest first, no overlap, nothing missed.
+  std::vector<WorkloadId> seen;
+  std::vector<size_t> sizes;
+  ListFilter filter;
+  filter.page_size = 5;
+  do {
+    ASSERT_OK_AND_ASSIGN(WorkloadPage page, workloads().List(filter));
+    sizes.push_back(page.workloads.size());
+    for (const Workload& w : page.workloads) seen.push_back(w.id);
+    if (page.next_before_id != 0) {
+      ASSERT_FALSE(page.workloads.empty());
+      EXPECT_EQ(page.next_before_id, page.workloads.back().id);
+    }
+    filter.before_id = page.next_before_id;
+  } while (filter.before_id != 0);
+  EXPECT_THAT(sizes, ElementsAre(5u, 5u, 2u));
+  std::vector<WorkloadId> all = research;
+  all.insert(all.end(), prod.begin(), prod.end());
+  all.insert(all.end(), globex.begin(), globex.end());
+  std::sort(all.begin(), all.end(), std::greater<>());
+  EXPECT_EQ(seen, all);
+
+  // A cursor of our own: only smaller ids.
+  ListFilter below;
+  below.before_id = prod[0];
+  EXPECT_EQ(ListIds(below), research);
+
+  std::vector<WorkloadId> acme = research;
+  acme.insert(acme.end(), prod.begin(), prod.end());
+  EXPECT_EQ(ListIds(Filter("acme")), acme);
+  EXPECT_EQ(ListIds(Filter("acme", "prod")), prod);
+  EXPECT_EQ(ListIds(Filter("globex")), globex);
+  EXPECT_EQ(ListIds(Filter("", "research", {S::kPending})),
+            (std::vector<WorkloadId>{research[2], research[3], research[4], research[5],
+                                     research[6], globex[0], globex[1]}));
+  EXPECT_EQ(ListIds(Filter("", "", {S::kRunning, S::kPlaced})),
+            (std::vector<WorkloadId>{research[0], prod[0]}));
+  EXPECT_EQ(ListIds(Filter("acme", "", {S::kSucceeded})), (std::vector<WorkloadId>{research[1]}));
+  EXPECT_EQ(ListIds(Filter("", "", {}, "c1")),
+            (std::vector<WorkloadId>{research[0], research[1], prod[0]}));
+  EXPECT_EQ(ListIds(Filter("acme", "prod", {S::kPlaced}, "c1")),
+            (std::vector<WorkloadId>{prod[0]}));
+  EXPECT_TRUE(ListIds(Filter("", "", {}, "c2")).empty());
+  EXPECT_TRUE(ListIds(Filter("nobody")).empty());
+
+  // A last page that is exactly full says so.
+  ASSERT_OK_AND_ASSIGN(WorkloadPage exact, workloads().List(Filter("globex", "", {}, "", 2)));
+  EXPECT_EQ(exact.workloads.size(), 2u);
+  EXPECT_EQ(exact.next_before_id, 0);
+  // page_size 0 is the default (100).
+  ASSERT_OK_AND_ASSIGN(WorkloadPage defaulted, workloads().List(Filter("", "", {}, "", 0)));
+  EXPECT_EQ(defaulted.workloads.size(), 12u);
+  EXPECT_EQ(defaulted.next_before_id, 0);
+
+  EXPECT_THAT(workloads().List(Filter("", "", {}, "", -1)), StatusIs(Code::kInvalidArgument));
+  ListFilter negative_cursor;
+  negative_cursor.before_id = -5;
+  EXPECT_THAT(workloads().List(negative_cursor), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().List(Filter("", "", {S::kPending, S::kUnspecified})),
+              StatusIs(Code::kInvalidArgument));
+}
+
+TEST_P(StoreContractTest, ListCapsThePageAtOneThousand) {
+  AddTenants();
+  for (int i = 0; i < 1002; ++i) MustSubmit(Spec("w" + std::to_string(i)));
+  ASSERT_OK_AND_ASSIGN(WorkloadPage page, workloads().List(Filter("", "", {}, "", 5000)));
+  EXPECT_EQ(page.workloads.size(), 1000u);
+  EXPECT_NE(page.next_before_id, 0);
+}
+
+TEST_P(StoreContractTest, ListPendingIsPriorityDescThenIdAsc) {
+  AddTenants();
+  auto submit = [&](const std::string& name, int priority) {
+    WorkloadSpec spec = Spec(name);
+    spec.priority = priority;
+    return MustSubmit(spec).id;
+  };
+  const WorkloadId low = submit("low", 1);
+  const WorkloadId high1 = submit("high1", 10);
+  const WorkloadId negative = submit("negative", -3);
+  const WorkloadId mid = submit("mid", 5);
+  const WorkloadId high2 = submit("high2", 10);
+  const WorkloadId running = submit("running", 100);
+  const WorkloadId admitted = submit("admitted", 100);
+  Advance(running, S::kRunning);
+  Advance(admitted, S::kAdmitted);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> pending, workloads().ListPending(10));
+  EXPECT_EQ(Ids(pending), (std::vector<WorkloadId>{high1, high2, mid, low, negative}));
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> two, workloads().ListPending(2));
+  EXPECT_EQ(Ids(two), (std::vector<WorkloadId>{high1, high2}));
+  EXPECT_THAT(workloads().ListPending(0), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().ListPending(-1), StatusIs(Code::kInvalidArgument));
+}
+
+TEST_P(StoreContractTest, ListActiveIsPlacedAndRunningInIdOrder) {
+  AddTenants();
+  std::vector<WorkloadId> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(MustSubmit(Spec("w" + std::to_string(i))).id);
+  Advance(ids[0], S::kRunning);
+  Advance(ids[1], S::kSucceeded);
+  Advance(ids[2], S::kPlaced);
+  Advance(ids[3], S::kAdmitted);
+  Transition elsewhere = Step(ids[4], S::kPending, S::kPlaced);
+  elsewhere.assignment = AssignmentOn("c2", 3);
+  ASSERT_OK(workloads().ApplyTransitions({elsewhere}));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> all, workloads().ListActive(""));
+  EXPECT_EQ(Ids(all), (std::vector<WorkloadId>{ids[0], ids[2], ids[4]}));
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> c1, workloads().ListActive("c1"));
+  EXPECT_EQ(Ids(c1), (std::vector<WorkloadId>{ids[0], ids[2]}));
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> c2, workloads().ListActive("c2"));
+  ASSERT_EQ(c2.size(), 1u);
+  EXPECT_EQ(c2[0].assignment, AssignmentOn("c2", 3));
+  EXPECT_THAT(workloads().ListActive("c9"), IsOkAndHolds(IsEmpty()));
+}
+
+// ---- Transitions ---------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, LifecycleSetsAssignmentTimesVersionsAndEvents) {
+  AddTenants();
+  const WorkloadId id = MustSubmit(Spec("train")).id;
+  ASSERT_OK(workloads().SetPendingReasons({{id, "no capacity"}}));
+  EXPECT_EQ(MustGet(id).pending_reason, "no capacity");
+  backend_->Tick();
+
+  Transition place = Step(id, S::kPending, S::kPlaced);
+  place.assignment = AssignmentOn("c1", 4);
+  place.actor = "scheduler";
+  place.reason = "best fit";
+  const Timestamp before_place = backend_->Now();
+  ASSERT_OK_AND_ASSIGN(auto placed, workloads().ApplyTransitions({place}));
+  const Timestamp after_place = backend_->Now();
+  ASSERT_EQ(placed.size(), 1u);
+  const TransitionResult& p = placed[0];
+  EXPECT_EQ(p.id, id);
+  ASSERT_TRUE(p.applied);
+  ASSERT_TRUE(p.event.has_value());
+  ASSERT_TRUE(p.current.has_value());
+  EXPECT_EQ(p.event->from, S::kPending);
+  EXPECT_EQ(p.event->to, S::kPlaced);
+  ExpectBetween(p.event->time, before_place, after_place);
+  EXPECT_EQ(p.event->workload.version, p.current->version);
+  EXPECT_EQ(p.event->workload.state, S::kPlaced);
+  EXPECT_EQ(p.current->state, S::kPlaced);
+  EXPECT_EQ(p.current->assignment, AssignmentOn("c1", 4));
+  EXPECT_EQ(p.current->pending_reason, "");  // leaving PENDING clears it
+  EXPECT_EQ(p.current->version, 3u);         // submit, pending reason, placement
+  ExpectBetween(p.current->update_time, before_place, after_place);
+  EXPECT_FALSE(p.current->start_time.has_value());
+
+  // Agent clock, with sub-millisecond digits: kept to the microsecond.
+  const Timestamp started = Timestamp(microseconds(1795000000123456));
+  Transition run = Step(id, S::kPlaced, S::kRunning);
+  run.actor = "agent:c1";
+  run.reason = "started";
+  run.time = started;
+  ASSERT_OK_AND_ASSIGN(auto running, workloads().ApplyTransitions({run}));
+  ASSERT_TRUE(running[0].applied);
+  EXPECT_EQ(running[0].current->start_time, started);
+  EXPECT_EQ(running[0].event->time, started);
+  EXPECT_EQ(running[0].current->version, 4u);
+
+  Transition done = Step(id, S::kRunning, S::kFailed);
+  done.actor = "agent:c1";
+  done.reason = "exited";
+  done.exit_code = 3;
+  done.message = "exit 3";
+  done.time = started + std::chrono::milliseconds(1500);
+  ASSERT_OK_AND_ASSIGN(auto failed, workloads().ApplyTransitions({done}));
+  ASSERT_TRUE(failed[0].applied);
+
+  const Workload w = MustGet(id);
+  EXPECT_EQ(w.state, S::kFailed);
+  EXPECT_EQ(w.exit_code, 3);
+  EXPECT_EQ(w.message, "exit 3");
+  EXPECT_EQ(w.start_time, started);
+  EXPECT_EQ(w.end_time, started + std::chrono::milliseconds(1500));
+  EXPECT_EQ(w.assignment, AssignmentOn("c1", 4));  // where it ran stays on record
+  EXPECT_EQ(w.version, 5u);
+  EXPECT_FALSE(w.cancel_requested);
+  EXPECT_THAT(workloads().ListActive("c1"), IsOkAndHolds(IsEmpty()));
+
+  const std::vector<EventRow> events = backend_->Events(id);
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[1].from, S::kPending);
+  EXPECT_EQ(events[1].to, S::kPlaced);
+  EXPECT_EQ(events[1].actor, "scheduler");
+  EXPECT_EQ(events[1].reason, "best fit");
+  EXPECT_EQ(events[1].time, p.event->time);
+  EXPECT_EQ(events[2].time, started);
+  EXPECT_EQ(events[3].from, S::kRunning);
+  EXPECT_EQ(events[3].to, S::kFailed);
+  EXPECT_EQ(events[3].actor, "agent:c1");
+  EXPECT_EQ(events[3].reason, "exited");
+}
+
+TEST_P(StoreContractTest, ExitCodeAndMessageAreKeptUnlessGiven) {
+  AddTenants();
+  const WorkloadId id = MustSubmit(Spec("train")).id;
+  Advance(id, S::kRunning);
+  Transition lost = Step(id, S::kRunning, S::kLost);
+  lost.exit_code = 137;
+  lost.message = "node gone";
+  ASSERT_OK(workloads().ApplyTransitions({lost}));
+  ASSERT_OK(workloads().ApplyTransitions({Step(id, S::kLost, S::kPending)}));
+  const Workload w = MustGet(id);
+  EXPECT_EQ(w.exit_code, 137);
+  EXPECT_EQ(w.message, "node gone");
+  EXPECT_FALSE(w.end_time.has_value());  // LOST and PENDING do not end it
+}
+
+TEST_P(StoreContractTest, StaleOrUnknownTransitionIsSkippedNotAnError) {
+  AddTenants();
+  const WorkloadId id = MustSubmit(Spec("train")).id;
+  ASSERT_OK_AND_ASSIGN(auto first,
+                       workloads().ApplyTransitions({Step(id, S::kPending, S::kPlaced)}));
+  ASSERT_TRUE(first[0].applied);
+
+  Transition stale = Step(id, S::kPending, S::kPlaced);
+  stale.assignment = AssignmentOn("c2");
+  ASSERT_OK_AND_ASSIGN(auto second, workloads().ApplyTransitions({stale}));
+  ASSERT_EQ(second.size(), 1u);
+  const TransitionResult& r = second[0];
+  EXPECT_EQ(r.id, id);
+  EXPECT_FALSE(r.applied);
+  EXPECT_FALSE(r.event.has_value());
+  ASSERT_TRUE(r.current.has_value());
+  EXPECT_EQ(r.current->state, S::kPlaced);
+  EXPECT_EQ(r.current->assignment.cluster, "c1");
+  EXPECT_EQ(r.current->version, 2u);
+  EXPECT_EQ(backend_->Events(id).size(), 2u);
+
+  const WorkloadId unknown = id + 1000;
+  ASSERT_OK_AND_ASSIGN(auto missing,
+                       workloads().ApplyTransitions({Step(unknown, S::kPending, S::kPlaced)}));
+  EXPECT_EQ(missing[0].id, unknown);
+  EXPECT_FALSE(missing[0].applied);
+  EXPECT_FALSE(missing[0].current.has_value());
+  EXPECT_FALSE(missing[0].event.has_value());
+  EXPECT_TRUE(backend_->Events(unknown).empty());
+}
+
+TEST_P(StoreContractTest, SeveralStepsOfOneWorkloadInOneBatchApplyInOrder) {
+  AddTenants();
+  const WorkloadId a = MustSubmit(Spec("a")).id;
+  const WorkloadId b = MustSubmit(Spec("b")).id;
+  ASSERT_OK_AND_ASSIGN(auto r, workloads().ApplyTransitions({
+                                   Step(a, S::kPending, S::kPlaced),
+                                   Step(b, S::kPending, S::kPlaced),
+                                   Step(a, S::kPlaced, S::kRunning),
+                                   Step(b, S::kPending, S::kPlaced),  // stale by then
+                                   Step(a, S::kRunning, S::kSucceeded),
+                               }));
+  std::vector<bool> applied;
+  for (const TransitionResult& t : r) applied.push_back(t.applied);
+  EXPECT_EQ(applied, (std::vector<bool>{true, true, true, false, true}));
+  // Each applied step reports the workload as that step left it; a skipped one as the batch
+  // left it.
+  EXPECT_EQ(r[0].current->state, S::kPlaced);
+  EXPECT_EQ(r[0].current->version, 2u);
+  EXPECT_EQ(r[2].current->state, S::kRunning);
+  EXPECT_EQ(r[2].event->from, S::kPlaced);
+  EXPECT_EQ(r[3].current->state, S::kPlaced);
+  EXPECT_EQ(r[4].current->state, S::kSucceeded);
+  EXPECT_EQ(MustGet(a).state, S::kSucceeded);
+  EXPECT_EQ(MustGet(a).version, 4u);
+  EXPECT_EQ(MustGet(b).version, 2u);
+  EXPECT_EQ(backend_->Events(a).size(), 4u);
+  EXPECT_EQ(backend_->Events(b).size(), 2u);
+}
+
+TEST_P(StoreContractTest, InvalidBatchIsRefusedWhole) {
+  AddTenants();
+  const WorkloadId a = MustSubmit(Spec("a")).id;
+  const WorkloadId b = MustSubmit(Spec("b")).id;
+  const Transition good = Step(a, S::kPending, S::kPlaced);
+  Transition no_assignment = Step(b, S::kPending, S::kPlaced);
+  no_assignment.assignment.reset();
+  Transition no_cluster = Step(b, S::kPending, S::kPlaced);
+  no_cluster.assignment->cluster.clear();
+  Transition no_id = Step(b, S::kPending, S::kAdmitted);
+  no_id.id = 0;
+  Transition no_from = Step(b, S::kPending, S::kAdmitted);
+  no_from.from = S::kUnspecified;
+  Transition no_to = Step(b, S::kPending, S::kAdmitted);
+  no_to.to = S::kUnspecified;
+  const Transition same = Step(b, S::kPending, S::kPending);
+  for (const Transition& bad : {no_assignment, no_cluster, no_id, no_from, no_to, same}) {
+    EXPECT_THAT(workloads().ApplyTransitions({good, bad}), StatusIs(Code::kInvalidArgument));
+  }
+  EXPECT_EQ(MustGet(a).state, S::kPending);
+  EXPECT_EQ(MustGet(a).version, 1u);
+  EXPECT_EQ(backend_->Events(a).size(), 1u);
+  EXPECT_EQ(backend_->Events(b).size(), 1u);
+  EXPECT_THAT(workloads().ApplyTransitions({}), IsOkAndHolds(IsEmpty()));
+}
+
+TEST_P(StoreContractTest, TransitionWithoutATimeUsesTheStoresClock) {
+  AddTenants();
+  const WorkloadId id = MustSubmit(Spec("train")).id;
+  Advance(id, S::kPlaced);
+  backend_->Tick();
+  const Timestamp before = backend_->Now();
+  ASSERT_OK_AND_ASSIGN(auto r, workloads().ApplyTransitions({Step(id, S::kPlaced, S::kRunning)}));
+  const Timestamp after = backend_->Now();
+  ASSERT_TRUE(r[0].applied);
+  ASSERT_TRUE(r[0].current->start_time.has_value());
+  ExpectBetween(*r[0].current->start_time, before, after);
+  EXPECT_EQ(r[0].event->time, *r[0].current->start_time);
+  EXPECT_GT(r[0].current->update_time, r[0].current->create_time);
+}
+
+TEST_P(StoreContractTest, ReturningToPendingClearsAssignmentAndStartTime) {
+  AddTenants();
+  const WorkloadId id = MustSubmit(Spec("train")).id;
+  Advance(id, S::kRunning);
+  Transition lost = Step(id, S::kRunning, S::kLost);
+  lost.message = "cluster c1 unreachable";
+  ASSERT_OK_AND_ASSIGN(auto l, workloads().ApplyTransitions({lost}));
+  ASSERT_TRUE(l[0].applied);
+  EXPECT_EQ(l[0].current->assignment, AssignmentOn("c1"));  // LOST keeps where it was
+
+  Transition requeue = Step(id, S::kLost, S::kPending);
+  requeue.reason = "requeued after cluster c1 was lost";
+  ASSERT_OK_AND_ASSIGN(auto r, workloads().ApplyTransitions({requeue}));
+  ASSERT_TRUE(r[0].applied);
+  const Workload& w = *r[0].current;
+  EXPECT_EQ(w.state, S::kPending);
+  EXPECT_TRUE(w.assignment.empty());
+  EXPECT_FALSE(w.start_time.has_value());
+  EXPECT_EQ(w.pending_reason, "requeued after cluster c1 was lost");
+  EXPECT_EQ(w.message, "cluster c1 unreachable");
+  EXPECT_THAT(workloads().ListActive("c1"), IsOkAndHolds(IsEmpty()));
+  EXPECT_TRUE(ListIds(Filter("", "", {}, "c1")).empty());
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> pending, workloads().ListPending(10));
+  EXPECT_EQ(Ids(pending), (std::vector<WorkloadId>{id}));
+}
+
+TEST_P(StoreContractTest, ConcurrentIdenticalTransitionsApplyOnce) {
+  AddTenants();
+  const WorkloadId id = MustSubmit(Spec("train")).id;
+  constexpr int kThreads = 8;
+  std::atomic<int> applied{0};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      Transition t = Step(id, S::kPending, S::kPlaced);
+      t.assignment = AssignmentOn("c" + std::to_string(i));
+      auto r = workloads().ApplyTransitions({t});
+      if (!r.ok()) {
+        ++errors;
+      } else if ((*r)[0].applied) {
+        ++applied;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(applied.load(), 1);
+  EXPECT_EQ(backend_->Events(id).size(), 2u);
+}
+
+// ---- Pending reasons -----------------------------------------------------------------------
+
+TEST_P(StoreContractTest, PendingReasonsWriteOnlyChangesOnPendingWorkloads) {
+  AddTenants();
+  const WorkloadId waiting = MustSubmit(Spec("waiting")).id;
+  const WorkloadId admitted = MustSubmit(Spec("admitted")).id;
+  const WorkloadId running = MustSubmit(Spec("running")).id;
+  Advance(admitted, S::kAdmitted);
+  Advance(running, S::kRunning);
+  const Workload running_before = MustGet(running);
+  backend_->Tick();
+
+  const Timestamp before = backend_->Now();
+  ASSERT_OK(workloads().SetPendingReasons(
+      {{waiting, "quota"}, {admitted, "quota"}, {running, "quota"}, {running + 1000, "quota"}}));
+  const Timestamp after = backend_->Now();
+  const Workload w = MustGet(waiting);
+  EXPECT_EQ(w.pending_reason, "quota");
+  EXPECT_EQ(w.version, 2u);
+  ExpectBetween(w.update_time, before, after);
+  EXPECT_EQ(MustGet(admitted).pending_reason, "");
+  EXPECT_EQ(MustGet(admitted).version, 2u);
+  EXPECT_EQ(MustGet(running).pending_reason, "");
+  EXPECT_EQ(MustGet(running).version, running_before.version);
+  EXPECT_EQ(MustGet(running).update_time, running_before.update_time);
+  EXPECT_EQ(backend_->Events(waiting).size(), 1u);  // not a state change
+
+  ASSERT_OK(workloads().SetPendingReasons({{waiting, "quota"}}));  // unchanged: no write
+  EXPECT_EQ(MustGet(waiting).version, 2u);
+  // The last entry for an id wins.
+  ASSERT_OK(workloads().SetPendingReasons({{waiting, "a"}, {waiting, "no H100 free"}}));
+  EXPECT_EQ(MustGet(waiting).pending_reason, "no H100 free");
+  EXPECT_EQ(MustGet(waiting).version, 3u);
+  EXPECT_OK(workloads().SetPendingReasons({}));
+
+  // A bad id refuses the whole call.
+  EXPECT_THAT(workloads().SetPendingReasons({{waiting, "changed"}, {0, "x"}}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().SetPendingReasons({{-4, "x"}}), StatusIs(Code::kInvalidArgument));
+  EXPECT_EQ(MustGet(waiting).pending_reason, "no H100 free");
+}
+
+// ---- Cancel ----------------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, CancelInEachState) {
+  AddTenants();
+  struct Case {
+    WorkloadState state;
+    bool immediate;  // CANCELLED at once (with an event)
+    bool refused;    // FAILED_PRECONDITION
+  };
+  const Case cases[] = {
+      {S::kPending, true, false},   {S::kAdmitted, true, false},  {S::kPlaced, false, false},
+      {S::kRunning, false, false},  {S::kPreempted, true, false}, {S::kLost, true, false},
+      {S::kSucceeded, false, true}, {S::kFailed, false, true},    {S::kCancelled, false, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(StateName(c.state)));
+    const WorkloadId id = MustSubmit(Spec("w")).id;
+    Advance(id, c.state);
+    const Workload before = MustGet(id);
+    ASSERT_EQ(before.state, c.state);
+    const size_t events_before = backend_->Events(id).size();
+    backend_->Tick();
+
+    const Timestamp t0 = backend_->Now();
+    absl::StatusOr<WorkloadStore::CancelResult> r =
+        workloads().RequestCancel(id, "user:alice", "not needed");
+    const Timestamp t1 = backend_->Now();
+    if (c.refused) {
+      EXPECT_THAT(r, StatusIs(Code::kFailedPrecondition));
+      EXPECT_EQ(MustGet(id).version, before.version);
+      EXPECT_EQ(backend_->Events(id).size(), events_before);
+      continue;
+    }
+    ASSERT_OK(r);
+    EXPECT_TRUE(r->workload.cancel_requested);
+    EXPECT_EQ(r->workload.version, before.version + 1);
+    ExpectBetween(r->workload.update_time, t0, t1);
+    if (c.immediate) {
+      EXPECT_EQ(r->workload.state, S::kCancelled);
+      EXPECT_EQ(r->workload.pending_reason, "");
+      EXPECT_EQ(r->workload.message, "not needed");
+      ASSERT_TRUE(r->workload.end_time.has_value());
+      ExpectBetween(*r->workload.end_time, t0, t1);
+      ASSERT_TRUE(r->event.has_value());
+      EXPECT_EQ(r->event->from, c.state);
+      EXPECT_EQ(r->event->to, S::kCancelled);
+      EXPECT_EQ(r->event->workload.state, S::kCancelled);
+      EXPECT_EQ(r->event->time, r->workload.update_time);
+      const std::vector<EventRow> events = backend_->Events(id);
+      ASSERT_EQ(events.size(), events_before + 1);
+      EXPECT_EQ(events.back().from, c.state);
+      EXPECT_EQ(events.back().to, S::kCancelled);
+      EXPECT_EQ(events.back().actor, "user:alice");
+      EXPECT_EQ(events.back().reason, "not needed");
+      EXPECT_EQ(MustGet(id).state, S::kCancelled);
+    } else {
+      EXPECT_EQ(r->workload.state, c.state);
+      EXPECT_FALSE(r->event.has_value());
+      EXPECT_EQ(backend_->Events(id).size(), events_before);
+      EXPECT_TRUE(MustGet(id).cancel_requested);
+      // Asking again changes nothing.
+      ASSERT_OK_AND_ASSIGN(WorkloadStore::CancelResult again,
+                           workloads().RequestCancel(id, "user:alice", "really"));
+      EXPECT_EQ(again.workload.version, before.version + 1);
+      EXPECT_FALSE(again.event.has_value());
+      // The agent confirms.
+      ASSERT_OK_AND_ASSIGN(auto confirmed,
+                           workloads().ApplyTransitions({Step(id, c.state, S::kCancelled)}));
+      ASSERT_TRUE(confirmed[0].applied);
+      EXPECT_TRUE(confirmed[0].current->cancel_requested);
+      EXPECT_TRUE(confirmed[0].current->end_time.has_value());
+    }
+  }
+  EXPECT_THAT(workloads().RequestCancel(55555, "user:alice", ""), StatusIs(Code::kNotFound));
+  EXPECT_THAT(workloads().RequestCancel(0, "user:alice", ""), StatusIs(Code::kInvalidArgument));
+}
+
+TEST_P(StoreContractTest, CancelWithoutAReasonKeepsTheMessage) {
+  AddTenants();
+  const WorkloadId id = MustSubmit(Spec("w")).id;
+  Advance(id, S::kRunning);
+  Transition preempted = Step(id, S::kRunning, S::kPreempted);
+  preempted.message = "preempted by 42";
+  ASSERT_OK(workloads().ApplyTransitions({preempted}));
+  ASSERT_OK_AND_ASSIGN(WorkloadStore::CancelResult r, workloads().RequestCancel(id, "user:x", ""));
+  EXPECT_EQ(r.workload.state, S::kCancelled);
+  EXPECT_EQ(r.workload.message, "preempted by 42");
+}
+
+TEST_P(StoreContractTest, CountByStateCountsEveryStateThatHasWorkloads) {
+  AddTenants();
+  EXPECT_TRUE(Counts().empty());
+  MustSubmit(Spec("a"));
+  MustSubmit(Spec("b"));
+  Advance(MustSubmit(Spec("c")).id, S::kRunning);
+  Advance(MustSubmit(Spec("d")).id, S::kFailed);
+  const std::map<WorkloadState, int64_t> counts = Counts();
+  EXPECT_EQ(counts, (std::map<WorkloadState, int64_t>{
+                        {S::kPending, 2}, {S::kRunning, 1}, {S::kFailed, 1}}));
+}
+
+// ---- Clusters --------------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, RegisterCreatesAReadyClusterAtEpochOneWithItsInventory) {
+  std::vector<NodeInfo> nodes = {Node("dgx", "dgx-02", 4), Node("dgx", "dgx-01", 4)};
+  nodes[1].gpus[3].healthy = false;
+  nodes[0].schedulable = false;
+  std::swap(nodes[1].gpus[0], nodes[1].gpus[2]);  // reported out of index order
+  const Timestamp before = backend_->Now();
+  ASSERT_OK_AND_ASSIGN(Cluster registered, clusters().RegisterCluster(Info("dgx"), nodes));
+  const Timestamp after = backend_->Now();
+  EXPECT_EQ(registered.info, Info("dgx"));
+  EXPECT_EQ(registered.state, ClusterState::kReady);
+  EXPECT_EQ(registered.epoch, 1u);
+  ASSERT_TRUE(registered.last_heartbeat.has_value());
+  ExpectBetween(*registered.last_heartbeat, before, after);
+
+  // Stored order: nodes by name, GPUs by index.
+  std::vector<NodeInfo> stored = {nodes[1], nodes[0]};
+  std::swap(stored[0].gpus[0], stored[0].gpus[2]);
+  EXPECT_EQ(registered.nodes, stored);
+
+  ASSERT_OK_AND_ASSIGN(Cluster got, clusters().GetCluster("dgx"));
+  EXPECT_EQ(got.info, Info("dgx"));
+  EXPECT_EQ(got.nodes, stored);
+  EXPECT_EQ(got.state, ClusterState::kReady);
+  EXPECT_EQ(got.epoch, 1u);
+  EXPECT_EQ(got.last_heartbeat, registered.last_heartbeat);
+  EXPECT_THAT(clusters().GetCluster("nope"), StatusIs(Code::kNotFound));
+}
+
+TEST_P(StoreContractTest, MigModeAndLayoutAreStoredAndReplaced) {
+  std::vector<NodeInfo> nodes = {Node("dgx", "dgx-01", 4)};
+  nodes[0].gpus[0].mig_enabled = true;
+  nodes[0].gpus[0].mig_layout = {{"3g.40gb", 4}, {"1g.10gb", 0}, {"2g.20gb", 2}};
+  nodes[0].gpus[1].mig_enabled = true;  // MIG on, no instances yet
+  ASSERT_OK_AND_ASSIGN(Cluster registered, clusters().RegisterCluster(Info("dgx"), nodes));
+  ASSERT_EQ(registered.nodes.size(), 1u);
+  EXPECT_EQ(registered.nodes[0], nodes[0]);  // layout order as reported
+
+  nodes[0].gpus[0].mig_enabled = false;
+  nodes[0].gpus[0].mig_layout.clear();
+  ASSERT_OK_AND_ASSIGN(Cluster again, clusters().RegisterCluster(Info("dgx"), nodes));
+  EXPECT_EQ(again.nodes, nodes);
+  ASSERT_OK_AND_ASSIGN(Cluster got, clusters().GetCluster("dgx"));
+  EXPECT_EQ(got.nodes, nodes);
+}
+
+TEST_P(StoreContractTest, RegisterAgainReplacesInventoryKeepsEpochAndIsReady) {
+  ASSERT_OK(clusters().RegisterCluster(Info("dgx"), {Node("dgx", "a", 8), Node("dgx", "b", 8)}));
+  ASSERT_OK(clusters().SetClusterState("dgx", ClusterState::kUnreachable));
+  ASSERT_OK_AND_ASSIGN(Cluster lost, clusters().GetCluster("dgx"));
+  ASSERT_EQ(lost.epoch, 2u);
+  ASSERT_EQ(lost.state, ClusterState::kUnreachable);
+  backend_->Tick();
+
+  ClusterInfo moved = Info("dgx");
+  moved.zone = "dc2";
+  moved.compliance_labels = {};
+  NodeInfo b = Node("dgx", "b", 4);
+  b.rack = "r9";
+  const Timestamp before = backend_->Now();
+  ASSERT_OK_AND_ASSIGN(Cluster again, clusters().RegisterCluster(moved, {Node("dgx", "c", 2), b}));
+  EXPECT_EQ(again.state, ClusterState::kReady);
+  EXPECT_EQ(again.epoch, 2u);
+  EXPECT_EQ(again.info, moved);
+  EXPECT_GE(*again.last_heartbeat, before);
+  EXPECT_EQ(again.nodes, (std::vector<NodeInfo>{b, Node("dgx", "c", 2)}));
+  ASSERT_OK_AND_ASSIGN(Cluster got, clusters().GetCluster("dgx"));
+  EXPECT_EQ(got.nodes, again.nodes);
+  EXPECT_EQ(got.info, moved);
+
+  // An empty inventory is an inventory.
+  ASSERT_OK_AND_ASSIGN(Cluster empty, clusters().RegisterCluster(moved, {}));
+  EXPECT_TRUE(empty.nodes.empty());
+}
+
+TEST_P(StoreContractTest, BadInventoryIsRefusedAndLeavesTheOldOne) {
+  ASSERT_OK(clusters().RegisterCluster(Info("edge"), {Node("edge", "n1", 2)}));
+
+  EXPECT_THAT(clusters().RegisterCluster(Info("Edge_1"), {}), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(clusters().RegisterCluster(Info(""), {}), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(clusters().RegisterCluster(Info(std::string(64, 'a')), {}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(
+      clusters().RegisterCluster(Info("edge"), {Node("edge", "x", 1), Node("edge", "x", 1)}),
+      StatusIs(Code::kInvalidArgument));
+  NodeInfo twin = Node("edge", "y", 1);
+  twin.name = "z";
+  EXPECT_THAT(clusters().RegisterCluster(Info("edge"), {Node("edge", "y", 1), twin}),
+              StatusIs(Code::kInvalidArgument));
+  NodeInfo dup_index = Node("edge", "w", 2);
+  dup_index.gpus[1].index = 0;
+  EXPECT_THAT(clusters().RegisterCluster(Info("edge"), {dup_index}),
+              StatusIs(Code::kInvalidArgument));
+  NodeInfo unnamed = Node("edge", "", 0);
+  EXPECT_THAT(clusters().RegisterCluster(Info("edge"), {unnamed}),
+              StatusIs(Code::kInvalidArgument));
+  NodeInfo no_uuid = Node("edge", "v", 1);
+  no_uuid.gpus[0].uuid.clear();
+  EXPECT_THAT(clusters().RegisterCluster(Info("edge"), {no_uuid}),
+              StatusIs(Code::kInvalidArgument));
+
+  ASSERT_OK_AND_ASSIGN(Cluster cluster, clusters().GetCluster("edge"));
+  EXPECT_EQ(cluster.nodes, (std::vector<NodeInfo>{Node("edge", "n1", 2)}));
+  ASSERT_OK_AND_ASSIGN(std::vector<Cluster> all, clusters().ListClusters(false));
+  EXPECT_EQ(all.size(), 1u);
+}
+
+TEST_P(StoreContractTest, UnreachableBumpsTheEpochOncePerVisit) {
+  ASSERT_OK(clusters().RegisterCluster(Info("c1"), {}));
+  auto epoch_and_state = [&]() -> std::pair<uint64_t, ClusterState> {
+    absl::StatusOr<Cluster> c = clusters().GetCluster("c1");
+    EXPECT_OK(c);
+    return c.ok() ? std::make_pair(c->epoch, c->state)
+                  : std::make_pair(uint64_t{0}, ClusterState::kUnspecified);
+  };
+  ASSERT_OK(clusters().SetClusterState("c1", ClusterState::kDegraded));
+  EXPECT_EQ(epoch_and_state(), std::make_pair(uint64_t{1}, ClusterState::kDegraded));
+  ASSERT_OK(clusters().SetClusterState("c1", ClusterState::kUnreachable));
+  ASSERT_OK(clusters().SetClusterState("c1", ClusterState::kUnreachable));
+  EXPECT_EQ(epoch_and_state(), std::make_pair(uint64_t{2}, ClusterState::kUnreachable));
+  ASSERT_OK(clusters().SetClusterState("c1", ClusterState::kDraining));
+  EXPECT_EQ(epoch_and_state(), std::make_pair(uint64_t{2}, ClusterState::kDraining));
+  ASSERT_OK(clusters().SetClusterState("c1", ClusterState::kUnreachable));
+  EXPECT_EQ(epoch_and_state(), std::make_pair(uint64_t{3}, ClusterState::kUnreachable));
+  ASSERT_OK(clusters().SetClusterState("c1", ClusterState::kReady));
+  EXPECT_EQ(epoch_and_state(), std::make_pair(uint64_t{3}, ClusterState::kReady));
+
+  EXPECT_THAT(clusters().SetClusterState("c9", ClusterState::kReady), StatusIs(Code::kNotFound));
+  EXPECT_THAT(clusters().SetClusterState("c1", ClusterState::kUnspecified),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_EQ(epoch_and_state(), std::make_pair(uint64_t{3}, ClusterState::kReady));
+}
+
+TEST_P(StoreContractTest, HeartbeatsMoveForwardOnly) {
+  ASSERT_OK(clusters().RegisterCluster(Info("c1"), {}));
+  const Timestamp later = backend_->Now() + std::chrono::hours(1) + microseconds(7);
+  ASSERT_OK(clusters().RecordHeartbeat("c1", later));
+  ASSERT_OK_AND_ASSIGN(Cluster c, clusters().GetCluster("c1"));
+  EXPECT_EQ(c.last_heartbeat, later);
+  ASSERT_OK(clusters().RecordHeartbeat("c1", later - std::chrono::minutes(5)));
+  ASSERT_OK_AND_ASSIGN(Cluster still, clusters().GetCluster("c1"));
+  EXPECT_EQ(still.last_heartbeat, later);
+  ASSERT_OK(clusters().RecordHeartbeat("c1", later + seconds(2)));
+  ASSERT_OK_AND_ASSIGN(Cluster moved, clusters().GetCluster("c1"));
+  EXPECT_EQ(moved.last_heartbeat, later + seconds(2));
+  EXPECT_THAT(clusters().RecordHeartbeat("c9", later), StatusIs(Code::kNotFound));
+}
+
+TEST_P(StoreContractTest, ListClustersByNameWithAndWithoutNodes) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Cluster> none, clusters().ListClusters(true));
+  EXPECT_TRUE(none.empty());
+  ASSERT_OK(clusters().RegisterCluster(Info("b-site"), {Node("b-site", "n1", 1)}));
+  ASSERT_OK(clusters().RegisterCluster(Info("a-site"),
+                                       {Node("a-site", "n2", 0), Node("a-site", "n1", 2)}));
+  ASSERT_OK(clusters().SetClusterState("b-site", ClusterState::kUnreachable));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Cluster> bare, clusters().ListClusters(false));
+  ASSERT_EQ(bare.size(), 2u);
+  EXPECT_EQ(bare[0].info, Info("a-site"));
+  EXPECT_TRUE(bare[0].nodes.empty());
+  EXPECT_EQ(bare[1].info.name, "b-site");
+  EXPECT_EQ(bare[1].state, ClusterState::kUnreachable);
+  EXPECT_EQ(bare[1].epoch, 2u);
+  EXPECT_TRUE(bare[1].nodes.empty());
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Cluster> full, clusters().ListClusters(true));
+  ASSERT_EQ(full.size(), 2u);
+  EXPECT_EQ(full[0].nodes,
+            (std::vector<NodeInfo>{Node("a-site", "n1", 2), Node("a-site", "n2", 0)}));
+  EXPECT_EQ(full[1].nodes, (std::vector<NodeInfo>{Node("b-site", "n1", 1)}));
+  EXPECT_EQ(full[1].last_heartbeat, bare[1].last_heartbeat);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, StoreContractTest,
+                         ::testing::Values(Kind::kMemory, Kind::kPostgres),
+                         [](const ::testing::TestParamInfo<Kind>& info) {
+                           return KindName(info.param);
+                         });
+
+}  // namespace
+}  // namespace gpufed

@@ -1,0 +1,117 @@
+// tests/support/memory_store.h on its own: its clock, and the scheduler running on it with
+// nothing else (no PostgreSQL, no gRPC). Its behaviour as a store is the contract suite's job
+// (tests/storage/store_contract_test.cc, which runs the same tests against PgStore).
+
+#include "tests/support/memory_store.h"
+
+#include <chrono>
+#include <set>
+#include <string>
+
+#include "federation/scheduler.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
+
+namespace gpufed::testing {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+WorkloadSpec Gpus(const std::string& name, uint32_t gpus) {
+  WorkloadSpec s;
+  s.tenant = "acme";
+  s.project = "research";
+  s.name = name;
+  s.workload_class = WorkloadClass::kBatch;
+  s.gpus_per_replica = gpus;
+  return s;
+}
+
+void AddTenant(MemoryStore& store) {
+  ASSERT_OK(store.CreateTenant(Tenant{"acme", "", {}}));
+  ASSERT_OK(store.CreateProject(Project{"acme", "research", {}}));
+}
+
+TEST(MemoryStoreTest, TimesComeFromTheInjectedClockToTheMicrosecond) {
+  Timestamp now = Timestamp(seconds(1800000000)) + std::chrono::nanoseconds(1500);
+  MemoryStore store([&now] { return now; });
+  AddTenant(store);
+  ASSERT_OK_AND_ASSIGN(SubmitResult submitted, store.Submit(Gpus("a", 1)));
+  EXPECT_EQ(submitted.workload.create_time, Timestamp(seconds(1800000000)) + microseconds(1));
+
+  now += seconds(10);
+  Transition admit;
+  admit.id = submitted.workload.id;
+  admit.from = WorkloadState::kPending;
+  admit.to = WorkloadState::kAdmitted;
+  ASSERT_OK_AND_ASSIGN(std::vector<TransitionResult> r, store.ApplyTransitions({admit}));
+  ASSERT_TRUE(r[0].applied);
+  EXPECT_EQ(r[0].current->update_time, Timestamp(seconds(1800000010)) + microseconds(1));
+  EXPECT_EQ(r[0].event->time, r[0].current->update_time);
+  ASSERT_EQ(store.Events(submitted.workload.id).size(), 2u);
+  EXPECT_EQ(store.Events(submitted.workload.id)[1].time, r[0].event->time);
+}
+
+TEST(MemoryStoreTest, DefaultClockStandsStillUntilMoved) {
+  MemoryStore store;
+  EXPECT_EQ(store.fake_time().Now(), FakeTime::kStart);
+  ASSERT_OK_AND_ASSIGN(Tenant a, store.CreateTenant(Tenant{"a", "", {}}));
+  ASSERT_OK_AND_ASSIGN(Tenant b, store.CreateTenant(Tenant{"b", "", {}}));
+  EXPECT_EQ(a.create_time, FakeTime::kStart);
+  EXPECT_EQ(b.create_time, FakeTime::kStart);
+  store.fake_time().Advance(seconds(3));
+  ASSERT_OK_AND_ASSIGN(Tenant c, store.CreateTenant(Tenant{"c", "", {}}));
+  EXPECT_EQ(c.create_time, FakeTime::kStart + seconds(3));
+  store.fake_time().Set(Timestamp(seconds(5)));
+  ClusterInfo info;
+  info.name = "c1";
+  ASSERT_OK_AND_ASSIGN(Cluster cluster, store.RegisterCluster(info, {}));
+  EXPECT_EQ(cluster.last_heartbeat, Timestamp(seconds(5)));
+}
+
+// The scheduler needs nothing but the ports: one 8-GPU node, two 4-GPU workloads placed, an
+// 8-GPU one waiting with its reason stored.
+TEST(MemoryStoreTest, RunsTheScheduler) {
+  MemoryStore store;
+  AddTenant(store);
+  ClusterInfo info;
+  info.name = "dgx";
+  NodeInfo node;
+  node.name = "dgx-01";
+  for (uint32_t g = 0; g < 8; ++g) {
+    GpuInfo gpu;
+    gpu.uuid = "GPU-dgx-01-" + std::to_string(g);
+    gpu.index = g;
+    gpu.model = "H100-80GB";
+    gpu.memory_mib = 81559;
+    node.gpus.push_back(gpu);
+  }
+  ASSERT_OK(store.RegisterCluster(info, {node}));
+  ASSERT_OK_AND_ASSIGN(SubmitResult a, store.Submit(Gpus("a", 4)));
+  ASSERT_OK_AND_ASSIGN(SubmitResult b, store.Submit(Gpus("b", 4)));
+  ASSERT_OK_AND_ASSIGN(SubmitResult c, store.Submit(Gpus("c", 8)));
+
+  Scheduler scheduler(&store, &store);
+  ASSERT_OK(scheduler.Rebuild());
+  ASSERT_OK_AND_ASSIGN(CycleResult cycle, scheduler.RunCycle());
+  ASSERT_EQ(cycle.placed.size(), 2u);
+  std::set<std::string> gpus;
+  for (const Workload& w : cycle.placed) {
+    for (const auto& r : w.assignment.replicas) gpus.insert(r.gpu_uuids.begin(), r.gpu_uuids.end());
+  }
+  EXPECT_EQ(gpus.size(), 8u);
+  ASSERT_OK_AND_ASSIGN(Workload placed, store.Get(a.workload.id));
+  EXPECT_EQ(placed.state, WorkloadState::kPlaced);
+  EXPECT_EQ(placed.assignment.cluster, "dgx");
+  ASSERT_OK_AND_ASSIGN(Workload waiting, store.Get(c.workload.id));
+  EXPECT_EQ(waiting.state, WorkloadState::kPending);
+  EXPECT_THAT(waiting.pending_reason, HasSubstr("waiting for capacity"));
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> active, store.ListActive("dgx"));
+  EXPECT_EQ(active.size(), 2u);
+}
+
+}  // namespace
+}  // namespace gpufed::testing
