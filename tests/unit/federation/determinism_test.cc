@@ -233,54 +233,66 @@ Pool RandomPool(uint64_t seed, int clusters) {
   return pool;
 }
 
-// `requests` requests from `seed`, with releases between them: single GPUs and whole-node
-// requests, gangs with and without topology requirements, GPU shares, MIG profiles of both
-// geometries, CPU-only requests, requests no cluster can ever hold, model and memory filters,
-// host CPU and memory.
+// One random request: a single GPU or a whole node, a gang with or without a topology
+// requirement, a GPU share, a MIG profile of either geometry, CPU only, more than any cluster
+// ever holds, or a memory filter; sometimes with allowed models, sometimes with host CPU and
+// memory (from a few sizes, so that requests alike except in them are common).
+WorkloadSpec RandomSpec(std::mt19937_64& gen) {
+  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(gen); };
+  const std::vector<std::string> models = {"H100-80GB", "A100-80GB", "L4", "A30"};
+  WorkloadSpec spec;
+  const int kind = pick(15);
+  if (kind <= 2) {
+    spec = Spec(1, std::vector<uint32_t>{1, 1, 2, 4, 8}[pick(5)]);
+    if (pick(4) == 0) spec.topology = Topology::kSameNvlinkDomain;
+  } else if (kind <= 4) {
+    spec = Spec(2 + pick(3), std::vector<uint32_t>{1, 2, 4, 8}[pick(4)]);
+    spec.topology =
+        std::vector<Topology>{Topology::kNone, Topology::kSameNode, Topology::kSameNvlinkDomain,
+                              Topology::kSameRack}[pick(4)];
+  } else if (kind <= 8) {
+    spec = testing::ShareSpec(100 * (1 + pick(9)), 1 + pick(2));
+  } else if (kind <= 11) {
+    spec = testing::MigSpec(std::vector<std::string>{"1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb",
+                                                     "1g.6gb", "2g.12gb"}[pick(6)],
+                            1 + pick(2));
+  } else if (kind == 12) {
+    spec = Spec(1 + pick(2), 0);  // CPU only
+  } else if (kind == 13) {
+    spec = pick(2) == 0 ? Spec(1, 9) : Spec(6, 8);  // more than any node or cluster holds
+    if (pick(2) == 0) spec.topology = Topology::kSameNvlinkDomain;
+  } else {
+    spec = Spec(1, 1 + pick(2));
+    spec.min_gpu_memory_mib = 40000;
+  }
+  if (pick(3) == 0) {
+    spec.gpu_models = {models[pick(4)]};
+    if (pick(2) == 0) spec.gpu_models.push_back(models[pick(4)]);
+  }
+  if (pick(2) == 0) {
+    spec.cpu_millis = std::vector<uint64_t>{0, 4000, 16000, 48000}[pick(4)];
+    spec.memory_mib = std::vector<uint64_t>{0, 16384, 131072}[pick(3)];
+  }
+  return spec;
+}
+
+// `requests` requests from `seed`, with releases between them. Like real streams (and so that
+// what the engine remembers between requests is used), most repeat one of a few dozen shapes;
+// the rest are new.
 std::vector<Step> RandomSteps(uint64_t seed, int requests) {
   std::mt19937_64 gen(seed);
   auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(gen); };
-  const std::vector<std::string> models = {"H100-80GB", "A100-80GB", "L4", "A30"};
+  std::vector<WorkloadSpec> shapes;
+  for (int i = 0, n = 12 + pick(24); i < n; ++i) shapes.push_back(RandomSpec(gen));
   std::vector<Step> steps;
   for (int placed = 0; placed < requests;) {
     Step s;
-    const int kind = pick(20);
-    if (kind <= 4) {
+    const int kind = pick(4);
+    if (kind == 0) {
       s.release = pick(1000);
-      steps.push_back(s);
-      continue;
-    }
-    ++placed;
-    if (kind <= 7) {
-      s.spec = Spec(1, std::vector<uint32_t>{1, 1, 2, 4, 8}[pick(5)]);
-      if (pick(4) == 0) s.spec.topology = Topology::kSameNvlinkDomain;
-    } else if (kind <= 9) {
-      s.spec = Spec(2 + pick(3), std::vector<uint32_t>{1, 2, 4, 8}[pick(4)]);
-      s.spec.topology =
-          std::vector<Topology>{Topology::kNone, Topology::kSameNode, Topology::kSameNvlinkDomain,
-                                Topology::kSameRack}[pick(4)];
-    } else if (kind <= 13) {
-      s.spec = testing::ShareSpec(100 * (1 + pick(9)), 1 + pick(2));
-    } else if (kind <= 16) {
-      s.spec = testing::MigSpec(std::vector<std::string>{"1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb",
-                                                         "1g.6gb", "2g.12gb"}[pick(6)],
-                                1 + pick(2));
-    } else if (kind == 17) {
-      s.spec = Spec(1 + pick(2), 0);  // CPU only
-    } else if (kind == 18) {
-      s.spec = pick(2) == 0 ? Spec(1, 9) : Spec(6, 8);  // more than any node or cluster holds
-      if (pick(2) == 0) s.spec.topology = Topology::kSameNvlinkDomain;
     } else {
-      s.spec = Spec(1, 1 + pick(2));
-      s.spec.min_gpu_memory_mib = 40000;
-    }
-    if (pick(3) == 0) {
-      s.spec.gpu_models = {models[pick(4)]};
-      if (pick(2) == 0) s.spec.gpu_models.push_back(models[pick(4)]);
-    }
-    if (pick(2) == 0) {
-      s.spec.cpu_millis = 1000 * pick(48);
-      s.spec.memory_mib = 1024 * pick(256);
+      s.spec = pick(5) == 0 ? RandomSpec(gen) : shapes[pick(static_cast<int>(shapes.size()))];
+      ++placed;
     }
     steps.push_back(s);
   }
@@ -359,10 +371,10 @@ class Replay {
 // decisions changed and why.
 const std::map<std::string, std::string>& PinnedDigests() {
   static const auto* const kPinned = new std::map<std::string, std::string>{
-      {"random", "ebe547714a6f28dc"},      {"first-fit", "762b2b5932467722"},
-      {"best-fit", "30e48d6eaf7180c7"},    {"dot-product", "8630828350b84ade"},
-      {"gpu-packing", "bcdfe013c509fea8"}, {"fgd", "fecc962def0dd8d7"},
-      {"gpufed", "1604e3bd0262ce0a"},
+      {"random", "9577372337b0933d"},      {"first-fit", "876f114e9ae44580"},
+      {"best-fit", "8d6aac5b85b359f3"},    {"dot-product", "8a82dcf805bd122d"},
+      {"gpu-packing", "bc2b59724a0868f4"}, {"fgd", "7709901dff17d47e"},
+      {"gpufed", "7d7e545856dbf6f1"},
   };
   return *kPinned;
 }
