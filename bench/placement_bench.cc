@@ -398,6 +398,7 @@ int RunPlacementBench(const PlacementBenchOptions& options) {
   PlacementOptions engine_options;
   engine_options.policy = options.policy;
   engine_options.seed = options.seed;
+  engine_options.accelerate = options.accelerate;
   if (options.max_clusters_scored > 0) {
     engine_options.max_clusters_scored = options.max_clusters_scored;
   }
@@ -528,6 +529,7 @@ int RunPlacementBench(const PlacementBenchOptions& options) {
       {"utilisation_target", options.utilisation},
       {"utilisation", utilisation},
       {"max_clusters_scored", engine.value()->options().max_clusters_scored},
+      {"accelerate", options.accelerate},
       {"rss_mib", rss},
       {"peak_rss_mib", peak_rss},
   };

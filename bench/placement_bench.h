@@ -21,6 +21,9 @@ struct PlacementBenchOptions {
   // Also print "decisions_digest": federation/decision_digest.h over every decision (where each
   // replica goes, MIG changes, never fits), to check that a change to the engine changes none.
   bool digest = false;
+  // PlacementOptions::accelerate: false decides every request from scratch (same decisions,
+  // slower), to compare digests and speed.
+  bool accelerate = true;
 };
 
 // Builds the federation, fills it to the target, runs the measured stream and prints a summary

@@ -183,10 +183,10 @@ struct Candidate {
 
 namespace {
 
-// The engine's tie-break draws. An attempt to fit a request into one group that fails leaves the
-// generator as it was (Abandon): which attempts are made, and which are skipped because they
-// cannot succeed (PlacementOptions::accelerate), then changes no later draw. The state is copied
-// only when an attempt first draws.
+// The engine's tie-break draws. An attempt to fit a gang into one group that fails leaves the
+// generator as it was (Begin ... End): which attempts are made, and which are skipped because
+// they cannot succeed (PlacementOptions::accelerate), then changes no later draw. The state is
+// copied only when an attempt first draws.
 class TieDraws {
  public:
   explicit TieDraws(std::mt19937_64& rng) : rng_(rng) {}
@@ -1013,8 +1013,8 @@ PlacementDecision Placer::Run() {
   };
   // In a federation larger than the clusters scored per request, gangs skip clusters and groups
   // that cannot hold them by the summaries' bounds instead of trying each node. The decision is
-  // the same; only the random tie-breaks drawn while trying differ. Smaller pools (the trace
-  // simulator's one cluster) try everything as before.
+  // the same, and so are later ones: a failed attempt draws nothing (TieDraws). Smaller pools
+  // (the trace simulator's one cluster) try everything as before.
   const bool prune = options_.accelerate && spec_.replicas > 1 &&
                      pool_.clusters().size() > static_cast<size_t>(options_.max_clusters_scored);
   const uint32_t as_is_replicas = prune ? spec_.replicas : 1;
@@ -1079,6 +1079,7 @@ PlacementDecision Placer::Run() {
   std::vector<Group> uncached;  // without acceleration: the groups of the cluster at hand
 
   const Levels levels = LevelsFor(spec_.topology, spec_.replicas);
+  const bool gang = spec_.replicas > 1;
   // Two passes: without, then with turning idle MIG GPUs back into whole GPUs.
   for (int pass = 0; pass < 2; ++pass) {
     const bool mig_off = pass == 1;
@@ -1123,13 +1124,14 @@ PlacementDecision Placer::Run() {
               : level == Level::kCluster ? absl::MakeConstSpan(whole.data(), n_nodes)
                                          : absl::MakeConstSpan((*groups)[k].members);
           if (prune && !GroupMayHold(*cluster, members, mig_off)) continue;
-          // A failed attempt draws nothing, here and in the policy (TieDraws).
+          // A failed attempt draws nothing, here and in the policy (TieDraws). With one replica
+          // an attempt that draws has found a place: it cannot fail.
           std::optional<std::mt19937_64> policy_draws;
-          if (!policy_.Pure()) policy_draws = policy_.random_state();
-          draws_.Begin();
+          if (gang && !policy_.Pure()) policy_draws = policy_.random_state();
+          if (gang) draws_.Begin();
           std::optional<GangFit> fit =
               FitGroup(*cluster, members, mig_off, level == Level::kCluster);
-          draws_.End(/*failed=*/!fit);
+          if (gang) draws_.End(/*failed=*/!fit);
           if (!fit) {
             if (policy_draws) policy_.RestoreRandomState(*policy_draws);
             continue;
