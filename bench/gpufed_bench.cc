@@ -285,6 +285,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 100000));
   placement->add_flag("--digest", pb.digest,
                       "print a hash of every decision (same decisions, same digest)");
+  placement->add_flag("!--no-accelerate", pb.accelerate,
+                      "decide every request from scratch (no caches or bounds; same decisions)");
   CLI11_PARSE(app, argc, argv);
 
   if (placement->parsed()) return gpufed::bench::RunPlacementBench(pb);

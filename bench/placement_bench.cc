@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "federation/decision_digest.h"
 #include "federation/gpu_catalog.h"
 #include "federation/mig.h"
 #include "federation/placement.h"
@@ -323,7 +324,7 @@ class Stream {
       }
     }
     const Clock::time_point t1 = Clock::now();
-    if (digest_) Fold(id, d);
+    if (digest_) decisions_.Add(d);
     if (latency_us != nullptr) {
       *latency_us = std::chrono::duration<float, std::micro>(t1 - t0).count();
       ShapeStats& st = stats_[which];
@@ -349,7 +350,7 @@ class Stream {
     return absl::OkStatus();
   }
 
-  [[nodiscard]] uint64_t digest() const { return digest_value_; }
+  [[nodiscard]] const DecisionDigest& digest() const { return decisions_; }
   [[nodiscard]] uint64_t held_milli() const { return held_milli_; }
   [[nodiscard]] uint64_t target_milli() const { return target_milli_; }
   [[nodiscard]] uint64_t placed() const { return placed_; }
@@ -362,25 +363,8 @@ class Stream {
   }
 
  private:
-  // Folds one decision into the digest (std::hash of its text: stable across runs).
-  void Fold(WorkloadId id, const PlacementDecision& d) {
-    std::string text = absl::StrCat(id, d.never_fits ? " never " : " ", d.reason);
-    if (d.assignment) {
-      absl::StrAppend(&text, " ", d.assignment->cluster);
-      for (const ReplicaAssignment& r : d.assignment->replicas) {
-        absl::StrAppend(&text, " ", r.node, ":", absl::StrJoin(r.gpu_indices, ","), ":",
-                        r.gpu_milli, ":", r.mig_profile, ":", r.mig_start);
-      }
-      for (const Repartition& r : d.assignment->repartitions) {
-        absl::StrAppend(&text, " ", r.node, "/", r.gpu_uuid, r.mig_enabled ? " on " : " off ",
-                        r.reason);
-      }
-    }
-    digest_value_ = (digest_value_ ^ std::hash<std::string>{}(text)) * 1099511628211ULL;
-  }
-
   const bool digest_;
-  uint64_t digest_value_ = 14695981039346656037ULL;
+  DecisionDigest decisions_;
   Pool& pool_;
   PlacementEngine& engine_;
   const std::vector<Shape>& shapes_;
@@ -414,6 +398,7 @@ int RunPlacementBench(const PlacementBenchOptions& options) {
   PlacementOptions engine_options;
   engine_options.policy = options.policy;
   engine_options.seed = options.seed;
+  engine_options.accelerate = options.accelerate;
   if (options.max_clusters_scored > 0) {
     engine_options.max_clusters_scored = options.max_clusters_scored;
   }
@@ -544,10 +529,11 @@ int RunPlacementBench(const PlacementBenchOptions& options) {
       {"utilisation_target", options.utilisation},
       {"utilisation", utilisation},
       {"max_clusters_scored", engine.value()->options().max_clusters_scored},
+      {"accelerate", options.accelerate},
       {"rss_mib", rss},
       {"peak_rss_mib", peak_rss},
   };
-  if (options.digest) out["decisions_digest"] = absl::StrFormat("%016x", stream.digest());
+  if (options.digest) out["decisions_digest"] = stream.digest().Hex();
   std::cout << out.dump() << std::endl;
   return 0;
 }

@@ -18,9 +18,12 @@ struct PlacementBenchOptions {
   std::string policy = "gpufed";
   uint64_t seed = 1;
   int max_clusters_scored = 0;  // 0: the engine's default
-  // Also print "decisions_digest": a hash of every decision (assignment, repartitions, or the
-  // reason it failed), to check that a change to the engine changes no decision.
+  // Also print "decisions_digest": federation/decision_digest.h over every decision (where each
+  // replica goes, MIG changes, never fits), to check that a change to the engine changes none.
   bool digest = false;
+  // PlacementOptions::accelerate: false decides every request from scratch (same decisions,
+  // slower), to compare digests and speed.
+  bool accelerate = true;
 };
 
 // Builds the federation, fills it to the target, runs the measured stream and prints a summary

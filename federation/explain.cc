@@ -134,16 +134,18 @@ struct NodeCount {
   uint64_t free_units = 0;  // free whole GPUs / milli / MIG instances, for the totals
 };
 
+// `accelerate`: PlacementOptions::accelerate (false: no shortcut).
 NodeCount CountOnNode(const NodeSlots& node, const Filter& f, uint64_t mask, bool empty,
-                      bool partitioning) {
+                      bool partitioning, bool accelerate) {
   NodeCount c;
   if (!node.info.schedulable) return c;
   const Demand& d = f.demand;
   // As the node is now, its own counters may show that nothing on it is free for the request:
   // no whole GPU, no share left on any GPU, no idle MIG GPU that could be turned back.
   const uint32_t idle_mig = partitioning ? node.mig_idle : 0;
-  if (!empty && ((d.kind == Demand::Kind::kWhole && node.free + idle_mig == 0) ||
-                 (d.kind == Demand::Kind::kShare && node.max_milli_free + idle_mig == 0))) {
+  if (accelerate && !empty &&
+      ((d.kind == Demand::Kind::kWhole && node.free + idle_mig == 0) ||
+       (d.kind == Demand::Kind::kShare && node.max_milli_free + idle_mig == 0))) {
     return c;
   }
   if (d.kind == Demand::Kind::kMig) {
@@ -199,9 +201,11 @@ NodeCount CountOnNode(const NodeSlots& node, const Filter& f, uint64_t mask, boo
 // The group of one cluster (at `level`) holding the most replicas; `where` is empty when the
 // cluster has no group at that level (no nodes).
 GroupBest BestIn(const ClusterSlots& cluster, const Filter& f, Level level, bool empty,
-                 bool partitioning, EngineCache& cache) {
+                 const PlacementOptions& options, EngineCache& cache) {
+  const bool partitioning = options.partitioning;
   GroupBest best;
   const std::string* best_key = nullptr;
+  std::vector<Group> uncached;  // without acceleration: the groups at `level`
   auto offer = [&](const std::string& key, uint64_t replicas, uint64_t gpu_only, uint64_t units) {
     best.gpu_only = std::max(best.gpu_only, gpu_only);
     if (best_key == nullptr || replicas > best.replicas ||
@@ -216,7 +220,8 @@ GroupBest BestIn(const ClusterSlots& cluster, const Filter& f, Level level, bool
     uint64_t gpu_only = 0;
     uint64_t units = 0;
     for (const Member& m : members) {
-      const NodeCount c = CountOnNode(cluster.nodes[m.node], f, m.mask, empty, partitioning);
+      const NodeCount c =
+          CountOnNode(cluster.nodes[m.node], f, m.mask, empty, partitioning, options.accelerate);
       replicas = std::min(kMany, replicas + c.replicas);
       gpu_only = std::min(kMany, gpu_only + c.gpu_only);
       units += c.free_units;
@@ -226,7 +231,8 @@ GroupBest BestIn(const ClusterSlots& cluster, const Filter& f, Level level, bool
   switch (level) {
     case Level::kNode:
       for (const NodeSlots& node : cluster.nodes) {
-        const NodeCount c = CountOnNode(node, f, ~uint64_t{0}, empty, partitioning);
+        const NodeCount c =
+            CountOnNode(node, f, ~uint64_t{0}, empty, partitioning, options.accelerate);
         offer(node.info.name, c.replicas, c.gpu_only, c.free_units);
       }
       break;
@@ -237,7 +243,11 @@ GroupBest BestIn(const ClusterSlots& cluster, const Filter& f, Level level, bool
       break;
     }
     default:
-      for (const Group& g : cache.GroupsOf(cluster, level)) add_up(g.members, g.key);
+      // best_key points into the groups: they must outlive the loop.
+      uncached = options.accelerate ? std::vector<Group>{} : GroupsAt(cluster, level);
+      for (const Group& g : options.accelerate ? cache.GroupsOf(cluster, level) : uncached) {
+        add_up(g.members, g.key);
+      }
       break;
   }
   if (best_key != nullptr) {
@@ -251,7 +261,7 @@ GroupBest BestIn(const ClusterSlots& cluster, const Filter& f, Level level, bool
 // cluster offers is remembered by inventory for `request` (MIG requests excepted: the MIG
 // capability of a GPU follows its layout, which the engine itself changes).
 GroupBest BestGroup(const std::vector<const ClusterSlots*>& clusters, const Filter& f, Level level,
-                    bool empty, bool partitioning, EngineCache& cache,
+                    bool empty, const PlacementOptions& options, EngineCache& cache,
                     std::optional<uint32_t> request) {
   GroupBest best;
   bool have = false;
@@ -262,11 +272,11 @@ GroupBest BestGroup(const std::vector<const ClusterSlots*>& clusters, const Filt
       const EngineCache::EverKey key{cluster->inventory_id, *request, level};
       auto it = cache.ever.find(key);
       if (it == cache.ever.end()) {
-        it = cache.ever.emplace(key, BestIn(*cluster, f, level, empty, partitioning, cache)).first;
+        it = cache.ever.emplace(key, BestIn(*cluster, f, level, empty, options, cache)).first;
       }
       b = it->second;
     } else {
-      b = BestIn(*cluster, f, level, empty, partitioning, cache);
+      b = BestIn(*cluster, f, level, empty, options, cache);
     }
     best.gpu_only = std::max(best.gpu_only, b.gpu_only);
     if (b.where.empty()) continue;
@@ -325,19 +335,18 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
                          ? Level::kDomain
                          : levels.back();
   const uint64_t per_node_need = d.kind == Demand::Kind::kWhole ? d.gpus : 1;
-  std::optional<uint32_t> request;
+  std::optional<uint32_t> request;  // set: what empty clusters offer is remembered
   if (std::optional<EngineCache::RequestKey> key =
-          RequestKeyOf(f, spec, options, pool.model_count())) {
+          RequestKeyOf(f, spec, options, pool.model_count());
+      key && options.accelerate) {
     request = cache.RequestId(*std::move(key));
   }
 
   // Would it fit if every cluster were empty?
-  const GroupBest ever =
-      BestGroup(all, f, unit, /*empty=*/true, options.partitioning, cache, request);
+  const GroupBest ever = BestGroup(all, f, unit, /*empty=*/true, options, cache, request);
   if (ever.replicas < spec.replicas) {
     decision->never_fits = true;
-    const GroupBest ever_node =
-        BestGroup(all, f, Level::kNode, true, options.partitioning, cache, request);
+    const GroupBest ever_node = BestGroup(all, f, Level::kNode, true, options, cache, request);
     std::string why;
     if (ever_node.units == 0 && d.kind != Demand::Kind::kNone) {
       std::set<std::string> present;
@@ -375,7 +384,8 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
       std::string mem_at;
       for (const ClusterSlots* c : all) {
         for (const NodeSlots& node : c->nodes) {
-          const NodeCount empty = CountOnNode(node, f, ~uint64_t{0}, true, options.partitioning);
+          const NodeCount empty =
+              CountOnNode(node, f, ~uint64_t{0}, true, options.partitioning, options.accelerate);
           if (empty.gpu_only == 0) continue;
           const uint64_t cpu = node.info.cpu_millis > 0 ? node.info.cpu_millis : kUnlimited;
           const uint64_t mem = node.info.memory_mib > 0 ? node.info.memory_mib : kUnlimited;
@@ -422,7 +432,7 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
   // are looked at node by node.
   std::vector<const ClusterSlots*> looked = ready;
   const std::optional<uint64_t> models = f.ModelBits();
-  if (d.kind != Demand::Kind::kNone && models) {
+  if (options.accelerate && d.kind != Demand::Kind::kNone && models) {
     if (const Pool::ClusterOrder* order = pool.ClustersByFree(*models)) {
       looked.clear();
       for (size_t i = 0; i < order->clusters.size(); ++i) {
@@ -436,7 +446,8 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
   for (const ClusterSlots* c : looked) {
     uint64_t in_cluster = 0;
     for (const NodeSlots& node : c->nodes) {
-      const NodeCount nc = CountOnNode(node, f, ~uint64_t{0}, false, options.partitioning);
+      const NodeCount nc =
+          CountOnNode(node, f, ~uint64_t{0}, false, options.partitioning, options.accelerate);
       in_cluster += nc.free_units;
       if (nc.free_units > 0 && !node.info.gpus.empty()) {
         free_by_model[node.info.gpus.front().model] += nc.free_units;
@@ -445,7 +456,7 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
     free_units += in_cluster;
     clusters_with_free += in_cluster > 0 ? 1 : 0;
   }
-  const GroupBest now = BestGroup(looked, f, unit, false, options.partitioning, cache, request);
+  const GroupBest now = BestGroup(looked, f, unit, false, options, cache, request);
   std::string detail;
   if (d.kind == Demand::Kind::kNone) {
     detail = "no node has the CPU and memory free";
@@ -469,7 +480,7 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
     } else if (spec.replicas == 1) {
       const bool domain = spec.topology == Topology::kSameNvlinkDomain;
       const GroupBest node_now = BestGroup(looked, f, domain ? Level::kDomain : Level::kNode, false,
-                                           options.partitioning, cache, request);
+                                           options, cache, request);
       switch (d.kind) {
         case Demand::Kind::kWhole:
           absl::StrAppend(&detail, "no ", domain ? "NVLink domain" : "node", " has ", d.gpus,

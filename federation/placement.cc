@@ -183,10 +183,38 @@ struct Candidate {
 
 namespace {
 
+// The engine's tie-break draws. An attempt to fit a gang into one group that fails leaves the
+// generator as it was (Begin ... End): which attempts are made, and which are skipped because
+// they cannot succeed (PlacementOptions::accelerate), then changes no later draw. The state is
+// copied only when an attempt first draws.
+class TieDraws {
+ public:
+  explicit TieDraws(std::mt19937_64& rng) : rng_(rng) {}
+  // 1..n, uniformly.
+  uint64_t Uniform(uint64_t n) {
+    if (attempt_ && !saved_) saved_ = rng_;
+    return std::uniform_int_distribution<uint64_t>(1, n)(rng_);
+  }
+  void Begin() {
+    attempt_ = true;
+    saved_.reset();
+  }
+  void End(bool failed) {
+    if (failed && saved_) rng_ = *saved_;
+    attempt_ = false;
+    saved_.reset();
+  }
+
+ private:
+  std::mt19937_64& rng_;
+  bool attempt_ = false;
+  std::optional<std::mt19937_64> saved_;
+};
+
 // Picks among equal scores: the first, or (random_ties) uniformly at random by reservoir.
 class Best {
  public:
-  Best(bool random_ties, std::mt19937_64* rng) : random_ties_(random_ties), rng_(rng) {}
+  Best(bool random_ties, TieDraws* draws) : random_ties_(random_ties), draws_(draws) {}
   bool Offer(double score) {
     if (!have_ || score > score_) {
       have_ = true;
@@ -196,7 +224,7 @@ class Best {
     }
     if (score < score_ || !random_ties_) return false;
     ++ties_;
-    return std::uniform_int_distribution<uint64_t>(1, ties_)(*rng_) == 1;
+    return draws_->Uniform(ties_) == 1;
   }
   // Whether Offer(score) could pick it (no draw is made).
   [[nodiscard]] bool MayTake(double score) const {
@@ -205,7 +233,7 @@ class Best {
 
  private:
   bool random_ties_;
-  std::mt19937_64* rng_;
+  TieDraws* draws_;
   bool have_ = false;
   double score_ = 0;
   uint64_t ties_ = 0;
@@ -285,7 +313,7 @@ class Placer {
         queue_(queue),
         policy_(policy),
         options_(options),
-        rng_(rng),
+        draws_(rng),
         filter_(MakeFilter(pool, spec)),
         cache_(cache),
         scratch_{cache.scratch, {}, 0} {}
@@ -365,7 +393,7 @@ class Placer {
   const MigQueue& queue_;
   PlacementPolicy& policy_;
   const PlacementOptions& options_;
-  std::mt19937_64& rng_;
+  TieDraws draws_;
   const Filter filter_;
   std::vector<const MigGeometry*> geometry_;  // by model id; filled on first use
   std::vector<bool> geometry_known_;
@@ -563,6 +591,10 @@ const Placer::Planned& Placer::PlannedLayout(const MigGeometry& geo) {
 }
 
 int Placer::FirstFreeStart(const MigGeometry& geo, const std::vector<MigInstance>& layout) {
+  if (!options_.accelerate) {
+    const std::vector<int> starts = FreeMigStarts(geo, layout, filter_.demand.mig_profile);
+    return starts.empty() ? -1 : starts.front();
+  }
   for (const FreeStart& f : free_starts_) {
     if (f.geo == &geo && f.layout == layout) return f.start;
   }
@@ -597,7 +629,10 @@ bool Placer::NodeRuledOut(const NodeQuick& node, bool mig_off) const {
 
 std::optional<Candidate> Placer::BestOnNode(const NodeSlots& node, uint32_t index, uint64_t mask,
                                             bool mig_off) {
-  if (NodeRuledOut(NodeQuick::Of(node), mig_off)) return std::nullopt;
+  // Without acceleration only what no later check covers: an unschedulable node.
+  if (options_.accelerate ? NodeRuledOut(NodeQuick::Of(node), mig_off) : !node.info.schedulable) {
+    return std::nullopt;
+  }
   const Demand& d = filter_.demand;
   if (d.kind == Demand::Kind::kMig) {
     std::optional<MigPick> pick = BestMigOnNode(node, mask);
@@ -643,7 +678,8 @@ std::optional<Placer::MigPick> Placer::BestMigOnNode(const NodeSlots& node, uint
   }
   // Only nodes with a GPU of an allowed model that offers the profile, and a free instance or
   // (partitioning) an idle MIG-capable GPU or room for a new instance.
-  if (std::none_of(node.summary.begin(), node.summary.end(), [&](const auto& entry) {
+  if (options_.accelerate &&
+      std::none_of(node.summary.begin(), node.summary.end(), [&](const auto& entry) {
         const uint16_t m = entry.first;
         const ModelSummary& s = entry.second;
         return (filter_.any_model || (m < filter_.model_ok.size() && filter_.model_ok[m])) &&
@@ -654,7 +690,7 @@ std::optional<Placer::MigPick> Placer::BestMigOnNode(const NodeSlots& node, uint
     return std::nullopt;
   }
   std::optional<MigPick> best;
-  Best chooser(false, &rng_);
+  Best chooser(false, &draws_);
   std::vector<MigInstance> grown;  // a layout with one more instance (class 2)
   for (size_t g = 0; g < node.gpus.size() && g < 64; ++g) {
     if ((mask & (uint64_t{1} << g)) == 0 || !GpuEligible(filter_, node, g)) continue;
@@ -679,7 +715,7 @@ std::optional<Placer::MigPick> Placer::BestMigOnNode(const NodeSlots& node, uint
       }
       // The other classes score at most 200 (a new instance leaving no slot free): skip the
       // work when that cannot beat this node's best.
-      if (cls < 0 && !chooser.MayTake(200)) continue;
+      if (cls < 0 && options_.accelerate && !chooser.MayTake(200)) continue;
       if (cls < 0 && options_.partitioning) {
         const int start = FirstFreeStart(*geo, info.mig_layout);
         if (start >= 0) {
@@ -691,12 +727,16 @@ std::optional<Placer::MigPick> Placer::BestMigOnNode(const NodeSlots& node, uint
         }
       }
     }
-    if (cls < 0 && !chooser.MayTake(100)) continue;  // classes 0 and 1 score at most 100
+    // Classes 0 and 1 score at most 100.
+    if (cls < 0 && options_.accelerate && !chooser.MayTake(100)) continue;
     if (cls < 0 && options_.partitioning && slot.Idle() && info.mig_capable) {
       const Planned& planned = PlannedLayout(*geo);
       const std::vector<MigInstance>& layout = planned.layout;
       // Every idle GPU of the product gets the same layout and score: skip those that tie.
-      if (!chooser.MayTake((info.mig_enabled ? 100 : 0) - planned.free_slots)) continue;
+      if (options_.accelerate &&
+          !chooser.MayTake((info.mig_enabled ? 100 : 0) - planned.free_slots)) {
+        continue;
+      }
       if (!layout.empty()) {
         after = &layout;
         cls = info.mig_enabled ? 1 : 0;
@@ -791,7 +831,7 @@ std::optional<Placer::GangFit> Placer::FitGroup(const ClusterSlots& cluster,
       fit.group_free += v.MilliFree();
     }
   }
-  const bool quick = cluster.quick.size() == cluster.nodes.size();
+  const bool quick = options_.accelerate && cluster.quick.size() == cluster.nodes.size();
   const bool remembered = !mig_off && request_ != kNoRequest;  // per node, in cache_.found
   // One replica over an unchanged cluster: offer again what the nodes offered last time.
   const bool replay =
@@ -819,7 +859,7 @@ std::optional<Placer::GangFit> Placer::FitGroup(const ClusterSlots& cluster,
   };
   for (uint32_t r = 0; r < spec_.replicas; ++r) {
     std::optional<Candidate> best;
-    Best chooser(options_.random_ties, &rng_);
+    Best chooser(options_.random_ties, &draws_);
     if (offered != nullptr && !recording) {
       for (const EngineCache::Offered& o : *offered) {
         if (o.found.n == Found::kLarge) {  // not kept: look again (the node is unchanged)
@@ -957,8 +997,9 @@ PlacementDecision Placer::Run() {
   // Results per node are remembered for pure policies; a MIG request's depend on the queue too
   // (the layout for an idle GPU): only without one.
   const Demand::Kind kind = filter_.demand.kind;
-  if (policy_.Pure() && (kind == Demand::Kind::kWhole || kind == Demand::Kind::kShare ||
-                         (kind == Demand::Kind::kMig && queue_.empty()))) {
+  if (options_.accelerate && policy_.Pure() &&
+      (kind == Demand::Kind::kWhole || kind == Demand::Kind::kShare ||
+       (kind == Demand::Kind::kMig && queue_.empty()))) {
     std::optional<EngineCache::RequestKey> key =
         RequestKeyOf(filter_, spec_, options_, pool_.model_count());
     if (key) request_ = cache_.RequestId(*std::move(key));
@@ -972,9 +1013,9 @@ PlacementDecision Placer::Run() {
   };
   // In a federation larger than the clusters scored per request, gangs skip clusters and groups
   // that cannot hold them by the summaries' bounds instead of trying each node. The decision is
-  // the same; only the random tie-breaks drawn while trying differ. Smaller pools (the trace
-  // simulator's one cluster) try everything as before.
-  const bool prune = spec_.replicas > 1 &&
+  // the same, and so are later ones: a failed attempt draws nothing (TieDraws). Smaller pools
+  // (the trace simulator's one cluster) try everything as before.
+  const bool prune = options_.accelerate && spec_.replicas > 1 &&
                      pool_.clusters().size() > static_cast<size_t>(options_.max_clusters_scored);
   const uint32_t as_is_replicas = prune ? spec_.replicas : 1;
   // Per pass: the first pass (idle MIG GPUs stay as they are) only needs the clusters that may
@@ -984,7 +1025,7 @@ PlacementDecision Placer::Run() {
   const Pool::ClusterOrder* order = nullptr;
   // The orders list only clusters with free GPU capacity: a request for no GPU ranks them all.
   if (const std::optional<uint64_t> models = filter_.ModelBits();
-      filter_.demand.kind != Demand::Kind::kNone && models) {
+      options_.accelerate && filter_.demand.kind != Demand::Kind::kNone && models) {
     order = pool_.ClustersByFree(*models);
   }
   // Holding it as they are needs at least this many free milli-GPUs of the allowed models (whole
@@ -1004,8 +1045,9 @@ PlacementDecision Placer::Run() {
   }
   if (order == nullptr) {
     std::vector<std::pair<uint64_t, const ClusterSlots*>> free;
+    // Without acceleration every ready cluster is tried: the summaries' bounds are not used.
     for (const ClusterSlots& c : pool_.clusters()) {
-      if (c.state != ClusterState::kReady || !ClusterMayHold(c)) continue;
+      if (c.state != ClusterState::kReady || (options_.accelerate && !ClusterMayHold(c))) continue;
       free.emplace_back(ClusterFree(c), &c);
     }
     std::stable_sort(free.begin(), free.end(),
@@ -1013,7 +1055,7 @@ PlacementDecision Placer::Run() {
     for (const auto& [f, c] : free) {
       const Ranked r{c, Allowed(*c)};
       ranked[1].push_back(r);
-      if (MayHoldAsIs(r.allowed, as_is_replicas)) ranked[0].push_back(r);
+      if (!options_.accelerate || MayHoldAsIs(r.allowed, as_is_replicas)) ranked[0].push_back(r);
     }
   }
   // The order's entries carry the figures the filters need: most clusters are ruled out without
@@ -1034,8 +1076,10 @@ PlacementDecision Placer::Run() {
   };
   std::vector<Member> whole;  // 0, 1, 2, ...: the first n are a group of a cluster's n nodes
   const std::vector<Group>* groups = nullptr;
+  std::vector<Group> uncached;  // without acceleration: the groups of the cluster at hand
 
   const Levels levels = LevelsFor(spec_.topology, spec_.replicas);
+  const bool gang = spec_.replicas > 1;
   // Two passes: without, then with turning idle MIG GPUs back into whole GPUs.
   for (int pass = 0; pass < 2; ++pass) {
     const bool mig_off = pass == 1;
@@ -1065,7 +1109,12 @@ PlacementDecision Placer::Run() {
             whole.push_back(Member{n});
           }
         } else {
-          groups = &cache_.GroupsOf(*cluster, level);
+          if (options_.accelerate) {
+            groups = &cache_.GroupsOf(*cluster, level);
+          } else {
+            uncached = GroupsAt(*cluster, level);
+            groups = &uncached;
+          }
           n_groups = groups->size();
         }
         for (size_t k = 0; k < n_groups; ++k) {
@@ -1075,9 +1124,18 @@ PlacementDecision Placer::Run() {
               : level == Level::kCluster ? absl::MakeConstSpan(whole.data(), n_nodes)
                                          : absl::MakeConstSpan((*groups)[k].members);
           if (prune && !GroupMayHold(*cluster, members, mig_off)) continue;
+          // A failed attempt draws nothing, here and in the policy (TieDraws). With one replica
+          // an attempt that draws has found a place: it cannot fail.
+          std::optional<std::mt19937_64> policy_draws;
+          if (gang && !policy_.Pure()) policy_draws = policy_.random_state();
+          if (gang) draws_.Begin();
           std::optional<GangFit> fit =
               FitGroup(*cluster, members, mig_off, level == Level::kCluster);
-          if (!fit) continue;
+          if (gang) draws_.End(/*failed=*/!fit);
+          if (!fit) {
+            if (policy_draws) policy_.RestoreRandomState(*policy_draws);
+            continue;
+          }
           any = true;
           // Tightest group first (gangs: the smallest domain, rack or block that holds them);
           // then the policy's score; ties at random (or the first).
@@ -1093,7 +1151,7 @@ PlacementDecision Placer::Run() {
             ties = 1;
           } else if (cmp == 0 && options_.random_ties) {
             ++ties;
-            if (std::uniform_int_distribution<uint64_t>(1, ties)(rng_) == 1) {
+            if (draws_.Uniform(ties) == 1) {
               best = std::move(fit);
               best_cluster = cluster;
             }

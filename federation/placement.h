@@ -47,6 +47,11 @@ struct PlacementOptions {
   int max_clusters_scored = 16;
   // Partitioning authority: may change the MIG layout of idle MIG-capable GPUs.
   bool partitioning = true;
+  // For tests and benchmarks: false computes every decision from scratch (no remembered
+  // per-node or per-cluster results, no cached topology groups or cluster orders, no bounds that
+  // skip clusters, groups or nodes, no shortcuts in explanations). Decisions must not change:
+  // tests/unit/federation/determinism_test.cc compares both ways on many random pools.
+  bool accelerate = true;
 };
 
 // MIG demand still queued, per profile name: feeds the layout chosen when a GPU is

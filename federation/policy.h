@@ -88,6 +88,10 @@ class PlacementPolicy {
   virtual bool Pure() const { return false; }
   // Random source for policies that draw (random); seeded for determinism.
   void Seed(uint64_t seed) { rng_.seed(seed); }
+  // Its state: the engine puts it back after an attempt that fails, so that skipping attempts
+  // that cannot succeed changes no later draw.
+  const std::mt19937_64& random_state() const { return rng_; }
+  void RestoreRandomState(const std::mt19937_64& state) { rng_ = state; }
 
  protected:
   std::mt19937_64 rng_{1};

@@ -10,6 +10,7 @@ add_executable(federation_unit_tests
   ${UNIT_DIR}/federation/policy_test.cc
   ${UNIT_DIR}/federation/mig_placement_test.cc
   ${UNIT_DIR}/federation/determinism_test.cc
+  ${UNIT_DIR}/federation/decision_digest_test.cc
   ${UNIT_DIR}/federation/validation_test.cc
   ${UNIT_DIR}/auth/token_test.cc)
 target_link_libraries(federation_unit_tests PRIVATE gpufed_federation gpufed_auth
