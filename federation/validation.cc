@@ -41,15 +41,23 @@ std::optional<char32_t> NextCodePoint(absl::string_view s, size_t* i) {
     ++*i;
     return lead;
   }
+  // Lead byte -> continuation bytes, the bits it carries, and the smallest code point that
+  // needs that many bytes (anything smaller is an overlong encoding).
   int extra = 0;
   char32_t cp = 0;
   char32_t min = 0;
   if (lead >= 0xC2 && lead <= 0xDF) {
-    extra = 1, cp = lead & 0x1F, min = 0x80;
+    extra = 1;
+    cp = lead & 0x1F;
+    min = 0x80;
   } else if (lead >= 0xE0 && lead <= 0xEF) {
-    extra = 2, cp = lead & 0x0F, min = 0x800;
+    extra = 2;
+    cp = lead & 0x0F;
+    min = 0x800;
   } else if (lead >= 0xF0 && lead <= 0xF4) {
-    extra = 3, cp = lead & 0x07, min = 0x10000;
+    extra = 3;
+    cp = lead & 0x07;
+    min = 0x10000;
   } else {
     return std::nullopt;
   }
