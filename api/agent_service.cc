@@ -417,7 +417,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     for (const v1::WorkloadStatus& s : updates) {
       absl::StatusOr<WorkloadId> id = WorkloadIdFromProto("workload_id", s.workload_id());
       if (!id.ok()) return id.status();
-      auto state = static_cast<WorkloadState>(s.state());
+      ASSIGN_OR_RETURN(WorkloadState state, StateFromProto(s.state(), "status.updates.state"));
       bool valid = state == WorkloadState::kRunning || state == WorkloadState::kSucceeded ||
                    state == WorkloadState::kFailed || state == WorkloadState::kCancelled;
       if (!valid) {

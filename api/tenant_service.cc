@@ -16,9 +16,7 @@ grpc::ServerUnaryReactor* TenantServiceImpl::CreateTenant(grpc::CallbackServerCo
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
     if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
     RETURN_IF_ERROR(ValidateName("name", request->name()));
-    if (request->display_name().size() > 200) {
-      return absl::InvalidArgumentError("display_name: must be at most 200 characters");
-    }
+    RETURN_IF_ERROR(ValidateText("display_name", request->display_name(), kMaxDisplayNameBytes));
     Tenant t;
     t.name = request->name();
     t.display_name = request->display_name().empty() ? request->name() : request->display_name();
@@ -78,9 +76,7 @@ grpc::ServerUnaryReactor* TenantServiceImpl::CreateToken(grpc::CallbackServerCon
                                                          v1::CreateTokenResponse* response) {
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    if (request->subject().empty() || request->subject().size() > 200) {
-      return absl::InvalidArgumentError("subject: must be 1..200 characters");
-    }
+    RETURN_IF_ERROR(ValidateSubject(request->subject()));
     TokenRecord record;
     record.subject = request->subject();
     switch (request->role()) {
@@ -105,10 +101,8 @@ grpc::ServerUnaryReactor* TenantServiceImpl::CreateToken(grpc::CallbackServerCon
         return absl::InvalidArgumentError(
             absl::StrCat("role: must be set (got ", static_cast<int>(request->role()), ")"));
     }
-    static constexpr auth::Role kRoles[] = {auth::Role::kPlatformAdmin, auth::Role::kPlatformAdmin,
-                                            auth::Role::kTenantAdmin,   auth::Role::kTenantUser,
-                                            auth::Role::kViewer,        auth::Role::kAgent};
-    record.role = std::string(auth::RoleName(kRoles[request->role()]));
+    ASSIGN_OR_RETURN(auth::Role role, RoleFromProto(request->role(), "role"));
+    record.role = std::string(auth::RoleName(role));
     if (request->role() == v1::ROLE_AGENT) {
       RETURN_IF_ERROR(ValidateName("cluster", request->cluster()));
       record.cluster = request->cluster();

@@ -172,9 +172,7 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Cancel(grpc::CallbackServerContex
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
     ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
-    if (request->reason().size() > 1024) {
-      return absl::InvalidArgumentError("reason: must be at most 1024 characters");
-    }
+    RETURN_IF_ERROR(ValidateText("reason", request->reason(), kMaxReasonBytes));
     ASSIGN_OR_RETURN(Workload before, GetVisible(ctx_, who, id));
     if (!who.CanSubmit(before.spec.tenant)) {
       return absl::PermissionDeniedError("permission denied: may not cancel in this tenant");
