@@ -150,8 +150,8 @@ absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& p) {
       return BadEnum("spec.topology", p.topology());
   }
   const auto& d = p.estimated_duration();
-  // A Duration's nanos must lie in 0..999999999 for a non-negative one; normalising 10^9 nanos
-  // into a second would accept what every other protobuf runtime refuses.
+  // duration.proto makes nanos of a non-negative Duration 0..999999999; 10^9 nanos is not
+  // another spelling of one second but an invalid Duration (TimeUtil and JSON refuse it).
   if (d.nanos() < 0 || d.nanos() >= 1000000000) {
     return absl::InvalidArgumentError(
         absl::StrCat("spec.estimated_duration.nanos: must be 0..999999999, got ", d.nanos()));
