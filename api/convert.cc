@@ -151,7 +151,7 @@ absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& p) {
   }
   const auto& d = p.estimated_duration();
   // duration.proto makes nanos of a non-negative Duration 0..999999999; 10^9 nanos is not
-  // another spelling of one second but an invalid Duration (TimeUtil and JSON refuse it).
+  // another spelling of one second but an invalid Duration, which other runtimes reject.
   if (d.nanos() < 0 || d.nanos() >= 1000000000) {
     return absl::InvalidArgumentError(
         absl::StrCat("spec.estimated_duration.nanos: must be 0..999999999, got ", d.nanos()));
