@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,36 +22,26 @@
 #include "federation/gpu_catalog.h"
 #include "federation/mig.h"
 #include "federation/status_macros.h"
+#include "federation/validation.h"
 
 namespace gpufed::agent {
 namespace {
 
-constexpr size_t kMaxNameLength = 63;
-// Upper bounds that catch typos (count: 80000) long before they become a multi-gigabyte
-// inventory; real clusters sit far below them.
-constexpr uint64_t kMaxNodesPerGroup = 10000;
-constexpr uint64_t kMaxGpusPerNode = 64;
-constexpr uint64_t kMaxNumaNodes = 64;
-constexpr size_t kMaxLabelLength = 253;
+// Names, identifiers and their limits are federation/validation.h's, the rules the server applies
+// to the Register this file becomes; only the typo guard below is the file's own.
 
-// [a-z0-9-], 1..63: the name rule of cluster names (agent_service.proto) applied to every
-// identifier a person types into the file.
-bool IsName(absl::string_view s) {
-  if (s.empty() || s.size() > kMaxNameLength) return false;
-  for (char c : s) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
-  }
-  return true;
+// An upper bound that catches typos (count: 80000) long before they become a multi-gigabyte
+// inventory; real clusters sit far below it.
+constexpr uint64_t kMaxNodesPerGroup = 10000;
+
+// "must be 1..63 characters of [a-z0-9-]", with the start rule of a name or a label.
+std::string NameRule(bool letter_first) {
+  return absl::StrFormat("must be 1..%d characters of [a-z0-9-]%s", kMaxNameLength,
+                         letter_first ? ", starting with a letter" : "");
 }
 
-// Free-form identifiers reported as-is (GPU UUIDs, NVLink domains, PCIe switches, label keys
-// and values): printable ASCII without spaces, so they survive logs, SQL and CSV untouched.
-bool IsToken(absl::string_view s, size_t max_length) {
-  if (s.empty() || s.size() > max_length) return false;
-  for (char c : s) {
-    if (c <= ' ' || c > '~') return false;
-  }
-  return true;
+std::string TokenRule(size_t max_bytes) {
+  return absl::StrFormat("must be at most %d printable characters without spaces", max_bytes);
 }
 
 std::string Join(absl::string_view path, absl::string_view key) {
@@ -231,8 +222,8 @@ class Parser {
     absl::flat_hash_set<std::string> seen;
     for (size_t i = 0; i < n->size(); ++i) {
       const YAML::Node item = (*n)[i];
-      if (!item.IsScalar() || !IsName(item.Scalar())) {
-        return Error(item, Index(path, i), "must be 1..63 characters of [a-z0-9-]", *n);
+      if (!item.IsScalar() || !IsLabel(item.Scalar())) {
+        return Error(item, Index(path, i), NameRule(false), *n);
       }
       if (!seen.insert(item.Scalar()).second) {
         return Error(item, Index(path, i), absl::StrCat("duplicate \"", item.Scalar(), "\""), *n);
@@ -247,13 +238,18 @@ class Parser {
     if (n == nullptr || n->IsNull()) return absl::OkStatus();
     const std::string path = Join(f.path, "labels");
     if (!n->IsMap()) return Error(*n, path, "must be a map of strings");
+    if (n->size() > kMaxLabels) {
+      return Error(*n, path, absl::StrFormat("at most %d labels", kMaxLabels));
+    }
     for (auto it = n->begin(); it != n->end(); ++it) {
-      if (!it->first.IsScalar() || !IsToken(it->first.Scalar(), kMaxLabelLength)) {
+      if (!it->first.IsScalar() || !IsToken(it->first.Scalar(), kMaxNodeLabelBytes)) {
         return Error(it->first, path, "keys must be printable strings without spaces");
       }
       const std::string key = it->first.Scalar();
-      if (!it->second.IsScalar() || it->second.Scalar().size() > kMaxLabelLength) {
-        return Error(it->second, Join(path, key), "must be a string of at most 253 characters");
+      if (!it->second.IsScalar() || !IsText(it->second.Scalar(), kMaxNodeLabelBytes)) {
+        return Error(
+            it->second, Join(path, key),
+            absl::StrFormat("must be a one-line string of at most %d bytes", kMaxNodeLabelBytes));
       }
       if (!out->insert({key, it->second.Scalar()}).second) {
         return Error(it->first, Join(path, key), "duplicate key");
@@ -262,17 +258,17 @@ class Parser {
     return absl::OkStatus();
   }
 
-  // A name-like field: [a-z0-9-], 1..63.
+  // A name-like field: a resource name (`letter_first`, the cluster's name) or a label.
   absl::StatusOr<std::optional<std::string>> Name(const Fields& f, absl::string_view key,
-                                                  bool required) {
+                                                  bool required, bool letter_first = false) {
     ASSIGN_OR_RETURN(std::optional<std::string> v, String(f, key));
     if (!v.has_value() || v->empty()) {
       if (required) return Error(f.node, Join(f.path, key), "required");
       return std::nullopt;
     }
-    if (!IsName(*v)) {
+    if (letter_first ? !IsName(*v) : !IsLabel(*v)) {
       return Error(*f.Find(key), Join(f.path, key),
-                   absl::StrFormat("\"%s\" must be 1..63 characters of [a-z0-9-]", *v));
+                   absl::StrFormat("\"%s\" %s", absl::CHexEscape(*v), NameRule(letter_first)));
     }
     return v;
   }
@@ -284,7 +280,7 @@ class Parser {
                                           "compliance_labels"},
                                          parent));
     if (node.IsNull()) return Error(node, "cluster.name", "required", parent);
-    ASSIGN_OR_RETURN(std::optional<std::string> name, Name(f, "name", true));
+    ASSIGN_OR_RETURN(std::optional<std::string> name, Name(f, "name", true, true));
     ASSIGN_OR_RETURN(std::optional<std::string> provider, Name(f, "provider", true));
     ASSIGN_OR_RETURN(std::optional<std::string> region, Name(f, "region", true));
     ASSIGN_OR_RETURN(std::optional<std::string> zone, Name(f, "zone", false));
@@ -303,9 +299,8 @@ class Parser {
     ASSIGN_OR_RETURN(std::optional<std::string> block, String(f, "block"));
     for (const auto& [key, value] : {std::pair{"rack", &rack}, std::pair{"block", &block}}) {
       if (value->has_value() && !value->value().empty() &&
-          !IsToken(value->value(), kMaxNameLength)) {
-        return Error(*f.Find(key), Join(f.path, key),
-                     "must be at most 63 printable characters without spaces");
+          !IsToken(value->value(), kMaxFabricIdBytes)) {
+        return Error(*f.Find(key), Join(f.path, key), TokenRule(kMaxFabricIdBytes));
       }
     }
     node->set_rack(rack.value_or(""));
@@ -411,6 +406,11 @@ class Parser {
   }
 
   absl::Status AddUuid(const std::string& uuid, const YAML::Node& at, const std::string& field) {
+    if (!IsToken(uuid, kMaxGpuUuidBytes)) {
+      return Error(at, field,
+                   absl::StrFormat("GPU uuid \"%s\" %s", absl::CHexEscape(uuid.substr(0, 40)),
+                                   TokenRule(kMaxGpuUuidBytes)));
+    }
     if (!uuids_.insert(uuid).second) {
       return Error(at, field, absl::StrFormat("duplicate GPU uuid \"%s\"", uuid));
     }
@@ -425,11 +425,10 @@ class Parser {
     ASSIGN_OR_RETURN(std::string prefix, RequiredString(f, "name_prefix"));
     ASSIGN_OR_RETURN(uint64_t count, Count(f, "count", kMaxNodesPerGroup));
     const std::string last_name = prefix + PadNumber(count, count);
-    if (!IsName(last_name)) {
+    if (!IsLabel(prefix + PadNumber(1, count)) || !IsLabel(last_name)) {
       return Error(*f.Find("name_prefix"), Join(path, "name_prefix"),
-                   absl::StrFormat("node names such as \"%s\" must be 1..63 characters of "
-                                   "[a-z0-9-]",
-                                   last_name));
+                   absl::StrFormat("node names such as \"%s\" %s", absl::CHexEscape(last_name),
+                                   NameRule(false)));
     }
     v1::Node base;
     RETURN_IF_ERROR(NodeFields(f, &base));
@@ -469,15 +468,14 @@ class Parser {
             at, Join(gpath, "nvlink_domain"),
             absl::StrFormat("give either nvlink (\"%s\") or nvlink_domain, not both", nvl));
       }
-      if (!IsToken(*shared_domain, kMaxNameLength)) {
-        return Error(at, Join(gpath, "nvlink_domain"),
-                     "must be at most 63 printable characters without spaces");
+      if (!IsToken(*shared_domain, kMaxFabricIdBytes)) {
+        return Error(at, Join(gpath, "nvlink_domain"), TokenRule(kMaxFabricIdBytes));
       }
       explicit_domains_.try_emplace(*shared_domain, at, Join(gpath, "nvlink_domain"));
     }
     ASSIGN_OR_RETURN(std::optional<uint64_t> numa_opt, Uint(gf, "numa_nodes"));
     const uint64_t numa_nodes = numa_opt.value_or(1);
-    if (numa_nodes == 0 || numa_nodes > std::min(gpu_count, kMaxNumaNodes)) {
+    if (numa_nodes == 0 || numa_nodes > std::min<uint64_t>(gpu_count, kMaxNumaNodes)) {
       return Error(*gf.Find("numa_nodes"), Join(gpath, "numa_nodes"),
                    absl::StrFormat("must be between 1 and gpus.count (%d)", gpu_count));
     }
@@ -580,9 +578,8 @@ class Parser {
       gpu->set_uuid(uuid.has_value() && !uuid->empty()
                         ? *uuid
                         : absl::StrCat("GPU-", out->cluster, "-", node.name(), "-", gpu->index()));
-      if (!IsToken(gpu->uuid(), 128)) {
-        return Error(item, Join(p, "uuid"),
-                     "must be at most 128 printable characters without spaces", *gpus);
+      if (!IsToken(gpu->uuid(), kMaxGpuUuidBytes)) {
+        return Error(item, Join(p, "uuid"), TokenRule(kMaxGpuUuidBytes), *gpus);
       }
       RETURN_IF_ERROR(AddUuid(gpu->uuid(), item, Join(p, "uuid")));
 
@@ -593,9 +590,8 @@ class Parser {
                                                                             &domain},
             {"pcie_switch", &pcie}}) {
         if (value->has_value() && !value->value().empty() &&
-            !IsToken(value->value(), kMaxNameLength)) {
-          return Error(*gf.Find(key), Join(p, key),
-                       "must be at most 63 printable characters without spaces");
+            !IsToken(value->value(), kMaxFabricIdBytes)) {
+          return Error(*gf.Find(key), Join(p, key), TokenRule(kMaxFabricIdBytes));
         }
       }
       gpu->set_nvlink_domain(domain.value_or(""));

@@ -26,8 +26,9 @@ struct ClusterTopology {
 //
 // Errors are INVALID_ARGUMENT of the form `<source>:<line>: <field path>: <problem>`, e.g.
 // `onprem.yaml:12: node_groups[0].gpus.model: unknown GPU model "H900" (known: ...)`. Checked:
-// YAML syntax, unknown keys, names ([a-z0-9-], 1..63), counts > 0, GPU models against the
-// catalogue (federation/gpu_catalog.h), MIG capability, MIG mode and layout (`mig_enabled`,
+// YAML syntax, unknown keys, names, identifiers and labels by the rules and limits of
+// federation/validation.h (the ones the server applies to Register), counts > 0, GPU models against
+// the catalogue (federation/gpu_catalog.h), MIG capability, MIG mode and layout (`mig_enabled`,
 // `mig_layout: [{profile, start}]`, valid for the model's geometry in federation/mig.h),
 // duplicate node names, GPU indices and UUIDs, and that the cluster has at least one node.
 // `source` only labels messages.

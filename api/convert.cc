@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,15 @@
 
 namespace gpufed::api {
 namespace {
+
+// A value added to one of these proto enums needs a domain value and a case in the conversions
+// below; these fail the build until it has them.
+static_assert(v1::WorkloadState_MAX == v1::WORKLOAD_STATE_LOST);
+static_assert(v1::WorkloadClass_MAX == v1::WORKLOAD_CLASS_INTERACTIVE);
+static_assert(v1::TopologyRequirement_MAX == v1::TOPOLOGY_REQUIREMENT_SAME_RACK);
+static_assert(v1::SimOutcome_MAX == v1::SIM_OUTCOME_FAIL);
+static_assert(v1::ClusterState_MAX == v1::CLUSTER_STATE_DRAINING);
+static_assert(v1::Role_MAX == v1::ROLE_AGENT);
 
 absl::Status BadEnum(absl::string_view field, int value) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": unknown value ", value));
@@ -141,10 +151,16 @@ absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& p) {
       return BadEnum("spec.topology", p.topology());
   }
   const auto& d = p.estimated_duration();
-  if (d.seconds() < 0 || d.nanos() < 0) {
+  // duration.proto makes nanos of a non-negative Duration 0..999999999; 10^9 nanos is not
+  // another spelling of one second but an invalid Duration, which other runtimes reject.
+  if (d.nanos() < 0 || d.nanos() >= 1000000000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.estimated_duration.nanos: must be 0..999999999, got ", d.nanos()));
+  }
+  if (d.seconds() < 0) {
     return absl::InvalidArgumentError("spec.estimated_duration: must not be negative");
   }
-  if (d.seconds() > 365LL * 24 * 3600) {
+  if (d.seconds() > kMaxEstimatedDurationSeconds) {
     return absl::InvalidArgumentError("spec.estimated_duration: must be at most one year");
   }
   s.estimated_duration_ms = d.seconds() * 1000 + d.nanos() / 1000000;
@@ -172,7 +188,23 @@ v1::WorkloadSpec SpecToProto(const WorkloadSpec& s) {
   p.set_project(s.project);
   p.set_name(s.name);
   p.set_idempotency_key(s.idempotency_key);
-  p.set_workload_class(static_cast<v1::WorkloadClass>(static_cast<int>(s.workload_class)));
+  switch (s.workload_class) {
+    case WorkloadClass::kUnspecified:
+      p.set_workload_class(v1::WORKLOAD_CLASS_UNSPECIFIED);
+      break;
+    case WorkloadClass::kTraining:
+      p.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+      break;
+    case WorkloadClass::kInference:
+      p.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+      break;
+    case WorkloadClass::kBatch:
+      p.set_workload_class(v1::WORKLOAD_CLASS_BATCH);
+      break;
+    case WorkloadClass::kInteractive:
+      p.set_workload_class(v1::WORKLOAD_CLASS_INTERACTIVE);
+      break;
+  }
   p.set_priority(s.priority);
   p.set_replicas(s.replicas);
   auto* per_replica = p.mutable_per_replica();
@@ -269,25 +301,89 @@ Assignment AssignmentFromProto(const v1::Assignment& p) {
 }
 
 absl::StatusOr<WorkloadId> WorkloadIdFromProto(absl::string_view field, absl::string_view text) {
-  WorkloadId id = 0;
   if (text.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": must not be empty"));
-  if (!absl::SimpleAtoi(text, &id) || id <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": not a workload id (expected digits, got \"", text.substr(0, 40), "\")"));
+  // Only the canonical spelling the server hands out: SimpleAtoi would also take "+1", " 1" and
+  // "1\n", so one workload would have many ids.
+  const bool canonical = text.size() <= 19 && text.front() != '0' &&
+                         std::all_of(text.begin(), text.end(), absl::ascii_isdigit);
+  WorkloadId id = 0;
+  if (!canonical || !absl::SimpleAtoi(text, &id) || id <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field,
+                     ": not a workload id (expected 1..9223372036854775807 in decimal "
+                     "digits, got \"",
+                     absl::CHexEscape(text.substr(0, 40)), "\")"));
   }
   return id;
 }
 
 v1::WorkloadState StateToProto(WorkloadState s) {
-  return static_cast<v1::WorkloadState>(static_cast<int>(s));
+  switch (s) {
+    case WorkloadState::kUnspecified:
+      return v1::WORKLOAD_STATE_UNSPECIFIED;
+    case WorkloadState::kPending:
+      return v1::WORKLOAD_STATE_PENDING;
+    case WorkloadState::kAdmitted:
+      return v1::WORKLOAD_STATE_ADMITTED;
+    case WorkloadState::kPlaced:
+      return v1::WORKLOAD_STATE_PLACED;
+    case WorkloadState::kRunning:
+      return v1::WORKLOAD_STATE_RUNNING;
+    case WorkloadState::kSucceeded:
+      return v1::WORKLOAD_STATE_SUCCEEDED;
+    case WorkloadState::kFailed:
+      return v1::WORKLOAD_STATE_FAILED;
+    case WorkloadState::kCancelled:
+      return v1::WORKLOAD_STATE_CANCELLED;
+    case WorkloadState::kPreempted:
+      return v1::WORKLOAD_STATE_PREEMPTED;
+    case WorkloadState::kLost:
+      return v1::WORKLOAD_STATE_LOST;
+  }
+  return v1::WORKLOAD_STATE_UNSPECIFIED;
 }
 
 absl::StatusOr<WorkloadState> StateFromProto(v1::WorkloadState s, absl::string_view field) {
-  int v = static_cast<int>(s);
-  if (v < static_cast<int>(WorkloadState::kPending) || v > static_cast<int>(WorkloadState::kLost)) {
-    return BadEnum(field, v);
+  switch (s) {
+    case v1::WORKLOAD_STATE_PENDING:
+      return WorkloadState::kPending;
+    case v1::WORKLOAD_STATE_ADMITTED:
+      return WorkloadState::kAdmitted;
+    case v1::WORKLOAD_STATE_PLACED:
+      return WorkloadState::kPlaced;
+    case v1::WORKLOAD_STATE_RUNNING:
+      return WorkloadState::kRunning;
+    case v1::WORKLOAD_STATE_SUCCEEDED:
+      return WorkloadState::kSucceeded;
+    case v1::WORKLOAD_STATE_FAILED:
+      return WorkloadState::kFailed;
+    case v1::WORKLOAD_STATE_CANCELLED:
+      return WorkloadState::kCancelled;
+    case v1::WORKLOAD_STATE_PREEMPTED:
+      return WorkloadState::kPreempted;
+    case v1::WORKLOAD_STATE_LOST:
+      return WorkloadState::kLost;
+    default:  // UNSPECIFIED, and numbers this server does not know
+      return BadEnum(field, s);
   }
-  return static_cast<WorkloadState>(v);
+}
+
+absl::StatusOr<auth::Role> RoleFromProto(v1::Role role, absl::string_view field) {
+  switch (role) {
+    case v1::ROLE_PLATFORM_ADMIN:
+      return auth::Role::kPlatformAdmin;
+    case v1::ROLE_TENANT_ADMIN:
+      return auth::Role::kTenantAdmin;
+    case v1::ROLE_TENANT_USER:
+      return auth::Role::kTenantUser;
+    case v1::ROLE_VIEWER:
+      return auth::Role::kViewer;
+    case v1::ROLE_AGENT:
+      return auth::Role::kAgent;
+    default:  // UNSPECIFIED, and numbers this server does not know
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must be set (got ", static_cast<int>(role), ")"));
+  }
 }
 
 v1::Workload WorkloadToProto(const Workload& w) {
@@ -361,7 +457,19 @@ std::vector<NodeInfo> NodesFromProto(const v1::Inventory& p) {
 }
 
 v1::ClusterState ClusterStateToProto(ClusterState s) {
-  return static_cast<v1::ClusterState>(static_cast<int>(s));
+  switch (s) {
+    case ClusterState::kUnspecified:
+      return v1::CLUSTER_STATE_UNSPECIFIED;
+    case ClusterState::kReady:
+      return v1::CLUSTER_STATE_READY;
+    case ClusterState::kDegraded:
+      return v1::CLUSTER_STATE_DEGRADED;
+    case ClusterState::kUnreachable:
+      return v1::CLUSTER_STATE_UNREACHABLE;
+    case ClusterState::kDraining:
+      return v1::CLUSTER_STATE_DRAINING;
+  }
+  return v1::CLUSTER_STATE_UNSPECIFIED;
 }
 
 v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool include_nodes) {
@@ -503,24 +611,6 @@ v1::ExplainResponse ExplanationToProto(const Explanation& e) {
   response.set_never_fits(e.never_fits);
   response.set_fits_now_on(e.fits_now_on);
   return response;
-}
-
-absl::StatusOr<auth::Role> RoleFromProto(v1::Role role, absl::string_view field) {
-  switch (role) {
-    case v1::ROLE_PLATFORM_ADMIN:
-      return auth::Role::kPlatformAdmin;
-    case v1::ROLE_TENANT_ADMIN:
-      return auth::Role::kTenantAdmin;
-    case v1::ROLE_TENANT_USER:
-      return auth::Role::kTenantUser;
-    case v1::ROLE_VIEWER:
-      return auth::Role::kViewer;
-    case v1::ROLE_AGENT:
-      return auth::Role::kAgent;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": must be set to a role (got ", static_cast<int>(role), ")"));
-  }
 }
 
 // ---- The agent protocol ----------------------------------------------------------------------

@@ -23,18 +23,25 @@ google::protobuf::Timestamp ToProto(Timestamp t);
 Timestamp FromProto(const google::protobuf::Timestamp& t);
 
 // INVALID_ARGUMENT naming the field for values the domain cannot represent (unknown enum
-// numbers, a missing per_replica kind, a negative duration).
+// numbers, a missing per_replica kind, a negative or unnormalised duration). The rules a
+// representable spec must follow are ValidateSpec's (federation/validation.h).
 absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& proto);
 v1::WorkloadSpec SpecToProto(const WorkloadSpec& spec);
 
 v1::Assignment AssignmentToProto(const Assignment& a);
 Assignment AssignmentFromProto(const v1::Assignment& proto);
 
-// A workload id as the API carries it (decimal digits); INVALID_ARGUMENT naming `field`.
+// A workload id as the API carries it: the canonical decimal spelling of 1..2^63-1 (no sign,
+// spaces or leading zeros); INVALID_ARGUMENT naming `field` otherwise.
 absl::StatusOr<WorkloadId> WorkloadIdFromProto(absl::string_view field, absl::string_view text);
 
 v1::WorkloadState StateToProto(WorkloadState s);
+// UNSPECIFIED and unknown numbers are INVALID_ARGUMENT naming `field`.
 absl::StatusOr<WorkloadState> StateFromProto(v1::WorkloadState s, absl::string_view field);
+
+// A token's role as CreateToken receives it; UNSPECIFIED and unknown numbers are
+// INVALID_ARGUMENT naming `field`.
+absl::StatusOr<auth::Role> RoleFromProto(v1::Role role, absl::string_view field);
 
 v1::Workload WorkloadToProto(const Workload& w);
 v1::WorkloadEvent EventToProto(const WorkloadEvent& e);
@@ -59,10 +66,6 @@ v1::Project ProjectToProto(const Project& p);
 absl::StatusOr<ListFilter> ListFilterFromProto(const v1::ListWorkloadsRequest& request);
 v1::ListWorkloadsResponse WorkloadPageToProto(const WorkloadPage& page);
 v1::ExplainResponse ExplanationToProto(const Explanation& e);
-
-// Checked: INVALID_ARGUMENT naming `field` for ROLE_UNSPECIFIED or a number the API does not
-// define.
-absl::StatusOr<auth::Role> RoleFromProto(v1::Role role, absl::string_view field);
 
 // ---- The agent protocol ----
 

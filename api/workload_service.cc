@@ -74,9 +74,6 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Cancel(grpc::CallbackServerContex
   return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
     ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
-    if (request->reason().size() > 1024) {
-      return absl::InvalidArgumentError("reason: must be at most 1024 characters");
-    }
     ASSIGN_OR_RETURN(Workload w, ctx_.plane->Cancel(who, id, request->reason()));
     *response = WorkloadToProto(w);
     return absl::OkStatus();

@@ -127,6 +127,7 @@ absl::StatusOr<Explanation> ControlPlane::Explain(const auth::Principal& who, Wo
 
 absl::StatusOr<Workload> ControlPlane::Cancel(const auth::Principal& who, WorkloadId id,
                                               std::string reason) {
+  RETURN_IF_ERROR(ValidateText("reason", reason, kMaxReasonBytes));
   ASSIGN_OR_RETURN(Workload before, GetVisible(who, id));
   if (!who.CanSubmit(before.spec.tenant)) {
     return absl::PermissionDeniedError("permission denied: may not cancel in this tenant");

@@ -11,9 +11,7 @@ namespace gpufed {
 absl::StatusOr<Tenant> ControlPlane::CreateTenant(const auth::Principal& who, Tenant tenant) {
   if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
   RETURN_IF_ERROR(ValidateName("name", tenant.name));
-  if (tenant.display_name.size() > 200) {
-    return absl::InvalidArgumentError("display_name: must be at most 200 characters");
-  }
+  RETURN_IF_ERROR(ValidateText("display_name", tenant.display_name, kMaxDisplayNameBytes));
   if (tenant.display_name.empty()) tenant.display_name = tenant.name;
   return ports_.tenants->CreateTenant(tenant);
 }
@@ -45,9 +43,7 @@ absl::StatusOr<std::vector<Project>> ControlPlane::ListProjects(const auth::Prin
 
 absl::StatusOr<std::string> ControlPlane::CreateToken(const auth::Principal& who,
                                                       const TokenRequest& request) {
-  if (request.subject.empty() || request.subject.size() > 200) {
-    return absl::InvalidArgumentError("subject: must be 1..200 characters");
-  }
+  RETURN_IF_ERROR(ValidateSubject(request.subject));
   TokenRecord record;
   record.subject = request.subject;
   record.role = std::string(auth::RoleName(request.role));

@@ -2,13 +2,17 @@
 
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "federation/gpu_catalog.h"
 #include "federation/mig.h"
+#include "federation/status_macros.h"
 
 namespace gpufed {
 namespace {
@@ -17,20 +21,104 @@ absl::Status Invalid(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
 }
 
-bool IsNameChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
+bool IsLower(char c) { return c >= 'a' && c <= 'z'; }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsNameChar(char c) { return IsLower(c) || IsDigit(c) || c == '-'; }
 
-// Quote a user value for an error message without echoing something enormous.
+// Quote a user value for an error message: at most 40 bytes, anything but printable ASCII
+// escaped, so a message never carries a NUL, a control character or broken UTF-8.
 std::string Quote(absl::string_view value) {
-  if (value.size() > 40) return absl::StrCat("\"", value.substr(0, 40), "...\"");
-  return absl::StrCat("\"", value, "\"");
+  if (value.size() > 40) return absl::StrCat("\"", absl::CHexEscape(value.substr(0, 40)), "...\"");
+  return absl::StrCat("\"", absl::CHexEscape(value), "\"");
+}
+
+// The next code point of well-formed UTF-8 at s[*i] (advancing *i), or nullopt: bad lead or
+// continuation byte, truncated, overlong, surrogate, or above U+10FFFF.
+std::optional<char32_t> NextCodePoint(absl::string_view s, size_t* i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char lead = byte(*i);
+  if (lead < 0x80) {
+    ++*i;
+    return lead;
+  }
+  // Lead byte -> continuation bytes, the bits it carries, and the smallest code point that
+  // needs that many bytes (anything smaller is an overlong encoding).
+  int extra = 0;
+  char32_t cp = 0;
+  char32_t min = 0;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    extra = 1;
+    cp = lead & 0x1F;
+    min = 0x80;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    extra = 2;
+    cp = lead & 0x0F;
+    min = 0x800;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    extra = 3;
+    cp = lead & 0x07;
+    min = 0x10000;
+  } else {
+    return std::nullopt;
+  }
+  if (*i + extra >= s.size()) return std::nullopt;
+  for (int k = 1; k <= extra; ++k) {
+    const unsigned char c = byte(*i + k);
+    if ((c & 0xC0) != 0x80) return std::nullopt;
+    cp = (cp << 6) | (c & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return std::nullopt;
+  *i += extra + 1;
+  return cp;
+}
+
+// Why `value` is not IsText, or empty when it is.
+std::string TextProblem(absl::string_view value, size_t max_bytes, bool allow_newlines) {
+  if (value.size() > max_bytes) {
+    return absl::StrFormat("must be at most %d bytes, got %d", max_bytes, value.size());
+  }
+  for (size_t i = 0; i < value.size();) {
+    const size_t at = i;
+    std::optional<char32_t> cp = NextCodePoint(value, &i);
+    if (!cp.has_value()) return absl::StrFormat("is not valid UTF-8 (byte %d)", at);
+    const bool control = *cp < 0x20 || (*cp >= 0x7F && *cp <= 0x9F);
+    if (control && !(allow_newlines && (*cp == '\t' || *cp == '\n'))) {
+      return absl::StrFormat("must not contain control characters (U+%04X at byte %d)",
+                             static_cast<uint32_t>(*cp), at);
+    }
+  }
+  return "";
+}
+
+// Why `value` is not a name (letter_first) or label, or empty when it is.
+std::string NameProblem(absl::string_view value, bool letter_first) {
+  if (value.empty()) return "must not be empty";
+  if (value.size() > kMaxNameLength) {
+    return absl::StrFormat("must be at most %d characters, got %d", kMaxNameLength, value.size());
+  }
+  for (char c : value) {
+    if (!IsNameChar(c)) {
+      return absl::StrCat("may contain only a-z, 0-9 and '-', got ", Quote(value));
+    }
+  }
+  if (letter_first && !IsLower(value.front())) {
+    return absl::StrCat("must start with a letter, got ", Quote(value));
+  }
+  if (value.front() == '-') return "must start with a letter or digit";
+  return "";
+}
+
+absl::Status Check(absl::string_view field, const std::string& problem) {
+  if (problem.empty()) return absl::OkStatus();
+  return Invalid(field, problem);
 }
 
 // Workload names allow a little more than resource names: dots and underscores.
 absl::Status ValidateWorkloadName(absl::string_view field, absl::string_view value) {
   if (value.empty()) return Invalid(field, "must not be empty");
-  if (value.size() > kMaxNameLength) {
-    return Invalid(field, absl::StrFormat("must be at most %d characters, got %d", kMaxNameLength,
-                                          value.size()));
+  if (value.size() > kMaxWorkloadNameLength) {
+    return Invalid(field, absl::StrFormat("must be at most %d characters, got %d",
+                                          kMaxWorkloadNameLength, value.size()));
   }
   for (char c : value) {
     if (!IsNameChar(c) && c != '.' && c != '_') {
@@ -40,6 +128,41 @@ absl::Status ValidateWorkloadName(absl::string_view field, absl::string_view val
   }
   if (value.front() == '-' || value.front() == '.' || value.front() == '_') {
     return Invalid(field, "must start with a letter or digit");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRun(const RunSpec& run) {
+  RETURN_IF_ERROR(Check("spec.run.image", TextProblem(run.image, kMaxImageBytes, false)));
+  if (run.command.size() > kMaxCommandArgs) {
+    return Invalid("spec.run.command", absl::StrFormat("at most %d arguments, got %d",
+                                                       kMaxCommandArgs, run.command.size()));
+  }
+  size_t command_bytes = 0;
+  for (size_t i = 0; i < run.command.size(); ++i) {
+    command_bytes += run.command[i].size();
+    if (command_bytes > kMaxCommandBytes) {
+      return Invalid("spec.run.command",
+                     absl::StrFormat("at most %d bytes together", kMaxCommandBytes));
+    }
+    RETURN_IF_ERROR(Check(absl::StrCat("spec.run.command[", i, "]"),
+                          TextProblem(run.command[i], kMaxCommandBytes, true)));
+  }
+  if (run.env.size() > kMaxEnvEntries) {
+    return Invalid("spec.run.env",
+                   absl::StrFormat("at most %d variables, got %d", kMaxEnvEntries, run.env.size()));
+  }
+  for (const auto& [key, value] : run.env) {
+    if (!IsEnvKey(key)) {
+      return Invalid(
+          "spec.run.env",
+          absl::StrFormat("variable names must be 1..%d bytes of [A-Za-z_][A-Za-z0-9_]*, "
+                          "got %s (%d bytes)",
+                          kMaxEnvKeyBytes, Quote(key), key.size()));
+    }
+    if (std::string problem = TextProblem(value, kMaxEnvValueBytes, true); !problem.empty()) {
+      return Invalid("spec.run.env", absl::StrCat("value of ", key, " ", problem));
+    }
   }
   return absl::OkStatus();
 }
@@ -128,33 +251,66 @@ absl::Status ValidateGpuMig(const GpuInfo& gpu, const std::string& gfield) {
 
 }  // namespace
 
-absl::Status ValidateName(absl::string_view field, absl::string_view value) {
-  if (value.empty()) return Invalid(field, "must not be empty");
-  if (value.size() > kMaxNameLength) {
-    return Invalid(field, absl::StrFormat("must be at most %d characters, got %d", kMaxNameLength,
-                                          value.size()));
-  }
+bool IsName(absl::string_view value) { return NameProblem(value, true).empty(); }
+
+bool IsLabel(absl::string_view value) { return NameProblem(value, false).empty(); }
+
+bool IsToken(absl::string_view value, size_t max_bytes) {
+  if (value.empty() || value.size() > max_bytes) return false;
   for (char c : value) {
-    if (!IsNameChar(c)) {
-      return Invalid(field, absl::StrCat("may contain only a-z, 0-9 and '-', got ", Quote(value)));
-    }
+    if (c <= ' ' || c > '~') return false;
   }
-  if (value.front() == '-') return Invalid(field, "must start with a letter or digit");
-  return absl::OkStatus();
+  return true;
+}
+
+bool IsText(absl::string_view value, size_t max_bytes, bool allow_newlines) {
+  return TextProblem(value, max_bytes, allow_newlines).empty();
+}
+
+bool IsEnvKey(absl::string_view value) {
+  if (value.empty() || value.size() > kMaxEnvKeyBytes || IsDigit(value.front())) return false;
+  for (char c : value) {
+    if (!(IsLower(c) || (c >= 'A' && c <= 'Z') || IsDigit(c) || c == '_')) return false;
+  }
+  return true;
+}
+
+absl::Status ValidateName(absl::string_view field, absl::string_view value) {
+  return Check(field, NameProblem(value, /*letter_first=*/true));
+}
+
+absl::Status ValidateLabel(absl::string_view field, absl::string_view value) {
+  return Check(field, NameProblem(value, /*letter_first=*/false));
+}
+
+absl::Status ValidateText(absl::string_view field, absl::string_view value, size_t max_bytes) {
+  return Check(field, TextProblem(value, max_bytes, /*allow_newlines=*/false));
+}
+
+absl::Status ValidateSubject(absl::string_view value) {
+  if (value.empty()) return Invalid("subject", "must not be empty");
+  return ValidateText("subject", value, kMaxSubjectBytes);
+}
+
+size_t SpecTextBytes(const WorkloadSpec& spec) {
+  size_t bytes = spec.tenant.size() + spec.project.size() + spec.name.size() +
+                 spec.idempotency_key.size() + spec.mig_profile.size() + spec.run.image.size();
+  for (const std::string& model : spec.gpu_models) bytes += model.size();
+  for (const std::string& arg : spec.run.command) bytes += arg.size();
+  for (const auto& [key, value] : spec.run.env) bytes += key.size() + value.size();
+  return bytes;
 }
 
 absl::Status ValidateSpec(const WorkloadSpec& spec) {
-  if (auto s = ValidateName("spec.tenant", spec.tenant); !s.ok()) return s;
-  if (auto s = ValidateName("spec.project", spec.project); !s.ok()) return s;
-  if (auto s = ValidateWorkloadName("spec.name", spec.name); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateName("spec.tenant", spec.tenant));
+  RETURN_IF_ERROR(ValidateName("spec.project", spec.project));
+  RETURN_IF_ERROR(ValidateWorkloadName("spec.name", spec.name));
   if (spec.idempotency_key.size() > kMaxIdempotencyKeyLength) {
     return Invalid("spec.idempotency_key",
                    absl::StrFormat("must be at most %d characters", kMaxIdempotencyKeyLength));
   }
-  for (char c : spec.idempotency_key) {
-    if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e) {
-      return Invalid("spec.idempotency_key", "must be printable ASCII without spaces");
-    }
+  if (!spec.idempotency_key.empty() && !IsToken(spec.idempotency_key, kMaxIdempotencyKeyLength)) {
+    return Invalid("spec.idempotency_key", "must be printable ASCII without spaces");
   }
   if (spec.priority < -kMaxPriority || spec.priority > kMaxPriority) {
     return Invalid("spec.priority", absl::StrFormat("must be -%d..%d, got %d", kMaxPriority,
@@ -179,7 +335,7 @@ absl::Status ValidateSpec(const WorkloadSpec& spec) {
     }
     if (!seen.insert(model).second) return Invalid(field, absl::StrCat("duplicate ", Quote(model)));
   }
-  if (auto s = ValidateGpuShare(spec); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateGpuShare(spec));
   if (spec.min_gpu_memory_mib > 0) {
     bool any = false;
     for (const GpuModel& m : GpuCatalog()) {
@@ -194,43 +350,101 @@ absl::Status ValidateSpec(const WorkloadSpec& spec) {
   if (spec.estimated_duration_ms < 0) {
     return Invalid("spec.estimated_duration", "must not be negative");
   }
-  size_t command_bytes = 0;
-  for (const std::string& arg : spec.run.command) command_bytes += arg.size();
-  if (command_bytes > kMaxCommandBytes) {
-    return Invalid("spec.run.command",
-                   absl::StrFormat("must be at most %d bytes", kMaxCommandBytes));
+  if (spec.estimated_duration_ms > kMaxEstimatedDurationSeconds * 1000) {
+    return Invalid("spec.estimated_duration", "must be at most one year");
   }
-  if (spec.run.env.size() > kMaxEnvEntries) {
-    return Invalid("spec.run.env", absl::StrFormat("at most %d entries", kMaxEnvEntries));
+  RETURN_IF_ERROR(ValidateRun(spec.run));
+  if (const size_t bytes = SpecTextBytes(spec); bytes > kMaxSpecBytes) {
+    return Invalid("spec", absl::StrFormat("its strings together must be at most %d bytes, got %d",
+                                           kMaxSpecBytes, bytes));
   }
-  for (const auto& [key, value] : spec.run.env) {
-    if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos) {
-      return Invalid("spec.run.env", absl::StrCat("invalid variable name ", Quote(key)));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// An optional fabric id (rack, block, NVLink domain, PCIe switch).
+absl::Status ValidateFabricId(absl::string_view field, absl::string_view value) {
+  if (value.empty() || IsToken(value, kMaxFabricIdBytes)) return absl::OkStatus();
+  return Invalid(field, absl::StrFormat("must be at most %d printable characters without spaces",
+                                        kMaxFabricIdBytes));
+}
+
+absl::Status ValidateClusterInfo(const ClusterInfo& info) {
+  RETURN_IF_ERROR(ValidateName("register.cluster", info.name));
+  for (const auto& [field, value] :
+       {std::pair<absl::string_view, const std::string*>{"register.info.provider", &info.provider},
+        {"register.info.region", &info.region},
+        {"register.info.zone", &info.zone},
+        {"register.info.jurisdiction", &info.jurisdiction}}) {
+    if (!value->empty()) RETURN_IF_ERROR(ValidateLabel(field, *value));
+  }
+  if (info.compliance_labels.size() > kMaxLabels) {
+    return Invalid("register.info.compliance_labels",
+                   absl::StrFormat("at most %d labels", kMaxLabels));
+  }
+  std::set<absl::string_view> seen;
+  for (size_t i = 0; i < info.compliance_labels.size(); ++i) {
+    const std::string field = absl::StrCat("register.info.compliance_labels[", i, "]");
+    RETURN_IF_ERROR(ValidateLabel(field, info.compliance_labels[i]));
+    if (!seen.insert(info.compliance_labels[i]).second) {
+      return Invalid(field, absl::StrCat("duplicate ", Quote(info.compliance_labels[i])));
     }
   }
   return absl::OkStatus();
 }
 
+absl::Status ValidateNodeLabels(const NodeInfo& node, const std::string& field) {
+  const std::string lfield = absl::StrCat(field, ".labels");
+  if (node.labels.size() > kMaxLabels) {
+    return Invalid(lfield, absl::StrFormat("at most %d labels", kMaxLabels));
+  }
+  for (const auto& [key, value] : node.labels) {
+    if (!IsToken(key, kMaxNodeLabelBytes)) {
+      return Invalid(lfield, absl::StrFormat("keys must be 1..%d printable characters without "
+                                             "spaces, got %s",
+                                             kMaxNodeLabelBytes, Quote(key)));
+    }
+    RETURN_IF_ERROR(ValidateText(absl::StrCat(lfield, ".", key), value, kMaxNodeLabelBytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeInfo>& nodes) {
-  if (auto s = ValidateName("register.cluster", info.name); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateClusterInfo(info));
   std::set<absl::string_view> node_names;
   std::set<absl::string_view> uuids;
   for (size_t n = 0; n < nodes.size(); ++n) {
     const NodeInfo& node = nodes[n];
     std::string field = absl::StrCat("register.inventory.nodes[", n, "]");
-    if (node.name.empty() || node.name.size() > 253) {
-      return Invalid(absl::StrCat(field, ".name"), "must be 1..253 characters");
-    }
+    RETURN_IF_ERROR(ValidateLabel(absl::StrCat(field, ".name"), node.name));
     if (!node_names.insert(node.name).second) {
       return Invalid(absl::StrCat(field, ".name"), absl::StrCat("duplicate ", Quote(node.name)));
+    }
+    RETURN_IF_ERROR(ValidateFabricId(absl::StrCat(field, ".rack"), node.rack));
+    RETURN_IF_ERROR(ValidateFabricId(absl::StrCat(field, ".block"), node.block));
+    RETURN_IF_ERROR(ValidateNodeLabels(node, field));
+    if (node.gpus.size() > kMaxGpusPerNode) {
+      return Invalid(absl::StrCat(field, ".gpus"),
+                     absl::StrFormat("at most %d GPUs per node", kMaxGpusPerNode));
     }
     std::set<uint32_t> indices;
     for (size_t g = 0; g < node.gpus.size(); ++g) {
       const GpuInfo& gpu = node.gpus[g];
       std::string gfield = absl::StrCat(field, ".gpus[", g, "]");
-      if (gpu.uuid.empty()) return Invalid(absl::StrCat(gfield, ".uuid"), "must not be empty");
+      if (!IsToken(gpu.uuid, kMaxGpuUuidBytes)) {
+        return Invalid(
+            absl::StrCat(gfield, ".uuid"),
+            absl::StrFormat("must be 1..%d printable characters without spaces", kMaxGpuUuidBytes));
+      }
       if (!uuids.insert(gpu.uuid).second) {
         return Invalid(absl::StrCat(gfield, ".uuid"), absl::StrCat("duplicate ", Quote(gpu.uuid)));
+      }
+      if (gpu.index >= kMaxGpusPerNode) {
+        return Invalid(absl::StrCat(gfield, ".index"),
+                       absl::StrFormat("must be below %d, got %d", kMaxGpusPerNode, gpu.index));
       }
       if (!indices.insert(gpu.index).second) {
         return Invalid(absl::StrCat(gfield, ".index"),
@@ -241,7 +455,13 @@ absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeIn
                        absl::StrCat("unknown GPU model ", Quote(gpu.model),
                                     " (known: ", KnownGpuModelNames(), ")"));
       }
-      if (auto s = ValidateGpuMig(gpu, gfield); !s.ok()) return s;
+      RETURN_IF_ERROR(ValidateFabricId(absl::StrCat(gfield, ".nvlink_domain"), gpu.nvlink_domain));
+      RETURN_IF_ERROR(ValidateFabricId(absl::StrCat(gfield, ".pcie_switch"), gpu.pcie_switch));
+      if (gpu.numa_node < 0 || static_cast<uint32_t>(gpu.numa_node) >= kMaxNumaNodes) {
+        return Invalid(absl::StrCat(gfield, ".numa_node"),
+                       absl::StrFormat("must be 0..%d, got %d", kMaxNumaNodes - 1, gpu.numa_node));
+      }
+      RETURN_IF_ERROR(ValidateGpuMig(gpu, gfield));
     }
   }
   return absl::OkStatus();

@@ -1,37 +1,117 @@
 #ifndef GPUFED_FEDERATION_VALIDATION_H_
 #define GPUFED_FEDERATION_VALIDATION_H_
 
+// Every rule a name, a spec or an inventory must follow, in one place: the API handlers, the
+// agent's topology parser and the storage layer all call these. docs/interfaces.md#limits lists
+// the same limits in a table. Every function is pure and thread-safe; every error is
+// INVALID_ARGUMENT whose message starts with the field it names ("spec.run.env: ...").
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "federation/types.h"
 
 namespace gpufed {
 
-// Limits a submission must respect; exposed so clients and tests can quote them.
+// ---- Limits (bytes are UTF-8 bytes, not characters) -------------------------------------------
+
+// Names of tenants, projects and clusters, node names, and the other DNS-label-like names.
 inline constexpr size_t kMaxNameLength = 63;
+// A workload's name (spec.name).
+inline constexpr size_t kMaxWorkloadNameLength = 63;
+// spec.idempotency_key.
 inline constexpr size_t kMaxIdempotencyKeyLength = 128;
+// A tenant's display name.
+inline constexpr size_t kMaxDisplayNameBytes = 200;
+// The subject of an API token (a person, a program or a cluster).
+inline constexpr size_t kMaxSubjectBytes = 200;
+// The reason given with a cancel.
+inline constexpr size_t kMaxReasonBytes = 1024;
+// spec.run.image: a registry reference (Docker allows 255 for the name, 128 for the tag).
+inline constexpr size_t kMaxImageBytes = 512;
+// spec.run.command: at most this many arguments ...
+inline constexpr size_t kMaxCommandArgs = 1024;
+// ... of at most this many bytes together.
+inline constexpr size_t kMaxCommandBytes = 32 * 1024;
+// spec.run.env: at most this many variables ...
+inline constexpr size_t kMaxEnvEntries = 256;
+// ... each named by at most this many bytes of [A-Za-z_][A-Za-z0-9_]* ...
+inline constexpr size_t kMaxEnvKeyBytes = 128;
+// ... with a value of at most this many bytes.
+inline constexpr size_t kMaxEnvValueBytes = 16 * 1024;
+// A whole spec: the bytes of all its strings together (names, key, image, command, env, models,
+// MIG profile). Bounds what one workload costs in every List and Watch that carries it.
+inline constexpr size_t kMaxSpecBytes = 64 * 1024;
 inline constexpr uint32_t kMaxReplicas = 1024;
 inline constexpr uint32_t kMaxGpusPerReplica = 64;
 inline constexpr int32_t kMaxPriority = 1000;
-inline constexpr size_t kMaxCommandBytes = 64 * 1024;
-inline constexpr size_t kMaxEnvEntries = 256;
 // gpu_milli is a share of one GPU in milli-GPUs: 1..999 (1000 would be the whole GPU).
 inline constexpr uint32_t kMaxGpuMilli = 999;
+// spec.estimated_duration: at most one year.
+inline constexpr int64_t kMaxEstimatedDurationSeconds = 365LL * 24 * 3600;
 
-// A DNS-label-like name: 1..63 of [a-z0-9-], starting with a letter or digit.
-// Returns INVALID_ARGUMENT naming `field` otherwise.
+// Inventory (an agent's Register, and its topology file).
+// GPUs on one node, and the bound of a GPU's index.
+inline constexpr uint32_t kMaxGpusPerNode = 64;
+// NUMA nodes of one node, and the bound of a GPU's numa_node.
+inline constexpr uint32_t kMaxNumaNodes = 64;
+// A GPU UUID ("GPU-5f7a..." from nvidia-smi is 40 bytes).
+inline constexpr size_t kMaxGpuUuidBytes = 128;
+// Fabric identifiers: rack, block, NVLink domain, PCIe switch.
+inline constexpr size_t kMaxFabricIdBytes = 63;
+// Node label keys and values (Kubernetes' bound for a label's prefix).
+inline constexpr size_t kMaxNodeLabelBytes = 253;
+// Labels per node, and compliance labels per cluster.
+inline constexpr size_t kMaxLabels = 64;
+
+// ---- Predicates, for callers that word their own errors (the topology parser) ---------------
+
+// A resource name (tenants, projects, clusters): 1..63 of [a-z0-9-], starting with a letter.
+bool IsName(absl::string_view value);
+// A label (node names, provider, region, zone, jurisdiction, compliance labels): 1..63 of
+// [a-z0-9-], starting with a letter or digit.
+bool IsLabel(absl::string_view value);
+// An opaque identifier (GPU UUIDs, fabric ids, node label keys): 1..max_bytes printable ASCII
+// characters, no spaces.
+bool IsToken(absl::string_view value, size_t max_bytes);
+// Valid UTF-8 of at most max_bytes without control characters (C0, DEL, C1); with
+// `allow_newlines`, tab and line feed are allowed (scripts in commands and env values).
+bool IsText(absl::string_view value, size_t max_bytes, bool allow_newlines = false);
+// An environment variable name: 1..kMaxEnvKeyBytes of [A-Za-z_][A-Za-z0-9_]* (POSIX portable).
+bool IsEnvKey(absl::string_view value);
+
+// ---- Checks --------------------------------------------------------------------------------
+
+// IsName, or INVALID_ARGUMENT naming `field` and saying which rule failed.
 absl::Status ValidateName(absl::string_view field, absl::string_view value);
+// IsLabel, or INVALID_ARGUMENT naming `field`.
+absl::Status ValidateLabel(absl::string_view field, absl::string_view value);
+// A one-line text of at most max_bytes (IsText without newlines); empty is allowed.
+absl::Status ValidateText(absl::string_view field, absl::string_view value, size_t max_bytes);
+// An API token's subject: one-line text of 1..kMaxSubjectBytes; the field is "subject".
+absl::Status ValidateSubject(absl::string_view value);
 
 // Checks everything a spec can get wrong on its own (not whether tenant/project exist).
 // INVALID_ARGUMENT naming the field, e.g. "spec.replicas: must be 1..1024, got 0". A replica
 // takes at most one of mig_profile and gpu_milli, and then gpus_per_replica is 1; the MIG profile
 // must exist on at least one allowed model (any MIG model when gpu_models is empty):
 //   spec.per_replica.mig_profile: "3g.41gb" is not a MIG profile of H100-80GB (valid: ...)
+// Every string has a size limit (above), and the spec as a whole kMaxSpecBytes; run.command args
+// and env values may hold tabs and newlines, no other string a control character.
 absl::Status ValidateSpec(const WorkloadSpec& spec);
 
-// An agent's inventory: names, unique node names and GPU uuids, known models, and MIG: a
-// mig_enabled GPU is mig_capable with a model whose geometry mig.h knows, and its mig_layout is
-// valid for that geometry; a layout without mig_enabled is refused.
+// The bytes of every string of `spec` together: what kMaxSpecBytes bounds.
+size_t SpecTextBytes(const WorkloadSpec& spec);
+
+// An agent's inventory, by the rules the agent's topology parser applies (agent/topology.h):
+// cluster name, info labels, node names (labels, unique), fabric ids, node labels, GPU uuids
+// (unique in the cluster), indices (unique on the node, below kMaxGpusPerNode), known models, and
+// MIG: a mig_enabled GPU is mig_capable with a model whose geometry mig.h knows, and its
+// mig_layout is valid for that geometry; a layout without mig_enabled is refused. Fields are
+// named "register.cluster", "register.info.region", "register.inventory.nodes[3].gpus[1].uuid".
 absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeInfo>& nodes);
 
 }  // namespace gpufed

@@ -16,6 +16,7 @@
 #include "api/cluster_service.h"
 #include "api/executor.h"
 #include "api/metrics.h"
+#include "api/parse_errors.h"
 #include "api/tenant_service.h"
 #include "api/watch_hub.h"
 #include "api/workload_service.h"
@@ -177,6 +178,11 @@ absl::Status Server::Start() {
   builder.RegisterService(tenant_service_.get());
   builder.RegisterService(agent_service_.get());
   builder.SetMaxReceiveMessageSize(64 * 1024 * 1024);  // inventories of large clusters
+  // An unparsable request (invalid UTF-8 in a string) is INVALID_ARGUMENT naming the field.
+  api::InstallParseErrorCapture();
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<api::ParseErrorInterceptorFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // Agents keep a stream open for days, often through NAT: let them ping.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);

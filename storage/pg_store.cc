@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "federation/request_deadline.h"
 #include "federation/status_macros.h"
+#include "federation/validation.h"
 #include "nlohmann/json.hpp"
 #include "pqxx/pqxx"
 #include "storage/json_codec.h"
@@ -441,22 +442,10 @@ absl::Status ReadInventory(pqxx::transaction_base& txn, const std::string& clust
 
 // ---- Validation ------------------------------------------------------------------------------
 
-constexpr size_t kMaxNameLength = 128;
-
+// The rules for names are federation/validation.h's; the API applies them, and so does the
+// store, which must never hold a name the API would refuse.
 absl::Status CheckName(absl::string_view field, const std::string& value) {
-  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
-  if (value.size() > kMaxNameLength) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": at most ", kMaxNameLength, " characters"));
-  }
-  return absl::OkStatus();
-}
-
-bool IsClusterName(const std::string& name) {
-  if (name.empty() || name.size() > 63) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-  });
+  return ValidateName(field, value);
 }
 
 absl::Status CheckFitsBigint(absl::string_view field, uint64_t value) {
@@ -488,11 +477,12 @@ absl::Status ValidateTransition(const Transition& t, size_t i) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeInfo>& nodes) {
-  if (!IsClusterName(info.name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cluster.name: must be 1 to 63 characters of a-z, 0-9 and '-', got \"", info.name, "\""));
-  }
+// What the columns can hold: federation/validation.h's ValidateInventory holds the rules an
+// inventory must follow (the API applies it); this keeps out of SQL what would otherwise fail
+// there as a constraint or range error.
+absl::Status CheckInventoryFitsColumns(const ClusterInfo& info,
+                                       const std::vector<NodeInfo>& nodes) {
+  RETURN_IF_ERROR(ValidateName("cluster.name", info.name));
   std::set<std::string> node_names;
   std::set<std::string> uuids;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -1103,7 +1093,7 @@ absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> PgStore::CountByS
 
 absl::StatusOr<Cluster> PgStore::RegisterCluster(const ClusterInfo& info,
                                                  const std::vector<NodeInfo>& nodes) {
-  RETURN_IF_ERROR(ValidateInventory(info, nodes));
+  RETURN_IF_ERROR(CheckInventoryFitsColumns(info, nodes));
   json node_rows = json::array();
   json gpu_rows = json::array();
   for (const NodeInfo& node : nodes) {

@@ -358,6 +358,17 @@ const std::string kNvlinkAndDomain =
 const std::string kSharedDomainClash =
     Group("{count: 4, model: GB200, nvlink_domain: m-01-nvl}") +
     "  - name_prefix: m-\n    count: 1\n    gpus: {count: 2, model: L4, nvlink: node}\n";
+const std::string kDigitCluster =
+    "cluster: {name: 1dc, provider: onprem, region: r}\n"
+    "nodes:\n  - name: a\n    gpus:\n      - {model: L4}\n";
+// GPU-<cluster>-<node>-0 with a 63-character cluster and node name: 133 bytes, above 128.
+const std::string kLongUuid =
+    absl::StrCat("cluster: {name: ", std::string(63, 'c'), ", provider: onprem, region: r}\n",
+                 "node_groups:\n  - name_prefix: ", std::string(61, 'n'),
+                 "\n    count: 1\n    gpus: {count: 1, model: L4}\n");
+const std::string kLabelControl = absl::StrCat(
+    kHead,
+    "nodes:\n  - name: a\n    labels: {pool: \"a\\x01b\"}\n    gpus:\n      - {model: L4}\n");
 const std::string kDupCompliance =
     "cluster: {name: c1, provider: onprem, region: r, compliance_labels: [gdpr, gdpr]}\n"
     "nodes:\n  - name: a\n    gpus:\n      - {model: L4}\n";
@@ -428,7 +439,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "node_groups[0].gpus.nvlink_domain: NVLink domain \"m-01-nvl\" is also "
                 "generated"},
         BadCase{"dup_compliance", kDupCompliance.c_str(),
-                "cluster.compliance_labels[1]: duplicate \"gdpr\""}),
+                "cluster.compliance_labels[1]: duplicate \"gdpr\""},
+        // The rules of federation/validation.h, which the server applies to Register.
+        BadCase{"cluster_starts_with_digit", kDigitCluster.c_str(),
+                "cluster.name: \"1dc\" must be 1..63 characters of [a-z0-9-], starting with a "
+                "letter"},
+        BadCase{"generated_uuid_too_long", kLongUuid.c_str(),
+                "node_groups[0].name_prefix: GPU uuid \"GPU-"},
+        BadCase{"label_control_character", kLabelControl.c_str(),
+                "nodes[0].labels.pool: must be a one-line string"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -1,5 +1,10 @@
 #include "federation/validation.h"
 
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -202,6 +207,186 @@ TEST(ValidateInventoryTest, RefusesBadMigState) {
   b200.nodes[0].gpus[0].mig_enabled = true;
   EXPECT_THAT(ValidateInventory(b200.info, b200.nodes).message(),
               HasSubstr(gpu0 + ".mig_enabled: gpufed has no MIG geometry for B200"));
+}
+
+// ---- Names, labels, tokens and text ----------------------------------------------------------
+
+TEST(NameRulesTest, ResourceNamesStartWithALetterLabelsWithALetterOrDigit) {
+  EXPECT_TRUE(IsName("acme"));
+  EXPECT_TRUE(IsName("a-1"));
+  EXPECT_FALSE(IsName("1abc"));  // tenant_service.proto: tenant names start with a letter
+  EXPECT_FALSE(IsName("-abc"));
+  EXPECT_FALSE(IsName(""));
+  EXPECT_FALSE(IsName(std::string(kMaxNameLength + 1, 'a')));
+  EXPECT_TRUE(IsName(std::string(kMaxNameLength, 'a')));
+  EXPECT_FALSE(IsName(std::string("ac\0me", 5)));
+  EXPECT_FALSE(IsName("Acme"));
+  EXPECT_TRUE(IsLabel("1abc"));
+  EXPECT_TRUE(IsLabel("us-east-1a"));
+  EXPECT_FALSE(IsLabel("-abc"));
+  EXPECT_FALSE(IsLabel("dgx_01"));
+  EXPECT_EQ(ValidateName("tenant", "1abc").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ValidateName("tenant", "1abc").message()),
+              ::testing::StartsWith("tenant: "));
+  EXPECT_TRUE(ValidateLabel("node", "1abc").ok());
+}
+
+TEST(TextRulesTest, RefusesControlCharactersAndBrokenUtf8) {
+  EXPECT_TRUE(IsText("", 10));
+  EXPECT_TRUE(IsText("Acme Corp. — Zürich 東京 🚀", 100));
+  EXPECT_FALSE(IsText(std::string("a\0b", 3), 10));
+  EXPECT_FALSE(IsText("a\x01", 10));
+  EXPECT_FALSE(IsText("a\x7f", 10));
+  EXPECT_FALSE(IsText("a\xc2\x85", 10));  // U+0085, a C1 control
+  EXPECT_FALSE(IsText("a\nb", 10));
+  EXPECT_TRUE(IsText("a\nb\tc", 10, /*allow_newlines=*/true));
+  EXPECT_FALSE(IsText("a\rb", 10, /*allow_newlines=*/true));
+  EXPECT_FALSE(IsText(std::string("a\0b", 3), 10, /*allow_newlines=*/true));
+  EXPECT_FALSE(IsText("\xff", 10));
+  EXPECT_FALSE(IsText("\xc3", 10));              // truncated
+  EXPECT_FALSE(IsText("\xc0\xaf", 10));          // overlong '/'
+  EXPECT_FALSE(IsText("\xed\xa0\x80", 10));      // a surrogate
+  EXPECT_FALSE(IsText("\xf4\x90\x80\x80", 10));  // above U+10FFFF
+  EXPECT_FALSE(IsText("abcd", 3));
+  EXPECT_TRUE(IsText("abc", 3));
+  absl::Status s = ValidateText("display_name", std::string("x\0y", 3), kMaxDisplayNameBytes);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("display_name: "));
+  EXPECT_EQ(ValidateSubject("").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateSubject(std::string(kMaxSubjectBytes + 1, 'a')).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ValidateSubject("ci-bot").ok());
+}
+
+TEST(TextRulesTest, EnvKeysArePosixNames) {
+  EXPECT_TRUE(IsEnvKey("EPOCHS"));
+  EXPECT_TRUE(IsEnvKey("_private_1"));
+  EXPECT_TRUE(IsEnvKey("lower"));
+  EXPECT_FALSE(IsEnvKey(""));
+  EXPECT_FALSE(IsEnvKey("1ABC"));
+  EXPECT_FALSE(IsEnvKey("A=B"));
+  EXPECT_FALSE(IsEnvKey("A-B"));
+  EXPECT_FALSE(IsEnvKey(std::string("A\0B", 3)));
+  EXPECT_TRUE(IsEnvKey(std::string(kMaxEnvKeyBytes, 'A')));
+  EXPECT_FALSE(IsEnvKey(std::string(kMaxEnvKeyBytes + 1, 'A')));
+}
+
+// ---- Every string of a spec has a limit; the spec has a total ----------------------------------
+
+TEST(ValidateSpecTest, EveryRunFieldHasASizeLimit) {
+  const WorkloadSpec base = testing::Gang(1, 1);
+  WorkloadSpec s = base;
+  s.run.image = std::string(kMaxImageBytes, 'i');
+  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  s.run.image += "i";
+  ExpectInvalid(s, "spec.run.image");
+
+  s = base;
+  s.run.command.assign(kMaxCommandArgs + 1, "x");
+  ExpectInvalid(s, "spec.run.command");
+  s.run.command.assign(2, std::string(kMaxCommandBytes / 2 + 1, 'x'));
+  ExpectInvalid(s, "spec.run.command");
+
+  s = base;
+  s.run.env["BIG"] = std::string(10 << 20, 'v');  // 10 MB
+  ExpectInvalid(s, "spec.run.env");
+  s.run.env.clear();
+  s.run.env[std::string(1 << 20, 'K')] = "v";  // a 1 MB name
+  ExpectInvalid(s, "spec.run.env");
+  s.run.env.clear();
+  for (size_t i = 0; i <= kMaxEnvEntries; ++i) s.run.env[absl::StrCat("V", i)] = "1";
+  ExpectInvalid(s, "spec.run.env");
+  s.run.env.clear();
+  s.run.env["OK"] = std::string(kMaxEnvValueBytes, 'v');
+  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+}
+
+TEST(ValidateSpecTest, TheWholeSpecHasASizeLimit) {
+  WorkloadSpec s = testing::Gang(1, 1);
+  // Every value within its own limit, together above kMaxSpecBytes.
+  for (int i = 0; i < 5; ++i) s.run.env[absl::StrCat("V", i)] = std::string(kMaxEnvValueBytes, 'v');
+  ASSERT_GT(SpecTextBytes(s), kMaxSpecBytes);
+  ExpectInvalid(s, "spec");
+  s.run.env.erase("V4");
+  s.run.env.erase("V3");
+  EXPECT_LE(SpecTextBytes(s), kMaxSpecBytes);
+  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+}
+
+TEST(ValidateSpecTest, RefusesNulAndControlCharactersInRunFields) {
+  const WorkloadSpec base = testing::Gang(1, 1);
+  WorkloadSpec s = base;
+  s.run.image = std::string("busybox\0:evil", 13);
+  ExpectInvalid(s, "spec.run.image");
+  s = base;
+  s.run.command = {"sh", std::string("-c\0x", 4)};
+  ExpectInvalid(s, "spec.run.command[1]");
+  s.run.command = {"sh", "-c", "echo one\necho two\tthree"};  // a script spans lines
+  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  s.run.command = {"\xff"};
+  ExpectInvalid(s, "spec.run.command[0]");
+  s = base;
+  s.run.env["A"] = std::string("x\0y", 3);
+  ExpectInvalid(s, "spec.run.env");
+  s = base;
+  s.run.env["1A"] = "x";
+  ExpectInvalid(s, "spec.run.env");
+  s = base;
+  s.name = std::string("job\0x", 5);
+  ExpectInvalid(s, "spec.name");
+  s = base;
+  s.tenant = "1abc";
+  ExpectInvalid(s, "spec.tenant");
+  s = base;
+  s.estimated_duration_ms = (kMaxEstimatedDurationSeconds + 1) * 1000;
+  ExpectInvalid(s, "spec.estimated_duration");
+}
+
+// ---- Inventory: the rules of the agent's topology file ---------------------------------------
+
+TEST(ValidateInventoryTest, AppliesTheTopologyFileRules) {
+  const Cluster base = testing::MakeCluster("dgx", 2, 2, "H100-80GB");
+  ASSERT_TRUE(ValidateInventory(base.info, base.nodes).ok());
+  struct Case {
+    const char* field;
+    std::function<void(Cluster&)> mutate;
+  };
+  const std::string n0 = "register.inventory.nodes[0]";
+  const std::vector<Case> cases = {
+      {"register.cluster", [](Cluster& c) { c.info.name = "1dgx"; }},
+      {"register.info.region", [](Cluster& c) { c.info.region = "US East"; }},
+      {"register.info.compliance_labels[1]",
+       [](Cluster& c) {
+         c.info.compliance_labels = {"gdpr", "gdpr"};
+       }},
+      {"register.inventory.nodes[0].name", [](Cluster& c) { c.nodes[0].name = "DGX_01"; }},
+      {"register.inventory.nodes[0].name",
+       [](Cluster& c) { c.nodes[0].name = std::string(kMaxNameLength + 1, 'n'); }},
+      {"register.inventory.nodes[0].rack", [](Cluster& c) { c.nodes[0].rack = "rack 1"; }},
+      {"register.inventory.nodes[0].labels",
+       [](Cluster& c) { c.nodes[0].labels["bad key"] = "v"; }},
+      {"register.inventory.nodes[0].labels.pool",
+       [](Cluster& c) { c.nodes[0].labels["pool"] = std::string("a\0b", 3); }},
+      {"register.inventory.nodes[0].gpus[0].uuid",
+       [](Cluster& c) { c.nodes[0].gpus[0].uuid = std::string(kMaxGpuUuidBytes + 1, 'u'); }},
+      {"register.inventory.nodes[0].gpus[0].uuid",
+       [](Cluster& c) { c.nodes[0].gpus[0].uuid = "GPU 1"; }},
+      {"register.inventory.nodes[0].gpus[0].index",
+       [](Cluster& c) { c.nodes[0].gpus[0].index = kMaxGpusPerNode; }},
+      {"register.inventory.nodes[0].gpus[0].nvlink_domain",
+       [](Cluster& c) {
+         c.nodes[0].gpus[0].nvlink_domain = std::string(kMaxFabricIdBytes + 1, 'd');
+       }},
+      {"register.inventory.nodes[0].gpus[0].numa_node",
+       [](Cluster& c) { c.nodes[0].gpus[0].numa_node = -1; }},
+  };
+  for (const Case& c : cases) {
+    Cluster bad = base;
+    c.mutate(bad);
+    absl::Status s = ValidateInventory(bad.info, bad.nodes);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(std::string(s.message()), ::testing::StartsWith(absl::StrCat(c.field, ":"))) << s;
+  }
 }
 
 }  // namespace
