@@ -292,7 +292,8 @@ v1::Workload WorkloadToProto(const Workload& w) {
   p.set_id(absl::StrCat(w.id));
   *p.mutable_spec() = SpecToProto(w.spec);
   p.set_state(StateToProto(w.state));
-  p.set_pending_reason(w.pending_reason);
+  p.set_pending_reason(RenderReason(w.pending_reason));
+  p.set_pending_reason_code(std::string(ReasonCodeName(w.pending_reason.code)));
   if (!w.assignment.empty()) *p.mutable_assignment() = AssignmentToProto(w.assignment);
   p.set_cancel_requested(w.cancel_requested);
   p.set_exit_code(w.exit_code);

@@ -107,8 +107,9 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Explain(grpc::CallbackServerConte
           response->set_explanation(absl::StrCat("fits now on ", d.assignment->cluster,
                                                  "; the scheduler places it in its next cycle"));
         } else {
-          response->set_explanation(d.reason);
-          response->set_never_fits(d.never_fits);
+          response->set_explanation(RenderReason(d.reason));
+          response->set_reason_code(std::string(ReasonCodeName(d.reason.code)));
+          response->set_never_fits(d.reason.never_fits());
         }
         break;
       }

@@ -364,7 +364,8 @@ class Stream {
  private:
   // Folds one decision into the digest (std::hash of its text: stable across runs).
   void Fold(WorkloadId id, const PlacementDecision& d) {
-    std::string text = absl::StrCat(id, d.never_fits ? " never " : " ", d.reason);
+    std::string text =
+        absl::StrCat(id, d.reason.never_fits() ? " never " : " ", RenderReason(d.reason));
     if (d.assignment) {
       absl::StrAppend(&text, " ", d.assignment->cluster);
       for (const ReplicaAssignment& r : d.assignment->replicas) {

@@ -89,7 +89,7 @@ std::vector<Step> Steps() {
 
 struct Outcome {
   std::vector<std::optional<Assignment>> assignments;
-  std::vector<std::string> reasons;
+  std::vector<PendingReason> reasons;
   int placed = 0;
   uint64_t repartitions = 0;
 };
