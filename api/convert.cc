@@ -391,7 +391,8 @@ v1::Workload WorkloadToProto(const Workload& w) {
   p.set_id(absl::StrCat(w.id));
   *p.mutable_spec() = SpecToProto(w.spec);
   p.set_state(StateToProto(w.state));
-  p.set_pending_reason(w.pending_reason);
+  p.set_pending_reason(RenderReason(w.pending_reason));
+  p.set_pending_reason_code(std::string(ReasonCodeName(w.pending_reason.code)));
   if (!w.assignment.empty()) *p.mutable_assignment() = AssignmentToProto(w.assignment);
   p.set_cancel_requested(w.cancel_requested);
   p.set_exit_code(w.exit_code);
@@ -610,6 +611,7 @@ v1::ExplainResponse ExplanationToProto(const Explanation& e) {
   response.set_explanation(e.text);
   response.set_never_fits(e.never_fits);
   response.set_fits_now_on(e.fits_now_on);
+  response.set_reason_code(std::string(ReasonCodeName(e.reason.code)));
   return response;
 }
 

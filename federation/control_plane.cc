@@ -106,8 +106,9 @@ absl::StatusOr<Explanation> ControlPlane::Explain(const auth::Principal& who, Wo
         out.text = absl::StrCat("fits now on ", d.assignment->cluster,
                                 "; the scheduler places it in its next cycle");
       } else {
-        out.text = std::move(d.reason);
-        out.never_fits = d.never_fits;
+        out.text = RenderReason(d.reason);
+        out.never_fits = d.reason.never_fits();
+        out.reason = std::move(d.reason);
       }
       break;
     }

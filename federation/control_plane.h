@@ -62,6 +62,7 @@ struct AgentReport {
 struct Explanation {
   Workload workload;
   std::string text;
+  PendingReason reason;     // PENDING and it does not fit now: why, as data
   bool never_fits = false;  // PENDING: no cluster could ever hold it
   std::string fits_now_on;  // PENDING and it fits now: the cluster the scheduler would choose
 };

@@ -7,7 +7,7 @@
 namespace gpufed {
 
 std::string DecisionText(const PlacementDecision& decision) {
-  if (!decision.assignment) return decision.never_fits ? "never" : "wait";
+  if (!decision.assignment) return decision.reason.never_fits() ? "never" : "wait";
   const Assignment& a = *decision.assignment;
   std::string text = absl::StrCat("fit ", a.cluster, " ", a.epoch);
   for (const ReplicaAssignment& r : a.replicas) {

@@ -1,5 +1,6 @@
-// Why a request does not fit: the nearest blocker, in words a person can act on (DESIGN.md §6
-// "Explain"), and the topology groups the engine packs gangs into.
+// Why a request does not fit: the nearest blocker, as a reason code and the figures that go with
+// it (federation/pending_reason.h renders the words), and the topology groups the engine packs
+// gangs into.
 
 #include <algorithm>
 #include <limits>
@@ -291,20 +292,22 @@ GroupBest BestGroup(const std::vector<const ClusterSlots*>& clusters, const Filt
   return best;
 }
 
-std::string Units(const Demand& d, uint64_t units) {
+// The unit free capacity is counted in (figure::kUnit): "GPU", "milli-GPU" or the MIG profile.
+std::string Unit(const Demand& d) {
   switch (d.kind) {
     case Demand::Kind::kWhole:
-      return Plural(units, "free GPU", "free GPUs");
+      return "GPU";
     case Demand::Kind::kShare:
-      return absl::StrCat(units, " milli-GPU free");
+      return "milli-GPU";
     case Demand::Kind::kMig:
-      return Plural(units, absl::StrCat("possible ", d.mig_profile, " instance"),
-                    absl::StrCat("possible ", d.mig_profile, " instances"));
+      return d.mig_profile;
     case Demand::Kind::kNone:
       break;
   }
-  return "room";
+  return "";
 }
+
+int64_t Figure(uint64_t n) { return static_cast<int64_t>(n); }
 
 }  // namespace
 
@@ -312,10 +315,11 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
                     const PlacementOptions& options, EngineCache& cache,
                     PlacementDecision* decision) {
   const Demand& d = f.demand;
-  const std::string what = Describe(spec, d);
+  PendingReason& reason = decision->reason;
+  reason = PendingReason();
+  reason.Set(figure::kNeeds, Describe(spec, d));
   if (pool.clusters().empty()) {
-    decision->never_fits = true;
-    decision->reason = absl::StrCat("no clusters are registered; needs ", what);
+    reason.code = ReasonCode::kNoClusters;
     return;
   }
   std::vector<const ClusterSlots*> all;
@@ -345,9 +349,8 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
   // Would it fit if every cluster were empty?
   const GroupBest ever = BestGroup(all, f, unit, /*empty=*/true, options, cache, request);
   if (ever.replicas < spec.replicas) {
-    decision->never_fits = true;
-    const GroupBest ever_node = BestGroup(all, f, Level::kNode, true, options, cache, request);
-    std::string why;
+    const GroupBest ever_node =
+        BestGroup(all, f, Level::kNode, true, options, cache, request);
     if (ever_node.units == 0 && d.kind != Demand::Kind::kNone) {
       std::set<std::string> present;
       for (const ClusterSlots* c : all) {
@@ -355,27 +358,24 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
           for (const GpuInfo& gpu : node.info.gpus) present.insert(gpu.model);
         }
       }
-      const std::string in_pool =
-          present.empty() ? "the pool has no GPUs"
-                          : absl::StrCat("GPU models in the pool: ", absl::StrJoin(present, ", "));
+      reason.Set(figure::kPoolModels, absl::StrJoin(present, ", "));
       if (d.kind == Demand::Kind::kMig) {
         std::vector<absl::string_view> offering;
         for (absl::string_view model : MigModels()) {
           if (FindMigGeometry(model)->Find(d.mig_profile) != nullptr) offering.push_back(model);
         }
-        why = absl::StrCat(
-            "no cluster has a MIG-capable GPU offering ", d.mig_profile, " that matches (",
-            offering.empty()
-                ? absl::StrCat("no GPU product has a MIG profile ", d.mig_profile)
-                : absl::StrCat(d.mig_profile, " is a profile of ", absl::StrJoin(offering, ", ")),
-            "; ", in_pool, ")");
+        reason.code = ReasonCode::kMigProfileUnavailable;
+        reason.Set(figure::kProfile, d.mig_profile);
+        reason.Set(figure::kMigModels, absl::StrJoin(offering, ", "));
       } else {
-        why = absl::StrCat("no cluster has GPUs that match (", in_pool, ")");
+        reason.code = ReasonCode::kNoMatchingGpu;
       }
     } else if (ever_node.gpu_only == 0) {
-      why =
-          absl::StrCat("no node has ", per_node_need, " matching GPUs (largest: ", ever_node.units,
-                       " on ", ever_node.where, ")");
+      reason.code = ReasonCode::kGpuCountUnsatisfiable;
+      reason.Set(figure::kLevel, std::string(LevelName(Level::kNode)));
+      reason.Set(figure::kGpus, Figure(per_node_need));
+      reason.Set(figure::kLargest, Figure(ever_node.units));
+      reason.Set(figure::kWhere, ever_node.where);
     } else if (ever.gpu_only >= spec.replicas) {
       // The GPUs would do; the hosts with them are too small. Name the resource if one is.
       uint64_t max_cpu = 0;
@@ -400,29 +400,39 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
         }
       }
       if (d.cpu_millis > max_cpu) {
-        why = absl::StrCat("no node with matching GPUs has ", d.cpu_millis,
-                           " CPU millis (largest: ", max_cpu, " on ", cpu_at, ")");
+        reason.code = ReasonCode::kHostCpuUnsatisfiable;
+        reason.Set(figure::kCpuMillis, Figure(d.cpu_millis));
+        reason.Set(figure::kLargest, Figure(max_cpu));
+        reason.Set(figure::kWhere, cpu_at);
       } else if (d.memory_mib > max_mem) {
-        why = absl::StrCat("no node with matching GPUs has ", d.memory_mib,
-                           " MiB of host memory (largest: ", max_mem, " on ", mem_at, ")");
+        reason.code = ReasonCode::kHostMemoryUnsatisfiable;
+        reason.Set(figure::kMemoryMib, Figure(d.memory_mib));
+        reason.Set(figure::kLargest, Figure(max_mem));
+        reason.Set(figure::kWhere, mem_at);
       } else {
-        why = absl::StrCat("no ", LevelName(spec.replicas <= 1 ? Level::kNode : unit),
-                           " has the CPU and memory for it");
+        reason.code = ReasonCode::kHostResourcesUnsatisfiable;
+        reason.Set(figure::kLevel,
+                   std::string(LevelName(spec.replicas <= 1 ? Level::kNode : unit)));
       }
     } else if (spec.replicas <= 1 && ever.gpu_only == 0) {
       // Only with same_nvlink_domain: the node has the GPUs, no domain does.
-      why = absl::StrCat("no ", LevelName(unit), " has ", per_node_need,
-                         " matching GPUs (largest: ", ever.units, " on ", ever.where, ")");
+      reason.code = ReasonCode::kGpuCountUnsatisfiable;
+      reason.Set(figure::kLevel, std::string(LevelName(unit)));
+      reason.Set(figure::kGpus, Figure(per_node_need));
+      reason.Set(figure::kLargest, Figure(ever.units));
+      reason.Set(figure::kWhere, ever.where);
     } else {
-      why = absl::StrCat("at most ", ever.replicas, " of ", spec.replicas, " replicas fit in one ",
-                         LevelName(unit), " (largest: ", ever.where, ")");
+      reason.code = ReasonCode::kTopologyUnsatisfiable;
+      reason.Set(figure::kFit, Figure(ever.replicas));
+      reason.Set(figure::kReplicas, Figure(spec.replicas));
+      reason.Set(figure::kLevel, std::string(LevelName(unit)));
+      reason.Set(figure::kWhere, ever.where);
     }
-    decision->reason = absl::StrCat("no cluster can ever hold it: needs ", what, ", but ", why);
     return;
   }
+  if (!not_ready.empty()) reason.Set(figure::kNotReady, absl::StrJoin(not_ready, ", "));
   if (ready.empty()) {
-    decision->reason = absl::StrCat("waiting for a cluster to become ready (",
-                                    absl::StrJoin(not_ready, ", "), "); needs ", what);
+    reason.code = ReasonCode::kNoReadyCluster;
     return;
   }
 
@@ -457,62 +467,71 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
     clusters_with_free += in_cluster > 0 ? 1 : 0;
   }
   const GroupBest now = BestGroup(looked, f, unit, false, options, cache, request);
-  std::string detail;
   if (d.kind == Demand::Kind::kNone) {
-    detail = "no node has the CPU and memory free";
-  } else if (free_units == 0 && d.kind == Demand::Kind::kMig && !options.partitioning) {
-    detail = absl::StrCat("no free ", d.mig_profile,
-                          " instance, and partitioning is off (the engine does not change MIG "
-                          "layouts)");
-  } else if (free_units == 0) {
-    detail = absl::StrCat("nothing that matches is free (", Units(d, 0), ")");
-  } else {
-    std::vector<std::string> models;
-    models.reserve(free_by_model.size());
-    for (const auto& [m, n] : free_by_model) {
-      models.push_back(absl::StrCat(n, d.kind == Demand::Kind::kWhole ? " " : " on ", m));
-    }
-    detail = absl::StrCat(Units(d, free_units), " (", absl::StrJoin(models, ", "), ") across ",
-                          Plural(clusters_with_free, "cluster", "clusters"), ", but ");
-    if (now.gpu_only >= spec.replicas) {
-      absl::StrAppend(&detail, "no ", LevelName(unit == Level::kCluster ? Level::kNode : unit),
-                      " with them has the CPU and memory free");
-    } else if (spec.replicas == 1) {
-      const bool domain = spec.topology == Topology::kSameNvlinkDomain;
-      const GroupBest node_now = BestGroup(looked, f, domain ? Level::kDomain : Level::kNode, false,
-                                           options, cache, request);
-      switch (d.kind) {
-        case Demand::Kind::kWhole:
-          absl::StrAppend(&detail, "no ", domain ? "NVLink domain" : "node", " has ", d.gpus,
-                          " free (largest: ", node_now.units, " on ", node_now.where, ")");
-          break;
-        case Demand::Kind::kShare: {
-          uint32_t most = 0;
-          for (const ClusterSlots* c : looked) {
-            for (const NodeSlots& node : c->nodes) {
-              if (!node.info.schedulable) continue;
-              for (size_t g = 0; g < node.gpus.size(); ++g) {
-                if (GpuEligible(f, node, g)) most = std::max(most, node.gpus[g].milli_free);
-              }
+    reason.code = ReasonCode::kHostResourcesBusy;
+    return;
+  }
+  reason.Set(figure::kUnit, Unit(d));
+  if (free_units == 0 && d.kind == Demand::Kind::kMig && !options.partitioning) {
+    reason.code = ReasonCode::kMigPartitioningOff;
+    reason.Set(figure::kProfile, d.mig_profile);
+    return;
+  }
+  if (free_units == 0) {
+    reason.code = ReasonCode::kNothingFree;
+    return;
+  }
+  std::vector<std::string> free_models;
+  free_models.reserve(free_by_model.size());
+  for (const auto& [m, n] : free_by_model) {
+    free_models.push_back(absl::StrCat(n, d.kind == Demand::Kind::kWhole ? " " : " on ", m));
+  }
+  reason.Set(figure::kFree, Figure(free_units));
+  reason.Set(figure::kFreeByModel, absl::StrJoin(free_models, ", "));
+  reason.Set(figure::kClusters, clusters_with_free);
+  if (now.gpu_only >= spec.replicas) {
+    reason.code = ReasonCode::kHostResourcesBusy;
+    reason.Set(figure::kLevel,
+               std::string(LevelName(unit == Level::kCluster ? Level::kNode : unit)));
+  } else if (spec.replicas == 1) {
+    const bool domain = spec.topology == Topology::kSameNvlinkDomain;
+    const GroupBest node_now = BestGroup(looked, f, domain ? Level::kDomain : Level::kNode, false,
+                                         options, cache, request);
+    switch (d.kind) {
+      case Demand::Kind::kWhole:
+        reason.code = ReasonCode::kGpusBusy;
+        reason.Set(figure::kLevel, domain ? "NVLink domain" : "node");
+        reason.Set(figure::kGpus, d.gpus);
+        reason.Set(figure::kLargest, Figure(node_now.units));
+        reason.Set(figure::kWhere, node_now.where);
+        break;
+      case Demand::Kind::kShare: {
+        uint32_t most = 0;
+        for (const ClusterSlots* c : looked) {
+          for (const NodeSlots& node : c->nodes) {
+            if (!node.info.schedulable) continue;
+            for (size_t g = 0; g < node.gpus.size(); ++g) {
+              if (GpuEligible(f, node, g)) most = std::max(most, node.gpus[g].milli_free);
             }
           }
-          absl::StrAppend(&detail, "no GPU has ", d.milli,
-                          " milli-GPU free (most on one GPU: ", most, ")");
-          break;
         }
-        default:
-          absl::StrAppend(&detail, "no free ", d.mig_profile, " instance and no idle GPU to ",
-                          options.partitioning ? "repartition" : "use (partitioning is off)");
-          break;
+        reason.code = ReasonCode::kGpuShareBusy;
+        reason.Set(figure::kMilli, d.milli);
+        reason.Set(figure::kMost, most);
+        break;
       }
-    } else {
-      absl::StrAppend(&detail, "no ", LevelName(unit), " holds ", spec.replicas,
-                      " replicas now (largest: ", now.replicas, " in ", now.where, ")");
+      default:
+        reason.code = ReasonCode::kMigInstanceBusy;
+        reason.Set(figure::kProfile, d.mig_profile);
+        reason.Set(figure::kPartitioning, options.partitioning ? 1 : 0);
+        break;
     }
-  }
-  decision->reason = absl::StrCat("waiting for capacity: needs ", what, "; ", detail);
-  if (!not_ready.empty()) {
-    absl::StrAppend(&decision->reason, "; not ready: ", absl::StrJoin(not_ready, ", "));
+  } else {
+    reason.code = ReasonCode::kGangBusy;
+    reason.Set(figure::kLevel, std::string(LevelName(unit)));
+    reason.Set(figure::kReplicas, Figure(spec.replicas));
+    reason.Set(figure::kFit, Figure(now.replicas));
+    reason.Set(figure::kWhere, now.where);
   }
 }
 

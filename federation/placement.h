@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "federation/pending_reason.h"
 #include "federation/policy.h"
 #include "federation/pool.h"
 #include "federation/types.h"
@@ -29,10 +30,10 @@ struct EngineCache;
 struct PlacementDecision {
   // Set when the whole gang fits now; carries any MIG repartitions it needs.
   std::optional<Assignment> assignment;
-  // When it does not fit: why, in words a person can act on (the nearest blocker).
-  std::string reason;
-  // True when no cluster could hold it even if it were empty: waiting will not help.
-  bool never_fits = false;
+  // When it does not fit: why (the nearest blocker), as a code and its figures; RenderReason
+  // turns it into words a person can act on. reason.never_fits(): no cluster could hold it
+  // even if it were empty, so waiting will not help. Empty (kNone) when it fits.
+  PendingReason reason;
 };
 
 struct PlacementOptions {

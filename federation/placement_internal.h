@@ -189,7 +189,7 @@ std::optional<EngineCache::RequestKey> RequestKeyOf(const Filter& filter, const 
                                                     const PlacementOptions& options,
                                                     size_t model_count);
 
-// Fills decision->reason and never_fits for a request that did not fit.
+// Fills decision->reason (code and figures) for a request that did not fit.
 void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& filter,
                     const PlacementOptions& options, EngineCache& cache,
                     PlacementDecision* decision);

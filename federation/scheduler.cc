@@ -17,16 +17,6 @@ namespace {
 using ShapeKey = std::tuple<uint32_t, uint32_t, std::vector<std::string>, uint64_t, Topology,
                             std::string, uint32_t, uint64_t, uint64_t>;
 
-// The words of a reason without its figures: a change here is news to the user.
-std::string ReasonWords(const std::string& reason) {
-  std::string words;
-  words.reserve(reason.size());
-  for (char c : reason) {
-    if (c < '0' || c > '9') words.push_back(c);
-  }
-  return words;
-}
-
 ShapeKey ShapeOf(const WorkloadSpec& spec) {
   return {spec.replicas,           spec.gpus_per_replica, spec.gpu_models,
           spec.min_gpu_memory_mib, spec.topology,         spec.mig_profile,
@@ -168,8 +158,8 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
   result.stats.pending = static_cast<int>(queue_.size());
 
   std::vector<Transition> transitions;
-  std::vector<std::pair<WorkloadId, std::string>> reasons;
-  std::map<ShapeKey, std::string> failed_shapes;
+  std::vector<std::pair<WorkloadId, PendingReason>> reasons;
+  std::map<ShapeKey, PendingReason> failed_shapes;
 
   int considered = 0;
   for (auto it = queue_.begin(); it != queue_.end();) {
@@ -182,13 +172,13 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
     }
     ++it;
     const WorkloadSpec& spec = queued.workload.spec;
-    std::string reason;
+    PendingReason reason;
     std::optional<ShapeKey> shape;
     if (considered++ >= options_.max_considered) {
-      // Bounded work per cycle; the rest of the queue still gets a reason, and one whose words
-      // do not change with every cycle.
-      reason = absl::StrCat("queued: ", options_.max_considered,
-                            " higher-priority or older workloads are considered first");
+      // Bounded work per cycle; the rest of the queue still gets a reason, and one that does
+      // not change with every cycle.
+      reason =
+          PendingReason(ReasonCode::kQueueDepth).Set(figure::kConsidered, options_.max_considered);
     } else if (auto failed = failed_shapes.find(*(shape = ShapeOf(spec)));
                failed != failed_shapes.end()) {
       reason = failed->second;
@@ -219,15 +209,16 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
           transitions.push_back(std::move(t));
           continue;
         }
-        reason = "internal: placement conflicted with the pool; retrying next cycle";
+        reason = PendingReason(ReasonCode::kPlacementConflict);
       } else {
         reason = std::move(decision.reason);
         failed_shapes.emplace(std::move(*shape), reason);
       }
     }
-    if (reason == queued.last_reason) continue;
+    const ReasonChange change = CompareReasons(queued.last_reason, reason);
+    if (change == ReasonChange::kNone) continue;
     const bool stale = cycle_ - queued.written_cycle >= options_.reason_refresh_cycles;
-    if (stale || ReasonWords(reason) != ReasonWords(queued.last_reason)) {
+    if (change == ReasonChange::kCode || stale) {
       reasons.emplace_back(queued.workload.id, reason);
       queued.last_reason = reason;
       queued.written_cycle = cycle_;
@@ -301,9 +292,7 @@ PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
     if (!loaded_) {
       // An empty pool would read "no clusters are registered" and never_fits: wrong and final.
       PlacementDecision not_yet;
-      not_yet.reason =
-          "cannot judge yet: the scheduler on this server has not loaded the pool (it is "
-          "starting, or another server is the active scheduler); try again shortly";
+      not_yet.reason = PendingReason(ReasonCode::kNotLoaded);
       return not_yet;
     }
     snapshot = snapshot_;

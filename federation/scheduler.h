@@ -22,9 +22,9 @@ struct SchedulerOptions {
   int max_considered = 2000;
   // Most PENDING rows read when (re)loading the queue from the store.
   int reload_limit = 50000;
-  // A reason whose words are unchanged but whose figures moved ("3 GPUs free" -> "2 GPUs
-  // free") is rewritten only after this many cycles: rewriting thousands of rows on every
-  // capacity change would cost more than the scheduling itself.
+  // A reason whose code is unchanged but whose figures moved ("3 GPUs free" -> "2 GPUs free")
+  // is rewritten only after this many cycles: rewriting thousands of rows on every capacity
+  // change would cost more than the scheduling itself. A new code is written at once.
   uint64_t reason_refresh_cycles = 500;
   // Placement policy and its knobs (federation/placement.h). An unknown policy name falls back
   // to the default; the server validates the name before it gets here.
@@ -106,7 +106,7 @@ class Scheduler {
   };
   struct Queued {
     Workload workload;
-    std::string last_reason;     // as stored
+    PendingReason last_reason;   // as stored
     uint64_t written_cycle = 0;  // cycle that stored it
   };
   struct Inbox {

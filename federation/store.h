@@ -91,9 +91,11 @@ class WorkloadStore {
   virtual absl::StatusOr<std::vector<TransitionResult>> ApplyTransitions(
       const std::vector<Transition>& transitions) = 0;
 
-  // Records why PENDING workloads wait (only for those still PENDING).
+  // Records why PENDING workloads wait (only for those still PENDING): the code, its figures and
+  // RenderReason's words, which Get/List return as Workload::pending_reason. A later entry for
+  // the same id wins. INVALID_ARGUMENT for an id that is not positive.
   virtual absl::Status SetPendingReasons(
-      const std::vector<std::pair<WorkloadId, std::string>>& reasons) = 0;
+      const std::vector<std::pair<WorkloadId, PendingReason>>& reasons) = 0;
 
   // PENDING/ADMITTED -> CANCELLED at once; PLACED/RUNNING -> cancel_requested (the agent
   // confirms). FAILED_PRECONDITION if already terminal. Returns the workload afterwards and

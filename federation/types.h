@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "federation/pending_reason.h"
 
 namespace gpufed {
 
@@ -143,7 +144,8 @@ struct Workload {
   WorkloadId id = 0;
   WorkloadSpec spec;
   WorkloadState state = WorkloadState::kPending;
-  std::string pending_reason;
+  // Why it waits (PENDING only; empty otherwise): RenderReason gives the words.
+  PendingReason pending_reason;
   Assignment assignment;
   bool cancel_requested = false;
   int32_t exit_code = 0;

@@ -370,7 +370,7 @@ absl::Status ReplayTime(const Trace& trace, const ReplayOptions& options, Setup&
         ++result.placed;
         waits.push_back(static_cast<double>(t - arrive[i]));
         departures.emplace(t + duration[i], id, i);
-      } else if (decision.never_fits) {
+      } else if (decision.reason.never_fits()) {
         ++time.rejected;
         result.failed_gpu_milli += pods[i].GpuMilli();
       } else {

@@ -224,4 +224,38 @@ absl::StatusOr<std::vector<MigInstance>> MigLayoutFromJson(std::string_view text
 
 std::string StringsToJson(const std::vector<std::string>& values) { return Dump(json(values)); }
 
+std::string ReasonFiguresToJson(const std::vector<ReasonFigure>& figures) {
+  json out = json::object();
+  for (const ReasonFigure& f : figures) {
+    if (const int64_t* n = std::get_if<int64_t>(&f.value)) {
+      out[f.name] = *n;
+    } else {
+      out[f.name] = std::get<std::string>(f.value);
+    }
+  }
+  return Dump(out);
+}
+
+absl::StatusOr<std::vector<ReasonFigure>> ReasonFiguresFromJson(std::string_view text) {
+  using Figures = std::vector<ReasonFigure>;
+  return Decode<Figures>(
+      "pending_reason_figures", text, [](const json& doc) -> absl::StatusOr<Figures> {
+        if (!doc.is_object()) {
+          return absl::InvalidArgumentError("pending_reason_figures: not a JSON object");
+        }
+        PendingReason r;  // Set keeps the figures sorted by name
+        for (const auto& [name, value] : doc.items()) {
+          if (value.is_number_integer()) {
+            r.Set(name, value.get<int64_t>());
+          } else if (value.is_string()) {
+            r.Set(name, value.get<std::string>());
+          } else {
+            return absl::InvalidArgumentError(
+                absl::StrCat("pending_reason_figures.", name, ": must be an integer or a string"));
+          }
+        }
+        return std::move(r.figures);
+      });
+}
+
 }  // namespace gpufed::storage

@@ -35,6 +35,12 @@ absl::StatusOr<std::vector<MigInstance>> MigLayoutFromJson(std::string_view json
 
 std::string StringsToJson(const std::vector<std::string>& values);
 
+// The figures of a pending reason, as in workloads.pending_reason_figures: one key per figure,
+// a number or a string ({"free":2,"needs":"4 GPUs",...}).
+std::string ReasonFiguresToJson(const std::vector<ReasonFigure>& figures);
+// INVALID_ARGUMENT if `json` is not an object of numbers and strings.
+absl::StatusOr<std::vector<ReasonFigure>> ReasonFiguresFromJson(std::string_view json);
+
 }  // namespace gpufed::storage
 
 #endif  // GPUFED_STORAGE_JSON_CODEC_H_

@@ -41,10 +41,11 @@ using nlohmann::json;
 // Every statement is prepared once per connection under its name (RegisterStatements). Times
 // travel as microseconds since the epoch (epoch_us / from_epoch_us, migrations/0001).
 
-#define GPUFED_WORKLOAD_COLUMNS                                                               \
-  " w.id, w.spec::text AS spec, w.state, w.pending_reason, w.assignment::text AS assignment," \
-  " w.cancel_requested, w.exit_code, w.message, epoch_us(w.created_at) AS created_us,"        \
-  " epoch_us(w.updated_at) AS updated_us, epoch_us(w.started_at) AS started_us,"              \
+#define GPUFED_WORKLOAD_COLUMNS                                                                  \
+  " w.id, w.spec::text AS spec, w.state, w.pending_reason, w.pending_reason_code,"               \
+  " w.pending_reason_figures::text AS pending_reason_figures, w.assignment::text AS assignment," \
+  " w.cancel_requested, w.exit_code, w.message, epoch_us(w.created_at) AS created_us,"           \
+  " epoch_us(w.updated_at) AS updated_us, epoch_us(w.started_at) AS started_us,"                 \
   " epoch_us(w.ended_at) AS ended_us, w.version "
 
 #define GPUFED_CLUSTER_COLUMNS                                                  \
@@ -116,16 +117,20 @@ constexpr const char* kLockWorkloads =
 
 // One round of guarded transitions (each workload at most once per round). Input:
 // [{"ord", "id", "from_state", "to_state", "actor", "reason", "assignment", "exit_code",
-//   "message", "at_us"}].
+//   "message", "at_us", "pending_code", "pending_figures", "pending_message"}]; the pending_*
+// fields are the reason a workload returning to PENDING gets (empty for every other state).
 constexpr const char* kApplyTransitions = R"sql(
 WITH input AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(
     ord integer, id bigint, from_state text, to_state text, actor text, reason text,
-    assignment jsonb, exit_code integer, message text, at_us bigint)),
+    assignment jsonb, exit_code integer, message text, at_us bigint, pending_code text,
+    pending_figures jsonb, pending_message text)),
 changed AS (
   UPDATE workloads w SET
     state = i.to_state,
-    pending_reason = CASE WHEN i.to_state = 'PENDING' THEN i.reason ELSE '' END,
+    pending_reason = i.pending_message,
+    pending_reason_code = i.pending_code,
+    pending_reason_figures = i.pending_figures,
     assignment = CASE WHEN i.to_state = 'PLACED' THEN i.assignment
                       WHEN i.to_state = 'PENDING' THEN NULL ELSE w.assignment END,
     cluster = CASE WHEN i.to_state = 'PLACED' THEN i.assignment->>'cluster'
@@ -152,17 +157,22 @@ events AS (
 SELECT * FROM changed
 )sql";
 
-// Writes only reasons that changed, only while still PENDING; rows locked in id order.
+// Writes only reasons that changed (code, figures or words), only while still PENDING; rows
+// locked in id order. Input: [{"id", "code", "figures", "message"}].
 constexpr const char* kSetPendingReasons = R"sql(
 WITH input AS (
-  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(id bigint, reason text)),
+  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(id bigint, code text, figures jsonb,
+                                                    message text)),
 target AS (
-  SELECT w.id, i.reason FROM workloads w JOIN input i ON i.id = w.id
-  WHERE w.state = 'PENDING' AND w.pending_reason <> i.reason
+  SELECT w.id, i.code, i.figures, i.message FROM workloads w JOIN input i ON i.id = w.id
+  WHERE w.state = 'PENDING'
+    AND (w.pending_reason_code, w.pending_reason_figures, w.pending_reason)
+        IS DISTINCT FROM (i.code, i.figures, i.message)
   ORDER BY w.id
   FOR UPDATE OF w)
 UPDATE workloads w
-SET pending_reason = t.reason, updated_at = now(), version = w.version + 1
+SET pending_reason = t.message, pending_reason_code = t.code, pending_reason_figures = t.figures,
+    updated_at = now(), version = w.version + 1
 FROM target t
 WHERE w.id = t.id
 )sql";
@@ -170,7 +180,8 @@ WHERE w.id = t.id
 constexpr const char* kCancelNow = R"sql(
 WITH changed AS (
   UPDATE workloads w
-  SET state = 'CANCELLED', pending_reason = '', cancel_requested = true,
+  SET state = 'CANCELLED', pending_reason = '', pending_reason_code = '',
+      pending_reason_figures = '{}', cancel_requested = true,
       message = CASE WHEN $3 <> '' THEN $3 ELSE w.message END,
       ended_at = now(), updated_at = now(), version = w.version + 1
   WHERE w.id = $1
@@ -339,6 +350,25 @@ std::string IdArray(const std::vector<WorkloadId>& ids) {
   return absl::StrCat("{", absl::StrJoin(ids, ","), "}");
 }
 
+// The stored reason. An unknown code (written by a newer server) or unreadable figures leave
+// the words alone, as kUnclassified: the reason is advisory, and reading a workload must not
+// fail over it. So do rows written before reasons had codes (migrations/0003).
+PendingReason PendingReasonFromRow(const pqxx::row& row) {
+  const std::optional<ReasonCode> code = ParseReasonCode(row["pending_reason_code"].c_str());
+  if (code && *code != ReasonCode::kNone) {
+    absl::StatusOr<std::vector<ReasonFigure>> figures =
+        ReasonFiguresFromJson(row["pending_reason_figures"].c_str());
+    if (figures.ok()) {
+      PendingReason r(*code);
+      r.figures = *std::move(figures);
+      return r;
+    }
+  }
+  std::string words = row["pending_reason"].c_str();
+  if (words.empty()) return {};
+  return ReasonWithText(ReasonCode::kUnclassified, std::move(words));
+}
+
 absl::StatusOr<Workload> WorkloadFromRow(const pqxx::row& row) {
   Workload w;
   w.id = row["id"].as<int64_t>();
@@ -349,7 +379,7 @@ absl::StatusOr<Workload> WorkloadFromRow(const pqxx::row& row) {
         absl::StrCat("workload ", w.id, " has unknown state ", row["state"].c_str()));
   }
   w.state = *state;
-  w.pending_reason = row["pending_reason"].c_str();
+  w.pending_reason = PendingReasonFromRow(row);
   if (!row["assignment"].is_null()) {
     ASSIGN_OR_RETURN(w.assignment, AssignmentFromJson(row["assignment"].c_str()));
   }
@@ -977,6 +1007,14 @@ absl::StatusOr<std::vector<TransitionResult>> PgStore::ApplyTransitions(
           {"message", t.message},
           {"at_us", t.time ? json(ToMicros(*t.time)) : json(nullptr)},
       };
+      // Back to PENDING (a requeue): the actor's words are the reason until the scheduler has
+      // a better one.
+      const PendingReason pending = t.to == WorkloadState::kPending
+                                        ? ReasonWithText(ReasonCode::kRequeued, t.reason)
+                                        : PendingReason();
+      row["pending_code"] = std::string(ReasonCodeName(pending.code));
+      row["pending_figures"] = json::parse(ReasonFiguresToJson(pending.figures));
+      row["pending_message"] = RenderReason(pending);
       docs[round_of[i]].push_back(std::move(row));
     }
     for (int r = 0; r < rounds; ++r) {
@@ -1022,17 +1060,22 @@ absl::StatusOr<std::vector<TransitionResult>> PgStore::ApplyTransitions(
 }
 
 absl::Status PgStore::SetPendingReasons(
-    const std::vector<std::pair<WorkloadId, std::string>>& reasons) {
+    const std::vector<std::pair<WorkloadId, PendingReason>>& reasons) {
   if (reasons.empty()) return absl::OkStatus();
-  std::map<WorkloadId, std::string_view> last;  // a later entry for the same id wins
+  std::map<WorkloadId, const PendingReason*> last;  // a later entry for the same id wins
   for (size_t i = 0; i < reasons.size(); ++i) {
     if (reasons[i].first <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("reasons[", i, "].id: must be positive"));
     }
-    last[reasons[i].first] = reasons[i].second;
+    last[reasons[i].first] = &reasons[i].second;
   }
   json input = json::array();
-  for (const auto& [id, reason] : last) input.push_back({{"id", id}, {"reason", reason}});
+  for (const auto& [id, reason] : last) {
+    input.push_back({{"id", id},
+                     {"code", std::string(ReasonCodeName(reason->code))},
+                     {"figures", json::parse(ReasonFiguresToJson(reason->figures))},
+                     {"message", RenderReason(*reason)}});
+  }
   const std::string text = input.dump(-1, ' ', false, json::error_handler_t::replace);
   return pool_->Transact("set pending reasons", [&text](pqxx::work& txn) {
     txn.exec_prepared("set_pending_reasons", text);

@@ -23,9 +23,11 @@
 //     Several transitions of one workload in one batch apply in order. PLACED stores the
 //     assignment (and its cluster/epoch); RUNNING sets the start time; SUCCEEDED, FAILED and
 //     CANCELLED set the end time; exit_code and a non-empty message are stored when given.
-//     Returning to PENDING clears the assignment and start time and sets pending_reason to the
-//     transition's reason; leaving PENDING clears pending_reason. Every applied transition
-//     bumps version.
+//     Returning to PENDING clears the assignment and start time and sets pending_reason to
+//     kRequeued with the transition's reason as its words; leaving PENDING clears
+//     pending_reason. Every applied transition bumps version.
+//   - pending_reason is stored as code, figures and words (migrations/0003); a row whose code
+//     this build does not know reads back as kUnclassified with the stored words.
 //   - RequestCancel: PREEMPTED and LOST (which hold no capacity) are cancelled at once like
 //     PENDING and ADMITTED. NOT_FOUND for an unknown id. Repeating it on PLACED/RUNNING is a
 //     no-op.
@@ -102,7 +104,7 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
   absl::StatusOr<std::vector<TransitionResult>> ApplyTransitions(
       const std::vector<Transition>& transitions) override;
   absl::Status SetPendingReasons(
-      const std::vector<std::pair<WorkloadId, std::string>>& reasons) override;
+      const std::vector<std::pair<WorkloadId, PendingReason>>& reasons) override;
   absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
                                              const std::string& reason) override;
   absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override;

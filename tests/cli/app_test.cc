@@ -302,6 +302,7 @@ TEST_F(AppTest, ExplainTextAndJson) {
   ASSERT_EQ(Run({"explain", "1", "-o", "json"}), 0) << err_.str();
   const nlohmann::json json = nlohmann::json::parse(out_.str());
   EXPECT_EQ(json["never_fits"], true);
+  EXPECT_TRUE(json.contains("reason_code"));
   EXPECT_EQ(json["workload"]["spec"]["name"], "big");
 
   EXPECT_EQ(Run({"explain", "42"}), 1);

@@ -348,6 +348,20 @@ TEST(JsonTest, OneLineWithProtoFieldNamesAndZeroFields) {
   EXPECT_EQ(json["workload"]["spec"]["per_replica"]["gpus"], 8);
   EXPECT_EQ(json["workload"]["create_time"], "2026-01-02T02:59:05Z");
   EXPECT_TRUE(json["workload"].contains("pending_reason"));
+  EXPECT_TRUE(json["workload"].contains("pending_reason_code"));
+}
+
+// -o json carries the reason both ways: the code for machines and the words for people.
+TEST(JsonTest, PendingReasonCarriesCodeAndWords) {
+  v1::Workload w = SampleWorkload();
+  w.set_state(v1::WORKLOAD_STATE_PENDING);
+  w.set_pending_reason("waiting for capacity: needs 8 GPUs; nothing that matches is free");
+  w.set_pending_reason_code("NothingFree");
+  std::ostringstream out;
+  ASSERT_TRUE(WriteJson(w, out).ok());
+  const nlohmann::json json = nlohmann::json::parse(out.str());
+  EXPECT_EQ(json["pending_reason_code"], "NothingFree");
+  EXPECT_EQ(json["pending_reason"], w.pending_reason());
 }
 
 }  // namespace

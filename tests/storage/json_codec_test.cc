@@ -165,5 +165,23 @@ TEST(JsonCodecTest, RowsWithoutSharingFieldsDecodeToDefaults) {
   EXPECT_EQ(AssignmentToJson(*a), old_assignment);
 }
 
+TEST(JsonCodecTest, ReasonFiguresRoundTripAsNumbersAndStrings) {
+  const PendingReason r = PendingReason(ReasonCode::kGpusBusy)
+                              .Set(figure::kWhere, "c/n0")
+                              .Set(figure::kLargest, 6)
+                              .Set(figure::kNeeds, "8 GPUs");
+  const std::string text = ReasonFiguresToJson(r.figures);
+  EXPECT_EQ(text, R"({"largest":6,"needs":"8 GPUs","where":"c/n0"})");
+  auto back = ReasonFiguresFromJson(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, r.figures);
+  // Key order in the stored text does not matter (jsonb reorders keys).
+  EXPECT_EQ(*ReasonFiguresFromJson(R"({"where":"c/n0","needs":"8 GPUs","largest":6})"), r.figures);
+  EXPECT_EQ(ReasonFiguresToJson({}), "{}");
+  EXPECT_TRUE(absl::IsInvalidArgument(ReasonFiguresFromJson("[1]").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ReasonFiguresFromJson(R"({"a":1.5})").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ReasonFiguresFromJson(R"({"a":[1]})").status()));
+}
+
 }  // namespace
 }  // namespace gpufed::storage

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/storage/store_test_util.h"
@@ -445,7 +446,7 @@ TEST_F(WorkloadStoreTest, ListPendingIsInSchedulingOrder) {
 
 TEST_F(WorkloadStoreTest, LifecycleSetsAssignmentTimesAndEvents) {
   const WorkloadId id = MustSubmit(Spec("train")).id;
-  ASSERT_OK(store_->SetPendingReasons({{id, "no capacity"}}));
+  ASSERT_TRUE(store_->SetPendingReasons({{id, PendingReason(ReasonCode::kNothingFree)}}).ok());
 
   Transition place = Step(id, S::kPending, S::kPlaced);
   place.assignment = AssignmentOn("c1", 4);
@@ -458,7 +459,7 @@ TEST_F(WorkloadStoreTest, LifecycleSetsAssignmentTimesAndEvents) {
   EXPECT_EQ(p.event->from, S::kPending);
   EXPECT_EQ(p.event->to, S::kPlaced);
   EXPECT_EQ(p.current->assignment, AssignmentOn("c1", 4));
-  EXPECT_EQ(p.current->pending_reason, "");
+  EXPECT_EQ(p.current->pending_reason, PendingReason());
   EXPECT_EQ(p.current->version, 3u);  // submit, pending reason, placement
 
   auto active = store_->ListActive("c1");
@@ -642,7 +643,9 @@ TEST_F(WorkloadStoreTest, LostWorkloadReturnsToPendingWithoutItsAssignment) {
   EXPECT_EQ(w.state, S::kPending);
   EXPECT_TRUE(w.assignment.empty());
   EXPECT_FALSE(w.start_time.has_value());
-  EXPECT_EQ(w.pending_reason, "requeued after cluster c1 was lost");
+  EXPECT_EQ(w.pending_reason,
+            ReasonWithText(ReasonCode::kRequeued, "requeued after cluster c1 was lost"));
+  EXPECT_EQ(store_->Get(id)->pending_reason, w.pending_reason);
   EXPECT_EQ(w.message, "cluster c1 unreachable");
   EXPECT_TRUE(store_->ListActive("c1")->empty());
   EXPECT_EQ(store_->ListPending(10)->size(), 1u);
@@ -674,19 +677,60 @@ TEST_F(WorkloadStoreTest, PendingReasonsWriteOnlyChangesOnPendingWorkloads) {
   Advance(running, S::kRunning);
   const uint64_t running_version = store_->Get(running)->version;
 
-  ASSERT_OK(store_->SetPendingReasons({{waiting, "quota"}, {running, "quota"}}));
-  EXPECT_EQ(store_->Get(waiting)->pending_reason, "quota");
+  const PendingReason busy = PendingReason(ReasonCode::kGpusBusy)
+                                 .Set(figure::kNeeds, "4 GPUs")
+                                 .Set(figure::kUnit, "GPU")
+                                 .Set(figure::kFree, 2)
+                                 .Set(figure::kFreeByModel, "2 H100-80GB")
+                                 .Set(figure::kClusters, 1)
+                                 .Set(figure::kLevel, "node")
+                                 .Set(figure::kGpus, 4)
+                                 .Set(figure::kLargest, 2)
+                                 .Set(figure::kWhere, "c1/n0");
+  ASSERT_TRUE(store_->SetPendingReasons({{waiting, busy}, {running, busy}}).ok());
+  EXPECT_EQ(store_->Get(waiting)->pending_reason, busy);
   EXPECT_EQ(store_->Get(waiting)->version, 2u);
-  EXPECT_EQ(store_->Get(running)->pending_reason, "");
+  EXPECT_EQ(store_->Get(running)->pending_reason, PendingReason());
   EXPECT_EQ(store_->Get(running)->version, running_version);
+  // Code, figures and words are all in the row (the words for psql and older readers).
+  pqxx::connection conn(dsn());
+  pqxx::nontransaction txn(conn);
+  const pqxx::row row = txn.exec_params1(
+      "SELECT pending_reason_code, pending_reason_figures->>'where' AS where_, "
+      "(pending_reason_figures->>'largest')::int AS largest, pending_reason FROM workloads "
+      "WHERE id = $1",
+      waiting);
+  EXPECT_EQ(row["pending_reason_code"].as<std::string>(), "GpusBusy");
+  EXPECT_EQ(row["where_"].as<std::string>(), "c1/n0");
+  EXPECT_EQ(row["largest"].as<int>(), 2);
+  EXPECT_EQ(row["pending_reason"].as<std::string>(), RenderReason(busy));
 
-  ASSERT_OK(store_->SetPendingReasons({{waiting, "quota"}}));  // unchanged: no write
+  ASSERT_TRUE(store_->SetPendingReasons({{waiting, busy}}).ok());  // unchanged: no write
   EXPECT_EQ(store_->Get(waiting)->version, 2u);
-  ASSERT_OK(store_->SetPendingReasons({{waiting, "a"}, {waiting, "no H100 free"}}));
-  EXPECT_EQ(store_->Get(waiting)->pending_reason, "no H100 free");
+  PendingReason moved = busy;
+  moved.Set(figure::kLargest, 3);  // only a figure: still written when asked to
+  ASSERT_TRUE(store_->SetPendingReasons({{waiting, PendingReason()}, {waiting, moved}}).ok());
+  EXPECT_EQ(store_->Get(waiting)->pending_reason, moved);
   EXPECT_EQ(store_->Get(waiting)->version, 3u);
-  EXPECT_OK(store_->SetPendingReasons({}));
-  EXPECT_THAT(store_->SetPendingReasons({{0, "x"}}), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(store_->SetPendingReasons({}).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      store_->SetPendingReasons({{0, PendingReason(ReasonCode::kNothingFree)}})));
+}
+
+// Rows written before reasons had codes, or by a newer server with a code this build does not
+// know, read back with their words (kUnclassified) instead of failing the read.
+TEST_F(WorkloadStoreTest, PendingReasonWithoutAKnownCodeReadsBackAsItsWords) {
+  const WorkloadId old = MustSubmit(Spec("old")).id;
+  const WorkloadId newer = MustSubmit(Spec("newer")).id;
+  Exec(absl::StrCat("UPDATE workloads SET pending_reason = 'no H100 free' WHERE id = ", old));
+  Exec(absl::StrCat(
+      "UPDATE workloads SET pending_reason = 'over quota', pending_reason_code = ",
+      "'QuotaExceeded', pending_reason_figures = '{\"quota\": 4}' WHERE id = ", newer));
+  EXPECT_EQ(store_->Get(old)->pending_reason,
+            ReasonWithText(ReasonCode::kUnclassified, "no H100 free"));
+  EXPECT_EQ(store_->Get(newer)->pending_reason,
+            ReasonWithText(ReasonCode::kUnclassified, "over quota"));
+  EXPECT_EQ(store_->ListPending(10)->size(), 2u);
 }
 
 // ---- Cancel ----------------------------------------------------------------------------------

@@ -121,11 +121,10 @@ TEST_F(SchedulerTest, PlacesWhatFitsAndRecordsWhyTheRestWaits) {
   EXPECT_EQ(store_->Get(b.id)->state, WorkloadState::kPlaced);
   Workload waiting = *store_->Get(c.id);
   EXPECT_EQ(waiting.state, WorkloadState::kPending);
-  EXPECT_NE(waiting.pending_reason.find("waiting for capacity"), std::string::npos)
-      << waiting.pending_reason;
+  EXPECT_EQ(waiting.pending_reason.code, ReasonCode::kNothingFree) << waiting.pending_reason;
   Workload never = *store_->Get(d.id);
-  EXPECT_NE(never.pending_reason.find("no cluster can ever hold it"), std::string::npos)
-      << never.pending_reason;
+  EXPECT_EQ(never.pending_reason.code, ReasonCode::kGpuCountUnsatisfiable) << never.pending_reason;
+  EXPECT_TRUE(never.pending_reason.never_fits());
   // The two placements share no GPU.
   std::set<std::string> gpus;
   for (const Workload& w : cycle->placed) {
@@ -170,9 +169,64 @@ TEST_F(SchedulerTest, WorkloadsBeyondTheCycleWindowStillGetAReason) {
   SchedulerOptions options;
   options.max_considered = 1;
   Scheduler scheduler(store_.get(), store_.get(), options);
-  ASSERT_OK(scheduler.Rebuild());
-  ASSERT_OK(scheduler.RunCycle());
-  EXPECT_NE(store_->Get(behind.id)->pending_reason.find("queued"), std::string::npos);
+  ASSERT_TRUE(scheduler.Rebuild().ok());
+  ASSERT_TRUE(scheduler.RunCycle().ok());
+  EXPECT_EQ(store_->Get(behind.id)->pending_reason,
+            PendingReason(ReasonCode::kQueueDepth).Set(figure::kConsidered, 1));
+}
+
+// Whether a reason is news is decided on codes and figures: a new code is written at once,
+// figures that moved only after reason_refresh_cycles.
+TEST_F(SchedulerTest, ANewReasonCodeIsWrittenAtOnceMovedFiguresOnlyNowAndThen) {
+  MustSubmit(Gpus("six", 6));
+  Workload eight = MustSubmit(Gpus("eight", 8));
+  SchedulerOptions options;
+  options.reason_refresh_cycles = 3;
+  Scheduler scheduler(store_.get(), store_.get(), options);
+  ASSERT_TRUE(scheduler.Rebuild().ok());
+  auto stored = [&] { return store_->Get(eight.id)->pending_reason; };
+
+  // Cycle 1: six is placed; eight gets its first reason, 2 GPUs free on the node.
+  auto cycle = scheduler.RunCycle();
+  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  ASSERT_EQ(cycle->placed.size(), 1u);
+  EXPECT_EQ(cycle->stats.reasons_written, 1);
+  EXPECT_EQ(stored().code, ReasonCode::kGpusBusy) << stored();
+  EXPECT_EQ(stored().Int(figure::kLargest), 2);
+
+  // Cycle 2: one more GPU is taken (after eight was looked at: it is behind eight in the queue).
+  Workload one = MustSubmit(Gpus("one", 1));
+  scheduler.NotifySubmitted(one);
+  cycle = scheduler.RunCycle();
+  ASSERT_TRUE(cycle.ok());
+  ASSERT_EQ(cycle->placed.size(), 1u);
+  EXPECT_EQ(cycle->stats.reasons_written, 0);
+  // Cycle 3: the same blocker with other figures (1 free) is not written yet...
+  cycle = scheduler.RunCycle();
+  ASSERT_TRUE(cycle.ok());
+  EXPECT_EQ(cycle->stats.reasons_written, 0);
+  EXPECT_EQ(stored().Int(figure::kLargest), 2);
+  // ... but is after reason_refresh_cycles (cycle 4).
+  cycle = scheduler.RunCycle();
+  ASSERT_TRUE(cycle.ok());
+  EXPECT_EQ(cycle->stats.reasons_written, 1);
+  EXPECT_EQ(stored().code, ReasonCode::kGpusBusy);
+  EXPECT_EQ(stored().Int(figure::kLargest), 1);
+
+  // The last GPU goes (cycle 5); nothing free is a new code, written at once (cycle 6).
+  Workload last = MustSubmit(Gpus("last", 1));
+  scheduler.NotifySubmitted(last);
+  cycle = scheduler.RunCycle();
+  ASSERT_TRUE(cycle.ok());
+  ASSERT_EQ(cycle->placed.size(), 1u);
+  cycle = scheduler.RunCycle();
+  ASSERT_TRUE(cycle.ok());
+  EXPECT_EQ(cycle->stats.reasons_written, 1);
+  EXPECT_EQ(stored().code, ReasonCode::kNothingFree) << stored();
+  // Unchanged: nothing more to write.
+  cycle = scheduler.RunCycle();
+  ASSERT_TRUE(cycle.ok());
+  EXPECT_EQ(cycle->stats.reasons_written, 0);
 }
 
 TEST_F(SchedulerTest, CancelledWhilePendingIsNeverPlaced) {
@@ -214,9 +268,9 @@ TEST_F(SchedulerTest, SharesOfOneGpuAreStoredAndSurviveARebuild) {
   }
   Workload waiting = *store_->Get(c.id);
   EXPECT_EQ(waiting.state, WorkloadState::kPending);
-  EXPECT_EQ(waiting.pending_reason,
-            "waiting for capacity: needs 100 milli-GPU of L4; nothing that matches is free (0 "
-            "milli-GPU free)");
+  EXPECT_EQ(waiting.pending_reason, PendingReason(ReasonCode::kNothingFree)
+                                        .Set(figure::kNeeds, "100 milli-GPU of L4")
+                                        .Set(figure::kUnit, "milli-GPU"));
 
   // A restarted scheduler reads the shares back: the GPU is still full.
   Scheduler second(store_.get(), store_.get());
@@ -308,10 +362,9 @@ TEST_F(SchedulerTest, WithoutPartitioningAuthorityMigWaitsAndSaysWhy) {
   EXPECT_EQ(cycle->stats.repartitions, 0);
   Workload waiting = *store_->Get(a.id);
   EXPECT_EQ(waiting.state, WorkloadState::kPending);
-  EXPECT_NE(waiting.pending_reason.find("partitioning is off"), std::string::npos)
-      << waiting.pending_reason;
+  EXPECT_EQ(waiting.pending_reason.code, ReasonCode::kMigPartitioningOff) << waiting.pending_reason;
   const PlacementDecision explained = scheduler.Explain(a.spec);
-  EXPECT_FALSE(explained.never_fits) << "an operator can turn the authority on";
+  EXPECT_FALSE(explained.reason.never_fits()) << "an operator can turn the authority on";
 }
 
 TEST_F(SchedulerTest, ExplainBeforeThePoolIsLoadedDoesNotSayNever) {
@@ -319,8 +372,8 @@ TEST_F(SchedulerTest, ExplainBeforeThePoolIsLoadedDoesNotSayNever) {
   Scheduler scheduler(store_.get(), store_.get());
   PlacementDecision d = scheduler.Explain(a.spec);
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_FALSE(d.never_fits) << d.reason;
-  EXPECT_NE(d.reason.find("has not loaded the pool"), std::string::npos) << d.reason;
+  EXPECT_FALSE(d.reason.never_fits()) << d.reason;
+  EXPECT_EQ(d.reason.code, ReasonCode::kNotLoaded) << d.reason;
 
   ASSERT_OK(scheduler.Rebuild());
   d = scheduler.Explain(a.spec);
@@ -331,7 +384,7 @@ TEST_F(SchedulerTest, ExplainBeforeThePoolIsLoadedDoesNotSayNever) {
   WorkloadSpec h200 = Gpus("h200", 8);
   h200.gpu_models = {"H200"};
   d = scheduler.Explain(h200);
-  EXPECT_TRUE(d.never_fits) << d.reason;
+  EXPECT_TRUE(d.reason.never_fits()) << d.reason;
 }
 
 // Explain works on its own copy of the latest snapshot: it follows what a cycle placed, places
@@ -350,8 +403,10 @@ TEST_F(SchedulerTest, ExplainFollowsEachSnapshotAndAnswersManyThreads) {
   ASSERT_EQ(cycle->placed.size(), 1u);
   PlacementDecision d = scheduler.Explain(eight);
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_FALSE(d.never_fits) << d.reason;
-  EXPECT_NE(d.reason.find("largest: 2 on dgx/dgx-01"), std::string::npos) << d.reason;
+  EXPECT_FALSE(d.reason.never_fits()) << d.reason;
+  EXPECT_EQ(d.reason.code, ReasonCode::kGpusBusy) << d.reason;
+  EXPECT_EQ(d.reason.Int(figure::kLargest), 2);
+  EXPECT_EQ(d.reason.Text(figure::kWhere), "dgx/dgx-01");
 
   std::atomic<int> wrong{0};
   std::vector<std::thread> readers;
@@ -361,7 +416,7 @@ TEST_F(SchedulerTest, ExplainFollowsEachSnapshotAndAnswersManyThreads) {
         const PlacementDecision two = scheduler.Explain(Gpus("two", 2));
         const PlacementDecision big = scheduler.Explain(eight);
         // Two GPUs stay free throughout (the cycles below place and free nothing).
-        if (!two.assignment.has_value() || big.assignment.has_value() || big.never_fits) {
+        if (!two.assignment.has_value() || big.assignment.has_value() || big.reason.never_fits()) {
           wrong.fetch_add(1);
         }
       }

@@ -438,7 +438,7 @@ TEST_P(StoreContractTest, SubmitStoresAPendingWorkloadAndItsEvent) {
   EXPECT_EQ(w.spec, spec);
   EXPECT_EQ(w.state, S::kPending);
   EXPECT_EQ(w.version, 1u);
-  EXPECT_EQ(w.pending_reason, "");
+  EXPECT_EQ(w.pending_reason, PendingReason());
   EXPECT_TRUE(w.assignment.empty());
   EXPECT_FALSE(w.cancel_requested);
   ExpectBetween(w.create_time, before, after);
@@ -749,8 +749,8 @@ TEST_P(StoreContractTest, ListActiveIsPlacedAndRunningInIdOrder) {
 TEST_P(StoreContractTest, LifecycleSetsAssignmentTimesVersionsAndEvents) {
   AddTenants();
   const WorkloadId id = MustSubmit(Spec("train")).id;
-  ASSERT_OK(workloads().SetPendingReasons({{id, "no capacity"}}));
-  EXPECT_EQ(MustGet(id).pending_reason, "no capacity");
+  ASSERT_OK(workloads().SetPendingReasons({{id, PendingReason(ReasonCode::kNothingFree)}}));
+  EXPECT_EQ(MustGet(id).pending_reason, PendingReason(ReasonCode::kNothingFree));
   backend_->Tick();
 
   Transition place = Step(id, S::kPending, S::kPlaced);
@@ -773,7 +773,7 @@ TEST_P(StoreContractTest, LifecycleSetsAssignmentTimesVersionsAndEvents) {
   EXPECT_EQ(p.event->workload.state, S::kPlaced);
   EXPECT_EQ(p.current->state, S::kPlaced);
   EXPECT_EQ(p.current->assignment, AssignmentOn("c1", 4));
-  EXPECT_EQ(p.current->pending_reason, "");  // leaving PENDING clears it
+  EXPECT_EQ(p.current->pending_reason, PendingReason());  // leaving PENDING clears it
   EXPECT_EQ(p.current->version, 3u);         // submit, pending reason, placement
   ExpectBetween(p.current->update_time, before_place, after_place);
   EXPECT_FALSE(p.current->start_time.has_value());
@@ -958,7 +958,8 @@ TEST_P(StoreContractTest, ReturningToPendingClearsAssignmentAndStartTime) {
   EXPECT_EQ(w.state, S::kPending);
   EXPECT_TRUE(w.assignment.empty());
   EXPECT_FALSE(w.start_time.has_value());
-  EXPECT_EQ(w.pending_reason, "requeued after cluster c1 was lost");
+  EXPECT_EQ(w.pending_reason,
+            ReasonWithText(ReasonCode::kRequeued, "requeued after cluster c1 was lost"));
   EXPECT_EQ(w.message, "cluster c1 unreachable");
   EXPECT_THAT(workloads().ListActive("c1"), IsOkAndHolds(IsEmpty()));
   EXPECT_TRUE(ListIds(Filter("", "", {}, "c1")).empty());
@@ -1003,34 +1004,41 @@ TEST_P(StoreContractTest, PendingReasonsWriteOnlyChangesOnPendingWorkloads) {
   const Workload running_before = MustGet(running);
   backend_->Tick();
 
+  const PendingReason quota = PendingReason(ReasonCode::kGpusBusy).Set(figure::kFree, 2);
+  const PendingReason moved = PendingReason(ReasonCode::kGpusBusy).Set(figure::kFree, 3);
+  const PendingReason none_free(ReasonCode::kNothingFree);
   const Timestamp before = backend_->Now();
   ASSERT_OK(workloads().SetPendingReasons(
-      {{waiting, "quota"}, {admitted, "quota"}, {running, "quota"}, {running + 1000, "quota"}}));
+      {{waiting, quota}, {admitted, quota}, {running, quota}, {running + 1000, quota}}));
   const Timestamp after = backend_->Now();
   const Workload w = MustGet(waiting);
-  EXPECT_EQ(w.pending_reason, "quota");
+  EXPECT_EQ(w.pending_reason, quota);
   EXPECT_EQ(w.version, 2u);
   ExpectBetween(w.update_time, before, after);
-  EXPECT_EQ(MustGet(admitted).pending_reason, "");
+  EXPECT_EQ(MustGet(admitted).pending_reason, PendingReason());
   EXPECT_EQ(MustGet(admitted).version, 2u);
-  EXPECT_EQ(MustGet(running).pending_reason, "");
+  EXPECT_EQ(MustGet(running).pending_reason, PendingReason());
   EXPECT_EQ(MustGet(running).version, running_before.version);
   EXPECT_EQ(MustGet(running).update_time, running_before.update_time);
   EXPECT_EQ(backend_->Events(waiting).size(), 1u);  // not a state change
 
-  ASSERT_OK(workloads().SetPendingReasons({{waiting, "quota"}}));  // unchanged: no write
+  ASSERT_OK(workloads().SetPendingReasons({{waiting, quota}}));  // unchanged: no write
   EXPECT_EQ(MustGet(waiting).version, 2u);
-  // The last entry for an id wins.
-  ASSERT_OK(workloads().SetPendingReasons({{waiting, "a"}, {waiting, "no H100 free"}}));
-  EXPECT_EQ(MustGet(waiting).pending_reason, "no H100 free");
+  // Only a figure moved: still written when asked to.
+  ASSERT_OK(workloads().SetPendingReasons({{waiting, moved}}));
+  EXPECT_EQ(MustGet(waiting).pending_reason, moved);
   EXPECT_EQ(MustGet(waiting).version, 3u);
+  // The last entry for an id wins.
+  ASSERT_OK(workloads().SetPendingReasons({{waiting, quota}, {waiting, none_free}}));
+  EXPECT_EQ(MustGet(waiting).pending_reason, none_free);
+  EXPECT_EQ(MustGet(waiting).version, 4u);
   EXPECT_OK(workloads().SetPendingReasons({}));
 
   // A bad id refuses the whole call.
-  EXPECT_THAT(workloads().SetPendingReasons({{waiting, "changed"}, {0, "x"}}),
+  EXPECT_THAT(workloads().SetPendingReasons({{waiting, quota}, {0, quota}}),
               StatusIs(Code::kInvalidArgument));
-  EXPECT_THAT(workloads().SetPendingReasons({{-4, "x"}}), StatusIs(Code::kInvalidArgument));
-  EXPECT_EQ(MustGet(waiting).pending_reason, "no H100 free");
+  EXPECT_THAT(workloads().SetPendingReasons({{-4, quota}}), StatusIs(Code::kInvalidArgument));
+  EXPECT_EQ(MustGet(waiting).pending_reason, none_free);
 }
 
 // ---- Cancel ----------------------------------------------------------------------------------
@@ -1072,7 +1080,7 @@ TEST_P(StoreContractTest, CancelInEachState) {
     ExpectBetween(r->workload.update_time, t0, t1);
     if (c.immediate) {
       EXPECT_EQ(r->workload.state, S::kCancelled);
-      EXPECT_EQ(r->workload.pending_reason, "");
+      EXPECT_EQ(r->workload.pending_reason, PendingReason());
       EXPECT_EQ(r->workload.message, "not needed");
       ASSERT_TRUE(r->workload.end_time.has_value());
       ExpectBetween(*r->workload.end_time, t0, t1);

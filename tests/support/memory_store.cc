@@ -282,7 +282,11 @@ absl::StatusOr<std::vector<TransitionResult>> MemoryStore::ApplyTransitions(
     Workload& w = it->second;
     const Timestamp at = t.time ? ToMicros(*t.time) : now;
     w.state = t.to;
-    w.pending_reason = t.to == WorkloadState::kPending ? t.reason : "";
+    // Back to PENDING (a requeue): the actor's words are the reason until the scheduler has a
+    // better one.
+    w.pending_reason = t.to == WorkloadState::kPending
+                           ? ReasonWithText(ReasonCode::kRequeued, t.reason)
+                           : PendingReason();
     if (t.to == WorkloadState::kPlaced) {
       w.assignment = *t.assignment;
     } else if (t.to == WorkloadState::kPending) {
@@ -321,9 +325,9 @@ absl::StatusOr<std::vector<TransitionResult>> MemoryStore::ApplyTransitions(
 }
 
 absl::Status MemoryStore::SetPendingReasons(
-    const std::vector<std::pair<WorkloadId, std::string>>& reasons) {
+    const std::vector<std::pair<WorkloadId, PendingReason>>& reasons) {
   if (reasons.empty()) return absl::OkStatus();
-  std::map<WorkloadId, std::string> last;  // a later entry for the same id wins
+  std::map<WorkloadId, PendingReason> last;  // a later entry for the same id wins
   for (size_t i = 0; i < reasons.size(); ++i) {
     if (reasons[i].first <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("reasons[", i, "].id: must be positive"));
@@ -371,7 +375,7 @@ absl::StatusOr<WorkloadStore::CancelResult> MemoryStore::RequestCancel(WorkloadI
   }
   const WorkloadState from = w.state;
   w.state = WorkloadState::kCancelled;
-  w.pending_reason.clear();
+  w.pending_reason = PendingReason();
   w.cancel_requested = true;
   if (!reason.empty()) w.message = reason;
   w.end_time = now;

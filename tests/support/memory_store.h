@@ -89,7 +89,7 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
   absl::StatusOr<std::vector<TransitionResult>> ApplyTransitions(
       const std::vector<Transition>& transitions) override;
   absl::Status SetPendingReasons(
-      const std::vector<std::pair<WorkloadId, std::string>>& reasons) override;
+      const std::vector<std::pair<WorkloadId, PendingReason>>& reasons) override;
   absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
                                              const std::string& reason) override;
   absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override;

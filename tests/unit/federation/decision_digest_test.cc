@@ -33,10 +33,10 @@ TEST(DecisionDigestTest, TextOfAnAssignment) {
 
 TEST(DecisionDigestTest, TextWithoutAnAssignment) {
   PlacementDecision wait;
-  wait.reason = "waiting for capacity";
+  wait.reason = PendingReason(ReasonCode::kNothingFree);
   EXPECT_EQ(DecisionText(wait), "wait");
   PlacementDecision never;
-  never.never_fits = true;
+  never.reason = PendingReason(ReasonCode::kNoClusters);
   EXPECT_EQ(DecisionText(never), "never");
 }
 
@@ -56,15 +56,15 @@ TEST(DecisionDigestTest, IsFnv1aOverTheText) {
 
 TEST(DecisionDigestTest, ReasonsDoNotCountDecisionsDo) {
   PlacementDecision a;
-  a.reason = "one way";
+  a.reason = PendingReason(ReasonCode::kGpusBusy).Set(figure::kFree, 1);
   PlacementDecision b;
-  b.reason = "another way";
+  b.reason = PendingReason(ReasonCode::kGpusBusy).Set(figure::kFree, 2);
   DecisionDigest da;
   da.Add(a);
   DecisionDigest db;
   db.Add(b);
   EXPECT_EQ(da.value(), db.value());
-  b.never_fits = true;
+  b.reason = PendingReason(ReasonCode::kNoClusters);
   DecisionDigest dc;
   dc.Add(b);
   EXPECT_NE(da.value(), dc.value());

@@ -98,7 +98,7 @@ std::vector<Step> Steps() {
 
 struct Outcome {
   std::vector<std::optional<Assignment>> assignments;
-  std::vector<std::string> reasons;
+  std::vector<PendingReason> reasons;
   int placed = 0;
   uint64_t repartitions = 0;
 };
@@ -402,7 +402,7 @@ TEST_P(PinnedDecisionsTest, DigestMatchesTheRecordedOne) {
   while (std::optional<PlacementDecision> d = replay.Next()) {
     digest.Add(*d);
     placed += d->assignment ? 1 : 0;
-    never += d->never_fits ? 1 : 0;
+    never += d->reason.never_fits() ? 1 : 0;
     ++decisions;
   }
   ASSERT_EQ(decisions, 3000);
@@ -453,16 +453,16 @@ TEST(AccelerationTest, ChangesNoDecision) {
       if (!a) break;
       ++compared;
       placed += a->assignment ? 1 : 0;
-      if (a->assignment != b->assignment || a->never_fits != b->never_fits ||
+      if (a->assignment != b->assignment || a->reason.never_fits() != b->reason.never_fits() ||
           a->reason != b->reason) {
         ADD_FAILURE() << "seed " << seed << " (" << options.policy << ", " << clusters
                       << " clusters, max_clusters_scored " << options.max_clusters_scored
                       << ", random_ties " << options.random_ties << ", partitioning "
                       << options.partitioning << "), request " << i << " ("
                       << Describe(fast.last_spec()) << "):\n  accelerated: " << DecisionText(*a)
-                      << (a->never_fits ? " (never fits) " : " ") << a->reason
+                      << (a->reason.never_fits() ? " (never fits) " : " ") << a->reason
                       << "\n  from scratch: " << DecisionText(*b)
-                      << (b->never_fits ? " (never fits) " : " ") << b->reason;
+                      << (b->reason.never_fits() ? " (never fits) " : " ") << b->reason;
         break;  // the pools differ from here on
       }
     }

@@ -125,7 +125,7 @@ TEST(MigPlacementTest, PartitioningOffNeverRepartitions) {
   PlacementDecision d =
       Place(pool, MigSpec("3g.40gb"), 1, {{"3g.40gb", 1}}, /*partitioning=*/false);
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_NE(d.reason.find("partitioning is off"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.reason.code, ReasonCode::kMigPartitioningOff) << d.reason;
   // Nor is MIG turned off for whole GPUs.
   std::vector<GpuInfo> gpus = Gpus("m", 1, "H100-80GB", "", /*mig_capable=*/true);
   gpus[0].mig_enabled = true;
@@ -172,7 +172,7 @@ TEST(MigPlacementTest, BusyGpuOnlyGainsInstancesInFreeSpace) {
   // Now nothing can host a 7g.80gb: GPU 0 is busy, GPU 1 too.
   d = Place(pool, MigSpec("7g.80gb"), 8);
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_FALSE(d.never_fits) << d.reason;
+  EXPECT_FALSE(d.reason.never_fits()) << d.reason;
   EXPECT_EQ(GpuOf(pool, "c", "m", 0).mig_layout.size(), 2u);
 }
 
@@ -181,7 +181,7 @@ TEST(MigPlacementTest, GpuWithSharesIsNeverPutInMigMode) {
   ASSERT_OK(pool.Allocate(1, testing::ShareOn("c", "m", 0, 300)));
   PlacementDecision d = Place(pool, MigSpec("3g.40gb"), 2, {{"3g.40gb", 1}});
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_FALSE(d.never_fits) << d.reason;
+  EXPECT_FALSE(d.reason.never_fits()) << d.reason;
   EXPECT_FALSE(GpuOf(pool, "c", "m", 0).mig_enabled);
 }
 
@@ -218,9 +218,9 @@ TEST(MigPlacementTest, ProfileNamesArePerProduct) {
   EXPECT_EQ(Count(layout, "1g.10gb"), 7);
   EXPECT_OK(ValidateMigLayout(*FindMigGeometry("H100-80GB"), layout));
   // 1g.5gb is an A100-40GB name only; 3g.20gb likewise.
-  EXPECT_TRUE(Place(h100, MigSpec("1g.5gb")).never_fits);
+  EXPECT_TRUE(Place(h100, MigSpec("1g.5gb")).reason.never_fits());
   EXPECT_TRUE(Place(a100, MigSpec("1g.5gb")).assignment.has_value());
-  EXPECT_TRUE(Place(a100, MigSpec("3g.40gb")).never_fits);
+  EXPECT_TRUE(Place(a100, MigSpec("3g.40gb")).reason.never_fits());
   // In a pool with both, the profile picks the product.
   Pool both;
   both.UpsertCluster(ClusterOf("c", {Node("a", Gpus("a", 1, "A100-40GB", "", true, 40536)),

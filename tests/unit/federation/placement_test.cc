@@ -46,8 +46,10 @@ TEST(PlaceBestFitTest, GangIsAllOrNothingInsideOneCluster) {
   pool.UpsertCluster(MakeCluster("b", 1, 8, "H100-80GB"));
   PlacementDecision d = PlaceBestFit(pool, Gang(2, 8));
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_TRUE(d.never_fits);
-  EXPECT_NE(d.reason.find("at most 1 of 2 replicas"), std::string::npos) << d.reason;
+  EXPECT_TRUE(d.reason.never_fits());
+  EXPECT_EQ(d.reason.code, ReasonCode::kTopologyUnsatisfiable) << d.reason;
+  EXPECT_EQ(d.reason.Int(figure::kFit), 1);
+  EXPECT_EQ(d.reason.Int(figure::kReplicas), 2);
 
   pool.UpsertCluster(MakeCluster("c", 2, 8, "H100-80GB"));
   d = PlaceBestFit(pool, Gang(2, 8));
@@ -78,8 +80,8 @@ TEST(PlaceBestFitTest, ModelFilterAndMemoryFilter) {
 
   d = PlaceBestFit(pool, Gang(1, 1, {"A100-80GB"}));
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_TRUE(d.never_fits);
-  EXPECT_NE(d.reason.find("no cluster has GPUs that match"), std::string::npos) << d.reason;
+  EXPECT_TRUE(d.reason.never_fits());
+  EXPECT_EQ(d.reason.code, ReasonCode::kNoMatchingGpu) << d.reason;
 }
 
 TEST(PlaceBestFitTest, BusyPoolSaysWaitingForCapacity) {
@@ -94,12 +96,15 @@ TEST(PlaceBestFitTest, BusyPoolSaysWaitingForCapacity) {
   ASSERT_OK(pool.Allocate(7, all));
   PlacementDecision d = PlaceBestFit(pool, Gang(1, 4));
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_FALSE(d.never_fits);
-  EXPECT_NE(d.reason.find("waiting for capacity"), std::string::npos) << d.reason;
-  EXPECT_NE(d.reason.find("2 free GPUs (2 H100-80GB) across 1 cluster, but no node has 4 free "
-                          "(largest: 2 on a/a-n0)"),
-            std::string::npos)
-      << d.reason;
+  EXPECT_FALSE(d.reason.never_fits());
+  EXPECT_EQ(d.reason.code, ReasonCode::kGpusBusy) << d.reason;
+  EXPECT_EQ(d.reason.Int(figure::kFree), 2);
+  EXPECT_EQ(d.reason.Text(figure::kFreeByModel), "2 H100-80GB");
+  EXPECT_EQ(d.reason.Int(figure::kClusters), 1);
+  EXPECT_EQ(d.reason.Text(figure::kLevel), "node");
+  EXPECT_EQ(d.reason.Int(figure::kGpus), 4);
+  EXPECT_EQ(d.reason.Int(figure::kLargest), 2);
+  EXPECT_EQ(d.reason.Text(figure::kWhere), "a/a-n0");
 }
 
 TEST(PlaceBestFitTest, OnlyReadyClustersTakeWork) {
@@ -108,8 +113,9 @@ TEST(PlaceBestFitTest, OnlyReadyClustersTakeWork) {
   pool.SetClusterState("a", ClusterState::kUnreachable);
   PlacementDecision d = PlaceBestFit(pool, Gang(1, 1));
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_FALSE(d.never_fits);
-  EXPECT_NE(d.reason.find("a (unreachable)"), std::string::npos) << d.reason;
+  EXPECT_FALSE(d.reason.never_fits());
+  EXPECT_NE(d.reason.Text(figure::kNotReady).find("a (unreachable)"), std::string::npos)
+      << d.reason;
 }
 
 TEST(PlaceBestFitTest, SameNodeKeepsAllReplicasOnOneNode) {
@@ -124,7 +130,7 @@ TEST(PlaceBestFitTest, SameNodeKeepsAllReplicasOnOneNode) {
   spec.replicas = 5;  // 10 GPUs cannot sit on one 8-GPU node
   d = PlaceBestFit(pool, spec);
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_TRUE(d.never_fits);
+  EXPECT_TRUE(d.reason.never_fits());
 }
 
 TEST(PlaceBestFitTest, ReplicaStaysInsideOneNvlinkDomainOfANode) {
@@ -161,7 +167,7 @@ TEST(PlaceBestFitTest, EmptyPoolExplainsThereAreNoClusters) {
   Pool pool;
   PlacementDecision d = PlaceBestFit(pool, Gang(1, 1));
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_NE(d.reason.find("no clusters are registered"), std::string::npos);
+  EXPECT_EQ(d.reason.code, ReasonCode::kNoClusters) << d.reason;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "federation/placement.h"
 #include "gtest/gtest.h"
@@ -119,10 +120,12 @@ TEST_P(TopologyTest, PcieServerSameDomainNeverSplitsAPair) {
   linked.topology = Topology::kSameNvlinkDomain;
   PlacementDecision d = Place(pool, linked);
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_FALSE(d.never_fits) << d.reason;
-  EXPECT_NE(d.reason.find("no NVLink domain has 2 free (largest: 1 on pcie/p-pair"),
-            std::string::npos)
-      << d.reason;
+  EXPECT_FALSE(d.reason.never_fits()) << d.reason;
+  EXPECT_EQ(d.reason.code, ReasonCode::kGpusBusy) << d.reason;
+  EXPECT_EQ(d.reason.Text(figure::kLevel), "NVLink domain");
+  EXPECT_EQ(d.reason.Int(figure::kGpus), 2);
+  EXPECT_EQ(d.reason.Int(figure::kLargest), 1);
+  EXPECT_TRUE(absl::StartsWith(d.reason.Text(figure::kWhere), "pcie/p-pair")) << d.reason;
   // Without the requirement the two unlinked GPUs do.
   d = Place(pool, Spec(1, 2));
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
@@ -139,11 +142,12 @@ TEST_P(TopologyTest, PcieServerFourLinkedGpusNeverFit) {
   four.topology = Topology::kSameNvlinkDomain;
   PlacementDecision d = Place(pool, four);
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_TRUE(d.never_fits) << d.reason;
-  EXPECT_NE(d.reason.find("no cluster can ever hold it"), std::string::npos) << d.reason;
-  EXPECT_NE(d.reason.find("no NVLink domain has 4 matching GPUs (largest: 2 on pcie/p-pair"),
-            std::string::npos)
-      << d.reason;
+  EXPECT_TRUE(d.reason.never_fits()) << d.reason;
+  EXPECT_EQ(d.reason.code, ReasonCode::kGpuCountUnsatisfiable) << d.reason;
+  EXPECT_EQ(d.reason.Text(figure::kLevel), "NVLink domain");
+  EXPECT_EQ(d.reason.Int(figure::kGpus), 4);
+  EXPECT_EQ(d.reason.Int(figure::kLargest), 2);
+  EXPECT_TRUE(absl::StartsWith(d.reason.Text(figure::kWhere), "pcie/p-pair")) << d.reason;
   // The same four GPUs without the requirement are fine.
   d = Place(pool, Spec(1, 4));
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
@@ -227,11 +231,15 @@ TEST_P(TopologyTest, Nvl72GangIsNeverSplitAcrossRacks) {
   gang.topology = Topology::kSameNvlinkDomain;
   PlacementDecision d = Place(pool, gang);
   EXPECT_FALSE(d.assignment.has_value()) << ::testing::PrintToString(NodesOf(*d.assignment));
-  EXPECT_FALSE(d.never_fits);
-  EXPECT_NE(d.reason.find("80 free GPUs (80 GB200) across 1 cluster, but no NVLink domain holds "
-                          "16 replicas now (largest: 10 in gb/nvl72-"),
-            std::string::npos)
-      << d.reason;
+  EXPECT_FALSE(d.reason.never_fits());
+  EXPECT_EQ(d.reason.code, ReasonCode::kGangBusy) << d.reason;
+  EXPECT_EQ(d.reason.Int(figure::kFree), 80);
+  EXPECT_EQ(d.reason.Text(figure::kFreeByModel), "80 GB200");
+  EXPECT_EQ(d.reason.Int(figure::kClusters), 1);
+  EXPECT_EQ(d.reason.Text(figure::kLevel), "NVLink domain");
+  EXPECT_EQ(d.reason.Int(figure::kReplicas), 16);
+  EXPECT_EQ(d.reason.Int(figure::kFit), 10);
+  EXPECT_TRUE(absl::StartsWith(d.reason.Text(figure::kWhere), "gb/nvl72-")) << d.reason;
   // Without the requirement the gang spreads over both racks (same block).
   d = Place(pool, Spec(16, 4));
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
@@ -240,9 +248,11 @@ TEST_P(TopologyTest, Nvl72GangIsNeverSplitAcrossRacks) {
   WorkloadSpec huge = Spec(19, 4);
   huge.topology = Topology::kSameNvlinkDomain;
   d = Place(pool, huge);
-  EXPECT_TRUE(d.never_fits);
-  EXPECT_NE(d.reason.find("at most 18 of 19 replicas fit in one NVLink domain"), std::string::npos)
-      << d.reason;
+  EXPECT_TRUE(d.reason.never_fits());
+  EXPECT_EQ(d.reason.code, ReasonCode::kTopologyUnsatisfiable) << d.reason;
+  EXPECT_EQ(d.reason.Int(figure::kFit), 18);
+  EXPECT_EQ(d.reason.Int(figure::kReplicas), 19);
+  EXPECT_EQ(d.reason.Text(figure::kLevel), "NVLink domain");
 }
 
 TEST_P(TopologyTest, Nvl72GangWithoutRequirementStillPrefersOneDomain) {
@@ -326,9 +336,11 @@ TEST_P(TopologyTest, SameRackKeepsTheGangInOneRack) {
   gang.topology = Topology::kSameRack;
   PlacementDecision d = Place(pool, gang);
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_TRUE(d.never_fits) << d.reason;
-  EXPECT_NE(d.reason.find("at most 1 of 2 replicas fit in one rack"), std::string::npos)
-      << d.reason;
+  EXPECT_TRUE(d.reason.never_fits()) << d.reason;
+  EXPECT_EQ(d.reason.code, ReasonCode::kTopologyUnsatisfiable) << d.reason;
+  EXPECT_EQ(d.reason.Int(figure::kFit), 1);
+  EXPECT_EQ(d.reason.Int(figure::kReplicas), 2);
+  EXPECT_EQ(d.reason.Text(figure::kLevel), "rack");
   // Topology none may use the block.
   d = Place(pool, Spec(2, 4));
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
@@ -339,9 +351,12 @@ TEST_P(TopologyTest, SameRackKeepsTheGangInOneRack) {
   ASSERT_OK(busy.Allocate(1, WholeOn("c", "t2", {0})));
   d = Place(busy, gang);
   EXPECT_FALSE(d.assignment.has_value());
-  EXPECT_FALSE(d.never_fits) << d.reason;
-  EXPECT_NE(d.reason.find("no rack holds 2 replicas now (largest: 1 in c/r"), std::string::npos)
-      << d.reason;
+  EXPECT_FALSE(d.reason.never_fits()) << d.reason;
+  EXPECT_EQ(d.reason.code, ReasonCode::kGangBusy) << d.reason;
+  EXPECT_EQ(d.reason.Text(figure::kLevel), "rack");
+  EXPECT_EQ(d.reason.Int(figure::kReplicas), 2);
+  EXPECT_EQ(d.reason.Int(figure::kFit), 1);
+  EXPECT_TRUE(absl::StartsWith(d.reason.Text(figure::kWhere), "c/r")) << d.reason;
   busy.Release(1);
   d = Place(busy, gang);
   ASSERT_TRUE(d.assignment.has_value()) << d.reason;
