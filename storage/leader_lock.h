@@ -26,7 +26,7 @@ class LeaderLock {
   // caller must stop acting as leader before trying to acquire again.
   bool StillHeld();
   void Release();
-  bool held() const { return held_; }
+  [[nodiscard]] bool held() const { return held_; }
 
  private:
   const std::string dsn_;

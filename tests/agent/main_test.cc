@@ -4,9 +4,9 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill
 #include <spawn.h>
-#include <stdlib.h>
+#include <stdlib.h>  // NOLINT(modernize-deprecated-headers): POSIX mkdtemp
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,7 +77,7 @@ class AgentProcess {
     }
   }
 
-  bool started() const { return pid_ > 0; }
+  [[nodiscard]] bool started() const { return pid_ > 0; }
   void Signal(int sig) { kill(pid_, sig); }
 
   // The exit code (128 + signal when killed), or nullopt if still running after `timeout`.
@@ -97,7 +97,7 @@ class AgentProcess {
     return exit_code_;
   }
 
-  std::string Stderr() const { return ReadFile(err_).value_or(""); }
+  [[nodiscard]] std::string Stderr() const { return ReadFile(err_).value_or(""); }
 
  private:
   pid_t pid_ = -1;

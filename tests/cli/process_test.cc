@@ -3,7 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,7 +69,7 @@ class Child {
     if (err_fd_ >= 0) close(err_fd_);
   }
 
-  bool started() const { return pid_ > 0; }
+  [[nodiscard]] bool started() const { return pid_ > 0; }
 
   // Reads what is available from both pipes, waiting up to `wait`.
   void Pump(absl::Duration wait) {
@@ -109,8 +109,8 @@ class Child {
   }
 
   void Signal(int sig) { kill(pid_, sig); }
-  const std::string& out() const { return out_; }
-  const std::string& err() const { return err_; }
+  [[nodiscard]] const std::string& out() const { return out_; }
+  [[nodiscard]] const std::string& err() const { return err_; }
 
  private:
   pid_t pid_ = -1;
