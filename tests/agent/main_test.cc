@@ -55,6 +55,7 @@ class AgentProcess {
     std::vector<std::string> argv_s = {GPUFED_AGENT_BIN};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
+    argv.reserve(argv_s.size() + 1);
     for (std::string& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
     std::vector<char*> envp;
@@ -119,7 +120,7 @@ class AgentBinaryTest : public ::testing::Test {
     std::filesystem::remove_all(dir_, ec);
   }
   std::string Write(const std::string& name, const std::string& text) {
-    const std::string path = dir_ + "/" + name;
+    std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
     return path;
   }

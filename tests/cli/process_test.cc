@@ -43,6 +43,7 @@ class Child {
     std::vector<std::string> full = {GPUFEDCTL_PATH};
     full.insert(full.end(), args.begin(), args.end());
     std::vector<char*> argv;
+    argv.reserve(full.size() + 1);
     for (std::string& a : full) argv.push_back(a.data());
     argv.push_back(nullptr);
     // No config file or token from whoever runs the tests.
