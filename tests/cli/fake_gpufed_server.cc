@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <ranges>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -210,8 +211,7 @@ grpc::Status FakeGpufedServer::List(grpc::ServerContext* context,
   absl::MutexLock lock(&mu_);
   list_requests_.push_back(*request);
   std::vector<const v1::Workload*> matching;
-  for (auto it = workloads_.rbegin(); it != workloads_.rend(); ++it) {  // Newest first.
-    const v1::Workload& w = it->second;
+  for (const auto& [id, w] : std::views::reverse(workloads_)) {  // Newest first.
     if (!request->tenant().empty() && w.spec().tenant() != request->tenant()) continue;
     if (!request->states().empty() && std::find(request->states().begin(), request->states().end(),
                                                 w.state()) == request->states().end()) {
