@@ -87,13 +87,23 @@ format-check:
 	$(CLANG_FORMAT) --dry-run --Werror --style=file $$files && echo "format-check: clean"
 
 # clang-tidy needs each file's real compile command, so it runs over the translation units the
-# build knows (generated protobuf code excluded); headers are checked through them, limited by
-# HeaderFilterRegex in .clang-tidy.
+# build knows that live in SOURCE_DIRS (generated protobuf code is in the build directory and
+# skipped); headers are checked through them. The header filter is anchored at this checkout so
+# that generated and system headers are not checked. Every warning counts as an error: `make
+# tidy` exits non-zero unless the tree is quiet. One file per clang-tidy, JOBS at a time.
+empty :=
+space := $(empty) $(empty)
+tidy_dirs := $(subst $(space),|,$(SOURCE_DIRS))
+
 tidy: configure
 	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS) --target gpufed_proto
-	@jq -r '.[].file' $(BUILD_DIR)/compile_commands.json \
-	  | grep -v -e '/$(notdir $(BUILD_DIR))/' -e '\.pb\.cc$$' | sort -u \
-	  | xargs -r -P$(JOBS) -n4 $(CLANG_TIDY) -p $(BUILD_DIR) --quiet
+	@files=$$(jq -r '.[].file' $(BUILD_DIR)/compile_commands.json \
+	  | grep -E '^$(CURDIR)/($(tidy_dirs))/.*\.cc$$' | sort -u); \
+	test -n "$$files" || { echo "tidy: no sources under $(CURDIR) in compile_commands.json" >&2; exit 1; }; \
+	echo "$$files" | xargs -P$(JOBS) -n1 $(CLANG_TIDY) -p $(BUILD_DIR) --quiet --warnings-as-errors='*' \
+	    --header-filter='^$(CURDIR)/($(tidy_dirs))/' \
+	  && echo "tidy: clean ($$(echo "$$files" | wc -l) files)" \
+	  || { echo "tidy: warnings above (each counts as an error)" >&2; exit 1; }
 
 clean:
 	rm -rf $(BUILD_DIR) .demo

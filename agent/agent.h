@@ -92,10 +92,10 @@ class Agent {
   // Blocks while the backend stops. Idempotent.
   void Shutdown();
 
-  AgentStats Stats() const;
+  [[nodiscard]] AgentStats Stats() const;
   // The inventory as the agent reports it now (the topology's, after any repartitions).
-  v1::Inventory Inventory() const;
-  const Backend& backend() const { return *backend_; }
+  [[nodiscard]] v1::Inventory Inventory() const;
+  [[nodiscard]] const Backend& backend() const { return *backend_; }
 
  private:
   // (workload id, state): how the server's acks name statuses.
@@ -148,7 +148,7 @@ class Agent {
   absl::Status ApplyRepartitions(const v1::WorkAssignment& work);
 
   v1::AgentMessage BuildRegister() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::WorkloadStatus StatusOf(const std::string& id, const Record& r) const;
+  [[nodiscard]] v1::WorkloadStatus StatusOf(const std::string& id, const Record& r) const;
   // Adds (or re-queues) a status for sending until acknowledged.
   void Enqueue(v1::WorkloadStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets a record terminal and queues its status.

@@ -46,7 +46,7 @@ class Backend {
   virtual ~Backend() = default;
 
   // "sim", "process", ...
-  virtual std::string_view name() const = 0;
+  [[nodiscard]] virtual std::string_view name() const = 0;
 
   // Starts `work`. INVALID_ARGUMENT (naming the field) when the assignment cannot be run as
   // given; nothing is started and no event follows. ALREADY_EXISTS when the workload id is
@@ -59,7 +59,7 @@ class Backend {
   virtual absl::Status Cancel(std::string_view workload_id) = 0;
 
   // Workloads started and not yet ended.
-  virtual size_t Active() const = 0;
+  [[nodiscard]] virtual size_t Active() const = 0;
 
   // Changes one GPU's MIG mode and layout as the control plane decided (a repartition carried by
   // an assignment), before the agent starts that assignment. The agent has checked the request

@@ -166,8 +166,9 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
     return fail("--token and --token-file are both given; give one");
   }
   if (token_opt->count() == 0 && token_file_opt->count() == 0) {
-    const char* env_token = std::getenv("GPUFED_AGENT_TOKEN");
-    const char* env_file = std::getenv("GPUFED_AGENT_TOKEN_FILE");
+    // Nothing in gpufed-agent calls setenv, so reading the environment cannot race.
+    const char* env_token = std::getenv("GPUFED_AGENT_TOKEN");      // NOLINT(concurrency-mt-unsafe)
+    const char* env_file = std::getenv("GPUFED_AGENT_TOKEN_FILE");  // NOLINT(concurrency-mt-unsafe)
     const bool has_token = env_token != nullptr && *env_token != '\0';
     const bool has_file = env_file != nullptr && *env_file != '\0';
     if (has_token && has_file) {

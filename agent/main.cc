@@ -1,6 +1,6 @@
 // gpufed-agent: connects one cluster to the gpufed server (docs/agent.md).
 
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigset_t, pthread_sigmask
 
 #include <atomic>
 #include <cstdlib>
@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -38,7 +39,8 @@ int ConfigError(absl::string_view message) {
 }
 
 std::string DefaultWorkDir(const std::string& cluster) {
-  const char* tmp = std::getenv("TMPDIR");
+  // Nothing in gpufed-agent calls setenv, so reading the environment cannot race.
+  const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe)
   const std::filesystem::path base = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
   return (base / absl::StrCat("gpufed-agent-", cluster)).string();
 }
@@ -76,14 +78,15 @@ int Main(int argc, char** argv) {
     options.work_dir = flags.work_dir.empty() ? DefaultWorkDir(topology->cluster) : flags.work_dir;
     options.kill_grace = absl::Seconds(flags.kill_grace_seconds);
     factory = [options](EventCallback cb) -> absl::StatusOr<std::unique_ptr<Backend>> {
-      absl::StatusOr<std::unique_ptr<ProcessBackend>> b = ProcessBackend::Create(options, cb);
+      absl::StatusOr<std::unique_ptr<ProcessBackend>> b =
+          ProcessBackend::Create(options, std::move(cb));
       if (!b.ok()) return b.status();
       return std::unique_ptr<Backend>(std::move(*b));
     };
     spdlog::info("process backend: workload logs in {}/logs", options.work_dir);
   } else {
     factory = [](EventCallback cb) -> absl::StatusOr<std::unique_ptr<Backend>> {
-      absl::StatusOr<std::unique_ptr<SimBackend>> b = SimBackend::Create(cb);
+      absl::StatusOr<std::unique_ptr<SimBackend>> b = SimBackend::Create(std::move(cb));
       if (!b.ok()) return b.status();
       return std::unique_ptr<Backend>(std::move(*b));
     };

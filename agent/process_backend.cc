@@ -1,7 +1,7 @@
 #include "agent/process_backend.h"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigset_t, kill
 #include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -97,8 +97,8 @@ class SpawnSetup {
   SpawnSetup(const SpawnSetup&) = delete;
   SpawnSetup& operator=(const SpawnSetup&) = delete;
 
-  const posix_spawnattr_t* attr() const { return &attr_; }
-  const posix_spawn_file_actions_t* actions() const { return &actions_; }
+  [[nodiscard]] const posix_spawnattr_t* attr() const { return &attr_; }
+  [[nodiscard]] const posix_spawn_file_actions_t* actions() const { return &actions_; }
 
  private:
   posix_spawnattr_t attr_;
@@ -213,8 +213,8 @@ absl::Status ProcessBackend::Start(const v1::WorkAssignment& work) {
   } else {
     argv.owned.assign(run.command().begin(), run.command().end());
   }
-  for (size_t i = 0; i < argv.owned.size(); ++i) {
-    if (argv.owned[i].find('\0') != std::string::npos) {
+  for (const std::string& arg : argv.owned) {
+    if (arg.find('\0') != std::string::npos) {
       return absl::InvalidArgumentError("spec.run.command: must not contain NUL characters");
     }
   }
@@ -280,7 +280,8 @@ absl::Status ProcessBackend::Start(const v1::WorkAssignment& work) {
     }
     CStrings envp;
     envp.owned.reserve(replica_env.size());
-    for (const auto& [name, value] : replica_env) envp.owned.push_back(name + "=" + value);
+    for (const auto& [name, value] : replica_env)
+      envp.owned.push_back(absl::StrCat(name, "=", value));
 
     pid_t pid = -1;
     const int rc = posix_spawnp(&pid, argv.owned.front().c_str(), setup.actions(), setup.attr(),

@@ -66,7 +66,7 @@ class ProcessBackend final : public Backend {
   void Shutdown() override;
 
   // Where the workload's output goes.
-  std::string LogPath(std::string_view workload_id) const;
+  [[nodiscard]] std::string LogPath(std::string_view workload_id) const;
 
  private:
   struct Replica {

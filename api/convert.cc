@@ -596,9 +596,21 @@ absl::StatusOr<ListFilter> ListFilterFromProto(const v1::ListWorkloadsRequest& r
   return filter;
 }
 
-v1::ListWorkloadsResponse WorkloadPageToProto(const WorkloadPage& page) {
+v1::ListWorkloadsResponse WorkloadPageToProto(const WorkloadPage& page, size_t max_bytes) {
   v1::ListWorkloadsResponse response;
-  for (const Workload& w : page.workloads) *response.add_workloads() = WorkloadToProto(w);
+  size_t bytes = 0;
+  for (const Workload& w : page.workloads) {
+    v1::Workload p = WorkloadToProto(w);
+    const size_t size = p.ByteSizeLong() + 8;  // + the field's tag and length
+    if (response.workloads_size() > 0 && bytes + size > max_bytes) {
+      // The page is cut short here; the next one starts after the last workload sent (pages go
+      // newest first: ids below it).
+      response.set_next_page_token(EncodePageToken(w.id + 1));
+      return response;
+    }
+    bytes += size;
+    *response.add_workloads() = std::move(p);
+  }
   if (page.next_before_id != 0) {
     response.set_next_page_token(EncodePageToken(page.next_before_id));
   }

@@ -64,7 +64,10 @@ v1::Project ProjectToProto(const Project& p);
 // Filters, page size (1..1000; 0: 100) and the page token of a List call. INVALID_ARGUMENT
 // naming the field.
 absl::StatusOr<ListFilter> ListFilterFromProto(const v1::ListWorkloadsRequest& request);
-v1::ListWorkloadsResponse WorkloadPageToProto(const WorkloadPage& page);
+// A page as a response of at most about `max_bytes`: when the workloads would not fit, the
+// response stops early and its token continues where it stopped, so that no response grows
+// with the size of what other callers submitted.
+v1::ListWorkloadsResponse WorkloadPageToProto(const WorkloadPage& page, size_t max_bytes);
 v1::ExplainResponse ExplanationToProto(const Explanation& e);
 
 // ---- The agent protocol ----

@@ -1,5 +1,6 @@
 #include "api/workload_service.h"
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <optional>
@@ -8,6 +9,12 @@
 #include "federation/status_macros.h"
 
 namespace gpufed::api {
+namespace {
+
+// Below gRPC's default 4 MiB receive limit, so that every client can read every page.
+constexpr size_t kMaxListResponseBytes = 2 << 20;
+
+}  // namespace
 
 grpc::ServerUnaryReactor* WorkloadServiceImpl::Submit(grpc::CallbackServerContext* context,
                                                       const v1::SubmitRequest* request,
@@ -63,7 +70,7 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::List(grpc::CallbackServerContext*
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
     ASSIGN_OR_RETURN(ListFilter filter, ListFilterFromProto(*request));
     ASSIGN_OR_RETURN(WorkloadPage page, ctx_.plane->ListWorkloads(who, std::move(filter)));
-    *response = WorkloadPageToProto(page);
+    *response = WorkloadPageToProto(page, kMaxListResponseBytes);
     return absl::OkStatus();
   });
 }
@@ -88,7 +95,9 @@ namespace {
 // publisher delivery hold a reference, so nobody touches it after it is deleted.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
  public:
+  // A watcher that does not read holds at most this much; past it, it is told to watch again.
   static constexpr size_t kMaxQueued = 10000;
+  static constexpr size_t kMaxQueuedBytes = 8 << 20;
 
   WatchReactor(const ApiContext& ctx, grpc::CallbackServerContext* context,
                v1::WatchRequest request)
@@ -212,12 +221,16 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
         sent_any_ = true;
         if (IsTerminal(e.workload.state)) end_after_queue_ = true;
       }
-      if (queue_.size() >= kMaxQueued) {
+      v1::WorkloadEvent event = EventToProto(e);
+      const size_t size = event.ByteSizeLong();
+      if (queue_.size() >= kMaxQueued || queued_bytes_ + size > kMaxQueuedBytes) {
         queue_.clear();
+        queued_bytes_ = 0;
         end_after_queue_ = true;
         overflow_ = true;
       } else {
-        queue_.push_back(EventToProto(e));
+        queued_bytes_ += size;
+        queue_.push_back(std::move(event));
       }
       write = TakeNextLocked(&finish);
     }
@@ -231,6 +244,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
     if (!queue_.empty()) {
       current_ = std::move(queue_.front());
       queue_.pop_front();
+      queued_bytes_ -= std::min(queued_bytes_, current_.ByteSizeLong());
       writing_ = true;
       return true;
     }
@@ -263,6 +277,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Shared> shared_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::WorkloadEvent> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   v1::WorkloadEvent current_;  // owned by the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;

@@ -98,6 +98,7 @@ SubmitResult RunSubmits(const Target& t, const std::string& tenant, int clients,
   const Clock::time_point start = Clock::now();
   result.first = start;
   std::vector<std::thread> threads;
+  threads.reserve(clients);
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       // One channel (one HTTP/2 connection) per client, as separate programs would have.

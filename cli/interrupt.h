@@ -43,7 +43,7 @@ class Interrupt {
   bool Trigger();
 
   // Whether Trigger() was called.
-  bool triggered() const;
+  [[nodiscard]] bool triggered() const;
 
  private:
   mutable absl::Mutex mu_;

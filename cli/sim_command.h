@@ -37,7 +37,7 @@ class SimCommand {
   SimCommand& operator=(const SimCommand&) = delete;
 
   // Whether the command line chose a `sim` command.
-  bool parsed() const;
+  [[nodiscard]] bool parsed() const;
 
   // Runs the chosen command; returns the exit status (0, or 1 after "error: ..." on `err`).
   // `progress_to_terminal`: draw a progress bar on `err`.

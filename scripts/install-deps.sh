@@ -5,8 +5,10 @@
 # Idempotent and quick when everything is present: apt is only touched if a package is missing,
 # so `make test` can call it on every run.
 #
-# Usage: scripts/install-deps.sh [--dev-tools]
-#   --dev-tools   also the tools `make format` and `make tidy` use (clang-format, clang-tidy)
+# Usage: scripts/install-deps.sh [--dev-tools | --clang-format]
+#   --dev-tools     also the tools `make format` and `make tidy` use (clang-format, clang-tidy)
+#   --clang-format  also clang-format only, what `make format-check` in CI needs (clang-tidy
+#                   brings the whole clang toolchain with it)
 #
 # As root it installs what is missing. As another user it lists what is missing, prints the
 # command to install it and exits 1.
@@ -32,13 +34,20 @@ packages=(
 )
 
 dev_tools_flag=""
-if [[ "${1:-}" == "--dev-tools" ]]; then
-  packages+=(clang-format clang-tidy)
-  dev_tools_flag=" --dev-tools"
-  shift
-fi
+case "${1:-}" in
+  --dev-tools)
+    packages+=(clang-format clang-tidy)
+    dev_tools_flag=" --dev-tools"
+    shift
+    ;;
+  --clang-format)
+    packages+=(clang-format)
+    dev_tools_flag=" --clang-format"
+    shift
+    ;;
+esac
 if [[ $# -gt 0 ]]; then
-  echo "usage: $0 [--dev-tools]" >&2
+  echo "usage: $0 [--dev-tools | --clang-format]" >&2
   exit 2
 fi
 

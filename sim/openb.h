@@ -56,8 +56,8 @@ struct OpenbPod {
   int line = 0;
 
   // Requested milli-GPUs: num_gpu x gpu_milli for a share, num_gpu x 1000 otherwise.
-  uint64_t GpuMilli() const;
-  bool SharesGpu() const { return num_gpu == 1 && gpu_milli > 0 && gpu_milli < 1000; }
+  [[nodiscard]] uint64_t GpuMilli() const;
+  [[nodiscard]] bool SharesGpu() const { return num_gpu == 1 && gpu_milli > 0 && gpu_milli < 1000; }
 };
 
 // Parses CSV text; `origin` names it in errors (usually the file path). Rejects a missing

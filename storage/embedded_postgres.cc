@@ -4,7 +4,7 @@
 #include <grp.h>
 #include <libpq-fe.h>
 #include <pwd.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -89,14 +89,18 @@ bool CanSearch(const struct stat& st, uid_t uid, const std::vector<gid_t>& group
 
 template <typename T>
 static absl::StatusOr<T> Errno(absl::string_view what, const std::string& path) {
-  return absl::FailedPreconditionError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+  const int error = errno;
+  // strerror_r (the GNU one, which returns the message): strerror's buffer is shared by threads.
+  char buf[256];
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, " ", path, ": ", strerror_r(error, buf, sizeof(buf))));
 }
 
 EmbeddedPostgres::EmbeddedPostgres(std::string data_dir, Options options)
     : data_dir_(std::move(data_dir)), options_(std::move(options)) {}
 
-absl::StatusOr<std::unique_ptr<EmbeddedPostgres>> EmbeddedPostgres::Create(std::string data_dir,
-                                                                           Options options) {
+absl::StatusOr<std::unique_ptr<EmbeddedPostgres>> EmbeddedPostgres::Create(
+    const std::string& data_dir, Options options) {
   if (data_dir.empty()) return absl::InvalidArgumentError("data_dir: required");
   std::error_code ec;
   fs::path absolute = fs::absolute(data_dir, ec);
@@ -210,7 +214,7 @@ absl::Status EmbeddedPostgres::InitDb() {
                                    "--auth-local=trust",
                                    "--auth-host=reject",
                                    "--data-checksums"};
-  if (!options_.durable) argv.push_back("--no-sync");
+  if (!options_.durable) argv.emplace_back("--no-sync");
   ASSIGN_OR_RETURN(int rc, Run(argv));
   if (rc != 0) {
     return absl::FailedPreconditionError(
@@ -416,9 +420,12 @@ absl::StatusOr<int> EmbeddedPostgres::Run(const std::vector<std::string>& argv) 
   // Everything the child needs is prepared before fork(): after it, only async-signal-safe
   // calls are allowed (this process has threads).
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const char* home = run_as_ != nullptr ? run_as_->home.c_str() : std::getenv("HOME");
+  // Nothing in the server calls setenv, so reading the environment cannot race.
+  const char* home = run_as_ != nullptr ? run_as_->home.c_str()
+                                        : std::getenv("HOME");  // NOLINT(concurrency-mt-unsafe)
   std::vector<std::string> env_text = {
       "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
       "LC_ALL=C",
@@ -426,6 +433,7 @@ absl::StatusOr<int> EmbeddedPostgres::Run(const std::vector<std::string>& argv) 
       absl::StrCat("HOME=", home != nullptr ? home : "/"),
   };
   std::vector<char*> env;
+  env.reserve(env_text.size() + 1);
   for (const std::string& e : env_text) env.push_back(const_cast<char*>(e.c_str()));
   env.push_back(nullptr);
   const RunAs* run_as = run_as_.get();

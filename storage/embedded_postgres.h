@@ -59,10 +59,10 @@ class EmbeddedPostgres {
   // Errors (one line, with the tail of postgres.log where it helps): FAILED_PRECONDITION
   // (PostgreSQL not installed, data folder unusable or not reachable by the postgres user),
   // UNAVAILABLE (the server did not start).
-  static absl::StatusOr<std::unique_ptr<EmbeddedPostgres>> Create(std::string data_dir,
+  static absl::StatusOr<std::unique_ptr<EmbeddedPostgres>> Create(const std::string& data_dir,
                                                                   Options options);
-  static absl::StatusOr<std::unique_ptr<EmbeddedPostgres>> Create(std::string data_dir) {
-    return Create(std::move(data_dir), Options());
+  static absl::StatusOr<std::unique_ptr<EmbeddedPostgres>> Create(const std::string& data_dir) {
+    return Create(data_dir, Options());
   }
 
   // Stops the server (Stop()).
@@ -72,18 +72,18 @@ class EmbeddedPostgres {
 
   // libpq connection string for options.database, e.g.
   // "host=/data/postgres/run port=5432 user=postgres dbname=gpufed".
-  const std::string& dsn() const { return dsn_; }
+  [[nodiscard]] const std::string& dsn() const { return dsn_; }
   // The same server, another database.
-  std::string DsnFor(std::string_view database) const;
+  [[nodiscard]] std::string DsnFor(std::string_view database) const;
 
   // `pg_ctl stop -m fast`: waits for sessions to be cancelled and a shutdown checkpoint.
   // Idempotent. Not thread-safe with other calls on this object.
   absl::Status Stop();
 
   // True if Create() attached to a postmaster that was already running.
-  bool reused() const { return reused_; }
-  const std::string& data_dir() const { return data_dir_; }
-  const std::string& socket_dir() const { return socket_dir_; }
+  [[nodiscard]] bool reused() const { return reused_; }
+  [[nodiscard]] const std::string& data_dir() const { return data_dir_; }
+  [[nodiscard]] const std::string& socket_dir() const { return socket_dir_; }
 
  private:
   struct RunAs;
@@ -97,10 +97,10 @@ class EmbeddedPostgres {
   absl::Status EnsureDatabase();
   // Returns true and fills socket_dir_/port_ if a live postmaster serves pgdata.
   bool AttachToRunning();
-  std::string PgDataDir() const { return data_dir_ + "/pgdata"; }
-  std::string LogFile() const { return data_dir_ + "/postgres.log"; }
-  std::string LogTail() const;
-  std::string BaseDsn(std::string_view database) const;
+  [[nodiscard]] std::string PgDataDir() const { return data_dir_ + "/pgdata"; }
+  [[nodiscard]] std::string LogFile() const { return data_dir_ + "/postgres.log"; }
+  [[nodiscard]] std::string LogTail() const;
+  [[nodiscard]] std::string BaseDsn(std::string_view database) const;
   absl::StatusOr<int> Run(const std::vector<std::string>& argv) const;
   absl::Status GiveToRunAs(const std::string& path) const;
 

@@ -28,7 +28,7 @@ class LeaderLock final : public LeaderElector {
   // caller must stop acting as leader before trying to acquire again.
   bool StillHeld() override;
   void Release() override;
-  bool held() const { return held_; }
+  [[nodiscard]] bool held() const { return held_; }
 
  private:
   const std::string dsn_;

@@ -98,7 +98,7 @@ class PgPool {
   template <typename Txn = pqxx::work, typename Fn>
   std::invoke_result_t<Fn&, Txn&> Transact(absl::string_view what, Fn&& fn, bool idempotent = true);
 
-  const PgPoolOptions& options() const { return options_; }
+  [[nodiscard]] const PgPoolOptions& options() const { return options_; }
 
  private:
   PgPool(std::string dsn, PgPoolOptions options, ConnectionSetup setup)

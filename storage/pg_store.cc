@@ -563,6 +563,9 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Create(const std::string& dsn,
     return absl::InvalidArgumentError("max_group_size: must be at least 1");
   }
   if (options.committers < 1) return absl::InvalidArgumentError("committers: must be at least 1");
+  if (options.control_pool_size < 1) {
+    return absl::InvalidArgumentError("control_pool_size: must be at least 1");
+  }
   if (options.max_queued_submits < 1) {
     return absl::InvalidArgumentError("max_queued_submits: must be at least 1");
   }
@@ -598,15 +601,20 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Create(const std::string& dsn,
   committer_options.size = options.committers;
   ASSIGN_OR_RETURN(std::unique_ptr<PgPool> committer_pool,
                    PgPool::Create(dsn, committer_options, RegisterStatements));
-  return std::unique_ptr<PgStore>(
-      new PgStore(std::move(options), std::move(pool), std::move(committer_pool)));
+  PgPoolOptions control_options = pool_options;
+  control_options.size = options.control_pool_size;
+  ASSIGN_OR_RETURN(std::unique_ptr<PgPool> control_pool,
+                   PgPool::Create(dsn, control_options, RegisterStatements));
+  return std::unique_ptr<PgStore>(new PgStore(std::move(options), std::move(pool),
+                                              std::move(committer_pool), std::move(control_pool)));
 }
 
 PgStore::PgStore(Options options, std::unique_ptr<PgPool> pool,
-                 std::unique_ptr<PgPool> committer_pool)
+                 std::unique_ptr<PgPool> committer_pool, std::unique_ptr<PgPool> control_pool)
     : options_(std::move(options)),
       pool_(std::move(pool)),
-      committer_pool_(std::move(committer_pool)) {
+      committer_pool_(std::move(committer_pool)),
+      control_pool_(std::move(control_pool)) {
   for (int i = 0; i < options_.committers; ++i) {
     committers_.emplace_back([this] { CommitterLoop(); });
   }
@@ -949,14 +957,14 @@ absl::StatusOr<WorkloadPage> PgStore::List(const ListFilter& filter) {
 
 absl::StatusOr<std::vector<Workload>> PgStore::ListPending(int limit) {
   if (limit <= 0) return absl::InvalidArgumentError("limit: must be positive");
-  return pool_->Transact<pqxx::nontransaction>(
+  return control_pool_->Transact<pqxx::nontransaction>(
       "list pending workloads", [limit](pqxx::nontransaction& txn) {
         return WorkloadsFromResult(txn.exec_prepared("list_pending", limit));
       });
 }
 
 absl::StatusOr<std::vector<Workload>> PgStore::ListActive(const std::string& cluster) {
-  return pool_->Transact<pqxx::nontransaction>(
+  return control_pool_->Transact<pqxx::nontransaction>(
       "list active workloads", [&cluster](pqxx::nontransaction& txn) {
         return WorkloadsFromResult(cluster.empty()
                                        ? txn.exec_prepared("list_active")
@@ -1022,7 +1030,7 @@ absl::StatusOr<std::vector<TransitionResult>> PgStore::ApplyTransitions(
     }
   }
 
-  return pool_->Transact(
+  return control_pool_->Transact(
       "apply transitions", [&](pqxx::work& txn) -> absl::StatusOr<std::vector<TransitionResult>> {
         std::vector<TransitionResult> results(transitions.size());
         for (size_t i = 0; i < transitions.size(); ++i) results[i].id = transitions[i].id;
@@ -1077,7 +1085,7 @@ absl::Status PgStore::SetPendingReasons(
                      {"message", RenderReason(*reason)}});
   }
   const std::string text = input.dump(-1, ' ', false, json::error_handler_t::replace);
-  return pool_->Transact("set pending reasons", [&text](pqxx::work& txn) {
+  return control_pool_->Transact("set pending reasons", [&text](pqxx::work& txn) {
     txn.exec_prepared("set_pending_reasons", text);
     return absl::OkStatus();
   });
@@ -1169,7 +1177,7 @@ absl::StatusOr<Cluster> PgStore::RegisterCluster(const ClusterInfo& info,
   const std::string gpus_text = dump(gpu_rows);
   const std::string labels_text = StringsToJson(info.compliance_labels);
 
-  return pool_->Transact("register cluster", [&](pqxx::work& txn) -> absl::StatusOr<Cluster> {
+  return control_pool_->Transact("register cluster", [&](pqxx::work& txn) -> absl::StatusOr<Cluster> {
     pqxx::result r = txn.exec_prepared("upsert_cluster", info.name, info.provider, info.region,
                                        info.zone, info.jurisdiction, labels_text);
     ASSIGN_OR_RETURN(Cluster cluster, ClusterFromRow(r[0]));
@@ -1184,7 +1192,7 @@ absl::StatusOr<Cluster> PgStore::RegisterCluster(const ClusterInfo& info,
 }
 
 absl::Status PgStore::RecordHeartbeat(const std::string& cluster, Timestamp at) {
-  return pool_->Transact<pqxx::nontransaction>(
+  return control_pool_->Transact<pqxx::nontransaction>(
       "record heartbeat", [&](pqxx::nontransaction& txn) -> absl::Status {
         pqxx::result r = txn.exec_prepared("record_heartbeat", cluster, ToMicros(at));
         if (r.affected_rows() == 0) {
@@ -1199,7 +1207,7 @@ absl::Status PgStore::SetClusterState(const std::string& cluster, ClusterState s
     return absl::InvalidArgumentError("state: unspecified");
   }
   const std::string name(ClusterStateName(state));
-  return pool_->Transact<pqxx::nontransaction>(
+  return control_pool_->Transact<pqxx::nontransaction>(
       "set cluster state", [&](pqxx::nontransaction& txn) -> absl::Status {
         pqxx::result r = txn.exec_prepared("set_cluster_state", cluster, name);
         if (r.affected_rows() == 0) {

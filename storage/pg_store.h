@@ -11,8 +11,10 @@
 // (unknown project, idempotency conflict) does not fail the others. (Options::committers
 // such threads may run; one is the default.)
 //
-// Everything else runs on a bounded connection pool: a call waits at most
-// Options::acquire_timeout for a connection, then answers UNAVAILABLE.
+// Everything else runs on bounded connection pools — one for the calls of people and programs,
+// one for the control path (agents and the scheduler) — where a call waits at most
+// Options::acquire_timeout (or its request's deadline) for a connection, then answers
+// UNAVAILABLE (DEADLINE_EXCEEDED).
 //
 // Thread-safe. Behaviour beyond store.h's comments:
 //   - Submit: INVALID_ARGUMENT if spec.tenant, spec.project or spec.name is empty; NOT_FOUND
@@ -63,8 +65,12 @@ class PgPool;
 struct PendingSubmit;
 
 struct PgStoreOptions {
-  // Connections for everything but Submit (which has its own).
+  // Connections for the calls of people and programs (reads, cancels, tenancy).
   int pool_size = 8;
+  // Connections, apart from those, for the control path: agents' status reports, heartbeats and
+  // inventories, and the scheduler's reads and commits. A burst of user calls never makes an
+  // agent or the scheduler wait for a connection.
+  int control_pool_size = 4;
   // Longest wait for a free connection before UNAVAILABLE.
   absl::Duration acquire_timeout = absl::Seconds(5);
   // Server-side cap on one statement (DEADLINE_EXCEEDED past it).
@@ -140,7 +146,8 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
   Stats GetStats() const;
 
  private:
-  PgStore(Options options, std::unique_ptr<PgPool> pool, std::unique_ptr<PgPool> committer_pool);
+  PgStore(Options options, std::unique_ptr<PgPool> pool, std::unique_ptr<PgPool> committer_pool,
+          std::unique_ptr<PgPool> control_pool);
 
   void CommitterLoop();
   // Commits a group and wakes its callers.
@@ -153,6 +160,8 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
   const std::unique_ptr<PgPool> pool_;
   // One connection per committer, so that submits never wait behind reads.
   const std::unique_ptr<PgPool> committer_pool_;
+  // The control path's connections (Options::control_pool_size).
+  const std::unique_ptr<PgPool> control_pool_;
 
   mutable absl::Mutex mu_;
   std::deque<std::unique_ptr<PendingSubmit>> queue_ ABSL_GUARDED_BY(mu_);

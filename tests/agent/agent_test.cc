@@ -49,7 +49,7 @@ class CountingBackend final : public Backend {
 
   CountingBackend(std::unique_ptr<Backend> inner, std::shared_ptr<Counts> counts)
       : inner_(std::move(inner)), counts_(std::move(counts)) {}
-  std::string_view name() const override { return "counting-sim"; }
+  [[nodiscard]] std::string_view name() const override { return "counting-sim"; }
   absl::Status Start(const v1::WorkAssignment& work) override {
     {
       absl::MutexLock lock(&counts_->mu);
@@ -65,7 +65,7 @@ class CountingBackend final : public Backend {
     }
     return inner_->Repartition(change);
   }
-  size_t Active() const override { return inner_->Active(); }
+  [[nodiscard]] size_t Active() const override { return inner_->Active(); }
   void Shutdown() override { inner_->Shutdown(); }
 
  private:
@@ -406,7 +406,7 @@ v1::WorkAssignment OnGpu(const std::string& id, uint32_t gpu, const std::string&
   return a;
 }
 
-v1::Repartition Change(uint32_t gpu, bool mig_enabled, std::vector<v1::MigInstance> layout,
+v1::Repartition Change(uint32_t gpu, bool mig_enabled, const std::vector<v1::MigInstance>& layout,
                        const std::string& reason = "") {
   v1::Repartition c;
   c.set_node("node-01");
@@ -424,7 +424,7 @@ v1::Gpu GpuIn(const v1::Inventory& inventory, const std::string& uuid) {
       if (g.uuid() == uuid) return g;
     }
   }
-  return v1::Gpu();
+  return {};
 }
 
 // Index in stream `s` of the first message satisfying `pred`; -1 if none.

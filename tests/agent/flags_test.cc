@@ -2,7 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
+#include <stdlib.h>  // NOLINT(modernize-deprecated-headers): POSIX mkdtemp, setenv
 
 #include <filesystem>
 #include <fstream>
@@ -35,7 +35,7 @@ class FlagsTest : public ::testing::Test {
   }
 
   std::string Write(const std::string& name, const std::string& text) {
-    const std::string path = dir_ + "/" + name;
+    std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
     return path;
   }
@@ -43,6 +43,7 @@ class FlagsTest : public ::testing::Test {
   static FlagsOutcome Parse(std::vector<std::string> args) {
     args.insert(args.begin(), "gpufed-agent");
     std::vector<const char*> argv;
+    argv.reserve(args.size());
     for (const std::string& a : args) argv.push_back(a.c_str());
     return ParseAgentFlags(static_cast<int>(argv.size()), argv.data());
   }

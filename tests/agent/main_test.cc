@@ -4,9 +4,9 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill
 #include <spawn.h>
-#include <stdlib.h>
+#include <stdlib.h>  // NOLINT(modernize-deprecated-headers): POSIX mkdtemp
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +55,7 @@ class AgentProcess {
     std::vector<std::string> argv_s = {GPUFED_AGENT_BIN};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
+    argv.reserve(argv_s.size() + 1);
     for (std::string& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
     std::vector<char*> envp;
@@ -77,7 +78,7 @@ class AgentProcess {
     }
   }
 
-  bool started() const { return pid_ > 0; }
+  [[nodiscard]] bool started() const { return pid_ > 0; }
   void Signal(int sig) { kill(pid_, sig); }
 
   // The exit code (128 + signal when killed), or nullopt if still running after `timeout`.
@@ -97,7 +98,7 @@ class AgentProcess {
     return exit_code_;
   }
 
-  std::string Stderr() const { return ReadFile(err_).value_or(""); }
+  [[nodiscard]] std::string Stderr() const { return ReadFile(err_).value_or(""); }
 
  private:
   pid_t pid_ = -1;
@@ -119,7 +120,7 @@ class AgentBinaryTest : public ::testing::Test {
     std::filesystem::remove_all(dir_, ec);
   }
   std::string Write(const std::string& name, const std::string& text) {
-    const std::string path = dir_ + "/" + name;
+    std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
     return path;
   }

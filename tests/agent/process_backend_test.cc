@@ -2,8 +2,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <stdlib.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill
+#include <stdlib.h>  // NOLINT(modernize-deprecated-headers): POSIX mkdtemp, setenv
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,7 +37,7 @@ class TempDir {
     std::error_code ec;
     if (!path_.empty()) std::filesystem::remove_all(path_, ec);
   }
-  const std::string& path() const { return path_; }
+  [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
   std::string path_;

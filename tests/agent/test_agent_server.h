@@ -36,8 +36,8 @@ class TestAgentServer {
   static std::unique_ptr<TestAgentServer> Start(int port = 0);
   ~TestAgentServer();
 
-  int port() const { return port_; }
-  std::string address() const;
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] std::string address() const;
 
   // Ends every open stream at once (as a crashing server would) and stops listening.
   void Stop();
@@ -53,7 +53,7 @@ class TestAgentServer {
   // Waits until `pred` holds for the log (true) or `timeout` passes (false).
   bool WaitFor(const std::function<bool(const Log&)>& pred,
                absl::Duration timeout = absl::Seconds(20)) const;
-  Log Snapshot() const;
+  [[nodiscard]] Log Snapshot() const;
 
  private:
   class Service;

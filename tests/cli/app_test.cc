@@ -42,7 +42,7 @@ class AppTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string Write(const std::string& name, const std::string& text) {
-    const std::string path = (dir_ / name).string();
+    std::string path = (dir_ / name).string();
     std::ofstream(path) << text;
     return path;
   }
@@ -61,6 +61,7 @@ class AppTest : public ::testing::Test {
     err_.str("");
     args.insert(args.begin(), "gpufedctl");
     std::vector<const char*> argv;
+    argv.reserve(args.size());
     for (const std::string& a : args) argv.push_back(a.c_str());
     CliIo io;
     io.out = &out_;

@@ -31,7 +31,7 @@ class ConfigTest : public ::testing::Test {
     return path.string();
   }
 
-  EnvLookup Env() const {
+  [[nodiscard]] EnvLookup Env() const {
     return [this](absl::string_view name) -> std::optional<std::string> {
       auto it = env_.find(std::string(name));
       if (it == env_.end()) return std::nullopt;

@@ -210,8 +210,7 @@ grpc::Status FakeGpufedServer::List(grpc::ServerContext* context,
   absl::MutexLock lock(&mu_);
   list_requests_.push_back(*request);
   std::vector<const v1::Workload*> matching;
-  for (auto it = workloads_.rbegin(); it != workloads_.rend(); ++it) {  // Newest first.
-    const v1::Workload& w = it->second;
+  for (const auto& [id, w] : workloads_) {
     if (!request->tenant().empty() && w.spec().tenant() != request->tenant()) continue;
     if (!request->states().empty() && std::find(request->states().begin(), request->states().end(),
                                                 w.state()) == request->states().end()) {
@@ -219,6 +218,8 @@ grpc::Status FakeGpufedServer::List(grpc::ServerContext* context,
     }
     matching.push_back(&w);
   }
+  // Newest first. (Not std::views::reverse: clang-tidy 14 cannot parse libstdc++ 12's ranges.)
+  std::reverse(matching.begin(), matching.end());
   size_t offset = 0;
   if (!request->page_token().empty() && !absl::SimpleAtoi(request->page_token(), &offset)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "page_token: malformed");

@@ -33,7 +33,7 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   static std::unique_ptr<FakeGpufedServer> Start();
   ~FakeGpufedServer() override;
 
-  std::string address() const { return address_; }
+  [[nodiscard]] std::string address() const { return address_; }
 
   // When set, calls without "authorization: Bearer <token>" get UNAUTHENTICATED.
   void RequireToken(std::string token);
@@ -61,19 +61,19 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
 
   // Watch without an id sends one event per stored workload, then waits for the client to
   // cancel. How many such streams saw a cancellation:
-  int watch_all_cancelled() const;
+  [[nodiscard]] int watch_all_cancelled() const;
 
   // What the server saw.
-  std::vector<v1::SubmitRequest> submits() const;
-  std::vector<v1::ListWorkloadsRequest> list_requests() const;
-  std::vector<v1::ListClustersRequest> cluster_requests() const;
-  std::vector<v1::CreateTokenRequest> token_requests() const;
+  [[nodiscard]] std::vector<v1::SubmitRequest> submits() const;
+  [[nodiscard]] std::vector<v1::ListWorkloadsRequest> list_requests() const;
+  [[nodiscard]] std::vector<v1::ListClustersRequest> cluster_requests() const;
+  [[nodiscard]] std::vector<v1::CreateTokenRequest> token_requests() const;
   // The authorization metadata of every call, in order ("" when absent).
-  std::vector<std::string> authorizations() const;
+  [[nodiscard]] std::vector<std::string> authorizations() const;
   // The deadline of every call, in order (time_point::max() when it had none).
-  std::vector<std::chrono::system_clock::time_point> deadlines() const;
+  [[nodiscard]] std::vector<std::chrono::system_clock::time_point> deadlines() const;
   // Workloads stored (created by Submit or AddWorkload).
-  int workload_count() const;
+  [[nodiscard]] int workload_count() const;
 
   // WorkloadService
   grpc::Status Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,

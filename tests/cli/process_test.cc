@@ -3,7 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,6 +43,7 @@ class Child {
     std::vector<std::string> full = {GPUFEDCTL_PATH};
     full.insert(full.end(), args.begin(), args.end());
     std::vector<char*> argv;
+    argv.reserve(full.size() + 1);
     for (std::string& a : full) argv.push_back(a.data());
     argv.push_back(nullptr);
     // No config file or token from whoever runs the tests.
@@ -69,7 +70,7 @@ class Child {
     if (err_fd_ >= 0) close(err_fd_);
   }
 
-  bool started() const { return pid_ > 0; }
+  [[nodiscard]] bool started() const { return pid_ > 0; }
 
   // Reads what is available from both pipes, waiting up to `wait`.
   void Pump(absl::Duration wait) {
@@ -109,8 +110,8 @@ class Child {
   }
 
   void Signal(int sig) { kill(pid_, sig); }
-  const std::string& out() const { return out_; }
-  const std::string& err() const { return err_; }
+  [[nodiscard]] const std::string& out() const { return out_; }
+  [[nodiscard]] const std::string& err() const { return err_; }
 
  private:
   pid_t pid_ = -1;

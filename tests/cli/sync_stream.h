@@ -42,7 +42,7 @@ class SyncStringBuf : public std::streambuf {
 class SyncStream : public std::ostream {
  public:
   SyncStream() : std::ostream(&buf_) {}
-  std::string contents() const { return buf_.contents(); }
+  [[nodiscard]] std::string contents() const { return buf_.contents(); }
 
  private:
   SyncStringBuf buf_;

@@ -141,7 +141,7 @@ TEST(AgentExampleConfigTest, ValuesAreUsable) {
   const YAML::Node config = LoadScalarMap(SourcePath("deploy/agent.example.yaml"));
   ASSERT_TRUE(config.IsMap());
   EXPECT_TRUE(IsListenAddress(config["server"].as<std::string>("")));
-  const std::string backend = config["backend"].as<std::string>("");
+  const auto backend = config["backend"].as<std::string>("");
   EXPECT_TRUE(backend == "sim" || backend == "process") << backend;
   EXPECT_EQ(kLogLevels.count(config["log_level"].as<std::string>("")), 1u);
   EXPECT_FALSE(config["topology"].as<std::string>("").empty());

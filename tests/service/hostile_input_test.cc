@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -330,6 +331,43 @@ TEST_F(HostileInputTest, InvalidUtf8IsInvalidArgumentNamingTheField) {
   EXPECT_TRUE(InvalidNaming(status, "spec.name"));
   lock.unlock();
   EXPECT_EQ(CountWorkloads(), 0);
+}
+
+// Large workloads, each within the limits, add up: a List page of them must still be readable
+// by a client with gRPC's default 4 MiB receive limit, and following the page tokens must give
+// every workload exactly once.
+TEST_F(HostileInputTest, ListPagesStayReadableHoweverLargeTheWorkloads) {
+  v1::WorkloadSpec big = Spec();
+  for (const char* key : {"A", "B", "C"}) {
+    (*big.mutable_run()->mutable_env())[key] = std::string(16000, 'x');
+  }
+  constexpr int kCount = 120;  // ~48 KB each: ~5.8 MB in all
+  std::set<std::string> submitted;
+  for (int i = 0; i < kCount; ++i) {
+    v1::SubmitResponse resp;
+    ASSERT_TRUE(Submit(big, &resp).ok());
+    submitted.insert(resp.workload().id());
+  }
+  std::set<std::string> listed;
+  std::string token;
+  int pages = 0;
+  do {
+    v1::ListWorkloadsRequest req;
+    req.set_page_size(1000);
+    req.set_page_token(token);
+    v1::ListWorkloadsResponse resp;
+    grpc::Status s =
+        Call(admin_, [&](grpc::ClientContext* c) { return workloads_->List(c, req, &resp); });
+    ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+    ASSERT_GT(resp.workloads_size(), 0);
+    for (const v1::Workload& w : resp.workloads()) {
+      EXPECT_TRUE(listed.insert(w.id()).second) << "listed twice: " << w.id();
+    }
+    token = resp.next_page_token();
+    ASSERT_LT(++pages, kCount);
+  } while (!token.empty());
+  EXPECT_GT(pages, 1);
+  EXPECT_EQ(listed, submitted);
 }
 
 }  // namespace

@@ -73,6 +73,7 @@ TEST(SnapshotOrderTest, ShuffledOriginalsThenClonesUpToTheTarget) {
 
 TEST(SnapshotOrderTest, DropsRandomPodsWhenTheOriginalsAskForTooMuch) {
   std::vector<OpenbPod> pods;
+  pods.reserve(10);
   for (int i = 0; i < 10; ++i) pods.push_back(Pod(absl::StrCat("p", i), 1, 1000));
   std::vector<uint32_t> order = SnapshotArrivalOrder(pods, 4000, 1.0, 7);
   EXPECT_EQ(order.size(), 4);
@@ -81,6 +82,7 @@ TEST(SnapshotOrderTest, DropsRandomPodsWhenTheOriginalsAskForTooMuch) {
 
 TEST(SnapshotOrderTest, SameSeedSameOrderOtherSeedOtherOrder) {
   std::vector<OpenbPod> pods;
+  pods.reserve(50);
   for (int i = 0; i < 50; ++i) pods.push_back(Pod(absl::StrCat("p", i), 1, 100 + 10 * i));
   EXPECT_EQ(SnapshotArrivalOrder(pods, 40000, 1.3, 3), SnapshotArrivalOrder(pods, 40000, 1.3, 3));
   EXPECT_NE(SnapshotArrivalOrder(pods, 40000, 1.3, 3), SnapshotArrivalOrder(pods, 40000, 1.3, 4));

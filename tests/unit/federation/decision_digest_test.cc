@@ -25,7 +25,7 @@ TEST(DecisionDigestTest, TextOfAnAssignment) {
   r.reason = "words that do not count";
   a.repartitions.push_back(r);
   d.assignment = a;
-  d.reason = "ignored too";
+  d.reason = PendingReason(ReasonCode::kGpusBusy);
   EXPECT_EQ(DecisionText(d),
             "fit dgx 3 | n0 GPU-n0-0,GPU-n0-1 0 - | n1 GPU-n1-2 250 - | n1 GPU-n1-3 0 3g.40gb@4"
             " | mig n1 GPU-n1-3 on 3g.40gb@4,1g.10gb@0");
