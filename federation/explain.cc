@@ -349,8 +349,7 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
   // Would it fit if every cluster were empty?
   const GroupBest ever = BestGroup(all, f, unit, /*empty=*/true, options, cache, request);
   if (ever.replicas < spec.replicas) {
-    const GroupBest ever_node =
-        BestGroup(all, f, Level::kNode, true, options, cache, request);
+    const GroupBest ever_node = BestGroup(all, f, Level::kNode, true, options, cache, request);
     if (ever_node.units == 0 && d.kind != Demand::Kind::kNone) {
       std::set<std::string> present;
       for (const ClusterSlots* c : all) {

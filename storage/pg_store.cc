@@ -1177,18 +1177,19 @@ absl::StatusOr<Cluster> PgStore::RegisterCluster(const ClusterInfo& info,
   const std::string gpus_text = dump(gpu_rows);
   const std::string labels_text = StringsToJson(info.compliance_labels);
 
-  return control_pool_->Transact("register cluster", [&](pqxx::work& txn) -> absl::StatusOr<Cluster> {
-    pqxx::result r = txn.exec_prepared("upsert_cluster", info.name, info.provider, info.region,
-                                       info.zone, info.jurisdiction, labels_text);
-    ASSIGN_OR_RETURN(Cluster cluster, ClusterFromRow(r[0]));
-    txn.exec_prepared("delete_gpus", info.name);
-    txn.exec_prepared("delete_nodes", info.name);
-    txn.exec_prepared("insert_nodes", info.name, nodes_text);
-    txn.exec_prepared("insert_gpus", info.name, gpus_text);
-    std::map<std::string, Cluster*> by_name = {{cluster.info.name, &cluster}};
-    RETURN_IF_ERROR(ReadInventory(txn, info.name, by_name));
-    return cluster;
-  });
+  return control_pool_->Transact(
+      "register cluster", [&](pqxx::work& txn) -> absl::StatusOr<Cluster> {
+        pqxx::result r = txn.exec_prepared("upsert_cluster", info.name, info.provider, info.region,
+                                           info.zone, info.jurisdiction, labels_text);
+        ASSIGN_OR_RETURN(Cluster cluster, ClusterFromRow(r[0]));
+        txn.exec_prepared("delete_gpus", info.name);
+        txn.exec_prepared("delete_nodes", info.name);
+        txn.exec_prepared("insert_nodes", info.name, nodes_text);
+        txn.exec_prepared("insert_gpus", info.name, gpus_text);
+        std::map<std::string, Cluster*> by_name = {{cluster.info.name, &cluster}};
+        RETURN_IF_ERROR(ReadInventory(txn, info.name, by_name));
+        return cluster;
+      });
 }
 
 absl::Status PgStore::RecordHeartbeat(const std::string& cluster, Timestamp at) {

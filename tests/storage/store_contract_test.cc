@@ -774,7 +774,7 @@ TEST_P(StoreContractTest, LifecycleSetsAssignmentTimesVersionsAndEvents) {
   EXPECT_EQ(p.current->state, S::kPlaced);
   EXPECT_EQ(p.current->assignment, AssignmentOn("c1", 4));
   EXPECT_EQ(p.current->pending_reason, PendingReason());  // leaving PENDING clears it
-  EXPECT_EQ(p.current->version, 3u);         // submit, pending reason, placement
+  EXPECT_EQ(p.current->version, 3u);                      // submit, pending reason, placement
   ExpectBetween(p.current->update_time, before_place, after_place);
   EXPECT_FALSE(p.current->start_time.has_value());
 
