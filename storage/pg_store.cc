@@ -563,6 +563,9 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Create(const std::string& dsn,
     return absl::InvalidArgumentError("max_group_size: must be at least 1");
   }
   if (options.committers < 1) return absl::InvalidArgumentError("committers: must be at least 1");
+  if (options.completion_threads < 1) {
+    return absl::InvalidArgumentError("completion_threads: must be at least 1");
+  }
   if (options.control_pool_size < 1) {
     return absl::InvalidArgumentError("control_pool_size: must be at least 1");
   }
@@ -618,6 +621,9 @@ PgStore::PgStore(Options options, std::unique_ptr<PgPool> pool,
   for (int i = 0; i < options_.committers; ++i) {
     committers_.emplace_back([this] { CommitterLoop(); });
   }
+  for (int i = 0; i < options_.completion_threads; ++i) {
+    completers_.emplace_back([this] { CompletionLoop(); });
+  }
 }
 
 PgStore::~PgStore() {
@@ -626,6 +632,28 @@ PgStore::~PgStore() {
     stopping_ = true;
   }
   for (std::thread& t : committers_) t.join();
+  {
+    absl::MutexLock lock(&done_mu_);
+    completers_stopping_ = true;
+  }
+  for (std::thread& t : completers_) t.join();
+}
+
+void PgStore::CompletionLoop() {
+  while (true) {
+    std::unique_ptr<PendingSubmit> p;
+    {
+      absl::MutexLock lock(&done_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(done_mu_) {
+        return !done_.empty() || completers_stopping_;
+      };
+      done_mu_.Await(absl::Condition(&ready));
+      if (done_.empty()) return;  // stopping, and every caller has been answered
+      p = std::move(done_.front());
+      done_.pop_front();
+    }
+    std::move(p->done)(std::move(p->result));
+  }
 }
 
 PgStore::Stats PgStore::GetStats() const {
@@ -715,8 +743,10 @@ void PgStore::CommitterLoop() {
       }
     }
     if (!group.empty()) CommitGroup(group);
-    // The commit completes the calls: each callback answers its caller.
-    for (const auto& p : taken) std::move(p->done)(std::move(p->result));
+    // The commit completes the calls: each callback answers its caller, on the completion
+    // threads, while this one goes on to the next group.
+    absl::MutexLock lock(&done_mu_);
+    for (auto& p : taken) done_.push_back(std::move(p));
   }
 }
 

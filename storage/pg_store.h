@@ -80,6 +80,9 @@ struct PgStoreOptions {
   // Committer threads, each with its own connection. One is best measured (docs/storage.md):
   // more split the queue into smaller groups, each paying its own WAL flush.
   int committers = 1;
+  // Threads that run the callbacks of committed submissions (answering the callers), so that
+  // the committer starts the next group at once.
+  int completion_threads = 2;
   // Submits waiting for the committer beyond which Submit answers UNAVAILABLE at once.
   int max_queued_submits = 8192;
 };
@@ -150,6 +153,7 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
           std::unique_ptr<PgPool> control_pool);
 
   void CommitterLoop();
+  void CompletionLoop();
   // Commits a group and wakes its callers.
   void CommitGroup(const std::vector<PendingSubmit*>& group);
   // One attempt at a group: an outcome per entry, or an error for the whole group.
@@ -168,6 +172,12 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> committers_;
+
+  // Committed submissions whose callers are still to be answered (CompletionLoop).
+  absl::Mutex done_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::deque<std::unique_ptr<PendingSubmit>> done_ ABSL_GUARDED_BY(done_mu_);
+  bool completers_stopping_ ABSL_GUARDED_BY(done_mu_) = false;
+  std::vector<std::thread> completers_;
 };
 
 }  // namespace gpufed::storage
