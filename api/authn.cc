@@ -5,7 +5,7 @@
 
 namespace gpufed::api {
 
-absl::StatusOr<auth::Principal> Authenticator::Authenticate(
+absl::StatusOr<absl::string_view> Authenticator::BearerToken(
     const grpc::ServerContextBase& context) {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
@@ -17,7 +17,25 @@ absl::StatusOr<auth::Principal> Authenticator::Authenticate(
   if (!absl::StartsWithIgnoreCase(value, kBearer)) {
     return absl::UnauthenticatedError("authorization metadata must be 'Bearer <token>'");
   }
-  return AuthenticateToken(value.substr(kBearer.size()));
+  return value.substr(kBearer.size());
+}
+
+absl::StatusOr<auth::Principal> Authenticator::Authenticate(
+    const grpc::ServerContextBase& context) {
+  absl::StatusOr<absl::string_view> token = BearerToken(context);
+  if (!token.ok()) return token.status();
+  return AuthenticateToken(*token);
+}
+
+std::optional<auth::Principal> Authenticator::Cached(const grpc::ServerContextBase& context) {
+  absl::StatusOr<absl::string_view> token = BearerToken(context);
+  if (!token.ok() || token->empty() || token->size() > 512) return std::nullopt;
+  const std::string hash = auth::HashToken(*token);
+  const MonotonicTime now = clock_->Monotonic();
+  absl::MutexLock lock(&mu_);
+  auto it = cache_.find(hash);
+  if (it == cache_.end() || it->second.expires <= now) return std::nullopt;
+  return it->second.principal;  // nullopt for a known bad token: Authenticate says why
 }
 
 absl::StatusOr<auth::Principal> Authenticator::AuthenticateToken(absl::string_view token) {

@@ -2,6 +2,7 @@
 #define GPUFED_API_AUTHN_H_
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -28,8 +29,14 @@ class Authenticator {
   // the store: call it from an executor thread.
   absl::StatusOr<auth::Principal> Authenticate(const grpc::ServerContextBase& context);
   absl::StatusOr<auth::Principal> AuthenticateToken(absl::string_view token);
+  // The caller, if its token is in the cache and valid; never blocks. nullopt: ask
+  // Authenticate (on an executor thread).
+  std::optional<auth::Principal> Cached(const grpc::ServerContextBase& context);
 
  private:
+  // The token of the `authorization: Bearer` metadata; UNAUTHENTICATED without one.
+  static absl::StatusOr<absl::string_view> BearerToken(const grpc::ServerContextBase& context);
+
   struct Entry {
     std::optional<auth::Principal> principal;  // nullopt: known bad
     MonotonicTime expires;

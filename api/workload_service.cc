@@ -19,16 +19,16 @@ constexpr size_t kMaxListResponseBytes = 2 << 20;
 grpc::ServerUnaryReactor* WorkloadServiceImpl::Submit(grpc::CallbackServerContext* context,
                                                       const v1::SubmitRequest* request,
                                                       v1::SubmitResponse* response) {
-  return RunOnExecutorAsync(ctx_, context, [this, context, request, response](auto done) {
-    absl::StatusOr<auth::Principal> who = ctx_.authn->Authenticate(*context);
-    if (!who.ok()) return done(who.status());
+  // Converts, validates and queues the spec for the group commit; `done` runs after the commit.
+  // Never blocks.
+  auto submit = [this, context, request, response](const auth::Principal& who, auto done) {
     if (!request->has_spec()) return done(absl::InvalidArgumentError("spec: required"));
     absl::StatusOr<WorkloadSpec> spec = SpecFromProto(request->spec());
     if (!spec.ok()) {
       ctx_.metrics->submissions_rejected.Increment();
       return done(spec.status());
     }
-    ctx_.plane->Submit(*who, *std::move(spec), DeadlineOf(*context),
+    ctx_.plane->Submit(who, *std::move(spec), DeadlineOf(*context),
                        [response, done](absl::StatusOr<SubmitResult> result) {
                          if (result.ok()) {
                            *response->mutable_workload() = WorkloadToProto(result->workload);
@@ -36,6 +36,17 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Submit(grpc::CallbackServerContex
                          }
                          done(result.status());
                        });
+  };
+  if (std::optional<auth::Principal> who = ctx_.authn->Cached(*context)) {
+    // A known caller: nothing left that blocks, so no hop to the executor.
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    submit(*who, [reactor](const absl::Status& status) { reactor->Finish(ToGrpcStatus(status)); });
+    return reactor;
+  }
+  return RunOnExecutorAsync(ctx_, context, [this, context, submit](auto done) {
+    absl::StatusOr<auth::Principal> who = ctx_.authn->Authenticate(*context);
+    if (!who.ok()) return done(who.status());
+    submit(*who, done);
   });
 }
 

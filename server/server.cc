@@ -177,9 +177,10 @@ absl::Status Server::Start() {
   builder.RegisterService(cluster_service_.get());
   builder.RegisterService(tenant_service_.get());
   builder.RegisterService(agent_service_.get());
-  // The largest message is an agent's inventory (~200 bytes a GPU: 16 MiB is ~80,000 GPUs in
-  // one cluster); user requests are far smaller (a spec is at most 64 KiB).
-  builder.SetMaxReceiveMessageSize(16 * 1024 * 1024);
+  // The largest legitimate message is an agent's inventory (~200 bytes a GPU). A user request is
+  // far smaller (a spec is at most 64 KiB), but one up to this size still gets
+  // INVALID_ARGUMENT naming the field that is too large, not a transport error.
+  builder.SetMaxReceiveMessageSize(64 * 1024 * 1024);
   // An unparsable request (invalid UTF-8 in a string) is INVALID_ARGUMENT naming the field.
   api::InstallParseErrorCapture();
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
