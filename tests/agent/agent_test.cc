@@ -19,6 +19,7 @@
 #include "agent/topology.h"
 #include "tests/agent/event_collector.h"
 #include "tests/agent/test_agent_server.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::agent {
 namespace {
@@ -154,7 +155,7 @@ class AgentTest : public ::testing::Test {
         topology_yaml.empty() ? LoadClusterTopology(absl::StrCat(GPUFED_SOURCE_DIR,
                                                                  "/deploy/topologies/edge-l4.yaml"))
                               : ParseClusterTopology(topology_yaml, "test.yaml");
-    ASSERT_TRUE(topology.ok()) << topology.status();
+    ASSERT_OK(topology);
     options.server_address = server_->address();
     options.token = "tok-123";
     options.agent_version = "test";
@@ -172,7 +173,7 @@ class AgentTest : public ::testing::Test {
                         if (!sim.ok()) return sim.status();
                         return std::make_unique<CountingBackend>(std::move(*sim), counts);
                       });
-    ASSERT_TRUE(agent.ok()) << agent.status();
+    ASSERT_OK(agent);
     agent_ = std::move(*agent);
     runner_ = std::thread([this] { agent_->Run(); });
   }

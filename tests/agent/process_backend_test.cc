@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "tests/agent/event_collector.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::agent {
 namespace {
@@ -100,7 +101,7 @@ class ProcessBackendTest : public ::testing::Test {
     options.work_dir = dir_.path() + "/work";
     options.kill_grace = grace;
     auto b = ProcessBackend::Create(options, events_.Callback());
-    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_OK(b);
     backend_ = std::move(*b);
   }
 
@@ -118,7 +119,7 @@ class ProcessBackendTest : public ::testing::Test {
 };
 
 TEST_F(ProcessBackendTest, ExitZeroSucceeds) {
-  ASSERT_TRUE(backend_->Start(Shell("ok", "true")).ok());
+  ASSERT_OK(backend_->Start(Shell("ok", "true")));
   EXPECT_EQ(events_.WaitTerminal("ok").state, v1::WORKLOAD_STATE_SUCCEEDED);
   const auto all = events_.EventsOf("ok");
   ASSERT_EQ(all.size(), 2u);
@@ -127,7 +128,7 @@ TEST_F(ProcessBackendTest, ExitZeroSucceeds) {
 }
 
 TEST_F(ProcessBackendTest, NonZeroExitFailsWithTheCode) {
-  ASSERT_TRUE(backend_->Start(Shell("bad", "exit 3")).ok());
+  ASSERT_OK(backend_->Start(Shell("bad", "exit 3")));
   const WorkloadEvent end = events_.WaitTerminal("bad");
   EXPECT_EQ(end.state, v1::WORKLOAD_STATE_FAILED);
   EXPECT_EQ(end.exit_code, 3);
@@ -135,7 +136,7 @@ TEST_F(ProcessBackendTest, NonZeroExitFailsWithTheCode) {
 }
 
 TEST_F(ProcessBackendTest, DeathBySignalIs128PlusSignal) {
-  ASSERT_TRUE(backend_->Start(Shell("sig", "kill -KILL $$")).ok());
+  ASSERT_OK(backend_->Start(Shell("sig", "kill -KILL $$")));
   const WorkloadEvent end = events_.WaitTerminal("sig");
   EXPECT_EQ(end.state, v1::WORKLOAD_STATE_FAILED);
   EXPECT_EQ(end.exit_code, 128 + SIGKILL);
@@ -146,7 +147,7 @@ TEST_F(ProcessBackendTest, MultiElementCommandIsExecDirectly) {
   for (const char* arg : {"sh", "-c", "exit 5", "ignored-arg0"}) {
     a.mutable_spec()->mutable_run()->add_command(arg);
   }
-  ASSERT_TRUE(backend_->Start(a).ok());
+  ASSERT_OK(backend_->Start(a));
   const WorkloadEvent end = events_.WaitTerminal("direct");
   EXPECT_EQ(end.state, v1::WORKLOAD_STATE_FAILED);
   EXPECT_EQ(end.exit_code, 5);
@@ -156,7 +157,7 @@ TEST_F(ProcessBackendTest, MissingProgramFailsWithoutRunning) {
   v1::WorkAssignment a = MakeAssignment("missing");
   a.mutable_spec()->mutable_run()->add_command("/nonexistent/program");
   a.mutable_spec()->mutable_run()->add_command("arg");
-  ASSERT_TRUE(backend_->Start(a).ok());
+  ASSERT_OK(backend_->Start(a));
   const WorkloadEvent end = events_.WaitTerminal("missing");
   EXPECT_EQ(end.state, v1::WORKLOAD_STATE_FAILED);
   EXPECT_EQ(end.exit_code, 127);
@@ -181,7 +182,7 @@ TEST_F(ProcessBackendTest, ReplicasSeeTheirDevicesAndTheEnvironment) {
   (*a.mutable_spec()->mutable_run()->mutable_env())["FOO"] = "bar baz";
   // The spec cannot move a replica onto other devices.
   (*a.mutable_spec()->mutable_run()->mutable_env())["CUDA_VISIBLE_DEVICES"] = "7";
-  ASSERT_TRUE(backend_->Start(a).ok());
+  ASSERT_OK(backend_->Start(a));
   ASSERT_EQ(events_.WaitTerminal("env").state, v1::WORKLOAD_STATE_SUCCEEDED);
   EXPECT_EQ(ReadFile(dir_.path() + "/replica-0"), "0,1|env|0|2|node-01|bar baz|unset|unset|yes\n");
   EXPECT_EQ(ReadFile(dir_.path() + "/replica-1"), "2,3|env|1|2|node-01|bar baz|unset|unset|yes\n");
@@ -201,7 +202,7 @@ TEST_F(ProcessBackendTest, ReplicasSeeTheirMigInstanceOrGpuShare) {
   // Replica 2 holds its GPU whole; the spec cannot pretend otherwise.
   (*a.mutable_spec()->mutable_run()->mutable_env())["GPUFED_MIG_PROFILE"] = "7g.80gb";
   (*a.mutable_spec()->mutable_run()->mutable_env())["GPUFED_GPU_MILLI"] = "1";
-  ASSERT_TRUE(backend_->Start(a).ok());
+  ASSERT_OK(backend_->Start(a));
   ASSERT_EQ(events_.WaitTerminal("parts").state, v1::WORKLOAD_STATE_SUCCEEDED);
   // CUDA_VISIBLE_DEVICES stays the GPU index (a real backend would pass the MIG device UUID).
   EXPECT_EQ(ReadFile(dir_.path() + "/part-0"), "0|3g.40gb|4|unset\n");
@@ -210,7 +211,7 @@ TEST_F(ProcessBackendTest, ReplicasSeeTheirMigInstanceOrGpuShare) {
 }
 
 TEST_F(ProcessBackendTest, OutputGoesToTheWorkloadLog) {
-  ASSERT_TRUE(backend_->Start(Shell("log", "echo to-stdout; echo to-stderr >&2")).ok());
+  ASSERT_OK(backend_->Start(Shell("log", "echo to-stdout; echo to-stderr >&2")));
   ASSERT_EQ(events_.WaitTerminal("log").state, v1::WORKLOAD_STATE_SUCCEEDED);
   EXPECT_EQ(backend_->LogPath("log"), dir_.path() + "/work/logs/log.log");
   std::optional<std::string> text = ReadFile(backend_->LogPath("log"));
@@ -221,13 +222,12 @@ TEST_F(ProcessBackendTest, OutputGoesToTheWorkloadLog) {
 
 TEST_F(ProcessBackendTest, CancelKillsTheWholeProcessGroup) {
   // The grandchild sleep shares the replica's process group.
-  ASSERT_TRUE(
-      backend_->Start(Shell("cancel", "sleep 1000 & echo $! > \"$OUT/gc.pid\"; wait")).ok());
+  ASSERT_OK(backend_->Start(Shell("cancel", "sleep 1000 & echo $! > \"$OUT/gc.pid\"; wait")));
   const pid_t grandchild = ReadPid(dir_.path() + "/gc.pid");
   ASSERT_GT(grandchild, 0);
   ASSERT_TRUE(events_.Wait([](const auto& e) { return !e.empty(); }));
   ASSERT_FALSE(IsDead(grandchild));
-  ASSERT_TRUE(backend_->Cancel("cancel").ok());
+  ASSERT_OK(backend_->Cancel("cancel"));
   const WorkloadEvent end = events_.WaitTerminal("cancel");
   EXPECT_EQ(end.state, v1::WORKLOAD_STATE_CANCELLED);
   EXPECT_TRUE(WaitDead(grandchild)) << "grandchild " << grandchild << " survived the cancel";
@@ -237,15 +237,13 @@ TEST_F(ProcessBackendTest, CancelKillsTheWholeProcessGroup) {
 TEST_F(ProcessBackendTest, CancelEscalatesToSigkillAfterTheGrace) {
   Make(absl::Milliseconds(300));
   // Both the shell and its child ignore SIGTERM (an ignored disposition survives exec).
-  ASSERT_TRUE(backend_
-                  ->Start(Shell("ignores-term",
-                                "trap '' TERM; sleep 1000 & echo $! > \"$OUT/gc.pid\"; wait; "
-                                "wait"))
-                  .ok());
+  ASSERT_OK(backend_->Start(Shell("ignores-term",
+                                  "trap '' TERM; sleep 1000 & echo $! > \"$OUT/gc.pid\"; wait; "
+                                  "wait")));
   const pid_t grandchild = ReadPid(dir_.path() + "/gc.pid");
   ASSERT_GT(grandchild, 0);
   const absl::Time cancelled_at = absl::Now();
-  ASSERT_TRUE(backend_->Cancel("ignores-term").ok());
+  ASSERT_OK(backend_->Cancel("ignores-term"));
   const WorkloadEvent end = events_.WaitTerminal("ignores-term");
   EXPECT_EQ(end.state, v1::WORKLOAD_STATE_CANCELLED);
   EXPECT_THAT(end.message, HasSubstr("killed after the grace period"));
@@ -254,12 +252,10 @@ TEST_F(ProcessBackendTest, CancelEscalatesToSigkillAfterTheGrace) {
 }
 
 TEST_F(ProcessBackendTest, AFailingReplicaStopsTheGang) {
-  ASSERT_TRUE(backend_
-                  ->Start(Shell("gang",
-                                "if [ \"$GPUFED_REPLICA_INDEX\" = 1 ]; then exit 4; fi; "
-                                "echo $$ > \"$OUT/r0.pid\"; exec sleep 1000",
-                                2))
-                  .ok());
+  ASSERT_OK(backend_->Start(Shell("gang",
+                                  "if [ \"$GPUFED_REPLICA_INDEX\" = 1 ]; then exit 4; fi; "
+                                  "echo $$ > \"$OUT/r0.pid\"; exec sleep 1000",
+                                  2)));
   const WorkloadEvent end = events_.WaitTerminal("gang");
   EXPECT_EQ(end.state, v1::WORKLOAD_STATE_FAILED);
   EXPECT_EQ(end.exit_code, 4);
@@ -274,8 +270,7 @@ TEST_F(ProcessBackendTest, AFailingReplicaStopsTheGang) {
 }
 
 TEST_F(ProcessBackendTest, LeftoverBackgroundProcessesAreSweptOnSuccess) {
-  ASSERT_TRUE(
-      backend_->Start(Shell("leftover", "sleep 1000 & echo $! > \"$OUT/bg.pid\"; exit 0")).ok());
+  ASSERT_OK(backend_->Start(Shell("leftover", "sleep 1000 & echo $! > \"$OUT/bg.pid\"; exit 0")));
   ASSERT_EQ(events_.WaitTerminal("leftover").state, v1::WORKLOAD_STATE_SUCCEEDED);
   const pid_t bg = ReadPid(dir_.path() + "/bg.pid");
   ASSERT_GT(bg, 0);
@@ -304,15 +299,15 @@ TEST_F(ProcessBackendTest, RejectsWhatItCannotRun) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("spec.run.env"));
 
-  ASSERT_TRUE(backend_->Start(Shell("twice", "sleep 1000")).ok());
+  ASSERT_OK(backend_->Start(Shell("twice", "sleep 1000")));
   EXPECT_EQ(backend_->Start(Shell("twice", "true")).code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_TRUE(backend_->Cancel("twice").ok());
+  EXPECT_OK(backend_->Cancel("twice"));
   EXPECT_EQ(backend_->Cancel("nobody").code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(events_.Events().size() <= 2u);  // only "twice" produced events
 }
 
 TEST_F(ProcessBackendTest, ShutdownKillsRunningWorkWithoutReporting) {
-  ASSERT_TRUE(backend_->Start(Shell("long", "sleep 1000 & echo $! > \"$OUT/gc.pid\"; wait")).ok());
+  ASSERT_OK(backend_->Start(Shell("long", "sleep 1000 & echo $! > \"$OUT/gc.pid\"; wait")));
   const pid_t grandchild = ReadPid(dir_.path() + "/gc.pid");
   ASSERT_GT(grandchild, 0);
   ASSERT_TRUE(events_.Wait([](const auto& e) { return !e.empty(); }));
@@ -329,7 +324,7 @@ TEST_F(ProcessBackendTest, ManyShortJobs) {
   for (int i = 0; i < kJobs; ++i) {
     v1::WorkAssignment a = MakeAssignment(absl::StrCat("short-", i));
     a.mutable_spec()->mutable_run()->add_command("true");
-    ASSERT_TRUE(backend_->Start(a).ok());
+    ASSERT_OK(backend_->Start(a));
   }
   ASSERT_TRUE(events_.Wait(
       [](const auto& e) {

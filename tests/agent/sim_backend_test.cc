@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tests/agent/event_collector.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::agent {
 namespace {
@@ -31,7 +32,7 @@ class SimBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto b = SimBackend::Create(events_.Callback());
-    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_OK(b);
     backend_ = std::move(*b);
   }
 
@@ -41,7 +42,7 @@ class SimBackendTest : public ::testing::Test {
 
 TEST_F(SimBackendTest, RunsForTheEstimatedDurationThenSucceeds) {
   const absl::Time start = absl::Now();
-  ASSERT_TRUE(backend_->Start(SimWork("w1", absl::Milliseconds(300))).ok());
+  ASSERT_OK(backend_->Start(SimWork("w1", absl::Milliseconds(300))));
   EXPECT_EQ(backend_->Active(), 1u);
   const WorkloadEvent end = events_.WaitTerminal("w1");
   ASSERT_EQ(end.state, v1::WORKLOAD_STATE_SUCCEEDED);
@@ -54,7 +55,7 @@ TEST_F(SimBackendTest, RunsForTheEstimatedDurationThenSucceeds) {
 }
 
 TEST_F(SimBackendTest, ZeroDurationEndsAtOnce) {
-  ASSERT_TRUE(backend_->Start(SimWork("w0", absl::ZeroDuration())).ok());
+  ASSERT_OK(backend_->Start(SimWork("w0", absl::ZeroDuration())));
   const WorkloadEvent end = events_.WaitTerminal("w0");
   EXPECT_EQ(end.state, v1::WORKLOAD_STATE_SUCCEEDED);
   const auto all = events_.EventsOf("w0");
@@ -63,16 +64,16 @@ TEST_F(SimBackendTest, ZeroDurationEndsAtOnce) {
 }
 
 TEST_F(SimBackendTest, FailOutcomeReportsTheExitCode) {
-  ASSERT_TRUE(backend_->Start(SimWork("wf", absl::Milliseconds(10), true, 7)).ok());
+  ASSERT_OK(backend_->Start(SimWork("wf", absl::Milliseconds(10), true, 7)));
   const WorkloadEvent end = events_.WaitTerminal("wf");
   EXPECT_EQ(end.state, v1::WORKLOAD_STATE_FAILED);
   EXPECT_EQ(end.exit_code, 7);
 }
 
 TEST_F(SimBackendTest, CancelEndsItCancelledAndOnlyOnce) {
-  ASSERT_TRUE(backend_->Start(SimWork("wc", absl::Hours(1))).ok());
+  ASSERT_OK(backend_->Start(SimWork("wc", absl::Hours(1))));
   ASSERT_TRUE(events_.Wait([](const auto& e) { return !e.empty(); }));
-  ASSERT_TRUE(backend_->Cancel("wc").ok());
+  ASSERT_OK(backend_->Cancel("wc"));
   EXPECT_EQ(events_.WaitTerminal("wc").state, v1::WORKLOAD_STATE_CANCELLED);
   EXPECT_EQ(backend_->Cancel("wc").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(backend_->Cancel("never").code(), absl::StatusCode::kNotFound);
@@ -80,7 +81,7 @@ TEST_F(SimBackendTest, CancelEndsItCancelledAndOnlyOnce) {
 }
 
 TEST_F(SimBackendTest, RejectsBadInput) {
-  ASSERT_TRUE(backend_->Start(SimWork("dup", absl::Hours(1))).ok());
+  ASSERT_OK(backend_->Start(SimWork("dup", absl::Hours(1))));
   EXPECT_EQ(backend_->Start(SimWork("dup", absl::Hours(1))).code(),
             absl::StatusCode::kAlreadyExists);
   v1::WorkAssignment negative = SimWork("neg", absl::ZeroDuration());
@@ -97,10 +98,8 @@ TEST_F(SimBackendTest, ThousandsAtOnceEachEndExactlyOnceInOrder) {
   std::mt19937 rng(42);
   std::uniform_int_distribution<int> ms(0, 200);
   for (int i = 0; i < kCount; ++i) {
-    ASSERT_TRUE(backend_
-                    ->Start(SimWork(absl::StrCat("m", i), absl::Milliseconds(ms(rng)), i % 10 == 0,
-                                    i % 10 == 0 ? 1 : 0))
-                    .ok());
+    ASSERT_OK(backend_->Start(SimWork(absl::StrCat("m", i), absl::Milliseconds(ms(rng)),
+                                      i % 10 == 0, i % 10 == 0 ? 1 : 0)));
   }
   ASSERT_TRUE(
       events_.Wait([](const auto& e) { return e.size() >= 2 * static_cast<size_t>(kCount); },
@@ -118,7 +117,7 @@ TEST_F(SimBackendTest, ThousandsAtOnceEachEndExactlyOnceInOrder) {
 }
 
 TEST_F(SimBackendTest, ShutdownStopsWithoutReporting) {
-  ASSERT_TRUE(backend_->Start(SimWork("long", absl::Hours(1))).ok());
+  ASSERT_OK(backend_->Start(SimWork("long", absl::Hours(1))));
   ASSERT_TRUE(events_.Wait([](const auto& e) { return e.size() == 1; }));
   backend_->Shutdown();
   EXPECT_EQ(backend_->Start(SimWork("late", absl::ZeroDuration())).code(),

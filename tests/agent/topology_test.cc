@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::agent {
 namespace {
@@ -34,7 +35,7 @@ void ExpectOneDomainPerNode(const v1::Inventory& inv) {
 TEST(TopologyTest, OnpremDgxDemo) {
   absl::StatusOr<ClusterTopology> t =
       LoadClusterTopology(Demo("deploy/topologies/onprem-dgx.yaml"));
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   EXPECT_EQ(t->cluster, "onprem-dgx");
   EXPECT_EQ(t->info.provider(), "onprem");
   EXPECT_EQ(t->info.region(), "us-east");
@@ -73,7 +74,7 @@ TEST(TopologyTest, OnpremDgxDemo) {
 TEST(TopologyTest, Gb200Nvl72Demo) {
   absl::StatusOr<ClusterTopology> t =
       LoadClusterTopology(Demo("deploy/topologies/gb200-nvl72.yaml"));
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   EXPECT_EQ(t->cluster, "gb200-nvl72");
   ASSERT_EQ(t->inventory.nodes_size(), 18);
   EXPECT_EQ(CountGpus(t->inventory), 72);
@@ -113,7 +114,7 @@ nodes:
       - {model: H100-80GB, mig_enabled: true}
 )";
   absl::StatusOr<ClusterTopology> t = ParseClusterTopology(yaml, "mig.yaml");
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   ASSERT_EQ(t->inventory.nodes_size(), 3);
   for (int n = 0; n < 2; ++n) {
     for (const v1::Gpu& gpu : t->inventory.nodes(n).gpus()) {
@@ -135,7 +136,7 @@ nodes:
 TEST(TopologyTest, CloudA100Demo) {
   absl::StatusOr<ClusterTopology> t =
       LoadClusterTopology(Demo("deploy/topologies/cloud-a100.yaml"));
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   EXPECT_EQ(t->cluster, "cloud-eu-a100");
   EXPECT_EQ(t->info.provider(), "aws");
   EXPECT_EQ(t->info.region(), "eu-west-1");
@@ -152,7 +153,7 @@ TEST(TopologyTest, CloudA100Demo) {
 
 TEST(TopologyTest, EdgeL4Demo) {
   absl::StatusOr<ClusterTopology> t = LoadClusterTopology(Demo("deploy/topologies/edge-l4.yaml"));
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   EXPECT_EQ(t->cluster, "edge-l4");
   EXPECT_EQ(t->info.provider(), "edge");
   EXPECT_EQ(t->info.region(), "us-west");
@@ -170,7 +171,7 @@ TEST(TopologyTest, EdgeL4Demo) {
 
 TEST(TopologyTest, BenchDemo) {
   absl::StatusOr<ClusterTopology> t = LoadClusterTopology(Demo("bench/topologies/bench-16x8.yaml"));
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   EXPECT_EQ(t->inventory.nodes_size(), 16);
   EXPECT_EQ(CountGpus(t->inventory), 128);
   ExpectOneDomainPerNode(t->inventory);
@@ -197,7 +198,7 @@ node_groups:
     gpus: {count: 4, model: A100-40GB, nvlink: pairs, numa_nodes: 2, pcie_switches: 2}
 )";
   absl::StatusOr<ClusterTopology> t = ParseClusterTopology(yaml, "mixed.yaml");
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   ASSERT_EQ(t->inventory.nodes_size(), 101);
   // node_groups come first, then explicit nodes.
   const v1::Node& first = t->inventory.nodes(0);

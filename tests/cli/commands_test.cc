@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/cli/fake_gpufed_server.h"
 #include "tests/cli/sync_stream.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::cli {
 namespace {
@@ -88,7 +89,7 @@ class CommandsTest : public ::testing::Test {
 TEST_F(CommandsTest, SubmitSendsSpecTokenAndDeadline) {
   Commands commands(Env());
   const absl::Time before = absl::Now();
-  ASSERT_TRUE(commands.Submit({Doc("train")}).ok());
+  ASSERT_OK(commands.Submit({Doc("train")}));
   EXPECT_EQ(out_.contents(), "workload/1 train created\n");
   ASSERT_THAT(server_->submits(), SizeIs(1));
   EXPECT_EQ(server_->submits()[0].spec().name(), "train");
@@ -103,7 +104,7 @@ TEST_F(CommandsTest, NoTokenSendsNoAuthorization) {
   CommandEnv env = Env();
   env.token.clear();
   Commands commands(std::move(env));
-  ASSERT_TRUE(commands.Submit({Doc("train")}).ok());
+  ASSERT_OK(commands.Submit({Doc("train")}));
   EXPECT_THAT(server_->authorizations(), ElementsAre(""));
 }
 
@@ -124,7 +125,7 @@ TEST_F(CommandsTest, SubmitRetriesUnavailableWithTheSameKeyAndCreatesOneWorkload
                            /*commit_first=*/true);
   Commands commands(Env());
   const WorkloadDocument doc = Doc("train");
-  ASSERT_TRUE(commands.Submit({doc}).ok()) << err_.str();
+  ASSERT_OK(commands.Submit({doc}));
   const std::vector<v1::SubmitRequest> submits = server_->submits();
   ASSERT_THAT(submits, SizeIs(3));
   for (const v1::SubmitRequest& r : submits) {
@@ -157,8 +158,8 @@ TEST_F(CommandsTest, OtherErrorsAreNotRetried) {
 TEST_F(CommandsTest, SameKeyTwiceIsOneWorkload) {
   Commands commands(Env());
   const WorkloadDocument doc = Doc("train");
-  ASSERT_TRUE(commands.Submit({doc}).ok());
-  ASSERT_TRUE(commands.Submit({doc}).ok());
+  ASSERT_OK(commands.Submit({doc}));
+  ASSERT_OK(commands.Submit({doc}));
   EXPECT_EQ(server_->workload_count(), 1);
   EXPECT_THAT(out_.contents(), HasSubstr("workload/1 train unchanged"));
 }
@@ -176,7 +177,7 @@ TEST_F(CommandsTest, MultiDocumentSubmitStopsAtTheFirstErrorAndSaysWhere) {
 
 TEST_F(CommandsTest, SubmitJsonIsOneLinePerWorkload) {
   Commands commands(Env(OutputFormat::kJson));
-  ASSERT_TRUE(commands.Submit({Doc("a"), Doc("b")}).ok());
+  ASSERT_OK(commands.Submit({Doc("a"), Doc("b")}));
   const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
   ASSERT_THAT(lines, SizeIs(2));
   EXPECT_EQ(nlohmann::json::parse(lines[0])["workload"]["spec"]["name"], "a");
@@ -187,7 +188,7 @@ TEST_F(CommandsTest, SubmitJsonIsOneLinePerWorkload) {
 TEST_F(CommandsTest, GetShowsDetailOrNotFound) {
   const std::string id = AddWorkload("infer", v1::WORKLOAD_STATE_PENDING);
   Commands commands(Env());
-  ASSERT_TRUE(commands.Get(id).ok());
+  ASSERT_OK(commands.Get(id));
   EXPECT_THAT(out_.contents(), HasSubstr("Name:             infer\n"));
   EXPECT_EQ(commands.Get("999").code(), absl::StatusCode::kNotFound);
 }
@@ -200,7 +201,7 @@ TEST_F(CommandsTest, ExplainPrintsTheStateAndTheReason) {
                           "has 8 free (largest: 6 on dgx/dgx-03-nvl)",
                           /*never_fits=*/false);
   Commands commands(Env());
-  ASSERT_TRUE(commands.Explain(id).ok()) << err_.str();
+  ASSERT_OK(commands.Explain(id));
   EXPECT_EQ(out_.contents(),
             "Workload 1 (demo/default/train): PENDING\n"
             "waiting for capacity: needs 8 GPUs of H100-80GB, same_nvlink_domain; 14 free GPUs "
@@ -217,7 +218,7 @@ TEST_F(CommandsTest, ExplainSaysWhenWaitingWillNotHelp) {
                           "GPUs that match (GPU models in the pool: H100-80GB, L4)",
                           /*never_fits=*/true);
   Commands commands(Env());
-  ASSERT_TRUE(commands.Explain(id).ok());
+  ASSERT_OK(commands.Explain(id));
   const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
   ASSERT_THAT(lines, SizeIs(3)) << out_.contents();
   EXPECT_EQ(lines[0], "Workload 1 (demo/default/huge): PENDING");
@@ -231,7 +232,7 @@ TEST_F(CommandsTest, ExplainPlacedWorkloadShowsWhereItIs) {
   const std::string id = AddWorkload("serve", v1::WORKLOAD_STATE_RUNNING);
   server_->SetExplanation(id, "RUNNING on sim-a (2 replicas)", false);
   Commands commands(Env());
-  ASSERT_TRUE(commands.Explain(id).ok());
+  ASSERT_OK(commands.Explain(id));
   EXPECT_EQ(out_.contents(),
             "Workload 1 (demo/default/serve): RUNNING\nRUNNING on sim-a (2 replicas)\n");
 }
@@ -241,7 +242,7 @@ TEST_F(CommandsTest, ExplainJsonIsTheWholeResponse) {
   server_->SetExplanation(id, "fits now on sim-b; the scheduler places it in its next cycle",
                           /*never_fits=*/false, "sim-b");
   Commands commands(Env(OutputFormat::kJson));
-  ASSERT_TRUE(commands.Explain(id).ok());
+  ASSERT_OK(commands.Explain(id));
   const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
   ASSERT_THAT(lines, SizeIs(1)) << "one JSON object on one line";
   const nlohmann::json json = nlohmann::json::parse(lines[0]);
@@ -256,7 +257,7 @@ TEST_F(CommandsTest, ExplainEscapesControlCharactersFromTheServer) {
   const std::string id = AddWorkload("evil\x1b[2J", v1::WORKLOAD_STATE_PENDING);
   server_->SetExplanation(id, "line one\nline two\x1b]0;owned\x07", false);
   Commands commands(Env());
-  ASSERT_TRUE(commands.Explain(id).ok());
+  ASSERT_OK(commands.Explain(id));
   EXPECT_EQ(out_.contents(),
             "Workload 1 (demo/default/evil\\x1b[2J): PENDING\n"
             "line one\\nline two\\x1b]0;owned\\x07\n");
@@ -277,7 +278,7 @@ TEST_F(CommandsTest, ListPagesUpToTheLimit) {
   Commands commands(Env(OutputFormat::kJson));
   ListOptions options;
   options.limit = 120;
-  ASSERT_TRUE(commands.List(options).ok()) << err_.str();
+  ASSERT_OK(commands.List(options));
   const nlohmann::json json = nlohmann::json::parse(out_.contents());
   ASSERT_EQ(json["workloads"].size(), 120u);
   EXPECT_EQ(json["workloads"][0]["id"], "130");  // Newest first, as the server sent them.
@@ -296,7 +297,7 @@ TEST_F(CommandsTest, ListLimitZeroFetchesEverything) {
   Commands commands(Env(OutputFormat::kJson));
   ListOptions options;
   options.limit = 0;
-  ASSERT_TRUE(commands.List(options).ok());
+  ASSERT_OK(commands.List(options));
   const nlohmann::json json = nlohmann::json::parse(out_.contents());
   EXPECT_EQ(json["workloads"].size(), 130u);
   EXPECT_EQ(json["next_page_token"], "");
@@ -312,7 +313,7 @@ TEST_F(CommandsTest, ListFiltersAndTableNotesTruncation) {
   options.tenant = "demo";
   options.states = {v1::WORKLOAD_STATE_RUNNING};
   options.limit = 1;
-  ASSERT_TRUE(commands.List(options).ok());
+  ASSERT_OK(commands.List(options));
   EXPECT_EQ(server_->list_requests()[0].tenant(), "demo");
   EXPECT_THAT(server_->list_requests()[0].states(), ElementsAre(v1::WORKLOAD_STATE_RUNNING));
   const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
@@ -326,8 +327,8 @@ TEST_F(CommandsTest, CancelReportsWhatHappened) {
   const std::string pending = AddWorkload("a", v1::WORKLOAD_STATE_PENDING);
   const std::string running = AddWorkload("b", v1::WORKLOAD_STATE_RUNNING);
   Commands commands(Env());
-  ASSERT_TRUE(commands.Cancel(pending, "no longer needed").ok());
-  ASSERT_TRUE(commands.Cancel(running, "").ok());
+  ASSERT_OK(commands.Cancel(pending, "no longer needed"));
+  ASSERT_OK(commands.Cancel(running, ""));
   EXPECT_EQ(out_.contents(),
             "workload/1 cancelled\n"
             "workload/2 cancel requested (RUNNING)\n");
@@ -340,7 +341,7 @@ TEST_F(CommandsTest, WatchOneWorkloadEndsWhenItEnds) {
   server_->SetWatchScript(
       {v1::WORKLOAD_STATE_PLACED, v1::WORKLOAD_STATE_RUNNING, v1::WORKLOAD_STATE_SUCCEEDED});
   Commands commands(Env());
-  ASSERT_TRUE(commands.Watch(id).ok()) << err_.str();
+  ASSERT_OK(commands.Watch(id));
   const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
   ASSERT_THAT(lines, SizeIs(4));
   EXPECT_THAT(lines[0], HasSubstr("  1  train  PENDING"));
@@ -354,7 +355,7 @@ TEST_F(CommandsTest, WatchJsonIsOneEventPerLine) {
   const std::string id = AddWorkload("train", v1::WORKLOAD_STATE_RUNNING);
   server_->SetWatchScript({v1::WORKLOAD_STATE_FAILED});
   Commands commands(Env(OutputFormat::kJson));
-  ASSERT_TRUE(commands.Watch(id).ok());
+  ASSERT_OK(commands.Watch(id));
   const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
   ASSERT_THAT(lines, SizeIs(2));
   EXPECT_EQ(nlohmann::json::parse(lines[1])["to_state"], "WORKLOAD_STATE_FAILED");
@@ -383,7 +384,7 @@ TEST_F(CommandsTest, WatchAllRunsUntilInterruptedAndThenEndsCleanly) {
   EXPECT_TRUE(printed) << out_.contents();
   EXPECT_TRUE(interrupt_.Trigger());  // Ctrl-C
   watcher.join();
-  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_OK(status);
   EXPECT_TRUE(WaitFor([&] { return server_->watch_all_cancelled() == 1; }));
   // A second Ctrl-C would find no handler: main() exits the hard way.
   EXPECT_FALSE(interrupt_.Trigger());
@@ -396,7 +397,7 @@ TEST_F(CommandsTest, WatchStopsWhenNobodyReadsTheOutput) {
   closed.setstate(std::ios::badbit);  // Like stdout after the reader of a pipe went away.
   env.out = &closed;
   Commands commands(std::move(env));
-  EXPECT_TRUE(commands.Watch("").ok());
+  EXPECT_OK(commands.Watch(""));
   EXPECT_TRUE(WaitFor([&] { return server_->watch_all_cancelled() == 1; }));
 }
 
@@ -421,7 +422,7 @@ std::vector<v1::Cluster> OneCluster() {
 TEST_F(CommandsTest, ClustersTableCountsNodes) {
   server_->SetClusters(OneCluster());
   Commands commands(Env());
-  ASSERT_TRUE(commands.Clusters(/*include_nodes=*/false).ok());
+  ASSERT_OK(commands.Clusters(/*include_nodes=*/false));
   EXPECT_TRUE(server_->cluster_requests()[0].include_nodes());
   EXPECT_THAT(out_.contents(),
               HasSubstr("edge-l4   edge       -        degraded   1       1      0"));
@@ -431,7 +432,7 @@ TEST_F(CommandsTest, ClustersTableCountsNodes) {
 TEST_F(CommandsTest, ClustersWithNodesShowsGpus) {
   server_->SetClusters(OneCluster());
   Commands commands(Env());
-  ASSERT_TRUE(commands.Clusters(/*include_nodes=*/true).ok());
+  ASSERT_OK(commands.Clusters(/*include_nodes=*/true));
   EXPECT_THAT(out_.contents(), HasSubstr("ALLOCATED_TO"));
   EXPECT_THAT(
       out_.contents(),
@@ -442,7 +443,7 @@ TEST_F(CommandsTest, ClustersWithNodesShowsGpus) {
 TEST_F(CommandsTest, ClustersJsonOmitsNodesUnlessAsked) {
   server_->SetClusters(OneCluster());
   Commands commands(Env(OutputFormat::kJson));
-  ASSERT_TRUE(commands.Clusters(/*include_nodes=*/false).ok());
+  ASSERT_OK(commands.Clusters(/*include_nodes=*/false));
   EXPECT_FALSE(server_->cluster_requests()[0].include_nodes());
   const nlohmann::json json = nlohmann::json::parse(out_.contents());
   EXPECT_EQ(json["clusters"][0]["name"], "edge-l4");
@@ -452,10 +453,10 @@ TEST_F(CommandsTest, ClustersJsonOmitsNodesUnlessAsked) {
 
 TEST_F(CommandsTest, TenantsProjectsAndTokens) {
   Commands commands(Env());
-  ASSERT_TRUE(commands.CreateTenant("acme", "Acme Corp").ok());
-  ASSERT_TRUE(commands.CreateProject("acme", "research").ok());
-  ASSERT_TRUE(commands.ListTenants().ok());
-  ASSERT_TRUE(commands.ListProjects("acme").ok());
+  ASSERT_OK(commands.CreateTenant("acme", "Acme Corp"));
+  ASSERT_OK(commands.CreateProject("acme", "research"));
+  ASSERT_OK(commands.ListTenants());
+  ASSERT_OK(commands.ListProjects("acme"));
   EXPECT_EQ(out_.contents(),
             "tenant/acme created\n"
             "project/acme/research created\n"
@@ -472,7 +473,7 @@ TEST_F(CommandsTest, TokenSecretAloneOnStdout) {
   options.subject = "alice";
   options.role = v1::ROLE_TENANT_USER;
   options.tenant = "acme";
-  ASSERT_TRUE(commands.CreateToken(options).ok());
+  ASSERT_OK(commands.CreateToken(options));
   EXPECT_EQ(out_.contents(), "gpf_fake_1\n");
   EXPECT_THAT(err_.str(), HasSubstr("alice (tenant-user)"));
   ASSERT_THAT(server_->token_requests(), SizeIs(1));
@@ -497,7 +498,7 @@ TEST(SpecFromFlagsTest, MapsEveryFlag) {
   flags.sim_exit_code = 7;
   flags.command = {"python", "serve.py"};
   absl::StatusOr<v1::WorkloadSpec> spec = SpecFromFlags(flags);
-  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_OK(spec);
   EXPECT_EQ(spec->workload_class(), v1::WORKLOAD_CLASS_INFERENCE);
   EXPECT_EQ(spec->priority(), -3);
   EXPECT_EQ(spec->replicas(), 2u);
@@ -531,7 +532,7 @@ TEST(SpecFromFlagsTest, MigProfileGpuShareAndHostResources) {
   flags.cpu_millis = 2000;
   flags.memory_mib = 4096;
   absl::StatusOr<v1::WorkloadSpec> spec = SpecFromFlags(flags);
-  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_OK(spec);
   EXPECT_EQ(spec->per_replica().mig_profile(), "1g.10gb");
   EXPECT_EQ(spec->per_replica().cpu_millis(), 2000u);
   EXPECT_EQ(spec->per_replica().memory_mib(), 4096u);
@@ -539,7 +540,7 @@ TEST(SpecFromFlagsTest, MigProfileGpuShareAndHostResources) {
   flags = {};
   flags.gpu_milli = 0;  // given, even if zero: the server says what is wrong with it
   spec = SpecFromFlags(flags);
-  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_OK(spec);
   EXPECT_EQ(spec->per_replica().kind_case(), v1::ReplicaResources::kGpuMilli);
 
   flags.mig_profile = "1g.10gb";

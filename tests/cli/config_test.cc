@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::cli {
 namespace {
@@ -46,7 +47,7 @@ class ConfigTest : public ::testing::Test {
 TEST_F(ConfigTest, DefaultsWithoutAnyFile) {
   env_["HOME"] = (dir_ / "home").string();  // No config under it.
   absl::StatusOr<ClientConfig> c = ResolveClientConfig({}, Env());
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->server, "127.0.0.1:50051");
   EXPECT_EQ(c->token, "");
   EXPECT_EQ(c->tenant, "");
@@ -58,7 +59,7 @@ TEST_F(ConfigTest, ReadsTheHomeFile) {
   Write("home/.config/gpufed/config.yaml",
         "server: home:1\ntoken: gpf_home\ntenant: demo\nproject: default\n");
   absl::StatusOr<ClientConfig> c = ResolveClientConfig({}, Env());
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->server, "home:1");
   EXPECT_EQ(c->token, "gpf_home");
   EXPECT_EQ(c->tenant, "demo");
@@ -70,14 +71,14 @@ TEST_F(ConfigTest, EnvFileBeatsHomeFileAndFlagFileBeatsBoth) {
   Write("home/.config/gpufed/config.yaml", "server: home:1\ntenant: home-tenant\n");
   env_["GPUFED_CONFIG"] = Write("env.yaml", "server: env-file:2\n");
   absl::StatusOr<ClientConfig> c = ResolveClientConfig({}, Env());
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->server, "env-file:2");
   EXPECT_EQ(c->tenant, "");  // Only one file is read.
 
   ConfigFlags flags;
   flags.config_file = Write("flag.yaml", "server: flag-file:3\n");
   c = ResolveClientConfig(flags, Env());
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->server, "flag-file:3");
 }
 
@@ -87,7 +88,7 @@ TEST_F(ConfigTest, EnvironmentBeatsFileAndFlagsBeatEnvironment) {
   env_["GPUFED_SERVER"] = "env:2";
   env_["GPUFED_TOKEN"] = "gpf_env";
   absl::StatusOr<ClientConfig> c = ResolveClientConfig(flags, Env());
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->server, "env:2");
   EXPECT_EQ(c->token, "gpf_env");
   EXPECT_EQ(c->tenant, "t");  // The environment does not touch what it does not name.
@@ -95,7 +96,7 @@ TEST_F(ConfigTest, EnvironmentBeatsFileAndFlagsBeatEnvironment) {
   flags.server = "flag:3";
   flags.token = "gpf_flag";
   c = ResolveClientConfig(flags, Env());
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->server, "flag:3");
   EXPECT_EQ(c->token, "gpf_flag");
 }
@@ -106,7 +107,7 @@ TEST_F(ConfigTest, EmptyEnvironmentVariablesAreUnset) {
   env_["GPUFED_SERVER"] = "";
   env_["GPUFED_TOKEN"] = "";
   absl::StatusOr<ClientConfig> c = ResolveClientConfig(flags, Env());
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->server, "file:1");
   EXPECT_EQ(c->token, "gpf_file");
 }
@@ -139,7 +140,7 @@ TEST_F(ConfigTest, UnknownKeysAndBadTypesNameFileAndLine) {
 
 TEST_F(ConfigTest, TokensAreTrimmedAndMustBePrintable) {
   absl::StatusOr<ClientConfig> c = ParseClientConfig("token: \"  gpf_x \\n\"\n", "c.yaml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->token, "gpf_x");
 
   c = ParseClientConfig("token: \"gpf x\"\n", "c.yaml");
@@ -156,7 +157,7 @@ TEST_F(ConfigTest, EmptyFileConfiguresNothing) {
   ConfigFlags flags;
   flags.config_file = Write("empty.yaml", "# nothing\n");
   absl::StatusOr<ClientConfig> c = ResolveClientConfig(flags, Env());
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->server, "127.0.0.1:50051");
 }
 

@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::cli {
 namespace {
@@ -31,7 +32,7 @@ TEST(DurationTest, RejectsWhatIsNotADuration) {
 
 TEST(DurationTest, ConvertsToAndFromProto) {
   absl::StatusOr<google::protobuf::Duration> p = DurationToProto(absl::Milliseconds(90'250));
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   EXPECT_EQ(p->seconds(), 90);
   EXPECT_EQ(p->nanos(), 250'000'000);
   EXPECT_EQ(DurationFromProto(*p), absl::Milliseconds(90'250));
@@ -40,7 +41,7 @@ TEST(DurationTest, ConvertsToAndFromProto) {
 TEST(DurationTest, ProtoRangeIsEnforced) {
   EXPECT_FALSE(DurationToProto(absl::Seconds(-1)).ok());
   EXPECT_FALSE(DurationToProto(absl::Hours(24 * 365 * 20000)).ok());
-  EXPECT_TRUE(DurationToProto(absl::Hours(24 * 365)).ok());
+  EXPECT_OK(DurationToProto(absl::Hours(24 * 365)));
 }
 
 TEST(DurationTest, FormatsBackToAParsableForm) {
@@ -48,7 +49,7 @@ TEST(DurationTest, FormatsBackToAParsableForm) {
        {absl::Seconds(20), absl::Minutes(90), absl::Milliseconds(250), absl::ZeroDuration()}) {
     const std::string text = DurationToText(d);
     absl::StatusOr<absl::Duration> back = ParseDuration(text);
-    ASSERT_TRUE(back.ok()) << text;
+    ASSERT_OK(back);
     EXPECT_EQ(*back, d) << text;
   }
   EXPECT_EQ(DurationToText(absl::Minutes(90)), "1h30m");

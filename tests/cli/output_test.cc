@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::cli {
 namespace {
@@ -336,7 +337,7 @@ TEST(JsonTest, OneLineWithProtoFieldNamesAndZeroFields) {
   *response.mutable_workload() = SampleWorkload();
   response.set_created(false);
   std::ostringstream out;
-  ASSERT_TRUE(WriteJson(response, out).ok());
+  ASSERT_OK(WriteJson(response, out));
   const std::string text = out.str();
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(text.back(), '\n');
@@ -358,7 +359,7 @@ TEST(JsonTest, PendingReasonCarriesCodeAndWords) {
   w.set_pending_reason("waiting for capacity: needs 8 GPUs; nothing that matches is free");
   w.set_pending_reason_code("NothingFree");
   std::ostringstream out;
-  ASSERT_TRUE(WriteJson(w, out).ok());
+  ASSERT_OK(WriteJson(w, out));
   const nlohmann::json json = nlohmann::json::parse(out.str());
   EXPECT_EQ(json["pending_reason_code"], "NothingFree");
   EXPECT_EQ(json["pending_reason"], w.pending_reason());

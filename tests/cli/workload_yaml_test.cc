@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::cli {
 namespace {
@@ -48,7 +49,7 @@ run:
   sim_exit_code: 0
 )";
   absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(yaml, "train.yaml");
-  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_OK(docs);
   ASSERT_EQ(docs->size(), 1u);
   const v1::WorkloadSpec& spec = (*docs)[0].spec;
   EXPECT_EQ((*docs)[0].origin, "train.yaml:1");
@@ -75,7 +76,7 @@ run:
 TEST(WorkloadYamlTest, EveryExampleFileParses) {
   for (const char* name : {"train-gang.yaml", "inference-small.yaml", "batch.yaml"}) {
     absl::StatusOr<std::vector<WorkloadDocument>> docs = LoadWorkloadFile(ExamplePath(name));
-    ASSERT_TRUE(docs.ok()) << name << ": " << docs.status();
+    ASSERT_OK(docs);
     for (const WorkloadDocument& doc : *docs) {
       EXPECT_FALSE(doc.spec.name().empty()) << doc.origin;
       EXPECT_GT(doc.spec.per_replica().gpus(), 0u) << doc.origin;
@@ -89,7 +90,7 @@ TEST(WorkloadYamlTest, EveryExampleFileParses) {
 TEST(WorkloadYamlTest, ExamplesAskForWhatTheirNamesSay) {
   absl::StatusOr<std::vector<WorkloadDocument>> gang =
       LoadWorkloadFile(ExamplePath("train-gang.yaml"));
-  ASSERT_TRUE(gang.ok()) << gang.status();
+  ASSERT_OK(gang);
   ASSERT_EQ(gang->size(), 1u);
   const v1::WorkloadSpec& g = (*gang)[0].spec;
   EXPECT_EQ(g.replicas(), 2u);
@@ -100,14 +101,14 @@ TEST(WorkloadYamlTest, ExamplesAskForWhatTheirNamesSay) {
 
   absl::StatusOr<std::vector<WorkloadDocument>> inference =
       LoadWorkloadFile(ExamplePath("inference-small.yaml"));
-  ASSERT_TRUE(inference.ok()) << inference.status();
+  ASSERT_OK(inference);
   ASSERT_EQ(inference->size(), 1u);
   EXPECT_EQ((*inference)[0].spec.per_replica().gpus(), 1u);
   EXPECT_THAT((*inference)[0].spec.gpu_models(), ElementsAre("L4"));
   EXPECT_EQ((*inference)[0].spec.workload_class(), v1::WORKLOAD_CLASS_INFERENCE);
 
   absl::StatusOr<std::vector<WorkloadDocument>> batch = LoadWorkloadFile(ExamplePath("batch.yaml"));
-  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_OK(batch);
   EXPECT_GE(batch->size(), 2u);
   for (const WorkloadDocument& doc : *batch) {
     EXPECT_EQ(doc.spec.per_replica().gpus(), 1u) << doc.origin;
@@ -125,7 +126,7 @@ TEST(WorkloadYamlTest, MultipleDocumentsKeepTheirOrderAndLines) {
       "gpus_per_replica: 2\n"
       "---\n";
   absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(yaml, "multi.yaml");
-  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_OK(docs);
   ASSERT_EQ(docs->size(), 2u);
   EXPECT_EQ((*docs)[0].spec.name(), "a");
   EXPECT_EQ((*docs)[0].origin, "multi.yaml:1");
@@ -146,7 +147,7 @@ TEST(WorkloadYamlTest, AnErrorInALaterDocumentNamesItsLine) {
 
 TEST(WorkloadYamlTest, DefaultsWhatTheApiNeeds) {
   absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml("name: x\n", "x.yaml");
-  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_OK(docs);
   const v1::WorkloadSpec& spec = (*docs)[0].spec;
   EXPECT_EQ(spec.per_replica().gpus(), 1u);
   EXPECT_EQ(spec.replicas(), 0u);  // The server reads 0 as 1.
@@ -161,7 +162,7 @@ TEST(WorkloadYamlTest, MigProfileGpuShareAndHostResources) {
       "---\nname: b\ngpus_per_replica: 1\ngpu_milli: 250\n"
       "---\nname: c\ngpus_per_replica: 4\ncpu_millis: 500\n",
       "x.yaml");
-  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_OK(docs);
   ASSERT_EQ(docs->size(), 3u);
   const v1::ReplicaResources& a = (*docs)[0].spec.per_replica();
   EXPECT_EQ(a.kind_case(), v1::ReplicaResources::kMigProfile);
@@ -190,7 +191,7 @@ TEST(WorkloadYamlTest, GpuShareClashesNameTheField) {
   // The range of gpu_milli and the profile's existence are the server's to judge.
   absl::StatusOr<std::vector<WorkloadDocument>> docs =
       ParseWorkloadYaml("name: x\ngpu_milli: 5000\n", "x.yaml");
-  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_OK(docs);
   EXPECT_EQ((*docs)[0].spec.per_replica().gpu_milli(), 5000u);
 }
 
@@ -237,7 +238,7 @@ TEST(WorkloadYamlTest, NegativeCountsAreRejected) {
 TEST(WorkloadYamlTest, NegativeSignedValuesAreKept) {
   absl::StatusOr<std::vector<WorkloadDocument>> docs =
       ParseWorkloadYaml("name: x\npriority: -5\nrun:\n  sim_exit_code: -1\n", "x.yaml");
-  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_OK(docs);
   EXPECT_EQ((*docs)[0].spec.priority(), -5);
   EXPECT_EQ((*docs)[0].spec.run().sim_exit_code(), -1);
 }
@@ -246,7 +247,7 @@ TEST(WorkloadYamlTest, SemanticChecksAreLeftToTheServer) {
   // Zero replicas, an unknown GPU model and a bad name are representable: the server judges.
   absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(
       "name: Not A Valid Name!\nreplicas: 0\ngpu_models: [NoSuchGPU]\npriority: 99999\n", "x.yaml");
-  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_OK(docs);
   EXPECT_EQ((*docs)[0].spec.name(), "Not A Valid Name!");
 }
 
@@ -278,7 +279,7 @@ TEST(WorkloadYamlTest, EnumsByLowerCaseName) {
   absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(
       "name: x\nclass: interactive\ntopology: same_nvlink_domain\nrun: {sim_outcome: fail}\n",
       "x.yaml");
-  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_OK(docs);
   EXPECT_EQ((*docs)[0].spec.workload_class(), v1::WORKLOAD_CLASS_INTERACTIVE);
   EXPECT_EQ((*docs)[0].spec.topology(), v1::TOPOLOGY_REQUIREMENT_SAME_NVLINK_DOMAIN);
   EXPECT_EQ((*docs)[0].spec.run().sim_outcome(), v1::SIM_OUTCOME_FAIL);
@@ -296,7 +297,7 @@ TEST(WorkloadYamlTest, EnumsByLowerCaseName) {
 TEST(WorkloadYamlTest, ScalarCommandAndUnquotedEnvValues) {
   absl::StatusOr<std::vector<WorkloadDocument>> docs =
       ParseWorkloadYaml("name: x\nrun:\n  command: sleep 5\n  env: {N: 3, B: true}\n", "x.yaml");
-  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_OK(docs);
   EXPECT_THAT((*docs)[0].spec.run().command(), ElementsAre("sleep 5"));
   EXPECT_THAT((*docs)[0].spec.run().env(), UnorderedElementsAre(Pair("N", "3"), Pair("B", "true")));
 }
@@ -304,7 +305,7 @@ TEST(WorkloadYamlTest, ScalarCommandAndUnquotedEnvValues) {
 TEST(WorkloadYamlTest, KeyWithoutValueIsAbsent) {
   absl::StatusOr<std::vector<WorkloadDocument>> docs =
       ParseWorkloadYaml("name: x\ntenant:\nreplicas:\n", "x.yaml");
-  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_OK(docs);
   EXPECT_TRUE((*docs)[0].spec.tenant().empty());
   EXPECT_EQ((*docs)[0].spec.replicas(), 0u);
 }

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/process_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed {
 namespace {
@@ -52,20 +53,20 @@ class EndToEndTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto pg = testing::TestPostgres::Get();
-    ASSERT_TRUE(pg.ok()) << pg.status();
+    ASSERT_OK(pg);
     auto dsn = (*pg)->CreateEmptyDatabase();
-    ASSERT_TRUE(dsn.ok()) << dsn.status();
+    ASSERT_OK(dsn);
     dsn_ = *dsn;
     StartServer();
     auto token = testing::BootstrapTenant(server_.address(), server_.admin_token, "e2e", "p");
-    ASSERT_TRUE(token.ok()) << token.status();
+    ASSERT_OK(token);
     user_token_ = *token;
     for (const auto& [cluster, prefix, model] :
          {std::tuple{"e2e-a", "a", "H100-80GB"}, std::tuple{"e2e-b", "b", "A100-80GB"}}) {
       std::string path = absl::StrCat(dir_.path(), "/", cluster, ".yaml");
       std::ofstream(path) << Topology(cluster, absl::StrCat(prefix, "-"), model);
       auto agent_token = testing::CreateAgentToken(server_.address(), server_.admin_token, cluster);
-      ASSERT_TRUE(agent_token.ok()) << agent_token.status();
+      ASSERT_OK(agent_token);
       testing::AgentOptions ao;
       ao.server_address = server_.address();
       ao.token = *agent_token;
@@ -74,7 +75,7 @@ class EndToEndTest : public ::testing::Test {
       ao.work_dir = absl::StrCat(dir_.path(), "/work-", cluster);
       ao.log_path = absl::StrCat(dir_.path(), "/agent-", cluster, ".log");
       auto agent = testing::StartAgent(ao);
-      ASSERT_TRUE(agent.ok()) << agent.status();
+      ASSERT_OK(agent);
       agents_.push_back(std::move(*agent));
     }
   }
@@ -91,7 +92,7 @@ class EndToEndTest : public ::testing::Test {
     // Keep the gRPC port across the restart so agents and clients find the new server.
     options.grpc_port = server_.grpc_port;
     auto server = testing::StartServer(options);
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = std::move(*server);
   }
 
@@ -201,7 +202,7 @@ TEST_F(EndToEndTest, TwoHundredWorkloadsSurviveAServerKill) {
       req.set_page_token(token);
       v1::ListWorkloadsResponse resp;
       grpc::Status s = stub->List(&ctx, req, &resp);
-      ASSERT_TRUE(s.ok()) << s.error_message();
+      ASSERT_OK(s);
       for (const auto& w : resp.workloads()) seen[w.id()] = w;
       token = resp.next_page_token();
     } while (!token.empty());

@@ -19,6 +19,7 @@
 #include "server/server.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/process_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed {
 namespace {
@@ -51,21 +52,21 @@ class HostileInputTest : public ::testing::Test {
     config.grpc_listen = "127.0.0.1:0";
     config.http_listen = "127.0.0.1:0";
     auto pg = testing::TestPostgres::Get();
-    ASSERT_TRUE(pg.ok()) << pg.status();
+    ASSERT_OK(pg);
     auto dsn = (*pg)->CreateEmptyDatabase();
-    ASSERT_TRUE(dsn.ok()) << dsn.status();
+    ASSERT_OK(dsn);
     config.database_url = *dsn;
     config.data_dir = dir_.path();
     config.admin_token_file = config.data_dir + "/admin.token";
     config.log_level = "warn";
     auto server = server::Server::Create(config);
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = std::move(*server);
     address_ = absl::StrCat("127.0.0.1:", server_->grpc_port());
     std::ifstream(config.admin_token_file) >> admin_;
     ASSERT_FALSE(admin_.empty());
     auto user = testing::BootstrapTenant(address_, admin_, "acme", "research");
-    ASSERT_TRUE(user.ok()) << user.status();
+    ASSERT_OK(user);
     user_ = *user;
     channel_ = testing::Connect(address_);
     workloads_ = v1::WorkloadService::NewStub(channel_);
@@ -102,7 +103,7 @@ class HostileInputTest : public ::testing::Test {
     v1::ListWorkloadsResponse resp;
     grpc::Status s =
         Call(admin_, [&](grpc::ClientContext* c) { return workloads_->List(c, req, &resp); });
-    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_OK(s);
     return resp.workloads_size();
   }
 
@@ -111,7 +112,7 @@ class HostileInputTest : public ::testing::Test {
     grpc::Status s = Call(admin_, [&](grpc::ClientContext* c) {
       return tenants_->ListTenants(c, v1::ListTenantsRequest(), &resp);
     });
-    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_OK(s);
     std::vector<std::string> names;
     for (const v1::Tenant& t : resp.tenants()) names.push_back(t.name());
     return names;
@@ -210,7 +211,7 @@ TEST_F(HostileInputTest, DurationNanosOutOfRangeAreRefusedNotNormalised) {
 
 TEST_F(HostileInputTest, OnlyCanonicalWorkloadIdsAreAccepted) {
   v1::SubmitResponse created;
-  ASSERT_TRUE(Submit(Spec(), &created).ok());
+  ASSERT_OK(Submit(Spec(), &created));
   const std::string id = created.workload().id();
   ASSERT_FALSE(id.empty());
   for (const std::string& alias : {"+" + id, " " + id, id + "\n", "0" + id, id + kNul,
@@ -232,15 +233,14 @@ TEST_F(HostileInputTest, OnlyCanonicalWorkloadIdsAreAccepted) {
   v1::GetWorkloadRequest get;
   get.set_id(id);
   v1::Workload w;
-  ASSERT_TRUE(
-      Call(user_, [&](grpc::ClientContext* c) { return workloads_->Get(c, get, &w); }).ok());
+  ASSERT_OK(Call(user_, [&](grpc::ClientContext* c) { return workloads_->Get(c, get, &w); }));
   EXPECT_FALSE(w.cancel_requested());
   EXPECT_EQ(w.state(), v1::WORKLOAD_STATE_PENDING);
 }
 
 TEST_F(HostileInputTest, NulInACancelReasonIsRefusedNotCut) {
   v1::SubmitResponse created;
-  ASSERT_TRUE(Submit(Spec(), &created).ok());
+  ASSERT_OK(Submit(Spec(), &created));
   v1::CancelRequest cancel;
   cancel.set_id(created.workload().id());
   cancel.set_reason("done" + kNul + "; DROP TABLE workloads");
@@ -254,8 +254,7 @@ TEST_F(HostileInputTest, NulInACancelReasonIsRefusedNotCut) {
       "reason"));
   v1::GetWorkloadRequest get;
   get.set_id(created.workload().id());
-  ASSERT_TRUE(
-      Call(user_, [&](grpc::ClientContext* c) { return workloads_->Get(c, get, &w); }).ok());
+  ASSERT_OK(Call(user_, [&](grpc::ClientContext* c) { return workloads_->Get(c, get, &w); }));
   EXPECT_FALSE(w.cancel_requested());
   EXPECT_EQ(w.state(), v1::WORKLOAD_STATE_PENDING);
 }
@@ -345,7 +344,7 @@ TEST_F(HostileInputTest, ListPagesStayReadableHoweverLargeTheWorkloads) {
   std::set<std::string> submitted;
   for (int i = 0; i < kCount; ++i) {
     v1::SubmitResponse resp;
-    ASSERT_TRUE(Submit(big, &resp).ok());
+    ASSERT_OK(Submit(big, &resp));
     submitted.insert(resp.workload().id());
   }
   std::set<std::string> listed;
@@ -358,7 +357,7 @@ TEST_F(HostileInputTest, ListPagesStayReadableHoweverLargeTheWorkloads) {
     v1::ListWorkloadsResponse resp;
     grpc::Status s =
         Call(admin_, [&](grpc::ClientContext* c) { return workloads_->List(c, req, &resp); });
-    ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+    ASSERT_OK(s);
     ASSERT_GT(resp.workloads_size(), 0);
     for (const v1::Workload& w : resp.workloads()) {
       EXPECT_TRUE(listed.insert(w.id()).second) << "listed twice: " << w.id();

@@ -519,8 +519,10 @@ TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
   v1::ExplainResponse e;
   auto deadline = Clock::now() + std::chrono::seconds(10);
   do {
-    ASSERT_TRUE(Explain(wrong_model.workload().id(), &e).ok());
-    if (e.reason_code() == "NotLoaded") EXPECT_FALSE(e.never_fits()) << e.explanation();
+    ASSERT_OK(Explain(wrong_model.workload().id(), &e));
+    if (e.reason_code() == "NotLoaded") {
+      EXPECT_FALSE(e.never_fits()) << e.explanation();
+    }
   } while (e.reason_code() != "NoMatchingGpu" && Clock::now() < deadline);
   EXPECT_EQ(e.workload().id(), wrong_model.workload().id());
   EXPECT_EQ(e.workload().state(), v1::WORKLOAD_STATE_PENDING);

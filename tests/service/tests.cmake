@@ -17,6 +17,6 @@ target_link_libraries(service_tests PRIVATE GTest::gmock)
 # Hostile input through the public API (tests/service/hostile_input_test.cc): every case answers
 # INVALID_ARGUMENT naming the field and stores nothing.
 add_executable(hostile_input_tests ${CMAKE_CURRENT_LIST_DIR}/hostile_input_test.cc)
-target_link_libraries(hostile_input_tests PRIVATE gpufed_server gpufed_test_support GTest::gtest
+target_link_libraries(hostile_input_tests PRIVATE gpufed_server gpufed_test_support GTest::gmock GTest::gtest
   GTest::gtest_main PkgConfig::PQXX)
 gtest_discover_tests(hostile_input_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/trace_pool.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::sim {
 namespace {
@@ -33,7 +34,7 @@ TEST(OpenbNodesTest, ParsesRowsIncludingNodesWithoutGpus) {
       "n-2,96000,786432,8,V100M32\r\n"
       "n-3,32000,262144,0,nan\n",
       "nodes.csv");
-  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_OK(nodes);
   ASSERT_EQ(nodes->size(), 4);
   EXPECT_EQ((*nodes)[0].sn, "n-0");
   EXPECT_EQ((*nodes)[0].cpu_milli, 64000);
@@ -53,7 +54,7 @@ TEST(OpenbNodesTest, FindsColumnsByNameAndIgnoresUnknownOnes) {
       "model,gpu,rack,memory_mib,cpu_milli,sn\n"
       "T4,1,r1,1024,2000,\"node, quoted\"\n",
       "nodes.csv");
-  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_OK(nodes);
   ASSERT_EQ(nodes->size(), 1);
   EXPECT_EQ((*nodes)[0].sn, "node, quoted");
   EXPECT_EQ((*nodes)[0].cpu_milli, 2000);
@@ -109,7 +110,7 @@ TEST(OpenbPodsTest, ParsesFullRows) {
           "p-2,88000,327680,8,1000,V100M16|V100M32|V100M32,Burstable,Succeeded,10,20,12\n"
           "p-3,4000,8192,0,0,,BE,Failed,5,5,5\n",
       "pods.csv");
-  ASSERT_TRUE(pods.ok()) << pods.status();
+  ASSERT_OK(pods);
   ASSERT_EQ(pods->size(), 4);
   const OpenbPod& whole = (*pods)[0];
   EXPECT_EQ(whole.name, "p-0");
@@ -145,7 +146,7 @@ TEST(OpenbPodsTest, MultigpuListsHaveOnlyFiveColumns) {
       "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
       "p-0,12000,16384,2,1000\n",
       "multigpu.csv");
-  ASSERT_TRUE(pods.ok()) << pods.status();
+  ASSERT_OK(pods);
   ASSERT_EQ(pods->size(), 1);
   EXPECT_EQ((*pods)[0].GpuMilli(), 2000);
   EXPECT_FALSE((*pods)[0].creation_time.has_value());
@@ -189,7 +190,7 @@ TEST(OpenbFilesTest, MissingFileIsNotFound) {
 TEST(OpenbFilesTest, ReadsEveryBundledTraceFile) {
   absl::StatusOr<std::vector<OpenbNode>> gpu_nodes =
       ReadOpenbNodes(std::string(kTraceDir) + "openb_node_list_gpu_node.csv");
-  ASSERT_TRUE(gpu_nodes.ok()) << gpu_nodes.status();
+  ASSERT_OK(gpu_nodes);
   EXPECT_EQ(gpu_nodes->size(), 1213);
   uint32_t gpus = 0;
   for (const OpenbNode& n : *gpu_nodes) gpus += n.gpus;
@@ -197,19 +198,19 @@ TEST(OpenbFilesTest, ReadsEveryBundledTraceFile) {
 
   absl::StatusOr<std::vector<OpenbNode>> all_nodes =
       ReadOpenbNodes(std::string(kTraceDir) + "openb_node_list_all_node.csv");
-  ASSERT_TRUE(all_nodes.ok()) << all_nodes.status();
+  ASSERT_OK(all_nodes);
   EXPECT_EQ(all_nodes->size(), 1523);
 
   for (const char* name :
        {"openb_pod_list_default.csv", "openb_pod_list_cpu050.csv", "openb_pod_list_gpushare40.csv",
         "openb_pod_list_gpuspec10.csv", "openb_pod_list_multigpu20.csv"}) {
     absl::StatusOr<std::vector<OpenbPod>> pods = ReadOpenbPods(std::string(kTraceDir) + name);
-    ASSERT_TRUE(pods.ok()) << name << ": " << pods.status();
+    ASSERT_OK(pods);
     EXPECT_GT(pods->size(), 7000) << name;
   }
   absl::StatusOr<std::vector<OpenbPod>> pods =
       ReadOpenbPods(std::string(kTraceDir) + "openb_pod_list_default.csv");
-  ASSERT_TRUE(pods.ok());
+  ASSERT_OK(pods);
   EXPECT_EQ(pods->size(), 8152);
 }
 

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/report.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::sim {
 namespace {
@@ -95,7 +96,7 @@ TEST_P(EveryPolicyTest, IdenticalSharesFillTwoGpusOneEach) {
   // 2 GPUs, pods of 0.6 GPU, inflation 1.5: 5 pods arrive (3,000 milli); one fits per GPU.
   Trace trace{{Node("n-0", 1), Node("n-1", 1)}, {Pod("p", 1, 600)}};
   absl::StatusOr<ReplayResult> r = Replay(trace, Options(GetParam(), 1, 1.5));
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_EQ(r->policy, GetParam());
   EXPECT_EQ(r->gpus_total, 2);
   EXPECT_EQ(r->pods, 5);
@@ -126,7 +127,7 @@ TEST_P(EveryPolicyTest, SharesOfSixAndFiveTenths) {
     ASSERT_EQ(order.size(), 3);
     const bool third_is_six = order[2] == 0;
     absl::StatusOr<ReplayResult> r = Replay(trace, Options(GetParam(), seed, 1.0));
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_OK(r);
     EXPECT_EQ(r->pods, 3);
     EXPECT_EQ(r->failed, third_is_six ? 1 : 0) << "seed " << seed;
     EXPECT_EQ(r->placed, third_is_six ? 2 : 3) << "seed " << seed;
@@ -139,7 +140,7 @@ TEST_P(EveryPolicyTest, CpuOnlyPodsTakeHostResourcesButNoGpu) {
   // ask for 1 core each.
   Trace trace{{Node("n-0", 1)}, {Pod("cpu", 0, 0, 40000), Pod("gpu", 1, 1000)}};
   absl::StatusOr<ReplayResult> r = Replay(trace, Options(GetParam(), 5, 1.0));
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   // Originals: 1,000 milli; the clones stop at the first GPU pod drawn. The GPU pod is placed.
   EXPECT_DOUBLE_EQ(r->final_allocation_ratio, 1.0);
   uint64_t cpu_pods = r->pods - 1;
@@ -158,7 +159,7 @@ TEST_P(EveryPolicyTest, TimeModeQueuesBackfillsAndFreesOnDeparture) {
   options.mode = ReplayMode::kTime;
   options.utilisation_points = 5;  // at 0, 100, 200, 300, 400
   absl::StatusOr<ReplayResult> r = Replay(trace, options);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   ASSERT_TRUE(r->time.has_value());
   const TimeModeResult& t = *r->time;
   EXPECT_EQ(r->pods, 4);
@@ -204,7 +205,7 @@ TEST(ReplayTest, TimeModeCompressionMakesPodsContend) {
   ReplayOptions options = Options("gpufed", 1, 1.0);
   options.mode = ReplayMode::kTime;
   absl::StatusOr<ReplayResult> plain = Replay(trace, options);
-  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_OK(plain);
   EXPECT_DOUBLE_EQ(plain->time->compression, 1);
   EXPECT_EQ(plain->time->end_time, 6100);
   EXPECT_DOUBLE_EQ(plain->time->wait.max_seconds, 0);
@@ -213,7 +214,7 @@ TEST(ReplayTest, TimeModeCompressionMakesPodsContend) {
 
   options.compression = 100;
   absl::StatusOr<ReplayResult> packed = Replay(trace, options);
-  ASSERT_TRUE(packed.ok()) << packed.status();
+  ASSERT_OK(packed);
   const TimeModeResult& t = *packed->time;
   EXPECT_DOUBLE_EQ(t.compression, 100);
   EXPECT_EQ(t.start_time, 5000);
@@ -299,7 +300,7 @@ TEST(ReplayTest, ReportsProgressUpToTheTotal) {
   std::vector<ReplayProgress> seen;
   absl::StatusOr<ReplayResult> r = Replay(trace, Options("best-fit", 1, 1.3),
                                           [&](const ReplayProgress& p) { seen.push_back(p); });
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.back().done, r->pods);
   EXPECT_EQ(seen.back().total, r->pods);

@@ -173,7 +173,7 @@ TEST(JsonCodecTest, ReasonFiguresRoundTripAsNumbersAndStrings) {
   const std::string text = ReasonFiguresToJson(r.figures);
   EXPECT_EQ(text, R"({"largest":6,"needs":"8 GPUs","where":"c/n0"})");
   auto back = ReasonFiguresFromJson(text);
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_OK(back);
   EXPECT_EQ(*back, r.figures);
   // Key order in the stored text does not matter (jsonb reorders keys).
   EXPECT_EQ(*ReasonFiguresFromJson(R"({"where":"c/n0","needs":"8 GPUs","largest":6})"), r.figures);

@@ -446,7 +446,7 @@ TEST_F(WorkloadStoreTest, ListPendingIsInSchedulingOrder) {
 
 TEST_F(WorkloadStoreTest, LifecycleSetsAssignmentTimesAndEvents) {
   const WorkloadId id = MustSubmit(Spec("train")).id;
-  ASSERT_TRUE(store_->SetPendingReasons({{id, PendingReason(ReasonCode::kNothingFree)}}).ok());
+  ASSERT_OK(store_->SetPendingReasons({{id, PendingReason(ReasonCode::kNothingFree)}}));
 
   Transition place = Step(id, S::kPending, S::kPlaced);
   place.assignment = AssignmentOn("c1", 4);
@@ -687,7 +687,7 @@ TEST_F(WorkloadStoreTest, PendingReasonsWriteOnlyChangesOnPendingWorkloads) {
                                  .Set(figure::kGpus, 4)
                                  .Set(figure::kLargest, 2)
                                  .Set(figure::kWhere, "c1/n0");
-  ASSERT_TRUE(store_->SetPendingReasons({{waiting, busy}, {running, busy}}).ok());
+  ASSERT_OK(store_->SetPendingReasons({{waiting, busy}, {running, busy}}));
   EXPECT_EQ(store_->Get(waiting)->pending_reason, busy);
   EXPECT_EQ(store_->Get(waiting)->version, 2u);
   EXPECT_EQ(store_->Get(running)->pending_reason, PendingReason());
@@ -705,14 +705,14 @@ TEST_F(WorkloadStoreTest, PendingReasonsWriteOnlyChangesOnPendingWorkloads) {
   EXPECT_EQ(row["largest"].as<int>(), 2);
   EXPECT_EQ(row["pending_reason"].as<std::string>(), RenderReason(busy));
 
-  ASSERT_TRUE(store_->SetPendingReasons({{waiting, busy}}).ok());  // unchanged: no write
+  ASSERT_OK(store_->SetPendingReasons({{waiting, busy}}));  // unchanged: no write
   EXPECT_EQ(store_->Get(waiting)->version, 2u);
   PendingReason moved = busy;
   moved.Set(figure::kLargest, 3);  // only a figure: still written when asked to
-  ASSERT_TRUE(store_->SetPendingReasons({{waiting, PendingReason()}, {waiting, moved}}).ok());
+  ASSERT_OK(store_->SetPendingReasons({{waiting, PendingReason()}, {waiting, moved}}));
   EXPECT_EQ(store_->Get(waiting)->pending_reason, moved);
   EXPECT_EQ(store_->Get(waiting)->version, 3u);
-  EXPECT_TRUE(store_->SetPendingReasons({}).ok());
+  EXPECT_OK(store_->SetPendingReasons({}));
   EXPECT_TRUE(absl::IsInvalidArgument(
       store_->SetPendingReasons({{0, PendingReason(ReasonCode::kNothingFree)}})));
 }

@@ -169,8 +169,8 @@ TEST_F(SchedulerTest, WorkloadsBeyondTheCycleWindowStillGetAReason) {
   SchedulerOptions options;
   options.max_considered = 1;
   Scheduler scheduler(store_.get(), store_.get(), options);
-  ASSERT_TRUE(scheduler.Rebuild().ok());
-  ASSERT_TRUE(scheduler.RunCycle().ok());
+  ASSERT_OK(scheduler.Rebuild());
+  ASSERT_OK(scheduler.RunCycle());
   EXPECT_EQ(store_->Get(behind.id)->pending_reason,
             PendingReason(ReasonCode::kQueueDepth).Set(figure::kConsidered, 1));
 }
@@ -183,12 +183,12 @@ TEST_F(SchedulerTest, ANewReasonCodeIsWrittenAtOnceMovedFiguresOnlyNowAndThen) {
   SchedulerOptions options;
   options.reason_refresh_cycles = 3;
   Scheduler scheduler(store_.get(), store_.get(), options);
-  ASSERT_TRUE(scheduler.Rebuild().ok());
+  ASSERT_OK(scheduler.Rebuild());
   auto stored = [&] { return store_->Get(eight.id)->pending_reason; };
 
   // Cycle 1: six is placed; eight gets its first reason, 2 GPUs free on the node.
   auto cycle = scheduler.RunCycle();
-  ASSERT_TRUE(cycle.ok()) << cycle.status();
+  ASSERT_OK(cycle);
   ASSERT_EQ(cycle->placed.size(), 1u);
   EXPECT_EQ(cycle->stats.reasons_written, 1);
   EXPECT_EQ(stored().code, ReasonCode::kGpusBusy) << stored();
@@ -198,17 +198,17 @@ TEST_F(SchedulerTest, ANewReasonCodeIsWrittenAtOnceMovedFiguresOnlyNowAndThen) {
   Workload one = MustSubmit(Gpus("one", 1));
   scheduler.NotifySubmitted(one);
   cycle = scheduler.RunCycle();
-  ASSERT_TRUE(cycle.ok());
+  ASSERT_OK(cycle);
   ASSERT_EQ(cycle->placed.size(), 1u);
   EXPECT_EQ(cycle->stats.reasons_written, 0);
   // Cycle 3: the same blocker with other figures (1 free) is not written yet...
   cycle = scheduler.RunCycle();
-  ASSERT_TRUE(cycle.ok());
+  ASSERT_OK(cycle);
   EXPECT_EQ(cycle->stats.reasons_written, 0);
   EXPECT_EQ(stored().Int(figure::kLargest), 2);
   // ... but is after reason_refresh_cycles (cycle 4).
   cycle = scheduler.RunCycle();
-  ASSERT_TRUE(cycle.ok());
+  ASSERT_OK(cycle);
   EXPECT_EQ(cycle->stats.reasons_written, 1);
   EXPECT_EQ(stored().code, ReasonCode::kGpusBusy);
   EXPECT_EQ(stored().Int(figure::kLargest), 1);
@@ -217,15 +217,15 @@ TEST_F(SchedulerTest, ANewReasonCodeIsWrittenAtOnceMovedFiguresOnlyNowAndThen) {
   Workload last = MustSubmit(Gpus("last", 1));
   scheduler.NotifySubmitted(last);
   cycle = scheduler.RunCycle();
-  ASSERT_TRUE(cycle.ok());
+  ASSERT_OK(cycle);
   ASSERT_EQ(cycle->placed.size(), 1u);
   cycle = scheduler.RunCycle();
-  ASSERT_TRUE(cycle.ok());
+  ASSERT_OK(cycle);
   EXPECT_EQ(cycle->stats.reasons_written, 1);
   EXPECT_EQ(stored().code, ReasonCode::kNothingFree) << stored();
   // Unchanged: nothing more to write.
   cycle = scheduler.RunCycle();
-  ASSERT_TRUE(cycle.ok());
+  ASSERT_OK(cycle);
   EXPECT_EQ(cycle->stats.reasons_written, 0);
 }
 

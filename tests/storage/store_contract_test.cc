@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "federation/store.h"
 #include "federation/types.h"
+#include "federation/validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pqxx/pqxx"
@@ -108,7 +109,7 @@ class PostgresBackend final : public Backend {
   ~PostgresBackend() override {
     store_.reset();
     absl::Status dropped = postgres_->DropDatabase(dsn_);
-    EXPECT_TRUE(dropped.ok()) << dropped;
+    EXPECT_OK(dropped);
   }
 
   WorkloadStore& workloads() override { return *store_; }
@@ -314,13 +315,14 @@ TEST_P(StoreContractTest, TenantsAreCreatedOnceAndListedByName) {
 
   EXPECT_THAT(tenants().CreateTenant(Tenant{"acme", "again", {}}), StatusIs(Code::kAlreadyExists));
   EXPECT_THAT(tenants().CreateTenant(Tenant{"", "x", {}}), StatusIs(Code::kInvalidArgument));
-  EXPECT_THAT(tenants().CreateTenant(Tenant{std::string(129, 'a'), "", {}}),
+  EXPECT_THAT(tenants().CreateTenant(Tenant{std::string(kMaxNameLength + 1, 'a'), "", {}}),
               StatusIs(Code::kInvalidArgument));
-  EXPECT_OK(tenants().CreateTenant(Tenant{std::string(128, 'a'), "", {}}));
+  EXPECT_THAT(tenants().CreateTenant(Tenant{"1acme", "", {}}), StatusIs(Code::kInvalidArgument));
+  EXPECT_OK(tenants().CreateTenant(Tenant{std::string(kMaxNameLength, 'a'), "", {}}));
 
   ASSERT_OK_AND_ASSIGN(std::vector<Tenant> listed, tenants().ListTenants());
   ASSERT_EQ(listed.size(), 3u);
-  EXPECT_EQ(listed[0].name, std::string(128, 'a'));
+  EXPECT_EQ(listed[0].name, std::string(kMaxNameLength, 'a'));
   EXPECT_EQ(listed[1].name, "acme");
   EXPECT_EQ(listed[1].display_name, "Acme Corp");  // the first one, not "again"
   EXPECT_EQ(listed[1].create_time, acme.create_time);

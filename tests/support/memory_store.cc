@@ -7,13 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "federation/status_macros.h"
+#include "federation/validation.h"
 
 namespace gpufed::testing {
 namespace {
 
 // The checks and messages below follow storage/pg_store.cc, which is the reference.
 
-constexpr size_t kMaxNameLength = 128;
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
 
@@ -22,20 +22,9 @@ Timestamp ToMicros(Timestamp t) {
   return Timestamp(std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()));
 }
 
+// The one name rule (federation/validation.h), as PgStore applies it.
 absl::Status CheckName(absl::string_view field, const std::string& value) {
-  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
-  if (value.size() > kMaxNameLength) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": at most ", kMaxNameLength, " characters"));
-  }
-  return absl::OkStatus();
-}
-
-bool IsClusterName(const std::string& name) {
-  if (name.empty() || name.size() > 63) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-  });
+  return ValidateName(field, value);
 }
 
 absl::Status CheckFitsBigint(absl::string_view field, uint64_t value) {
@@ -68,11 +57,10 @@ absl::Status ValidateTransition(const Transition& t, size_t i) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeInfo>& nodes) {
-  if (!IsClusterName(info.name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cluster.name: must be 1 to 63 characters of a-z, 0-9 and '-', got \"", info.name, "\""));
-  }
+// What PgStore's columns can hold (its CheckInventoryFitsColumns).
+absl::Status CheckInventoryFitsColumns(const ClusterInfo& info,
+                                       const std::vector<NodeInfo>& nodes) {
+  RETURN_IF_ERROR(ValidateName("cluster.name", info.name));
   std::set<std::string> node_names;
   std::set<std::string> uuids;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -403,7 +391,7 @@ absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> MemoryStore::Coun
 
 absl::StatusOr<Cluster> MemoryStore::RegisterCluster(const ClusterInfo& info,
                                                      const std::vector<NodeInfo>& nodes) {
-  RETURN_IF_ERROR(ValidateInventory(info, nodes));
+  RETURN_IF_ERROR(CheckInventoryFitsColumns(info, nodes));
   absl::MutexLock lock(&mu_);
   Cluster& c = clusters_[info.name];  // a new one starts at epoch 1
   c.info = info;

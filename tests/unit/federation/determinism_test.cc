@@ -218,7 +218,7 @@ Pool RandomPool(uint64_t seed, int clusters) {
         if (mig_capable && pick(4) == 0) {
           gpus[g].mig_enabled = true;
           gpus[g].mig_layout = product == 3 ? a30[pick(2)] : eight_slot[pick(4)];
-          EXPECT_TRUE(ValidateMigLayout(*FindMigGeometry(model), gpus[g].mig_layout).ok());
+          EXPECT_OK(ValidateMigLayout(*FindMigGeometry(model), gpus[g].mig_layout));
         }
         if (pick(40) == 0) gpus[g].healthy = false;
       }
@@ -317,7 +317,7 @@ class Replay {
   Replay(Pool pool, const PlacementOptions& options, const std::vector<Step>& steps)
       : pool_(std::move(pool)), steps_(steps) {
     auto engine = PlacementEngine::Create(options);
-    EXPECT_TRUE(engine.ok()) << engine.status();
+    EXPECT_OK(engine);
     engine_ = *std::move(engine);
     std::vector<WorkloadSpec> specs;
     for (const Step& s : steps) {
@@ -343,8 +343,7 @@ class Replay {
     PlacementDecision d = engine_->Place(pool_, spec, id, queue);
     if (d.assignment) {
       const absl::Status st = pool_.Allocate(id, *d.assignment, testing::HostOf(spec));
-      EXPECT_TRUE(st.ok()) << "the pool refused workload " << id << " (" << Describe(spec)
-                           << "): " << st;
+      EXPECT_OK(st);
       if (st.ok()) live_.push_back(id);
     }
     return d;

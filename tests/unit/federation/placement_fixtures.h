@@ -14,6 +14,7 @@
 #include "federation/pool.h"
 #include "federation/types.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/unit/federation/test_pools.h"
 
 namespace gpufed::testing {
@@ -130,7 +131,7 @@ inline PlacementDecision PlaceWith(const Pool& pool, const WorkloadSpec& spec,
                                    const PlacementOptions& options, WorkloadId id = 0,
                                    const MigQueue& queue = {}) {
   auto engine = PlacementEngine::Create(options);
-  EXPECT_TRUE(engine.ok()) << engine.status();
+  EXPECT_OK(engine);
   return (*engine)->Place(pool, spec, id, queue);
 }
 

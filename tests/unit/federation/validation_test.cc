@@ -228,7 +228,7 @@ TEST(NameRulesTest, ResourceNamesStartWithALetterLabelsWithALetterOrDigit) {
   EXPECT_EQ(ValidateName("tenant", "1abc").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(ValidateName("tenant", "1abc").message()),
               ::testing::StartsWith("tenant: "));
-  EXPECT_TRUE(ValidateLabel("node", "1abc").ok());
+  EXPECT_OK(ValidateLabel("node", "1abc"));
 }
 
 TEST(TextRulesTest, RefusesControlCharactersAndBrokenUtf8) {
@@ -255,7 +255,7 @@ TEST(TextRulesTest, RefusesControlCharactersAndBrokenUtf8) {
   EXPECT_EQ(ValidateSubject("").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ValidateSubject(std::string(kMaxSubjectBytes + 1, 'a')).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(ValidateSubject("ci-bot").ok());
+  EXPECT_OK(ValidateSubject("ci-bot"));
 }
 
 TEST(TextRulesTest, EnvKeysArePosixNames) {
@@ -277,7 +277,7 @@ TEST(ValidateSpecTest, EveryRunFieldHasASizeLimit) {
   const WorkloadSpec base = testing::Gang(1, 1);
   WorkloadSpec s = base;
   s.run.image = std::string(kMaxImageBytes, 'i');
-  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  EXPECT_OK(ValidateSpec(s));
   s.run.image += "i";
   ExpectInvalid(s, "spec.run.image");
 
@@ -298,7 +298,7 @@ TEST(ValidateSpecTest, EveryRunFieldHasASizeLimit) {
   ExpectInvalid(s, "spec.run.env");
   s.run.env.clear();
   s.run.env["OK"] = std::string(kMaxEnvValueBytes, 'v');
-  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  EXPECT_OK(ValidateSpec(s));
 }
 
 TEST(ValidateSpecTest, TheWholeSpecHasASizeLimit) {
@@ -310,7 +310,7 @@ TEST(ValidateSpecTest, TheWholeSpecHasASizeLimit) {
   s.run.env.erase("V4");
   s.run.env.erase("V3");
   EXPECT_LE(SpecTextBytes(s), kMaxSpecBytes);
-  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  EXPECT_OK(ValidateSpec(s));
 }
 
 TEST(ValidateSpecTest, RefusesNulAndControlCharactersInRunFields) {
@@ -322,7 +322,7 @@ TEST(ValidateSpecTest, RefusesNulAndControlCharactersInRunFields) {
   s.run.command = {"sh", std::string("-c\0x", 4)};
   ExpectInvalid(s, "spec.run.command[1]");
   s.run.command = {"sh", "-c", "echo one\necho two\tthree"};  // a script spans lines
-  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  EXPECT_OK(ValidateSpec(s));
   s.run.command = {"\xff"};
   ExpectInvalid(s, "spec.run.command[0]");
   s = base;
@@ -346,7 +346,7 @@ TEST(ValidateSpecTest, RefusesNulAndControlCharactersInRunFields) {
 
 TEST(ValidateInventoryTest, AppliesTheTopologyFileRules) {
   const Cluster base = testing::MakeCluster("dgx", 2, 2, "H100-80GB");
-  ASSERT_TRUE(ValidateInventory(base.info, base.nodes).ok());
+  ASSERT_OK(ValidateInventory(base.info, base.nodes));
   struct Case {
     const char* field;
     std::function<void(Cluster&)> mutate;
