@@ -22,24 +22,26 @@ struct Principal {
   std::string tenant;   // tenant roles and tenant-scoped viewers; empty: platform scope
   std::string cluster;  // agents only
 
-  bool IsPlatformAdmin() const { return role == Role::kPlatformAdmin; }
+  [[nodiscard]] bool IsPlatformAdmin() const { return role == Role::kPlatformAdmin; }
   // Platform-wide viewers (finance) and platform admins see every tenant.
-  bool SeesAllTenants() const {
+  [[nodiscard]] bool SeesAllTenants() const {
     return role == Role::kPlatformAdmin || (role == Role::kViewer && tenant.empty());
   }
-  bool CanRead(absl::string_view t) const {
+  [[nodiscard]] bool CanRead(absl::string_view t) const {
     return SeesAllTenants() || (role != Role::kAgent && tenant == t);
   }
-  bool CanSubmit(absl::string_view t) const {
+  [[nodiscard]] bool CanSubmit(absl::string_view t) const {
     return role == Role::kPlatformAdmin ||
            ((role == Role::kTenantAdmin || role == Role::kTenantUser) && tenant == t);
   }
-  bool CanAdminTenant(absl::string_view t) const {
+  [[nodiscard]] bool CanAdminTenant(absl::string_view t) const {
     return role == Role::kPlatformAdmin || (role == Role::kTenantAdmin && tenant == t);
   }
-  bool CanActForCluster(absl::string_view c) const { return role == Role::kAgent && cluster == c; }
+  [[nodiscard]] bool CanActForCluster(absl::string_view c) const {
+    return role == Role::kAgent && cluster == c;
+  }
   // Pool-wide views (clusters, nodes, free capacity).
-  bool CanViewPool() const { return role != Role::kAgent; }
+  [[nodiscard]] bool CanViewPool() const { return role != Role::kAgent; }
 };
 
 }  // namespace gpufed::auth

@@ -44,7 +44,7 @@ class Table {
 
   // Missing trailing cells print empty; extra cells are an error in the caller and dropped.
   void AddRow(std::vector<std::string> cells);
-  size_t rows() const { return rows_.size(); }
+  [[nodiscard]] size_t rows() const { return rows_.size(); }
 
   void Render(std::ostream& out) const;
 

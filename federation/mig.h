@@ -37,7 +37,7 @@ struct MigGeometry {
   int compute_slices;       // 7, or 4 on A30
   std::vector<MigProfile> profiles;
 
-  const MigProfile* Find(absl::string_view profile) const;
+  [[nodiscard]] const MigProfile* Find(absl::string_view profile) const;
 };
 
 // The geometry of a MIG-capable catalogue model; nullptr for others (or unknown ones).

@@ -101,12 +101,12 @@ struct PendingReason {
   PendingReason& Set(absl::string_view name, int64_t value);
   PendingReason& Set(absl::string_view name, std::string value);
   // The figure's value; 0 / "" when absent or of the other kind.
-  int64_t Int(absl::string_view name) const;
-  const std::string& Text(absl::string_view name) const;
-  bool Has(absl::string_view name) const;
+  [[nodiscard]] int64_t Int(absl::string_view name) const;
+  [[nodiscard]] const std::string& Text(absl::string_view name) const;
+  [[nodiscard]] bool Has(absl::string_view name) const;
 
-  bool empty() const { return code == ReasonCode::kNone; }
-  bool never_fits() const { return NeverFits(code); }
+  [[nodiscard]] bool empty() const { return code == ReasonCode::kNone; }
+  [[nodiscard]] bool never_fits() const { return NeverFits(code); }
   // Same code and same figures: the same reason, whatever the words.
   bool operator==(const PendingReason&) const = default;
 };

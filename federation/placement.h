@@ -72,9 +72,9 @@ class PlacementEngine {
   // The workload distribution fragmentation-aware policies measure against. Model names are
   // interned through `pool`.
   void SetMix(const WorkloadMix& mix);
-  const WorkloadMix& mix() const { return mix_; }
+  [[nodiscard]] const WorkloadMix& mix() const { return mix_; }
   PlacementPolicy& policy() { return *policy_; }
-  const PlacementOptions& options() const { return options_; }
+  [[nodiscard]] const PlacementOptions& options() const { return options_; }
 
  private:
   explicit PlacementEngine(PlacementOptions options, std::unique_ptr<PlacementPolicy> policy);

@@ -27,7 +27,7 @@ struct Filter {
 
   // The allowed models as bits by model id (all bits: any model); nothing when a model id
   // beyond 63 is allowed.
-  std::optional<uint64_t> ModelBits() const;
+  [[nodiscard]] std::optional<uint64_t> ModelBits() const;
 };
 
 Filter MakeFilter(const Pool& pool, const WorkloadSpec& spec);

@@ -133,7 +133,7 @@ absl::InlinedVector<uint8_t, 8> BestGpus(const NodeView& v, const Demand& d) {
 
 class RandomPolicy : public PlacementPolicy {
  public:
-  absl::string_view name() const override { return "random"; }
+  [[nodiscard]] absl::string_view name() const override { return "random"; }
   // Every node draws a uniform random score, so the best is a uniformly random feasible node
   // whatever the engine's tie-break; a share goes to a random GPU that holds it.
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
@@ -157,8 +157,8 @@ class RandomPolicy : public PlacementPolicy {
 
 class FirstFitPolicy : public PlacementPolicy {
  public:
-  absl::string_view name() const override { return "first-fit"; }
-  bool Pure() const override { return true; }
+  [[nodiscard]] absl::string_view name() const override { return "first-fit"; }
+  [[nodiscard]] bool Pure() const override { return true; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t node_order) override {
     NodeChoice c;
     c.score = -static_cast<double>(node_order);
@@ -182,8 +182,8 @@ class FirstFitPolicy : public PlacementPolicy {
 // simulator (so close nodes tie and the tie-break spreads them).
 class BestFitPolicy : public PlacementPolicy {
  public:
-  absl::string_view name() const override { return "best-fit"; }
-  bool Pure() const override { return true; }
+  [[nodiscard]] absl::string_view name() const override { return "best-fit"; }
+  [[nodiscard]] bool Pure() const override { return true; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
     NodeChoice c;
     const double cpu_left = (CpuFree(v) - static_cast<double>(d.cpu_millis)) / kCpuScale;
@@ -199,8 +199,8 @@ class BestFitPolicy : public PlacementPolicy {
 // node); as in the authors' simulator the smaller product scores higher.
 class DotProductPolicy : public PlacementPolicy {
  public:
-  absl::string_view name() const override { return "dot-product"; }
-  bool Pure() const override { return true; }
+  [[nodiscard]] absl::string_view name() const override { return "dot-product"; }
+  [[nodiscard]] bool Pure() const override { return true; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
     NodeChoice c;
     const double dot = (CpuFree(v) / kCpuScale) * (static_cast<double>(d.cpu_millis) / kCpuScale) +
@@ -216,8 +216,8 @@ class DotProductPolicy : public PlacementPolicy {
 // needs fresh GPUs prefers a node already in use; untouched nodes come last, smallest first.
 class GpuPackingPolicy : public PlacementPolicy {
  public:
-  absl::string_view name() const override { return "gpu-packing"; }
-  bool Pure() const override { return true; }
+  [[nodiscard]] absl::string_view name() const override { return "gpu-packing"; }
+  [[nodiscard]] bool Pure() const override { return true; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
     NodeChoice c;
     c.gpus = BestGpus(v, d);
@@ -231,7 +231,7 @@ class GpuPackingPolicy : public PlacementPolicy {
     int left_points = 0;
     for (uint8_t g : c.gpus) {
       if (v.milli_free[g] == kMilliPerGpu) ++fresh;
-      left_points += static_cast<int>(v.milli_free[g]) * 100 / kMilliPerGpu;
+      left_points += static_cast<int>(v.milli_free[g] * 100 / kMilliPerGpu);
     }
     c.score = fresh > 0 ? std::max(50 - fresh, 33) : std::max(100 - left_points / 10, 50);
     return c;
@@ -284,7 +284,9 @@ class FragmentationPolicy : public PlacementPolicy {
     mix_ = mix;
     cache_.Clear();
   }
-  bool Pure() const override { return true; }  // the fragmentation cache only remembers values
+  [[nodiscard]] bool Pure() const override {
+    return true;
+  }  // the fragmentation cache only remembers values
 
  protected:
   // The FGD paper's score for a change in fragmentation: floor(100 * sigmoid(-delta / 1000)),
@@ -308,7 +310,7 @@ class FragmentationPolicy : public PlacementPolicy {
 class FgdPolicy : public FragmentationPolicy {
  public:
   FgdPolicy() : FragmentationPolicy(/*check_memory=*/false) {}
-  absl::string_view name() const override { return "fgd"; }
+  [[nodiscard]] absl::string_view name() const override { return "fgd"; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
     const double before = cache_.Of(v, mix_);
     auto score = [&](absl::Span<const uint8_t> gpus) {
@@ -344,7 +346,7 @@ class FgdPolicy : public FragmentationPolicy {
 class GpufedPolicy : public FragmentationPolicy {
  public:
   GpufedPolicy() : FragmentationPolicy(/*check_memory=*/true) {}
-  absl::string_view name() const override { return "gpufed"; }
+  [[nodiscard]] absl::string_view name() const override { return "gpufed"; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
     const double before = cache_.Of(v, mix_);
     const double consolidation = -static_cast<double>(v.WholeFree()) / 100.0;  // > -1

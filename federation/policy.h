@@ -30,7 +30,9 @@ struct Demand {
   uint64_t memory_mib = 0;
 
   // Milli-GPUs one replica takes (gpus x milli; a MIG instance counts as 0 here).
-  uint64_t TotalMilli() const { return kind == Kind::kMig ? 0 : uint64_t{gpus} * milli; }
+  [[nodiscard]] uint64_t TotalMilli() const {
+    return kind == Kind::kMig ? 0 : uint64_t{gpus} * milli;
+  }
   static Demand Of(const WorkloadSpec& spec);
 };
 
@@ -47,13 +49,13 @@ struct NodeView {
   // For whole-GPU demands: the GPUs to take (indices into milli_free), chosen by the engine.
   absl::InlinedVector<uint8_t, 8> whole_pick;
 
-  uint64_t MilliFree() const;
-  uint32_t WholeFree() const;
+  [[nodiscard]] uint64_t MilliFree() const;
+  [[nodiscard]] uint32_t WholeFree() const;
   // Whether `d` could go here now (GPU shares and host resources; model filters are already
   // applied when the view is built).
-  bool Fits(const Demand& d) const;
+  [[nodiscard]] bool Fits(const Demand& d) const;
   // The view after taking `d` on the GPUs at `gpus` (indices into milli_free).
-  NodeView After(const Demand& d, absl::Span<const uint8_t> gpus) const;
+  [[nodiscard]] NodeView After(const Demand& d, absl::Span<const uint8_t> gpus) const;
 };
 
 // A typical workload and how common it is: the distribution fragmentation is measured against
@@ -78,19 +80,19 @@ struct NodeChoice {
 class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;
-  virtual absl::string_view name() const = 0;
+  [[nodiscard]] virtual absl::string_view name() const = 0;
   virtual NodeChoice Choose(const NodeView& node, const Demand& demand, uint32_t node_order) = 0;
   // The distribution of typical workloads; policies that do not use it ignore it.
   virtual void SetMix(const WorkloadMix& mix) {}
   // True when Choose depends on nothing but its arguments and the mix (no random draw, no
   // other state): the engine then reuses a node's choice while the node and the request are
   // the same. A policy that draws or remembers must leave this false.
-  virtual bool Pure() const { return false; }
+  [[nodiscard]] virtual bool Pure() const { return false; }
   // Random source for policies that draw (random); seeded for determinism.
   void Seed(uint64_t seed) { rng_.seed(seed); }
   // Its state: the engine puts it back after an attempt that fails, so that skipping attempts
   // that cannot succeed changes no later draw.
-  const std::mt19937_64& random_state() const { return rng_; }
+  [[nodiscard]] const std::mt19937_64& random_state() const { return rng_; }
   void RestoreRandomState(const std::mt19937_64& state) { rng_ = state; }
 
  protected:

@@ -48,7 +48,7 @@ struct GpuSlot {
   uint64_t memory_mib = 0;
 
   // Nothing runs on it: no holder and no bound MIG instance.
-  bool Idle() const;
+  [[nodiscard]] bool Idle() const;
 };
 
 // Free capacity of one GPU model on a node or in a cluster.
@@ -82,9 +82,9 @@ struct NodeSlots {
   uint64_t version = 0;
 
   // The workload holding GPU `g` (the first one, if it is shared); 0 if none.
-  WorkloadId HolderOf(size_t g) const;
+  [[nodiscard]] WorkloadId HolderOf(size_t g) const;
   // Index of the GPU with this uuid; -1 if absent.
-  int FindGpu(absl::string_view uuid) const;
+  [[nodiscard]] int FindGpu(absl::string_view uuid) const;
 };
 
 // The node figures placement checks first, side by side for a cluster's nodes so that ruling
@@ -132,7 +132,7 @@ struct ClusterSlots {
   // the nodes themselves.
   std::vector<absl::InlinedVector<std::pair<uint16_t, ModelSummary>, 1>> node_summary;
 
-  const NodeSlots* FindNode(absl::string_view name) const;
+  [[nodiscard]] const NodeSlots* FindNode(absl::string_view name) const;
 };
 
 struct ModelCount {

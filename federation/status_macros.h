@@ -18,9 +18,13 @@
 // else assigns the value to `lhs` (which may be a declaration).
 #define ASSIGN_OR_RETURN(lhs, expr) \
   GPUFED_ASSIGN_OR_RETURN_IMPL_(GPUFED_CONCAT_(gpufed_statusor_, __LINE__), lhs, expr)
+// `statusor` is an identifier and `lhs` may be a declaration (`auto x`), so neither can be
+// parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define GPUFED_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
   auto statusor = (expr);                                  \
   if (!statusor.ok()) return statusor.status();            \
   lhs = std::move(statusor).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // GPUFED_FEDERATION_STATUS_MACROS_H_

@@ -86,9 +86,9 @@ struct WorkloadSpec {
   uint64_t cpu_millis = 0;
   uint64_t memory_mib = 0;
 
-  uint32_t TotalGpus() const { return replicas * gpus_per_replica; }
+  [[nodiscard]] uint32_t TotalGpus() const { return replicas * gpus_per_replica; }
   // True when a replica takes part of one GPU (a fraction or a MIG instance).
-  bool SharesGpu() const { return gpu_milli > 0 || !mig_profile.empty(); }
+  [[nodiscard]] bool SharesGpu() const { return gpu_milli > 0 || !mig_profile.empty(); }
   bool operator==(const WorkloadSpec&) const = default;
 };
 
@@ -136,7 +136,7 @@ struct Assignment {
   // MIG layout changes the agent applies before starting the replicas; usually empty.
   std::vector<Repartition> repartitions;
 
-  bool empty() const { return cluster.empty(); }
+  [[nodiscard]] bool empty() const { return cluster.empty(); }
   bool operator==(const Assignment&) const = default;
 };
 

@@ -35,16 +35,16 @@ inline constexpr size_t kMaxImageBytes = 512;
 // spec.run.command: at most this many arguments ...
 inline constexpr size_t kMaxCommandArgs = 1024;
 // ... of at most this many bytes together.
-inline constexpr size_t kMaxCommandBytes = 32 * 1024;
+inline constexpr size_t kMaxCommandBytes = size_t{32} * 1024;
 // spec.run.env: at most this many variables ...
 inline constexpr size_t kMaxEnvEntries = 256;
 // ... each named by at most this many bytes of [A-Za-z_][A-Za-z0-9_]* ...
 inline constexpr size_t kMaxEnvKeyBytes = 128;
 // ... with a value of at most this many bytes.
-inline constexpr size_t kMaxEnvValueBytes = 16 * 1024;
+inline constexpr size_t kMaxEnvValueBytes = size_t{16} * 1024;
 // A whole spec: the bytes of all its strings together (names, key, image, command, env, models,
 // MIG profile). Bounds what one workload costs in every List and Watch that carries it.
-inline constexpr size_t kMaxSpecBytes = 64 * 1024;
+inline constexpr size_t kMaxSpecBytes = size_t{64} * 1024;
 inline constexpr uint32_t kMaxReplicas = 1024;
 inline constexpr uint32_t kMaxGpusPerReplica = 64;
 inline constexpr int32_t kMaxPriority = 1000;

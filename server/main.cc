@@ -1,7 +1,6 @@
 // gpufed-server: the control plane. See docs/interfaces.md for flags.
 
-#include <signal.h>
-
+#include <csignal>
 #include <iostream>
 
 #include "server/config.h"

@@ -58,8 +58,8 @@ class Server {
   // Stops accepting calls, stops the loops, stops an embedded PostgreSQL. Idempotent.
   void Shutdown();
 
-  int grpc_port() const { return grpc_port_; }
-  int http_port() const { return http_port_; }
+  [[nodiscard]] int grpc_port() const { return grpc_port_; }
+  [[nodiscard]] int http_port() const { return http_port_; }
 
  private:
   explicit Server(ServerConfig config);

@@ -608,13 +608,13 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Create(const std::string& dsn,
   control_options.size = options.control_pool_size;
   ASSIGN_OR_RETURN(std::unique_ptr<PgPool> control_pool,
                    PgPool::Create(dsn, control_options, RegisterStatements));
-  return std::unique_ptr<PgStore>(new PgStore(std::move(options), std::move(pool),
-                                              std::move(committer_pool), std::move(control_pool)));
+  return std::unique_ptr<PgStore>(
+      new PgStore(options, std::move(pool), std::move(committer_pool), std::move(control_pool)));
 }
 
 PgStore::PgStore(Options options, std::unique_ptr<PgPool> pool,
                  std::unique_ptr<PgPool> committer_pool, std::unique_ptr<PgPool> control_pool)
-    : options_(std::move(options)),
+    : options_(options),
       pool_(std::move(pool)),
       committer_pool_(std::move(committer_pool)),
       control_pool_(std::move(control_pool)) {
@@ -711,6 +711,7 @@ void PgStore::SubmitAsync(const WorkloadSpec& spec, absl::Time deadline, SubmitC
       queue_.push_back(std::move(pending));
     }
   }
+  // NOLINTNEXTLINE(bugprone-use-after-move): `pending` is moved only when `refused` is OK.
   if (!refused.ok()) std::move(pending->done)(refused);
 }
 
@@ -776,7 +777,7 @@ RoundResult InsertRound(pqxx::transaction_base& txn, const std::vector<PendingSu
                         const std::vector<size_t>& entries) {
   RoundResult round;
   for (const pqxx::row& row : txn.exec_prepared("submit_batch", SubmitInput(group, entries))) {
-    const size_t ord = row["ord"].as<size_t>();
+    const auto ord = row["ord"].as<size_t>();
     const WorkloadSpec& spec = *group[ord]->spec;
     if (!row["tenant_found"].as<bool>()) {
       round.outcomes.emplace_back(
@@ -811,7 +812,7 @@ absl::StatusOr<std::vector<std::pair<size_t, absl::StatusOr<SubmitResult>>>> Loo
     const std::vector<size_t>& clashes) {
   std::vector<std::pair<size_t, absl::StatusOr<SubmitResult>>> out;
   for (const pqxx::row& row : txn.exec_prepared("submit_lookup", SubmitInput(group, clashes))) {
-    const size_t ord = row["ord"].as<size_t>();
+    const auto ord = row["ord"].as<size_t>();
     ASSIGN_OR_RETURN(Workload existing, WorkloadFromRow(row));
     if (row["same_spec"].as<bool>()) {
       out.emplace_back(ord, SubmitResult{std::move(existing), false});
@@ -914,7 +915,8 @@ void PgStore::CommitGroup(const std::vector<PendingSubmit*>& group) {
     absl::MutexLock lock(&mu_);
     stats_.submits += static_cast<int64_t>(group.size());
     stats_.submit_groups += 1;
-    stats_.largest_group = std::max<int64_t>(stats_.largest_group, group.size());
+    stats_.largest_group =
+        std::max<int64_t>(stats_.largest_group, static_cast<int64_t>(group.size()));
   }
 }
 
@@ -1067,7 +1069,7 @@ absl::StatusOr<std::vector<TransitionResult>> PgStore::ApplyTransitions(
         txn.exec_prepared("lock_workloads", IdArray(ids));
         for (const std::string& input : inputs) {
           for (const pqxx::row& row : txn.exec_prepared("apply_transitions", input)) {
-            const size_t ord = row["ord"].as<size_t>();
+            const auto ord = row["ord"].as<size_t>();
             ASSIGN_OR_RETURN(Workload w, WorkloadFromRow(row));
             WorkloadEvent event;
             event.from = transitions[ord].from;

@@ -50,9 +50,9 @@ class TestPostgres {
   absl::Status DropDatabase(const std::string& dsn);
 
   // DSN of the maintenance database "postgres" (superuser).
-  std::string AdminDsn() const;
+  [[nodiscard]] std::string AdminDsn() const;
   // DSN for database `name` on this server.
-  std::string DsnFor(const std::string& name) const;
+  [[nodiscard]] std::string DsnFor(const std::string& name) const;
 
   ~TestPostgres();
 
@@ -79,8 +79,8 @@ class PostgresTest : public ::testing::Test {
 
   // The test's database. Close everything connected to it before TearDown (it is dropped
   // with FORCE, which would otherwise break those connections).
-  const std::string& dsn() const { return dsn_; }
-  TestPostgres& postgres() const { return *postgres_; }
+  [[nodiscard]] const std::string& dsn() const { return dsn_; }
+  [[nodiscard]] TestPostgres& postgres() const { return *postgres_; }
 
  private:
   TestPostgres* postgres_ = nullptr;

@@ -47,8 +47,8 @@ class ChildProcess {
   // SIGKILL at once (a crash), and reap.
   void Kill();
   bool Running();
-  pid_t pid() const { return pid_; }
-  const std::string& log_path() const { return log_path_; }
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  [[nodiscard]] const std::string& log_path() const { return log_path_; }
 
  private:
   ChildProcess(pid_t pid, std::string log_path) : pid_(pid), log_path_(std::move(log_path)) {}
@@ -63,7 +63,7 @@ struct ServerProcess {
   int grpc_port = 0;
   int http_port = 0;
   std::string admin_token;
-  std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port); }
+  [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port); }
 };
 
 struct ServerOptions {
@@ -104,7 +104,7 @@ class TempDir {
  public:
   explicit TempDir(const std::string& prefix = "gpufed-test");
   ~TempDir();
-  const std::string& path() const { return path_; }
+  [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
   std::string path_;
