@@ -93,12 +93,12 @@ class Parser {
     RETURN_IF_ERROR(ParseCluster(*cluster, root, &out));
 
     if (const YAML::Node* groups = top.Find("node_groups")) {
-      RETURN_IF_ERROR(ForEach(*groups, "node_groups", [&](const YAML::Node& g, std::string p) {
-        return ParseNodeGroup(g, p, &out);
-      }));
+      RETURN_IF_ERROR(ForEach(
+          *groups, "node_groups",
+          [&](const YAML::Node& g, const std::string& p) { return ParseNodeGroup(g, p, &out); }));
     }
     if (const YAML::Node* nodes = top.Find("nodes")) {
-      RETURN_IF_ERROR(ForEach(*nodes, "nodes", [&](const YAML::Node& n, std::string p) {
+      RETURN_IF_ERROR(ForEach(*nodes, "nodes", [&](const YAML::Node& n, const std::string& p) {
         return ParseNode(n, p, &out);
       }));
     }
@@ -118,7 +118,7 @@ class Parser {
   }
 
  private:
-  int LineOf(const YAML::Node& at, const YAML::Node& fallback) const {
+  [[nodiscard]] int LineOf(const YAML::Node& at, const YAML::Node& fallback) const {
     if (at.IsDefined() && at.Mark().line >= 0) return at.Mark().line + 1;
     if (fallback.IsDefined() && fallback.Mark().line >= 0) return fallback.Mark().line + 1;
     return 1;

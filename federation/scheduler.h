@@ -102,6 +102,7 @@ class Scheduler {
   struct QueueKey {
     int32_t neg_priority;
     WorkloadId id;
+    // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads a defaulted <=>.
     auto operator<=>(const QueueKey&) const = default;
   };
   struct Queued {
