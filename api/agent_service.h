@@ -12,7 +12,7 @@ namespace gpufed::api {
 // what the control plane sends goes out in order, in messages of bounded size.
 class AgentServiceImpl final : public v1::AgentService::CallbackService {
  public:
-  explicit AgentServiceImpl(ApiContext context) : ctx_(std::move(context)) {}
+  explicit AgentServiceImpl(ApiContext context) : ctx_(context) {}
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Connect(
       grpc::CallbackServerContext* context) override;

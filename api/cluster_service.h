@@ -10,7 +10,7 @@ namespace gpufed::api {
 // scheduler's latest pool snapshot. Any authenticated person may look at the pool; agents may not.
 class ClusterServiceImpl final : public v1::ClusterService::CallbackService {
  public:
-  explicit ClusterServiceImpl(ApiContext context) : ctx_(std::move(context)) {}
+  explicit ClusterServiceImpl(ApiContext context) : ctx_(context) {}
 
   grpc::ServerUnaryReactor* ListClusters(grpc::CallbackServerContext* context,
                                          const v1::ListClustersRequest* request,

@@ -9,7 +9,7 @@ namespace gpufed::api {
 // gpufed.v1.TenantService: tenants, projects and API tokens (only hashes are stored).
 class TenantServiceImpl final : public v1::TenantService::CallbackService {
  public:
-  explicit TenantServiceImpl(ApiContext context) : ctx_(std::move(context)) {}
+  explicit TenantServiceImpl(ApiContext context) : ctx_(context) {}
 
   grpc::ServerUnaryReactor* CreateTenant(grpc::CallbackServerContext* context,
                                          const v1::CreateTenantRequest* request,

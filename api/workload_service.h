@@ -12,7 +12,7 @@ namespace gpufed::api {
 // never PERMISSION_DENIED with details.
 class WorkloadServiceImpl final : public v1::WorkloadService::CallbackService {
  public:
-  explicit WorkloadServiceImpl(ApiContext context) : ctx_(std::move(context)) {}
+  explicit WorkloadServiceImpl(ApiContext context) : ctx_(context) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
                                    const v1::SubmitRequest* request,

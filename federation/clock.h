@@ -20,16 +20,18 @@ class Clock {
  public:
   virtual ~Clock() = default;
   // Wall time: what is recorded (event times, heartbeats written to the store).
-  virtual Timestamp Now() const = 0;
+  [[nodiscard]] virtual Timestamp Now() const = 0;
   // Monotonic time: what intervals and timeouts are measured with (never jumps with NTP).
-  virtual MonotonicTime Monotonic() const = 0;
+  [[nodiscard]] virtual MonotonicTime Monotonic() const = 0;
 };
 
 // The real clocks. The only place outside the composition roots that reads them.
 class SystemClock final : public Clock {
  public:
-  Timestamp Now() const override { return std::chrono::system_clock::now(); }
-  MonotonicTime Monotonic() const override { return std::chrono::steady_clock::now(); }
+  [[nodiscard]] Timestamp Now() const override { return std::chrono::system_clock::now(); }
+  [[nodiscard]] MonotonicTime Monotonic() const override {
+    return std::chrono::steady_clock::now();
+  }
 };
 
 // A clock that moves only when told. Both readings advance together. Thread-safe.
