@@ -96,7 +96,7 @@ class EndToEndTest : public ::testing::Test {
     server_ = std::move(*server);
   }
 
-  v1::SubmitRequest Request(int i) const {
+  [[nodiscard]] v1::SubmitRequest Request(int i) const {
     v1::SubmitRequest req;
     auto* spec = req.mutable_spec();
     spec->set_tenant("e2e");
@@ -126,7 +126,7 @@ class EndToEndTest : public ::testing::Test {
     return req;
   }
 
-  std::string runs_log() const { return dir_.path() + "/runs.log"; }
+  [[nodiscard]] std::string runs_log() const { return dir_.path() + "/runs.log"; }
 
   testing::TempDir dir_{"gpufed-e2e"};
   std::string dsn_;
@@ -171,6 +171,7 @@ TEST_F(EndToEndTest, TwoHundredWorkloadsSurviveAServerKill) {
     }
   };
   std::vector<std::thread> clients;
+  clients.reserve(4);
   for (int c = 0; c < 4; ++c) clients.emplace_back(submitter);
 
   // Kill the server once a third of the work is acknowledged and some of it is running.

@@ -30,7 +30,7 @@ class ServerConfigTest : public ::testing::Test {
   void TearDown() override { unsetenv("GPUFED_PLACEMENT_POLICY"); }
 
   std::string WriteConfig(const std::string& text) {
-    const std::string path = dir_.path() + "/server.yaml";
+    std::string path = dir_.path() + "/server.yaml";
     std::ofstream(path) << text;
     return path;
   }
@@ -38,6 +38,7 @@ class ServerConfigTest : public ::testing::Test {
   static absl::StatusOr<ServerConfig> Load(std::vector<std::string> args) {
     args.insert(args.begin(), "gpufed-server");
     std::vector<char*> argv;
+    argv.reserve(args.size());
     for (std::string& a : args) argv.push_back(a.data());
     return LoadServerConfig(static_cast<int>(argv.size()), argv.data());
   }

@@ -821,7 +821,7 @@ TEST_F(ServiceTest, HttpSideAndGrpcHealth) {
   generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
                     [&](grpc::Status s) {
                       std::lock_guard<std::mutex> lock(mu);
-                      status = s;
+                      status = std::move(s);
                       done = true;
                       cv.notify_one();
                     });

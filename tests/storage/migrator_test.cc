@@ -80,6 +80,7 @@ TEST_F(MigratorTest, ConcurrentMigratorsConverge) {
   constexpr int kServers = 4;
   std::vector<absl::Status> results(kServers);
   std::vector<std::thread> threads;
+  threads.reserve(kServers);
   for (int i = 0; i < kServers; ++i) {
     threads.emplace_back([&, i] { results[i] = MigrateDatabase(dsn_); });
   }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/storage/store_test_util.h"
@@ -39,7 +40,7 @@ class ClusterStoreTest : public StoreTest {
     node.labels = {{"pool", "training"}};
     for (int i = 0; i < gpus; ++i) {
       GpuInfo gpu;
-      gpu.uuid = "GPU-" + cluster + "-" + name + "-" + std::to_string(i);
+      gpu.uuid = absl::StrCat("GPU-", cluster, "-", name, "-", i);
       gpu.index = i;
       gpu.model = "H100-80GB";
       gpu.memory_mib = 81559;

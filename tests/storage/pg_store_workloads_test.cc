@@ -157,6 +157,7 @@ TEST_F(WorkloadStoreTest, ConcurrentDuplicatesMakeOneWorkload) {
   constexpr int kThreads = 16;
   std::vector<absl::StatusOr<SubmitResult>> results(kThreads, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] { results[i] = store_->Submit(spec); });
   }
@@ -177,6 +178,7 @@ TEST_F(WorkloadStoreTest, ConcurrentDuplicatesWithDifferentSpecsKeepOne) {
   constexpr int kThreads = 12;
   std::vector<absl::StatusOr<SubmitResult>> results(kThreads, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
       WorkloadSpec spec = Spec("train");
@@ -232,6 +234,7 @@ TEST_F(WorkloadStoreTest, BadRowsInAGroupFailOnlyThemselves) {
     absl::StatusCode want;
   };
   std::vector<Case> cases;
+  cases.reserve(6);
   for (int i = 0; i < 6; ++i)
     cases.push_back({Spec("good-" + std::to_string(i)), absl::StatusCode::kOk});
   cases.push_back({Spec("bad-project", "acme", "nope"), absl::StatusCode::kNotFound});
@@ -312,6 +315,7 @@ TEST_F(WorkloadStoreTest, ConcurrentSubmittersAreDurableDistinctAndGroupCommitte
   constexpr int kPerThread = 250;
   std::vector<std::vector<WorkloadId>> ids(kThreads);
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   std::atomic<int> failures{0};
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -578,6 +582,7 @@ TEST_F(WorkloadStoreTest, ConcurrentIdenticalTransitionsApplyOnce) {
   std::atomic<int> applied{0};
   std::atomic<int> errors{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
       Transition t = Step(id, S::kPending, S::kPlaced);
@@ -619,6 +624,7 @@ TEST_F(WorkloadStoreTest, SeveralStepsOfOneWorkloadInOneBatchApplyInOrder) {
 
 TEST_F(WorkloadStoreTest, LargeBatchAppliesInOneCall) {
   std::vector<Transition> batch;
+  batch.reserve(300);
   for (int i = 0; i < 300; ++i) {
     batch.push_back(Step(MustSubmit(Spec("w" + std::to_string(i))).id, S::kPending, S::kPlaced));
   }

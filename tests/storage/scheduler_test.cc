@@ -410,6 +410,7 @@ TEST_F(SchedulerTest, ExplainFollowsEachSnapshotAndAnswersManyThreads) {
 
   std::atomic<int> wrong{0};
   std::vector<std::thread> readers;
+  readers.reserve(4);
   for (int t = 0; t < 4; ++t) {
     readers.emplace_back([&] {
       for (int i = 0; i < 200; ++i) {

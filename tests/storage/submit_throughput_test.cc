@@ -67,6 +67,7 @@ double Measure(PgStore& store, const std::string& dsn, int committers, int64_t* 
   const PgStore::Stats before = store.GetStats();
   std::atomic<int> failures{0};
   std::vector<std::thread> callers;
+  callers.reserve(kCallers);
   const auto start = std::chrono::steady_clock::now();
   for (int c = 0; c < kCallers; ++c) {
     callers.emplace_back([&, c] {
@@ -89,7 +90,7 @@ double Measure(PgStore& store, const std::string& dsn, int committers, int64_t* 
   std::cout << "[ throughput ] committers=" << committers << ": " << kTotal
             << " durable submits (fsync on) from " << kCallers << " callers in " << seconds
             << " s = " << static_cast<int64_t>(kTotal / seconds) << " submits/s; " << groups
-            << " commits, " << static_cast<double>(kTotal) / groups
+            << " commits, " << static_cast<double>(kTotal) / static_cast<double>(groups)
             << " submits per commit on average" << std::endl;
   pqxx::connection conn(dsn);
   pqxx::nontransaction txn(conn);

@@ -43,6 +43,7 @@ void StartReaper(const std::string& pg_ctl, const std::string& pgdata, const std
   std::vector<std::string> argv_text = {"/bin/sh", "-c",   script, "gpufed-test-reaper",
                                         pg_ctl,    pgdata, root};
   std::vector<char*> argv;
+  argv.reserve(argv_text.size() + 1);
   for (std::string& a : argv_text) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = fork();

@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     const std::vector<std::string>& argv, const std::string& log_path,
     const std::map<std::string, std::string>& extra_env) {
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t parent = ::getpid();
@@ -250,6 +251,7 @@ RunResult RunProgram(const std::vector<std::string>& argv, const std::string& ho
   posix_spawn_file_actions_addclose(&actions, err_pipe[0]);
   std::vector<std::string> args = argv;
   std::vector<char*> cargv;
+  cargv.reserve(args.size() + 1);
   for (std::string& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   std::string home = absl::StrCat("HOME=", home_dir);

@@ -89,8 +89,8 @@ std::vector<Step> Steps() {
     }
     if (pick(3) == 0)
       s.spec.gpu_models = {std::vector<std::string>{"L4", "H100-80GB", "A100-80GB"}[pick(3)]};
-    s.spec.cpu_millis = 1000 * pick(16);
-    s.spec.memory_mib = 1024 * pick(32);
+    s.spec.cpu_millis = uint64_t{1000} * pick(16);
+    s.spec.memory_mib = uint64_t{1024} * pick(32);
     steps.push_back(s);
   }
   return steps;

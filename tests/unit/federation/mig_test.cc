@@ -80,6 +80,7 @@ TEST(MigGeometryTest, ValidLayouts) {
   EXPECT_OK(Layout("A100-80GB", {{"2g.20gb", 0}, {"2g.20gb", 2}, {"2g.20gb", 4}, {"1g.10gb", 6}}));
   EXPECT_OK(Layout("H200", {{"1g.35gb", 0}, {"1g.35gb", 2}, {"1g.35gb", 4}, {"1g.35gb", 6}}));
   std::vector<MigInstance> seven;
+  seven.reserve(7);
   for (int s = 0; s < 7; ++s) seven.push_back({"1g.12gb", s});
   EXPECT_OK(Layout("H100-94GB", seven));
   EXPECT_OK(Layout("A100-40GB", {{"3g.20gb", 0}, {"2g.10gb", 4}, {"1g.5gb+me", 6}}));
@@ -98,6 +99,7 @@ TEST(MigGeometryTest, InvalidLayoutsSayWhy) {
   EXPECT_THAT(Layout("H100-80GB", {{"7g.80gb", 0}, {"1g.10gb", 0}}), Not(IsOk()));
   EXPECT_THAT(Layout("H100-80GB", {{"1g.10gb+me", 0}, {"1g.10gb+me", 1}}), Not(IsOk()));
   std::vector<MigInstance> eight;
+  eight.reserve(7);
   for (int s = 0; s < 7; ++s) eight.push_back({"1g.10gb", s});
   eight.push_back({"1g.20gb", 6});
   EXPECT_THAT(Layout("H100-80GB", eight), Not(IsOk()));

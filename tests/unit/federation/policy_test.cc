@@ -364,6 +364,7 @@ TEST(MixOfTest, CoverageCutAndRenormalisation) {
     return s;
   };
   std::vector<WorkloadSpec> specs;
+  specs.reserve(5);
   for (int i = 0; i < 5; ++i) specs.push_back(spec(1, 500, 1000, {"L4", "T4"}));  // A: 5
   WorkloadSpec b = spec(1, 0, 2000);
   b.replicas = 3;  // B: 3 (replicas count)
