@@ -145,7 +145,7 @@ class ControlPlane {
   absl::StatusOr<Tenant> CreateTenant(const auth::Principal& who, Tenant tenant);
   // Only the tenants the caller may read.
   absl::StatusOr<std::vector<Tenant>> ListTenants(const auth::Principal& who);
-  absl::StatusOr<Project> CreateProject(const auth::Principal& who, Project project);
+  absl::StatusOr<Project> CreateProject(const auth::Principal& who, const Project& project);
   absl::StatusOr<std::vector<Project>> ListProjects(const auth::Principal& who,
                                                     const std::string& tenant);
   // Returns the secret, shown once.

@@ -25,7 +25,8 @@ absl::StatusOr<std::vector<Tenant>> ControlPlane::ListTenants(const auth::Princi
   return visible;
 }
 
-absl::StatusOr<Project> ControlPlane::CreateProject(const auth::Principal& who, Project project) {
+absl::StatusOr<Project> ControlPlane::CreateProject(const auth::Principal& who,
+                                                    const Project& project) {
   RETURN_IF_ERROR(ValidateName("tenant", project.tenant));
   if (!who.CanAdminTenant(project.tenant)) return absl::PermissionDeniedError("permission denied");
   RETURN_IF_ERROR(ValidateName("name", project.name));
