@@ -101,7 +101,7 @@ class EmbeddedPostgres {
   [[nodiscard]] std::string LogFile() const { return data_dir_ + "/postgres.log"; }
   [[nodiscard]] std::string LogTail() const;
   [[nodiscard]] std::string BaseDsn(std::string_view database) const;
-  absl::StatusOr<int> Run(const std::vector<std::string>& argv) const;
+  [[nodiscard]] absl::StatusOr<int> Run(const std::vector<std::string>& argv) const;
   absl::Status GiveToRunAs(const std::string& path) const;
 
   const std::string data_dir_;
