@@ -113,6 +113,7 @@ class IsOkAndHoldsImpl : public ::testing::MatcherInterface<StatusOrType> {
   using Value = typename std::remove_cv_t<std::remove_reference_t<StatusOrType>>::value_type;
 
   template <typename InnerMatcher>
+  // NOLINTNEXTLINE(bugprone-forwarding-reference-overload): explicit, built only from matchers.
   explicit IsOkAndHoldsImpl(InnerMatcher&& inner)
       : inner_(::testing::SafeMatcherCast<const Value&>(std::forward<InnerMatcher>(inner))) {}
 
@@ -215,9 +216,12 @@ ABSL_NAMESPACE_END
 #define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                                        \
   GPUFED_ASSERT_OK_AND_ASSIGN_IMPL_(GPUFED_STATUS_MATCHERS_CONCAT_(gpufed_statusor_, __LINE__), \
                                     lhs, rexpr)
+// `statusor` is an identifier and `lhs` may be a declaration: neither can be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define GPUFED_ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, rexpr)                   \
   auto statusor = (rexpr);                                                        \
   if (!statusor.ok()) GTEST_FAIL() << #rexpr " is not OK: " << statusor.status(); \
   lhs = std::move(statusor).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // GPUFED_TESTS_SUPPORT_STATUS_MATCHERS_H_

@@ -30,7 +30,7 @@ class RecordingSink final : public EventSink {
   void Publish(const std::vector<WorkloadEvent>& events) override {
     for (const WorkloadEvent& e : events) this->events.push_back(e);
   }
-  std::vector<WorkloadState> States(WorkloadId id) const {
+  [[nodiscard]] std::vector<WorkloadState> States(WorkloadId id) const {
     std::vector<WorkloadState> out;
     for (const WorkloadEvent& e : events) {
       if (e.workload.id == id) out.push_back(e.to);
@@ -132,7 +132,7 @@ class ControlPlaneTest : public ::testing::Test {
 
   // Registers cluster `name` (`nodes` nodes of 8 H100s) through a fake agent connection.
   std::shared_ptr<FakeChannel> Register(const std::string& name, int nodes = 1,
-                                        std::vector<AgentReport> known = {}) {
+                                        const std::vector<AgentReport>& known = {}) {
     auto channel = std::make_shared<FakeChannel>();
     Cluster c = testing::MakeCluster(name, nodes, 8, "H100-80GB");
     absl::StatusOr<std::shared_ptr<AgentLink>> link =
