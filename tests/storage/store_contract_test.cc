@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "federation/store.h"
 #include "federation/types.h"
 #include "federation/validation.h"
@@ -194,7 +195,7 @@ NodeInfo Node(const std::string& cluster, const std::string& name, int gpus) {
   node.labels = {{"pool", "training"}};
   for (int i = 0; i < gpus; ++i) {
     GpuInfo gpu;
-    gpu.uuid = "GPU-" + cluster + "-" + name + "-" + std::to_string(i);
+    gpu.uuid = absl::StrCat("GPU-", cluster, "-", name, "-", i);
     gpu.index = i;
     gpu.model = "H100-80GB";
     gpu.memory_mib = 81559;
@@ -209,6 +210,7 @@ NodeInfo Node(const std::string& cluster, const std::string& name, int gpus) {
 
 std::vector<WorkloadId> Ids(const std::vector<Workload>& workloads) {
   std::vector<WorkloadId> out;
+  out.reserve(workloads.size());
   for (const Workload& w : workloads) out.push_back(w.id);
   return out;
 }
@@ -554,7 +556,7 @@ TEST_P(StoreContractTest, SameKeyDifferentSpecIsAlreadyExists) {
   WorkloadSpec spec = Spec("train");
   spec.idempotency_key = "k1";
   ASSERT_OK(workloads().Submit(spec));
-  for (auto change : std::vector<std::function<void(WorkloadSpec&)>>{
+  for (const auto& change : std::vector<std::function<void(WorkloadSpec&)>>{
            [](WorkloadSpec& s) { s.replicas = 3; }, [](WorkloadSpec& s) { s.name = "other"; },
            [](WorkloadSpec& s) { s.project = "prod"; },
            [](WorkloadSpec& s) { s.run.env["EPOCHS"] = "4"; },
@@ -593,6 +595,7 @@ TEST_P(StoreContractTest, ConcurrentDuplicateSubmitsMakeOneWorkload) {
   constexpr int kThreads = 8;
   std::vector<absl::StatusOr<SubmitResult>> results(kThreads, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] { results[i] = workloads().Submit(spec); });
   }
@@ -727,6 +730,7 @@ TEST_P(StoreContractTest, ListPendingIsPriorityDescThenIdAsc) {
 TEST_P(StoreContractTest, ListActiveIsPlacedAndRunningInIdOrder) {
   AddTenants();
   std::vector<WorkloadId> ids;
+  ids.reserve(6);
   for (int i = 0; i < 6; ++i) ids.push_back(MustSubmit(Spec("w" + std::to_string(i))).id);
   Advance(ids[0], S::kRunning);
   Advance(ids[1], S::kSucceeded);
@@ -884,6 +888,7 @@ TEST_P(StoreContractTest, SeveralStepsOfOneWorkloadInOneBatchApplyInOrder) {
                                    Step(a, S::kRunning, S::kSucceeded),
                                }));
   std::vector<bool> applied;
+  applied.reserve(r.size());
   for (const TransitionResult& t : r) applied.push_back(t.applied);
   EXPECT_EQ(applied, (std::vector<bool>{true, true, true, false, true}));
   // Each applied step reports the workload as that step left it; a skipped one as the batch
@@ -976,6 +981,7 @@ TEST_P(StoreContractTest, ConcurrentIdenticalTransitionsApplyOnce) {
   std::atomic<int> applied{0};
   std::atomic<int> errors{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
       Transition t = Step(id, S::kPending, S::kPlaced);
