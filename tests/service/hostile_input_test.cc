@@ -321,7 +321,7 @@ TEST_F(HostileInputTest, InvalidUtf8IsInvalidArgumentNamingTheField) {
   generic.UnaryCall(&ctx, "/gpufed.v1.WorkloadService/Submit", grpc::StubOptions(), &request,
                     &response, [&](grpc::Status s) {
                       std::lock_guard<std::mutex> lock(mu);
-                      status = s;
+                      status = std::move(s);
                       done = true;
                       cv.notify_one();
                     });
