@@ -434,9 +434,10 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
         }
         continue;
       }
-      // Placed under another epoch: the server fenced that placement off (DESIGN.md §7), so it
-      // must not run here. Reporting it FAILED (rather than ignoring it) keeps it from sitting
-      // PLACED forever on a server that still lists it for this cluster, and frees its GPUs.
+      // Placed under another epoch: the server fenced that placement off
+      // (docs/domain.md#agents-and-fencing), so it must not run here. Reporting it FAILED (rather
+      // than ignoring it) keeps it from sitting PLACED forever on a server that still lists it for
+      // this cluster, and frees its GPUs.
       if (a.assignment().epoch() != 0 && a.assignment().epoch() != epoch_) {
         ++stale;
         Record r;

@@ -66,10 +66,10 @@ struct AgentStats {
   uint64_t inventory_updates_sent = 0;
 };
 
-// The agent's side of AgentService.Connect (DESIGN.md §7): dials the server, registers the
-// cluster, heartbeats, runs assignments through a Backend, and reports every state change
-// at least once until the server acknowledges it. Work keeps running while the server is away;
-// on reconnect the agent re-registers with everything it still runs or has not had
+// The agent's side of AgentService.Connect (docs/domain.md#agents-and-fencing): dials the server,
+// registers the cluster, heartbeats, runs assignments through a Backend, and reports every state
+// change at least once until the server acknowledges it. Work keeps running while the server is
+// away; on reconnect the agent re-registers with everything it still runs or has not had
 // acknowledged, and an assignment it already knows (running or ended) is never started twice.
 //
 // Thread-safe. Run() drives the connection; Shutdown() and Stats() may be called from any other

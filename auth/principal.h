@@ -8,7 +8,7 @@
 
 namespace gpufed::auth {
 
-// The roles of DESIGN.md §2.
+// The roles (docs/domain.md#roles).
 enum class Role { kPlatformAdmin, kTenantAdmin, kTenantUser, kViewer, kAgent };
 
 // "platform-admin", "tenant-admin", "tenant-user", "viewer", "agent".

@@ -60,7 +60,8 @@ std::shared_ptr<grpc::Channel> Dial(const std::string& server) {
   // UNAVAILABLE (commands.h) come sooner and would fail without even trying to connect.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  // TODO(gpufed): TLS once the server serves it (DESIGN.md §3); tokens travel in clear until then.
+  // TODO(gpufed): TLS once the server serves it (docs/domain.md#security-planned); tokens travel in
+  // clear until then.
   return grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args);
 }
 

@@ -6,9 +6,9 @@
 //   WorkloadClass        WORKLOAD_CLASS_TRAINING              -> "training"
 //   TopologyRequirement  TOPOLOGY_REQUIREMENT_SAME_NODE       -> "same_node"
 //   SimOutcome           SIM_OUTCOME_FAIL                     -> "fail"
-//   WorkloadState        WORKLOAD_STATE_PENDING               -> "PENDING" (DESIGN.md §5 spelling)
-//   ClusterState         CLUSTER_STATE_READY                  -> "ready"  (DESIGN.md §4 spelling)
-//   Role                 ROLE_PLATFORM_ADMIN                  -> "platform-admin"
+//   WorkloadState        WORKLOAD_STATE_PENDING               -> "PENDING" (docs/domain.md
+//   spelling) ClusterState         CLUSTER_STATE_READY                  -> "ready"  (docs/domain.md
+//   spelling) Role                 ROLE_PLATFORM_ADMIN                  -> "platform-admin"
 // Parsing is case-insensitive and never yields the *_UNSPECIFIED value. Formatting a value this
 // build does not know (a newer server) gives its number, so nothing is silently dropped.
 //

@@ -1,7 +1,7 @@
 #ifndef GPUFED_FEDERATION_POLICY_H_
 #define GPUFED_FEDERATION_POLICY_H_
 
-// Placement policies (DESIGN.md §6 "Scores"). A policy scores one candidate placement of one
+// Placement policies (docs/domain.md#scheduling). A policy scores one candidate placement of one
 // replica on one node; the engine (federation/placement.h) enumerates the candidates, applies
 // the hard filters, packs gangs and picks the best. All seven policies sit behind this one
 // interface and are chosen by name.

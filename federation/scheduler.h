@@ -50,10 +50,10 @@ struct CycleResult {
   CycleStats stats;
 };
 
-// The scheduler (DESIGN.md §6): holds the pool and the pending queue in memory, takes the queue in
-// priority order, decides a batch of gang placements with the placement engine (the same one the
-// simulator runs) and commits them in one transaction; every workload left PENDING carries a
-// reason.
+// The scheduler (docs/domain.md#scheduling): holds the pool and the pending queue in memory, takes
+// the queue in priority order, decides a batch of gang placements with the placement engine (the
+// same one the simulator runs) and commits them in one transaction; every workload left PENDING
+// carries a reason.
 //
 // Thread-safety: RunCycle/Rebuild must be called from one thread (the scheduler loop). The
 // Notify* methods and Snapshot are safe from any thread; notifications are applied at the start

@@ -1,7 +1,7 @@
 #ifndef GPUFED_FEDERATION_TYPES_H_
 #define GPUFED_FEDERATION_TYPES_H_
 
-// The nouns of the domain (DESIGN.md §4) as plain structs. No gRPC, protobuf or SQL here:
+// The nouns of the domain (docs/domain.md#nouns) as plain structs. No gRPC, protobuf or SQL here:
 // api/ converts to and from protos, storage/ to and from rows.
 
 #include <chrono>

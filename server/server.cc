@@ -171,7 +171,8 @@ absl::Status Server::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  // TLS (and mTLS for agents, DESIGN.md §8) is not wired yet; listen on loopback by default.
+  // TLS (and mTLS for agents, docs/domain.md#security-planned) is not wired yet; listen on loopback
+  // by default.
   builder.AddListeningPort(config_.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port_);
   builder.RegisterService(workload_service_.get());
   builder.RegisterService(cluster_service_.get());

@@ -34,7 +34,7 @@
 //     PENDING and ADMITTED. NOT_FOUND for an unknown id. Repeating it on PLACED/RUNNING is a
 //     no-op.
 //   - SetClusterState: entering `unreachable` from another state bumps the cluster's epoch
-//     (fencing its agent: DESIGN.md §7). NOT_FOUND for an unknown cluster.
+//     (fencing its agent: docs/domain.md#agents-and-fencing). NOT_FOUND for an unknown cluster.
 //   - RecordHeartbeat never moves last_heartbeat backwards. NOT_FOUND for an unknown cluster.
 //   - RegisterCluster: INVALID_ARGUMENT for a name outside [a-z0-9-]{1,63}, duplicate node
 //     names, duplicate GPU UUIDs in the cluster or duplicate GPU indices on a node. Also
