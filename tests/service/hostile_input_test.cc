@@ -17,6 +17,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "tests/service/in_process_server.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_matchers.h"
@@ -48,23 +49,11 @@ grpc::Status Call(const std::string& token, auto&& fn) {
 class HostileInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server::ServerConfig config;
-    config.grpc_listen = "127.0.0.1:0";
-    config.http_listen = "127.0.0.1:0";
-    auto pg = testing::TestPostgres::Get();
-    ASSERT_OK(pg);
-    auto dsn = (*pg)->CreateEmptyDatabase();
-    ASSERT_OK(dsn);
-    config.database_url = *dsn;
-    config.data_dir = dir_.path();
-    config.admin_token_file = config.data_dir + "/admin.token";
-    config.log_level = "warn";
-    auto server = server::Server::Create(config);
-    ASSERT_OK(server);
-    server_ = std::move(*server);
-    address_ = absl::StrCat("127.0.0.1:", server_->grpc_port());
-    std::ifstream(config.admin_token_file) >> admin_;
-    ASSERT_FALSE(admin_.empty());
+    ASSERT_OK_AND_ASSIGN(testing::InProcessServer started,
+                         testing::StartInProcessServer(dir_.path()));
+    server_ = std::move(started.server);
+    address_ = started.address;
+    admin_ = started.admin_token;
     auto user = testing::BootstrapTenant(address_, admin_, "acme", "research");
     ASSERT_OK(user);
     user_ = *user;

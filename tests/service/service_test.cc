@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "server/server.h"
+#include "tests/service/in_process_server.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_matchers.h"
@@ -36,24 +37,12 @@ class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server::ServerConfig config;
-    config.grpc_listen = "127.0.0.1:0";
-    config.http_listen = "127.0.0.1:0";
-    auto pg = testing::TestPostgres::Get();
-    ASSERT_OK(pg);
-    // An empty database: the server applies the migrations itself, as in production.
-    auto dsn = (*pg)->CreateEmptyDatabase();
-    ASSERT_OK(dsn);
-    config.database_url = *dsn;
-    config.data_dir = dir_.path();
-    config.admin_token_file = config.data_dir + "/admin.token";
     config.heartbeat_interval_ms = 200;
-    config.log_level = "warn";
-    auto server = server::Server::Create(config);
-    ASSERT_OK(server);
-    server_ = std::move(*server);
-    address_ = absl::StrCat("127.0.0.1:", server_->grpc_port());
-    std::ifstream(config.admin_token_file) >> admin_;
-    ASSERT_FALSE(admin_.empty());
+    ASSERT_OK_AND_ASSIGN(testing::InProcessServer started,
+                         testing::StartInProcessServer(dir_.path(), config));
+    server_ = std::move(started.server);
+    address_ = started.address;
+    admin_ = started.admin_token;
     auto user = testing::BootstrapTenant(address_, admin_, "acme", "research");
     ASSERT_OK(user);
     user_ = *user;
