@@ -77,6 +77,8 @@ absl::Status Scheduler::ReloadPending() {
   ASSIGN_OR_RETURN(std::vector<Workload> pending, workloads_->ListPending(options_.reload_limit));
   queue_.clear();
   queued_ids_.clear();
+  mig_demand_.clear();
+  dirty_ = Dirty{};
   for (const Workload& w : pending) Enqueue(w);
   return absl::OkStatus();
 }
@@ -88,8 +90,30 @@ void Scheduler::Enqueue(const Workload& workload) {
   if (pool_.Holds(workload.id)) return;
   RememberSpec(workload.spec);
   QueueKey key{-workload.spec.priority, workload.id};
-  queue_[key] = Queued{workload, workload.pending_reason, cycle_};
+  Queued& queued = queue_[key];
+  queued.workload = workload;
+  queued.last_reason = workload.pending_reason;
+  queued.written_cycle = cycle_;
   queued_ids_[workload.id] = key;
+  if (!workload.spec.mig_profile.empty()) {
+    mig_demand_[workload.spec.mig_profile] += workload.spec.replicas;
+  }
+  dirty_.fresh.push_back(workload.id);
+}
+
+void Scheduler::Dequeue(std::map<QueueKey, Queued>::iterator it) {
+  const WorkloadSpec& spec = it->second.workload.spec;
+  if (!spec.mig_profile.empty()) {
+    auto demand = mig_demand_.find(spec.mig_profile);
+    demand->second -= std::min(demand->second, spec.replicas);
+    if (demand->second == 0) mig_demand_.erase(demand);
+  }
+  queued_ids_.erase(it->second.workload.id);
+  queue_.erase(it);
+}
+
+PendingReason Scheduler::QueuedReason() const {
+  return PendingReason(ReasonCode::kQueueDepth).Set(figure::kConsidered, options_.max_considered);
 }
 
 void Scheduler::NotifySubmitted(const Workload& workload) {
@@ -123,10 +147,7 @@ bool Scheduler::DrainInbox() {
   for (WorkloadId id : inbox.released) {
     pool_.Release(id);
     // A released workload may also still sit in the queue (cancelled while pending).
-    if (auto it = queued_ids_.find(id); it != queued_ids_.end()) {
-      queue_.erase(it->second);
-      queued_ids_.erase(it);
-    }
+    if (auto it = queued_ids_.find(id); it != queued_ids_.end()) Dequeue(queue_.find(it->second));
   }
   for (const Workload& w : inbox.submitted) Enqueue(w);
   return !inbox.clusters.empty() || !inbox.states.empty() || !inbox.released.empty();
@@ -144,16 +165,38 @@ void Scheduler::RefreshMix() {
   mix_stale_ = false;
 }
 
+void Scheduler::UpdateReason(Queued& queued, PendingReason reason,
+                             std::vector<std::pair<WorkloadId, PendingReason>>& out) const {
+  const ReasonChange change = CompareReasons(queued.last_reason, reason);
+  if (change == ReasonChange::kNone) {
+    queued.unwritten.reset();
+    return;
+  }
+  const bool stale = cycle_ - queued.written_cycle >= options_.reason_refresh_cycles;
+  if (change == ReasonChange::kCode || stale) {
+    out.emplace_back(queued.workload.id, reason);
+    queued.last_reason = std::move(reason);
+    queued.written_cycle = cycle_;
+    queued.unwritten.reset();
+  } else {
+    queued.unwritten = std::move(reason);
+  }
+}
+
+// A cycle judges the window: the first max_considered workloads of the queue. The engine looks
+// at all of them only when capacity changed since the last cycle (a cluster, a release, a
+// placement); otherwise their answers cannot have changed, and only the workloads that arrived
+// since are judged. The rest of the queue gets a reason that does not change from cycle to
+// cycle, written once: for the newcomers beyond the window and for those the window lost. So a
+// cycle costs the window, not the queue, however long the queue grows.
 absl::StatusOr<CycleResult> Scheduler::RunCycle() {
   const bool pool_changed = DrainInbox();
+  if (pool_changed) dirty_.pool = true;
+  Dirty dirty = std::exchange(dirty_, Dirty{.pool = false, .fresh = {}, .window = {}});
   ++cycle_;
   RefreshMix();
   // MIG demand still queued: a GPU repartitioned now is laid out to serve it.
-  MigQueue mig_queue;
-  for (const auto& [key, queued] : queue_) {
-    const WorkloadSpec& spec = queued.workload.spec;
-    if (!spec.mig_profile.empty()) mig_queue[spec.mig_profile] += spec.replicas;
-  }
+  MigQueue mig_queue = mig_demand_;
   CycleResult result;
   result.stats.pending = static_cast<int>(queue_.size());
 
@@ -162,25 +205,28 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
   std::map<ShapeKey, PendingReason> failed_shapes;
 
   int considered = 0;
-  for (auto it = queue_.begin(); it != queue_.end();) {
+  dirty_.window.reserve(std::min(queue_.size(), static_cast<size_t>(options_.max_considered)));
+  for (auto it = queue_.begin(); it != queue_.end() && considered < options_.max_considered;) {
     auto& [key, queued] = *it;
     if (pool_.Holds(queued.workload.id)) {
       // Already placed (see Enqueue); it must not be placed again.
-      queued_ids_.erase(queued.workload.id);
-      it = queue_.erase(it);
+      Dequeue(it++);
       continue;
     }
     ++it;
+    ++considered;
+    queued.window_cycle = cycle_;
+    dirty_.window.push_back(queued.workload.id);
+    if (queued.judged && !dirty.pool) {
+      // Same capacity, same answer; only figures waiting for their refresh may be due.
+      if (queued.unwritten) UpdateReason(queued, *queued.unwritten, reasons);
+      continue;
+    }
+    queued.judged = true;
     const WorkloadSpec& spec = queued.workload.spec;
     PendingReason reason;
-    std::optional<ShapeKey> shape;
-    if (considered++ >= options_.max_considered) {
-      // Bounded work per cycle; the rest of the queue still gets a reason, and one that does
-      // not change with every cycle.
-      reason =
-          PendingReason(ReasonCode::kQueueDepth).Set(figure::kConsidered, options_.max_considered);
-    } else if (auto failed = failed_shapes.find(*(shape = ShapeOf(spec)));
-               failed != failed_shapes.end()) {
+    const ShapeKey shape = ShapeOf(spec);
+    if (auto failed = failed_shapes.find(shape); failed != failed_shapes.end()) {
       reason = failed->second;
     } else {
       PlacementDecision decision = engine_->Place(pool_, spec, queued.workload.id, mig_queue);
@@ -210,35 +256,41 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
           continue;
         }
         reason = PendingReason(ReasonCode::kPlacementConflict);
+        dirty_.pool = true;  // try again next cycle
       } else {
         reason = std::move(decision.reason);
-        failed_shapes.emplace(std::move(*shape), reason);
+        failed_shapes.emplace(shape, reason);
       }
     }
-    const ReasonChange change = CompareReasons(queued.last_reason, reason);
-    if (change == ReasonChange::kNone) continue;
-    const bool stale = cycle_ - queued.written_cycle >= options_.reason_refresh_cycles;
-    if (change == ReasonChange::kCode || stale) {
-      reasons.emplace_back(queued.workload.id, reason);
-      queued.last_reason = reason;
-      queued.written_cycle = cycle_;
+    UpdateReason(queued, std::move(reason), reasons);
+  }
+  // Beyond the window: newcomers, and those the window held last cycle but not now. Everyone
+  // else out there already carries this reason.
+  const PendingReason behind = QueuedReason();
+  for (const std::vector<WorkloadId>* ids : {&dirty.fresh, &dirty.window}) {
+    for (WorkloadId id : *ids) {
+      auto qit = queued_ids_.find(id);
+      if (qit == queued_ids_.end()) continue;
+      Queued& queued = queue_.at(qit->second);
+      if (queued.window_cycle == cycle_) continue;
+      UpdateReason(queued, behind, reasons);
     }
   }
-  result.stats.considered = std::min(considered, options_.max_considered);
+  result.stats.considered = considered;
 
   if (!transitions.empty()) {
     absl::StatusOr<std::vector<TransitionResult>> applied =
         workloads_->ApplyTransitions(transitions);
+    // Capacity changed (or, on failure, the window must be judged again).
+    dirty_.pool = true;
     if (!applied.ok()) {
       // Nothing committed: undo the tentative allocations; the queue is untouched.
       for (const Transition& t : transitions) pool_.Release(t.id);
       return applied.status();
     }
     for (TransitionResult& r : *applied) {
-      auto qit = queued_ids_.find(r.id);
-      if (qit != queued_ids_.end()) {
-        queue_.erase(qit->second);
-        queued_ids_.erase(qit);
+      if (auto qit = queued_ids_.find(r.id); qit != queued_ids_.end()) {
+        Dequeue(queue_.find(qit->second));
       }
       if (r.applied && r.event) {
         result.placed.push_back(r.event->workload);

@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,6 +95,10 @@ class Scheduler {
   // Queue length after the last cycle.
   int pending_count() const;
 
+  // The reason of a workload the scheduler has not judged in its window: waiting its turn.
+  // Submissions are stored with it. Safe from any thread.
+  PendingReason QueuedReason() const;
+
   // The typical workloads the placement engine measures fragmentation against (MixOf over the
   // recent specs). Scheduler thread only.
   const WorkloadMix& mix() const { return engine_->mix(); }
@@ -109,6 +114,18 @@ class Scheduler {
     Workload workload;
     PendingReason last_reason;   // as stored
     uint64_t written_cycle = 0;  // cycle that stored it
+    // The latest reason, when only its figures differ from the stored one and it waits for
+    // reason_refresh_cycles to pass.
+    std::optional<PendingReason> unwritten;
+    bool judged = false;         // the engine looked at it in some window
+    uint64_t window_cycle = 0;   // the last cycle whose window held it
+  };
+  // What the next cycle must look at (see RunCycle): everything in the window when the pool
+  // changed, else only what arrived since the last cycle and what left the window.
+  struct Dirty {
+    bool pool = true;                 // capacity changed: every workload in the window is judged
+    std::vector<WorkloadId> fresh;    // enqueued since the last cycle, not yet judged
+    std::vector<WorkloadId> window;   // the window the last cycle judged
   };
   struct Inbox {
     std::vector<Workload> submitted;
@@ -119,9 +136,15 @@ class Scheduler {
 
   // Applies notifications; true if the pool changed.
   bool DrainInbox();
+  // Records `reason` for a queued workload, appending it to `out` when the stored one must be
+  // rewritten (a new code, or figures older than reason_refresh_cycles).
+  void UpdateReason(Queued& queued, PendingReason reason,
+                    std::vector<std::pair<WorkloadId, PendingReason>>& out) const;
   void RememberSpec(const WorkloadSpec& spec);
   void RefreshMix();
   void Enqueue(const Workload& workload);
+  // Removes a queued workload (and its MIG demand).
+  void Dequeue(std::map<QueueKey, Queued>::iterator it);
   void Publish();
 
   WorkloadStore* const workloads_;
@@ -132,6 +155,8 @@ class Scheduler {
   Pool pool_;
   std::map<QueueKey, Queued> queue_;
   std::map<WorkloadId, QueueKey> queued_ids_;
+  MigQueue mig_demand_;  // replicas queued per MIG profile
+  Dirty dirty_;
   uint64_t cycle_ = 0;
   std::unique_ptr<PlacementEngine> engine_;
   std::deque<WorkloadSpec> recent_specs_;

@@ -63,19 +63,26 @@ class WorkloadStore {
  public:
   virtual ~WorkloadStore() = default;
 
-  // Inserts a PENDING workload and its event in one transaction; returns after commit.
-  // Concurrent callers may be committed together in one transaction (group commit).
-  // Same tenant + idempotency key: the earlier workload if the spec is identical,
-  // ALREADY_EXISTS otherwise. NOT_FOUND if the tenant or project does not exist.
-  virtual absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec) = 0;
+  // Inserts a PENDING workload, carrying `reason` as its pending reason, and its event in one
+  // transaction; returns after commit. Concurrent callers may be committed together in one
+  // transaction (group commit). Same tenant + idempotency key: the earlier workload (with its
+  // reason as stored) if the spec is identical, ALREADY_EXISTS otherwise. NOT_FOUND if the
+  // tenant or project does not exist.
+  virtual absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec,
+                                              const PendingReason& reason) = 0;
+  // The same with no reason (kNone).
+  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec) {
+    return Submit(spec, PendingReason());
+  }
 
   // Submit without waiting: returns at once and runs `done` exactly once with what Submit
   // would return, after the commit (on a store thread: `done` must not block). A submission
   // still queued when `deadline` passes is dropped unstored: DEADLINE_EXCEEDED. The default
   // runs Submit on the calling thread (stores that commit at once have nothing to wait for).
   using SubmitCallback = absl::AnyInvocable<void(absl::StatusOr<SubmitResult>) &&>;
-  virtual void SubmitAsync(const WorkloadSpec& spec, absl::Time /*deadline*/, SubmitCallback done) {
-    std::move(done)(Submit(spec));
+  virtual void SubmitAsync(const WorkloadSpec& spec, const PendingReason& reason,
+                           absl::Time /*deadline*/, SubmitCallback done) {
+    std::move(done)(Submit(spec, reason));
   }
 
   virtual absl::StatusOr<Workload> Get(WorkloadId id) = 0;

@@ -27,7 +27,10 @@ namespace gpufed::storage {
 struct PendingSubmit {
   WorkloadSpec owned_spec;
   const WorkloadSpec* spec = &owned_spec;
-  std::string spec_json;  // encoded by the caller's thread, off the committer's path
+  PendingReason reason;
+  // Encoded by the caller's thread, off the committer's path.
+  std::string spec_json;
+  std::string reason_json;  // {"code", "figures", "message"}
   absl::Time deadline = absl::InfiniteFuture();
   absl::StatusOr<SubmitResult> result = absl::InternalError("submit was not committed");
   WorkloadStore::SubmitCallback done;
@@ -53,17 +56,18 @@ using nlohmann::json;
   " to_json(c.compliance_labels)::text AS compliance_labels, c.state, c.epoch," \
   " epoch_us(c.last_heartbeat) AS heartbeat_us "
 
-// One group of submits. Input: [{"ord": n, "spec": {...}}]. Tenant and project are resolved in
+// One group of submits. Input: [{"ord": n, "spec": {...}, "reason": {"code", "figures",
+// "message"}}]. Tenant and project are resolved in
 // the same statement so that an unknown one only drops its own row; ids are drawn up front
 // so each output row can be matched to its input by ord; ON CONFLICT DO NOTHING leaves
 // idempotency-key clashes to be looked up afterwards instead of failing the transaction.
 constexpr const char* kSubmitBatch = R"sql(
 WITH input AS (
-  SELECT r.ord, r.spec,
+  SELECT r.ord, r.spec, r.reason,
          r.spec->>'tenant' AS tenant, r.spec->>'project' AS project, r.spec->>'name' AS name,
          NULLIF(r.spec->>'idempotency_key', '') AS idempotency_key,
          (r.spec->>'priority')::integer AS priority
-  FROM jsonb_to_recordset($1::jsonb) AS r(ord integer, spec jsonb)),
+  FROM jsonb_to_recordset($1::jsonb) AS r(ord integer, spec jsonb, reason jsonb)),
 resolved AS (
   SELECT i.*,
          EXISTS (SELECT 1 FROM tenants t WHERE t.name = i.tenant) AS tenant_found,
@@ -73,8 +77,10 @@ resolved AS (
 fresh AS (
   SELECT nextval('workloads_id_seq') AS id, ord FROM resolved WHERE project_found ORDER BY ord),
 inserted AS (
-  INSERT INTO workloads (id, tenant, project, name, idempotency_key, spec, priority)
-  SELECT f.id, r.tenant, r.project, r.name, r.idempotency_key, r.spec, r.priority
+  INSERT INTO workloads (id, tenant, project, name, idempotency_key, spec, priority,
+                         pending_reason_code, pending_reason_figures, pending_reason)
+  SELECT f.id, r.tenant, r.project, r.name, r.idempotency_key, r.spec, r.priority,
+         r.reason->>'code', r.reason->'figures', r.reason->>'message'
   FROM fresh f JOIN resolved r USING (ord)
   ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING id, epoch_us(created_at) AS created_us, epoch_us(updated_at) AS updated_us,
@@ -348,6 +354,13 @@ std::optional<Timestamp> OptionalMicros(const pqxx::field& f) {
 // A PostgreSQL array literal of integers: {1,2,3}.
 std::string IdArray(const std::vector<WorkloadId>& ids) {
   return absl::StrCat("{", absl::StrJoin(ids, ","), "}");
+}
+
+// A reason as the columns store it: {"code", "figures", "message"} (RenderReason's words).
+json ReasonJson(const PendingReason& reason) {
+  return {{"code", std::string(ReasonCodeName(reason.code))},
+          {"figures", json::parse(ReasonFiguresToJson(reason.figures))},
+          {"message", RenderReason(reason)}};
 }
 
 // The stored reason. An unknown code (written by a newer server) or unreadable figures leave
@@ -672,10 +685,11 @@ absl::StatusOr<int64_t> PgStore::SchemaVersion() {
 
 // ---- Submit: group commit --------------------------------------------------------------------
 
-absl::StatusOr<SubmitResult> PgStore::Submit(const WorkloadSpec& spec) {
+absl::StatusOr<SubmitResult> PgStore::Submit(const WorkloadSpec& spec,
+                                             const PendingReason& reason) {
   absl::Notification committed;
   absl::StatusOr<SubmitResult> out;
-  SubmitAsync(spec, CurrentDeadline(), [&](absl::StatusOr<SubmitResult> result) {
+  SubmitAsync(spec, reason, CurrentDeadline(), [&](absl::StatusOr<SubmitResult> result) {
     out = std::move(result);
     committed.Notify();
   });
@@ -683,7 +697,8 @@ absl::StatusOr<SubmitResult> PgStore::Submit(const WorkloadSpec& spec) {
   return out;
 }
 
-void PgStore::SubmitAsync(const WorkloadSpec& spec, absl::Time deadline, SubmitCallback done) {
+void PgStore::SubmitAsync(const WorkloadSpec& spec, const PendingReason& reason,
+                          absl::Time deadline, SubmitCallback done) {
   absl::Status valid = [&]() -> absl::Status {
     RETURN_IF_ERROR(CheckName("spec.tenant", spec.tenant));
     RETURN_IF_ERROR(CheckName("spec.project", spec.project));
@@ -697,6 +712,8 @@ void PgStore::SubmitAsync(const WorkloadSpec& spec, absl::Time deadline, SubmitC
   auto pending = std::make_unique<PendingSubmit>();
   pending->owned_spec = spec;
   pending->spec_json = WorkloadSpecToJson(spec);
+  pending->reason = reason;
+  pending->reason_json = ReasonJson(reason).dump(-1, ' ', false, json::error_handler_t::replace);
   pending->deadline = deadline;
   pending->done = std::move(done);
   absl::Status refused;
@@ -766,7 +783,8 @@ std::string SubmitInput(const std::vector<PendingSubmit*>& group,
   std::string input = "[";
   for (size_t i : entries) {
     if (input.size() > 1) input += ',';
-    absl::StrAppend(&input, "{\"ord\":", i, ",\"spec\":", group[i]->spec_json, "}");
+    absl::StrAppend(&input, "{\"ord\":", i, ",\"spec\":", group[i]->spec_json,
+                    ",\"reason\":", group[i]->reason_json, "}");
   }
   input += ']';
   return input;
@@ -796,6 +814,7 @@ RoundResult InsertRound(pqxx::transaction_base& txn, const std::vector<PendingSu
       w.id = row["id"].as<int64_t>();
       w.spec = spec;
       w.state = WorkloadState::kPending;
+      w.pending_reason = group[ord]->reason;
       w.create_time = FromMicros(row["created_us"].as<int64_t>());
       w.update_time = FromMicros(row["updated_us"].as<int64_t>());
       w.version = row["version"].as<uint64_t>();
@@ -1111,10 +1130,9 @@ absl::Status PgStore::SetPendingReasons(
   }
   json input = json::array();
   for (const auto& [id, reason] : last) {
-    input.push_back({{"id", id},
-                     {"code", std::string(ReasonCodeName(reason->code))},
-                     {"figures", json::parse(ReasonFiguresToJson(reason->figures))},
-                     {"message", RenderReason(*reason)}});
+    json entry = ReasonJson(*reason);
+    entry["id"] = id;
+    input.push_back(std::move(entry));
   }
   const std::string text = input.dump(-1, ' ', false, json::error_handler_t::replace);
   return control_pool_->Transact("set pending reasons", [&text](pqxx::work& txn) {

@@ -104,8 +104,11 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
   PgStore& operator=(const PgStore&) = delete;
 
   // ---- WorkloadStore ----
-  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec) override;
-  void SubmitAsync(const WorkloadSpec& spec, absl::Time deadline, SubmitCallback done) override;
+  using WorkloadStore::Submit;
+  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec,
+                                      const PendingReason& reason) override;
+  void SubmitAsync(const WorkloadSpec& spec, const PendingReason& reason, absl::Time deadline,
+                   SubmitCallback done) override;
   absl::StatusOr<Workload> Get(WorkloadId id) override;
   absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override;
   absl::StatusOr<std::vector<Workload>> ListPending(int limit) override;

@@ -86,7 +86,7 @@ TEST_F(DeadlineTest, ASubmissionWhoseDeadlinePassedIsNotStored) {
   AddTenant("acme", "research");
   absl::StatusOr<SubmitResult> result = absl::InternalError("not answered");
   absl::Notification answered;
-  store_->SubmitAsync(Spec("late"), absl::Now() - absl::Seconds(1),
+  store_->SubmitAsync(Spec("late"), PendingReason(), absl::Now() - absl::Seconds(1),
                       [&](absl::StatusOr<SubmitResult> r) {
                         result = std::move(r);
                         answered.Notify();
@@ -101,7 +101,7 @@ TEST_F(DeadlineTest, SubmitAsyncAnswersAfterTheCommit) {
   AddTenant("acme", "research");
   absl::StatusOr<SubmitResult> result = absl::InternalError("not answered");
   absl::Notification answered;
-  store_->SubmitAsync(Spec("on-time"), absl::InfiniteFuture(), [&](absl::StatusOr<SubmitResult> r) {
+  store_->SubmitAsync(Spec("on-time"), PendingReason(), absl::InfiniteFuture(), [&](absl::StatusOr<SubmitResult> r) {
     result = std::move(r);
     answered.Notify();
   });

@@ -138,7 +138,8 @@ std::vector<MemoryStore::EventRow> MemoryStore::Events(WorkloadId id) const {
 
 // ---- Workloads -------------------------------------------------------------------------------
 
-absl::StatusOr<SubmitResult> MemoryStore::Submit(const WorkloadSpec& spec) {
+absl::StatusOr<SubmitResult> MemoryStore::Submit(const WorkloadSpec& spec,
+                                                 const PendingReason& reason) {
   RETURN_IF_ERROR(CheckName("spec.tenant", spec.tenant));
   RETURN_IF_ERROR(CheckName("spec.project", spec.project));
   if (spec.name.empty()) return absl::InvalidArgumentError("spec.name: required");
@@ -165,6 +166,7 @@ absl::StatusOr<SubmitResult> MemoryStore::Submit(const WorkloadSpec& spec) {
   w.id = ++last_id_;
   w.spec = spec;
   w.state = WorkloadState::kPending;
+  w.pending_reason = reason;
   w.create_time = now;
   w.update_time = now;
   w.version = 1;

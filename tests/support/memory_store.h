@@ -81,7 +81,9 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
   std::vector<EventRow> Events(WorkloadId id = 0) const;
 
   // ---- WorkloadStore ----
-  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec) override;
+  using WorkloadStore::Submit;
+  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec,
+                                      const PendingReason& reason) override;
   absl::StatusOr<Workload> Get(WorkloadId id) override;
   absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override;
   absl::StatusOr<std::vector<Workload>> ListPending(int limit) override;
