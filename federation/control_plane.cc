@@ -62,7 +62,8 @@ void ControlPlane::Submit(const auth::Principal& who, WorkloadSpec spec, absl::T
   // the scheduler gives the queue beyond its window, so that most of a long queue is written
   // once, not once more by the scheduler.
   ports_.workloads->SubmitAsync(
-      spec, ports_.scheduler->QueuedReason(), deadline, [this, done = std::move(done)](absl::StatusOr<SubmitResult> result) mutable {
+      spec, ports_.scheduler->QueuedReason(), deadline,
+      [this, done = std::move(done)](absl::StatusOr<SubmitResult> result) mutable {
         if (!result.ok()) {
           metrics_->SubmissionRejected();
         } else if (result->created) {

@@ -117,15 +117,15 @@ class Scheduler {
     // The latest reason, when only its figures differ from the stored one and it waits for
     // reason_refresh_cycles to pass.
     std::optional<PendingReason> unwritten;
-    bool judged = false;         // the engine looked at it in some window
-    uint64_t window_cycle = 0;   // the last cycle whose window held it
+    bool judged = false;        // the engine looked at it in some window
+    uint64_t window_cycle = 0;  // the last cycle whose window held it
   };
   // What the next cycle must look at (see RunCycle): everything in the window when the pool
   // changed, else only what arrived since the last cycle and what left the window.
   struct Dirty {
-    bool pool = true;                 // capacity changed: every workload in the window is judged
-    std::vector<WorkloadId> fresh;    // enqueued since the last cycle, not yet judged
-    std::vector<WorkloadId> window;   // the window the last cycle judged
+    bool pool = true;                // capacity changed: every workload in the window is judged
+    std::vector<WorkloadId> fresh;   // enqueued since the last cycle, not yet judged
+    std::vector<WorkloadId> window;  // the window the last cycle judged
   };
   struct Inbox {
     std::vector<Workload> submitted;

@@ -101,10 +101,11 @@ TEST_F(DeadlineTest, SubmitAsyncAnswersAfterTheCommit) {
   AddTenant("acme", "research");
   absl::StatusOr<SubmitResult> result = absl::InternalError("not answered");
   absl::Notification answered;
-  store_->SubmitAsync(Spec("on-time"), PendingReason(), absl::InfiniteFuture(), [&](absl::StatusOr<SubmitResult> r) {
-    result = std::move(r);
-    answered.Notify();
-  });
+  store_->SubmitAsync(Spec("on-time"), PendingReason(), absl::InfiniteFuture(),
+                      [&](absl::StatusOr<SubmitResult> r) {
+                        result = std::move(r);
+                        answered.Notify();
+                      });
   answered.WaitForNotification();
   ASSERT_OK(result);
   EXPECT_TRUE(result->created);
