@@ -3,8 +3,10 @@
 // answer INVALID_ARGUMENT with a message that names the field (its path, e.g. "spec.run.env"),
 // and leave nothing stored. The limits are federation/validation.h's (docs/interfaces.md#limits).
 
+#include <algorithm>
 #include <condition_variable>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -12,10 +14,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "federation/validation.h"
+#include "gpufed/v1/agent_service.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
+#include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
+#include "pqxx/pqxx"
 #include "server/server.h"
 #include "tests/service/in_process_server.h"
 #include "tests/support/postgres_harness.h"
@@ -46,6 +53,111 @@ grpc::Status Call(const std::string& token, auto&& fn) {
   return ::testing::AssertionSuccess();
 }
 
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_OK(buffer.Dump(&slices));
+  std::string out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+// An agent stream that sends and receives raw bytes (generic async API, one operation at a
+// time), so that a test can send what a generated stub would not and measure what it receives.
+class RawAgentStream {
+ public:
+  RawAgentStream(const std::shared_ptr<grpc::Channel>& channel, const std::string& token)
+      : stub_(channel) {
+    ctx_.AddMetadata("authorization", "Bearer " + token);
+    // A message that never comes fails the test instead of hanging it.
+    ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    call_ = stub_.PrepareCall(&ctx_, "/gpufed.v1.AgentService/Connect", &cq_);
+    call_->StartCall(this);
+    started_ = Wait();
+  }
+  ~RawAgentStream() {
+    if (!finished_) {
+      ctx_.TryCancel();
+      Finish();
+    }
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+  RawAgentStream(const RawAgentStream&) = delete;
+  RawAgentStream& operator=(const RawAgentStream&) = delete;
+
+  bool Write(const std::string& bytes) {
+    if (!started_) return false;
+    const grpc::ByteBuffer buffer = ToByteBuffer(bytes);
+    call_->Write(buffer, this);
+    return Wait();
+  }
+  bool Write(const v1::AgentMessage& m) { return Write(m.SerializeAsString()); }
+  // The next message: its size on the wire in `bytes`. False once the stream has ended.
+  bool Read(v1::ServerMessage* m, size_t* bytes = nullptr) {
+    if (!started_) return false;
+    grpc::ByteBuffer buffer;
+    call_->Read(&buffer, this);
+    if (!Wait()) return false;
+    if (bytes != nullptr) *bytes = buffer.Length();
+    return m->ParseFromString(FromByteBuffer(buffer));
+  }
+  // The stream's status once the server has ended it.
+  grpc::Status Finish() {
+    finished_ = true;
+    grpc::Status status;
+    call_->Finish(&status, this);
+    Wait();
+    return status;
+  }
+
+ private:
+  bool Wait() {
+    void* tag = nullptr;
+    bool ok = false;
+    return cq_.Next(&tag, &ok) && ok;
+  }
+
+  grpc::GenericStub stub_;
+  grpc::ClientContext ctx_;
+  grpc::CompletionQueue cq_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+  bool started_ = false;
+  bool finished_ = false;
+};
+
+// A Register message for cluster `name`: `nodes` nodes of 8 H100s.
+v1::AgentMessage Registration(const std::string& cluster, int nodes) {
+  v1::AgentMessage m;
+  m.set_seq(1);
+  v1::Register* r = m.mutable_register_();
+  r->set_cluster(cluster);
+  r->mutable_info()->set_provider("onprem");
+  for (int n = 0; n < nodes; ++n) {
+    v1::Node* node = r->mutable_inventory()->add_nodes();
+    node->set_name(absl::StrCat(cluster, "-n", n));
+    node->set_schedulable(true);
+    for (int g = 0; g < 8; ++g) {
+      v1::Gpu* gpu = node->add_gpus();
+      gpu->set_uuid(absl::StrCat("GPU-", cluster, "-", n, "-", g));
+      gpu->set_index(g);
+      gpu->set_model("H100-80GB");
+      gpu->set_memory_mib(81559);
+      gpu->set_healthy(true);
+    }
+  }
+  return m;
+}
+
 class HostileInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -54,6 +166,7 @@ class HostileInputTest : public ::testing::Test {
     server_ = std::move(started.server);
     address_ = started.address;
     admin_ = started.admin_token;
+    dsn_ = started.dsn;
     auto user = testing::BootstrapTenant(address_, admin_, "acme", "research");
     ASSERT_OK(user);
     user_ = *user;
@@ -107,9 +220,20 @@ class HostileInputTest : public ::testing::Test {
     return names;
   }
 
+  // The API has no way to list tokens: read the table (only hashes are stored).
+  std::vector<std::string> TokenSubjects() {
+    pqxx::connection conn(dsn_);
+    pqxx::nontransaction txn(conn);
+    std::vector<std::string> subjects;
+    for (const auto& row : txn.exec("SELECT subject FROM api_tokens ORDER BY id")) {
+      subjects.push_back(row[0].as<std::string>());
+    }
+    return subjects;
+  }
+
   testing::TempDir dir_{"gpufed-hostile"};
   std::unique_ptr<server::Server> server_;
-  std::string address_, admin_, user_;
+  std::string address_, admin_, user_, dsn_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkloadService::Stub> workloads_;
   std::unique_ptr<v1::TenantService::Stub> tenants_;
@@ -276,6 +400,8 @@ TEST_F(HostileInputTest, TenantNamesAndDisplayNamesFollowTheRules) {
 }
 
 TEST_F(HostileInputTest, TokenSubjectsAndRolesAreChecked) {
+  const std::vector<std::string> before = TokenSubjects();
+  ASSERT_FALSE(before.empty()) << "the admin's and the tenant user's";
   v1::CreateTokenRequest req;
   req.set_role(v1::ROLE_TENANT_USER);
   req.set_tenant("acme");
@@ -290,6 +416,8 @@ TEST_F(HostileInputTest, TokenSubjectsAndRolesAreChecked) {
       Call(admin_, [&](grpc::ClientContext* c) { return tenants_->CreateToken(c, req, &resp); }),
       "role"));
   EXPECT_TRUE(resp.token().empty());
+  // Nothing stored: not the subject cut at the NUL ("alice"), nor a token of no role.
+  EXPECT_EQ(TokenSubjects(), before);
 }
 
 // A string field holding invalid UTF-8 cannot be sent with the generated stub (the C++ runtime
@@ -356,6 +484,74 @@ TEST_F(HostileInputTest, ListPagesStayReadableHoweverLargeTheWorkloads) {
   } while (!token.empty());
   EXPECT_GT(pages, 1);
   EXPECT_EQ(listed, submitted);
+}
+
+// A cluster's agent must be able to read whatever the server sends it, however much work other
+// tenants put on the cluster: with every spec within its limits, a cluster holding more than
+// 4 MiB of specs re-sends them on reconnect in several messages, each within gRPC's default
+// 4 MiB receive limit (the agent's), and every assignment arrives.
+TEST_F(HostileInputTest, AReconnectingAgentGetsEveryAssignmentInMessagesItCanRead) {
+  constexpr size_t kAgentReceiveLimit = size_t{4} << 20;  // gRPC's default, as the agent has it
+  constexpr int kWorkloads = 90;                          // ~61 KB each: ~5.5 MB in all
+  ASSERT_OK_AND_ASSIGN(std::string token, testing::CreateAgentToken(address_, admin_, "big"));
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(kAgentReceiveLimit));
+  const std::shared_ptr<grpc::Channel> agent_channel =
+      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+
+  v1::WorkloadSpec big = Spec();
+  for (const char* key : {"A", "B", "C"}) {
+    (*big.mutable_run()->mutable_env())[key] = std::string(kMaxEnvValueBytes, 'x');
+  }
+  big.mutable_run()->add_command(std::string(12000, 'c'));
+  ASSERT_GT(big.ByteSizeLong() * kWorkloads, kAgentReceiveLimit + (kAgentReceiveLimit / 4));
+
+  // Reads assignments until `want` distinct workloads came, or the stream ends; every message
+  // and its size on the wire.
+  struct Received {
+    std::set<std::string> ids;
+    int assignments = 0;
+    int messages = 0;
+    size_t largest = 0;
+  };
+  auto read_assignments = [](RawAgentStream& agent, size_t want) {
+    Received got;
+    v1::ServerMessage m;
+    size_t bytes = 0;
+    while (got.ids.size() < want && agent.Read(&m, &bytes)) {
+      if (m.body_case() != v1::ServerMessage::kAssign) continue;
+      ++got.messages;
+      got.largest = std::max(got.largest, bytes);
+      for (const v1::WorkAssignment& a : m.assign().assignments()) {
+        got.ids.insert(a.workload_id());
+        ++got.assignments;
+      }
+    }
+    return got;
+  };
+
+  const v1::AgentMessage registration = Registration("big", 12);  // 96 GPUs
+  auto first = std::make_unique<RawAgentStream>(agent_channel, token);
+  ASSERT_TRUE(first->Write(registration));
+  std::set<std::string> submitted;
+  for (int i = 0; i < kWorkloads; ++i) {
+    v1::SubmitResponse resp;
+    ASSERT_OK(Submit(big, &resp));
+    submitted.insert(resp.workload().id());
+  }
+  const Received placed = read_assignments(*first, kWorkloads);
+  ASSERT_EQ(placed.ids, submitted) << "placed as they came, in " << placed.messages << " messages";
+  EXPECT_LE(placed.largest, kAgentReceiveLimit);
+
+  // The agent reconnects: the server re-sends all it holds for the cluster at once.
+  RawAgentStream second(agent_channel, token);
+  ASSERT_TRUE(second.Write(registration));
+  const Received resent = read_assignments(second, kWorkloads);
+  EXPECT_EQ(resent.ids, submitted);
+  EXPECT_EQ(resent.assignments, kWorkloads) << "each once";
+  EXPECT_GT(resent.messages, 1);
+  EXPECT_LE(resent.largest, kAgentReceiveLimit);
+  first.reset();  // the server closed it when the second registered
 }
 
 }  // namespace
