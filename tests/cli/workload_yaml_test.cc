@@ -9,6 +9,7 @@
 namespace gpufed::cli {
 namespace {
 
+using ::gpufed::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
@@ -21,9 +22,7 @@ std::string ExamplePath(const std::string& name) {
 // The message of a failed parse; fails the test when the parse succeeded.
 std::string ParseError(const std::string& yaml, const std::string& file = "train.yaml") {
   absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(yaml, file);
-  EXPECT_FALSE(docs.ok()) << "parsed unexpectedly:\n" << yaml;
-  if (docs.ok()) return "";
-  EXPECT_EQ(docs.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(docs, StatusIs(absl::StatusCode::kInvalidArgument)) << "parsed:\n" << yaml;
   return std::string(docs.status().message());
 }
 

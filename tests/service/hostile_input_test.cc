@@ -3,8 +3,10 @@
 // answer INVALID_ARGUMENT with a message that names the field (its path, e.g. "spec.run.env"),
 // and leave nothing stored. The limits are federation/validation.h's (docs/interfaces.md#limits).
 
+#include <algorithm>
 #include <condition_variable>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -12,10 +14,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "federation/validation.h"
+#include "gmock/gmock.h"
+#include "gpufed/v1/agent_service.pb.h"
+#include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
+#include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
+#include "pqxx/pqxx"
 #include "server/server.h"
 #include "tests/service/in_process_server.h"
 #include "tests/support/postgres_harness.h"
@@ -24,6 +33,8 @@
 
 namespace gpufed {
 namespace {
+
+using ::gpufed::testing::StatusIs;
 
 grpc::Status Call(const std::string& token, auto&& fn) {
   grpc::ClientContext ctx;
@@ -46,6 +57,146 @@ grpc::Status Call(const std::string& token, auto&& fn) {
   return ::testing::AssertionSuccess();
 }
 
+// `message` serialised, with the bytes of `marker` (a string field's value, once in the
+// message) replaced by as many 0xff bytes: invalid UTF-8 that the C++ runtime would not send
+// from a generated message.
+std::string WithInvalidUtf8(const google::protobuf::Message& message, const std::string& marker) {
+  std::string bytes = message.SerializeAsString();
+  const size_t at = bytes.find(marker);
+  EXPECT_NE(at, std::string::npos) << marker;
+  EXPECT_EQ(bytes.find(marker, at + 1), std::string::npos) << marker << " occurs twice";
+  if (at != std::string::npos) bytes.replace(at, marker.size(), std::string(marker.size(), '\xff'));
+  return bytes;
+}
+
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_OK(buffer.Dump(&slices));
+  std::string out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+// A unary call of `method` ("/gpufed.v1.TenantService/CreateTenant") with a request of raw bytes.
+grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel, const std::string& token,
+                          const std::string& method, const std::string& bytes) {
+  grpc::GenericStub generic(channel);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + token);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::ByteBuffer request = ToByteBuffer(bytes), response;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    status = std::move(s);
+    done = true;
+    cv.notify_one();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  return status;
+}
+
+// An agent stream that sends and receives raw bytes (generic async API, one operation at a
+// time), so that a test can send what a generated stub would not and measure what it receives.
+class RawAgentStream {
+ public:
+  RawAgentStream(const std::shared_ptr<grpc::Channel>& channel, const std::string& token)
+      : stub_(channel) {
+    ctx_.AddMetadata("authorization", "Bearer " + token);
+    // A message that never comes fails the test instead of hanging it.
+    ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    call_ = stub_.PrepareCall(&ctx_, "/gpufed.v1.AgentService/Connect", &cq_);
+    call_->StartCall(this);
+    started_ = Wait();
+  }
+  ~RawAgentStream() {
+    if (!finished_) {
+      ctx_.TryCancel();
+      Finish();
+    }
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+  RawAgentStream(const RawAgentStream&) = delete;
+  RawAgentStream& operator=(const RawAgentStream&) = delete;
+
+  bool Write(const std::string& bytes) {
+    if (!started_) return false;
+    const grpc::ByteBuffer buffer = ToByteBuffer(bytes);
+    call_->Write(buffer, this);
+    return Wait();
+  }
+  bool Write(const v1::AgentMessage& m) { return Write(m.SerializeAsString()); }
+  // The next message: its size on the wire in `bytes`. False once the stream has ended.
+  bool Read(v1::ServerMessage* m, size_t* bytes = nullptr) {
+    if (!started_) return false;
+    grpc::ByteBuffer buffer;
+    call_->Read(&buffer, this);
+    if (!Wait()) return false;
+    if (bytes != nullptr) *bytes = buffer.Length();
+    return m->ParseFromString(FromByteBuffer(buffer));
+  }
+  // The stream's status once the server has ended it.
+  grpc::Status Finish() {
+    finished_ = true;
+    grpc::Status status;
+    call_->Finish(&status, this);
+    Wait();
+    return status;
+  }
+
+ private:
+  bool Wait() {
+    void* tag = nullptr;
+    bool ok = false;
+    return cq_.Next(&tag, &ok) && ok;
+  }
+
+  grpc::GenericStub stub_;
+  grpc::ClientContext ctx_;
+  grpc::CompletionQueue cq_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+  bool started_ = false;
+  bool finished_ = false;
+};
+
+// A Register message for cluster `name`: `nodes` nodes of 8 H100s.
+v1::AgentMessage Registration(const std::string& cluster, int nodes) {
+  v1::AgentMessage m;
+  m.set_seq(1);
+  v1::Register* r = m.mutable_register_();
+  r->set_cluster(cluster);
+  r->mutable_info()->set_provider("onprem");
+  for (int n = 0; n < nodes; ++n) {
+    v1::Node* node = r->mutable_inventory()->add_nodes();
+    node->set_name(absl::StrCat(cluster, "-n", n));
+    node->set_schedulable(true);
+    for (int g = 0; g < 8; ++g) {
+      v1::Gpu* gpu = node->add_gpus();
+      gpu->set_uuid(absl::StrCat("GPU-", cluster, "-", n, "-", g));
+      gpu->set_index(g);
+      gpu->set_model("H100-80GB");
+      gpu->set_memory_mib(81559);
+      gpu->set_healthy(true);
+    }
+  }
+  return m;
+}
+
 class HostileInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -54,12 +205,14 @@ class HostileInputTest : public ::testing::Test {
     server_ = std::move(started.server);
     address_ = started.address;
     admin_ = started.admin_token;
+    dsn_ = started.dsn;
     auto user = testing::BootstrapTenant(address_, admin_, "acme", "research");
     ASSERT_OK(user);
     user_ = *user;
     channel_ = testing::Connect(address_);
     workloads_ = v1::WorkloadService::NewStub(channel_);
     tenants_ = v1::TenantService::NewStub(channel_);
+    clusters_ = v1::ClusterService::NewStub(channel_);
   }
 
   void TearDown() override {
@@ -107,12 +260,30 @@ class HostileInputTest : public ::testing::Test {
     return names;
   }
 
+  // The API has no way to list tokens: read the table (only hashes are stored).
+  std::vector<std::string> TokenSubjects() {
+    pqxx::connection conn(dsn_);
+    pqxx::nontransaction txn(conn);
+    std::vector<std::string> subjects;
+    for (const auto& row : txn.exec("SELECT subject FROM api_tokens ORDER BY id")) {
+      subjects.push_back(row[0].as<std::string>());
+    }
+    return subjects;
+  }
+
+  grpc::Status GetCluster(const std::string& name, v1::Cluster* out) {
+    v1::GetClusterRequest req;
+    req.set_name(name);
+    return Call(admin_, [&](grpc::ClientContext* c) { return clusters_->GetCluster(c, req, out); });
+  }
+
   testing::TempDir dir_{"gpufed-hostile"};
   std::unique_ptr<server::Server> server_;
-  std::string address_, admin_, user_;
+  std::string address_, admin_, user_, dsn_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkloadService::Stub> workloads_;
   std::unique_ptr<v1::TenantService::Stub> tenants_;
+  std::unique_ptr<v1::ClusterService::Stub> clusters_;
 };
 
 const std::string kNul("\0", 1);
@@ -276,6 +447,8 @@ TEST_F(HostileInputTest, TenantNamesAndDisplayNamesFollowTheRules) {
 }
 
 TEST_F(HostileInputTest, TokenSubjectsAndRolesAreChecked) {
+  const std::vector<std::string> before = TokenSubjects();
+  ASSERT_FALSE(before.empty()) << "the admin's and the tenant user's";
   v1::CreateTokenRequest req;
   req.set_role(v1::ROLE_TENANT_USER);
   req.set_tenant("acme");
@@ -290,35 +463,87 @@ TEST_F(HostileInputTest, TokenSubjectsAndRolesAreChecked) {
       Call(admin_, [&](grpc::ClientContext* c) { return tenants_->CreateToken(c, req, &resp); }),
       "role"));
   EXPECT_TRUE(resp.token().empty());
+  // Nothing stored: not the subject cut at the NUL ("alice"), nor a token of no role.
+  EXPECT_EQ(TokenSubjects(), before);
 }
 
 // A string field holding invalid UTF-8 cannot be sent with the generated stub (the C++ runtime
 // refuses to serialise it), so the bytes go through the generic stub: SubmitRequest{spec: {name:
 // "\xff"}} = field 1 (spec, length 3) holding field 3 (name, length 1).
 TEST_F(HostileInputTest, InvalidUtf8IsInvalidArgumentNamingTheField) {
-  grpc::GenericStub generic(channel_);
-  grpc::ClientContext ctx;
-  ctx.AddMetadata("authorization", "Bearer " + user_);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   const std::string bytes("\x0a\x03\x1a\x01\xff", 5);
-  grpc::Slice slice(bytes);
-  grpc::ByteBuffer request(&slice, 1), response;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
-  generic.UnaryCall(&ctx, "/gpufed.v1.WorkloadService/Submit", grpc::StubOptions(), &request,
-                    &response, [&](grpc::Status s) {
-                      std::lock_guard<std::mutex> lock(mu);
-                      status = std::move(s);
-                      done = true;
-                      cv.notify_one();
-                    });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  EXPECT_TRUE(InvalidNaming(status, "spec.name"));
-  lock.unlock();
+  EXPECT_TRUE(InvalidNaming(
+      RawUnaryCall(channel_, user_, "/gpufed.v1.WorkloadService/Submit", bytes), "spec.name"));
   EXPECT_EQ(CountWorkloads(), 0);
+}
+
+// The same holds for every unary call, whichever string field carries it.
+TEST_F(HostileInputTest, InvalidUtf8InOtherCallsIsInvalidArgumentAndChangesNothing) {
+  const std::vector<std::string> tenants = TenantNames();
+  v1::CreateTenantRequest tenant;
+  tenant.set_name("globex");
+  tenant.set_display_name("Globex MARKER");
+  EXPECT_TRUE(InvalidNaming(RawUnaryCall(channel_, admin_, "/gpufed.v1.TenantService/CreateTenant",
+                                         WithInvalidUtf8(tenant, "MARKER")),
+                            "display_name"));
+  EXPECT_EQ(TenantNames(), tenants);
+
+  v1::SubmitResponse created;
+  ASSERT_OK(Submit(Spec(), &created));
+  v1::CancelRequest cancel;
+  cancel.set_id(created.workload().id());
+  cancel.set_reason("done MARKER");
+  EXPECT_TRUE(InvalidNaming(RawUnaryCall(channel_, user_, "/gpufed.v1.WorkloadService/Cancel",
+                                         WithInvalidUtf8(cancel, "MARKER")),
+                            "reason"));
+  v1::GetWorkloadRequest get;
+  get.set_id(created.workload().id());
+  v1::Workload w;
+  ASSERT_OK(Call(user_, [&](grpc::ClientContext* c) { return workloads_->Get(c, get, &w); }));
+  EXPECT_FALSE(w.cancel_requested());
+  EXPECT_EQ(w.state(), v1::WORKLOAD_STATE_PENDING);
+}
+
+// Agent streams are not unary (the parse-error interceptor does not see them): a message that
+// does not parse ends the stream. The server stays up, stores nothing of it, and a good agent
+// still registers. Not asserted: the status the agent gets. Today it is OK, as when an agent
+// closes its side (gRPC's callback API reports both as a failed read), so the agent learns
+// nothing of why.
+TEST_F(HostileInputTest, InvalidUtf8OnAnAgentStreamIsStoredNowhere) {
+  ASSERT_OK_AND_ASSIGN(std::string token, testing::CreateAgentToken(address_, admin_, "dgx"));
+  v1::AgentMessage bad = Registration("dgx", 1);
+  bad.mutable_register_()->mutable_inventory()->mutable_nodes(0)->set_name("qqqqqqqq");
+  {
+    RawAgentStream agent(channel_, token);
+    ASSERT_TRUE(agent.Write(WithInvalidUtf8(bad, "qqqqqqqq")));
+    v1::ServerMessage m;
+    while (agent.Read(&m)) {
+      EXPECT_NE(m.body_case(), v1::ServerMessage::kRegistered) << "registered from garbage";
+    }
+    agent.Finish();
+  }
+  v1::Cluster cluster;
+  EXPECT_THAT(GetCluster("dgx", &cluster), StatusIs(absl::StatusCode::kNotFound));
+
+  // A good registration, then an inventory update that does not parse.
+  RawAgentStream agent(channel_, token);
+  const v1::AgentMessage good = Registration("dgx", 1);
+  ASSERT_TRUE(agent.Write(good));
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent.Read(&m));
+  ASSERT_EQ(m.body_case(), v1::ServerMessage::kRegistered);
+  v1::AgentMessage update;
+  update.set_seq(2);
+  *update.mutable_inventory()->mutable_inventory() = good.register_().inventory();
+  update.mutable_inventory()->mutable_inventory()->mutable_nodes(0)->set_name("qqqqqqqq");
+  ASSERT_TRUE(agent.Write(WithInvalidUtf8(update, "qqqqqqqq")));
+  while (agent.Read(&m)) {
+    EXPECT_NE(m.body_case(), v1::ServerMessage::kRegistered);
+  }
+  agent.Finish();
+  ASSERT_OK(GetCluster("dgx", &cluster));
+  ASSERT_EQ(cluster.nodes_size(), 1);
+  EXPECT_EQ(cluster.nodes(0).name(), "dgx-n0");
 }
 
 // Large workloads, each within the limits, add up: a List page of them must still be readable
@@ -356,6 +581,74 @@ TEST_F(HostileInputTest, ListPagesStayReadableHoweverLargeTheWorkloads) {
   } while (!token.empty());
   EXPECT_GT(pages, 1);
   EXPECT_EQ(listed, submitted);
+}
+
+// A cluster's agent must be able to read whatever the server sends it, however much work other
+// tenants put on the cluster: with every spec within its limits, a cluster holding more than
+// 4 MiB of specs re-sends them on reconnect in several messages, each within gRPC's default
+// 4 MiB receive limit (the agent's), and every assignment arrives.
+TEST_F(HostileInputTest, AReconnectingAgentGetsEveryAssignmentInMessagesItCanRead) {
+  constexpr size_t kAgentReceiveLimit = size_t{4} << 20;  // gRPC's default, as the agent has it
+  constexpr int kWorkloads = 90;                          // ~61 KB each: ~5.5 MB in all
+  ASSERT_OK_AND_ASSIGN(std::string token, testing::CreateAgentToken(address_, admin_, "big"));
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(kAgentReceiveLimit));
+  const std::shared_ptr<grpc::Channel> agent_channel =
+      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+
+  v1::WorkloadSpec big = Spec();
+  for (const char* key : {"A", "B", "C"}) {
+    (*big.mutable_run()->mutable_env())[key] = std::string(kMaxEnvValueBytes, 'x');
+  }
+  big.mutable_run()->add_command(std::string(12000, 'c'));
+  ASSERT_GT(big.ByteSizeLong() * kWorkloads, kAgentReceiveLimit + (kAgentReceiveLimit / 4));
+
+  // Reads assignments until `want` distinct workloads came, or the stream ends; every message
+  // and its size on the wire.
+  struct Received {
+    std::set<std::string> ids;
+    int assignments = 0;
+    int messages = 0;
+    size_t largest = 0;
+  };
+  auto read_assignments = [](RawAgentStream& agent, size_t want) {
+    Received got;
+    v1::ServerMessage m;
+    size_t bytes = 0;
+    while (got.ids.size() < want && agent.Read(&m, &bytes)) {
+      if (m.body_case() != v1::ServerMessage::kAssign) continue;
+      ++got.messages;
+      got.largest = std::max(got.largest, bytes);
+      for (const v1::WorkAssignment& a : m.assign().assignments()) {
+        got.ids.insert(a.workload_id());
+        ++got.assignments;
+      }
+    }
+    return got;
+  };
+
+  const v1::AgentMessage registration = Registration("big", 12);  // 96 GPUs
+  auto first = std::make_unique<RawAgentStream>(agent_channel, token);
+  ASSERT_TRUE(first->Write(registration));
+  std::set<std::string> submitted;
+  for (int i = 0; i < kWorkloads; ++i) {
+    v1::SubmitResponse resp;
+    ASSERT_OK(Submit(big, &resp));
+    submitted.insert(resp.workload().id());
+  }
+  const Received placed = read_assignments(*first, kWorkloads);
+  ASSERT_EQ(placed.ids, submitted) << "placed as they came, in " << placed.messages << " messages";
+  EXPECT_LE(placed.largest, kAgentReceiveLimit);
+
+  // The agent reconnects: the server re-sends all it holds for the cluster at once.
+  RawAgentStream second(agent_channel, token);
+  ASSERT_TRUE(second.Write(registration));
+  const Received resent = read_assignments(second, kWorkloads);
+  EXPECT_EQ(resent.ids, submitted);
+  EXPECT_EQ(resent.assignments, kWorkloads) << "each once";
+  EXPECT_GT(resent.messages, 1);
+  EXPECT_LE(resent.largest, kAgentReceiveLimit);
+  first.reset();  // the server closed it when the second registered
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ struct InProcessServer {
   std::unique_ptr<server::Server> server;
   std::string address;      // 127.0.0.1:PORT of its gRPC side
   std::string admin_token;  // the platform-admin token it wrote on first start
+  std::string dsn;          // its database, for tests that check what was stored
 };
 
 // `config` keeps what the caller set (heartbeats, policy, ...); listen addresses, database,
@@ -41,6 +42,7 @@ inline absl::StatusOr<InProcessServer> StartInProcessServer(const std::string& d
   InProcessServer out;
   out.server = *std::move(server);
   out.address = absl::StrCat("127.0.0.1:", out.server->grpc_port());
+  out.dsn = *dsn;
   std::ifstream(config.admin_token_file) >> out.admin_token;
   if (out.admin_token.empty()) {
     return absl::InternalError(absl::StrCat("no admin token in ", config.admin_token_file));

@@ -16,6 +16,7 @@
 namespace gpufed::sim {
 namespace {
 
+using ::gpufed::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -72,9 +73,7 @@ class BadNodesTest : public ::testing::TestWithParam<BadInput> {};
 
 TEST_P(BadNodesTest, NamesFileLineAndColumn) {
   absl::StatusOr<std::vector<OpenbNode>> nodes = ParseOpenbNodes(GetParam().text, "nodes.csv");
-  ASSERT_FALSE(nodes.ok());
-  EXPECT_EQ(nodes.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(nodes.status().message(), HasSubstr(GetParam().message));
+  EXPECT_THAT(nodes, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(GetParam().message)));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -158,9 +157,7 @@ class BadPodsTest : public ::testing::TestWithParam<BadInput> {};
 TEST_P(BadPodsTest, NamesFileLineAndColumn) {
   absl::StatusOr<std::vector<OpenbPod>> pods =
       ParseOpenbPods(std::string(kPodHeader) + GetParam().text, "pods.csv");
-  ASSERT_FALSE(pods.ok());
-  EXPECT_EQ(pods.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(pods.status().message(), HasSubstr(GetParam().message));
+  EXPECT_THAT(pods, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(GetParam().message)));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -280,7 +280,9 @@ TEST(ReplayTest, SameSeedSameResultOtherSeedOtherResult) {
     absl::StatusOr<ReplayResult> a = Replay(trace, Options(policy, 11, 1.3));
     absl::StatusOr<ReplayResult> b = Replay(trace, Options(policy, 11, 1.3));
     absl::StatusOr<ReplayResult> c = Replay(trace, Options(policy, 12, 1.3));
-    ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << policy;
+    ASSERT_OK(a) << policy;
+    ASSERT_OK(b) << policy;
+    ASSERT_OK(c) << policy;
     nlohmann::json ja = ToJson(*a), jb = ToJson(*b), jc = ToJson(*c);
     for (nlohmann::json* j : {&ja, &jb, &jc}) {
       j->erase("wall_seconds");

@@ -11,10 +11,12 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/process_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::cli {
 namespace {
 
+using ::gpufed::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -167,7 +169,9 @@ TEST(SeedListTest, ParsesSeedsAndRanges) {
   EXPECT_THAT(*ParseSeedList("1-3"), ElementsAre(1, 2, 3));
   EXPECT_THAT(*ParseSeedList("1,4-5, 9"), ElementsAre(1, 4, 5, 9));
   for (const char* bad : {"", "x", "1-", "-1", "3-1", "1-2-3", "1,,2", "0-100000"}) {
-    EXPECT_FALSE(ParseSeedList(bad).ok()) << bad;
+    EXPECT_THAT(ParseSeedList(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--seeds")))
+        << bad;
   }
 }
 

@@ -14,6 +14,7 @@
 #include "storage/embedded_postgres.h"
 #include "storage/migrator.h"
 #include "storage/pg_errors.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::testing {
 namespace {
@@ -163,18 +164,13 @@ absl::StatusOr<std::string> CreateTestDatabase() {
 }
 
 void PostgresTest::SetUp() {
-  absl::StatusOr<TestPostgres*> postgres = TestPostgres::Get();
-  ASSERT_TRUE(postgres.ok()) << postgres.status();
-  postgres_ = *postgres;
-  absl::StatusOr<std::string> dsn = postgres_->CreateDatabase();
-  ASSERT_TRUE(dsn.ok()) << dsn.status();
-  dsn_ = *dsn;
+  ASSERT_OK_AND_ASSIGN(postgres_, TestPostgres::Get());
+  ASSERT_OK_AND_ASSIGN(dsn_, postgres_->CreateDatabase());
 }
 
 void PostgresTest::TearDown() {
   if (postgres_ == nullptr || dsn_.empty()) return;
-  absl::Status dropped = postgres_->DropDatabase(dsn_);
-  EXPECT_TRUE(dropped.ok()) << dropped;
+  EXPECT_OK(postgres_->DropDatabase(dsn_));
 }
 
 }  // namespace gpufed::testing

@@ -20,15 +20,21 @@ gtest_discover_tests(federation_unit_tests PROPERTIES LABELS unit)
 # tests/support/status_matchers.h (ASSERT_OK, StatusIs, ...) is built on gMock.
 target_link_libraries(federation_unit_tests PRIVATE GTest::gmock)
 
-# The in-memory storage ports (tests/support/memory_store.h), and the use cases and the control
-# loop on them with a fake clock. Links no PostgreSQL and no gRPC.
+# The in-memory storage ports (tests/support/memory_store.h), and the use cases, the scheduler and
+# the control loop on them with a fake clock. Links no PostgreSQL and no gRPC.
 include(${PROJECT_SOURCE_DIR}/tests/support/memory_store.cmake)
 add_executable(memory_store_unit_tests ${UNIT_DIR}/support/memory_store_test.cc)
 target_link_libraries(memory_store_unit_tests PRIVATE gpufed_test_memory gpufed_federation
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(memory_store_unit_tests PROPERTIES LABELS unit)
 add_executable(federation_use_case_tests ${UNIT_DIR}/federation/control_plane_test.cc
+  ${UNIT_DIR}/federation/scheduler_test.cc
   ${UNIT_DIR}/federation/scheduler_window_test.cc)
 target_link_libraries(federation_use_case_tests PRIVATE gpufed_federation gpufed_test_memory
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(federation_use_case_tests PROPERTIES LABELS unit)
+
+# The api layer's conversions (tests/unit/api/convert_test.cc): protos in memory, no server.
+add_executable(api_unit_tests ${UNIT_DIR}/api/convert_test.cc)
+target_link_libraries(api_unit_tests PRIVATE gpufed_api GTest::gmock GTest::gtest GTest::gtest_main)
+gtest_discover_tests(api_unit_tests PROPERTIES LABELS unit)

@@ -4,11 +4,13 @@
 
 #include "federation/control_plane.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "auth/token.h"
 #include "federation/control_loop.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,6 +21,7 @@
 namespace gpufed {
 namespace {
 
+using ::gpufed::testing::IsOkAndHolds;
 using ::gpufed::testing::MemoryStore;
 using ::gpufed::testing::StatusIs;
 using ::testing::ElementsAre;
@@ -447,6 +450,218 @@ TEST_F(ControlPlaneTest, TenancyFollowsTheRoles) {
                                                        .tenant = "acme",
                                                        .cluster = "c1"}),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// ---- The pool --------------------------------------------------------------------------------
+
+TEST_F(ControlPlaneTest, ListClustersShowsEveryClusterWithTheSchedulersView) {
+  Register("c1", 2);
+  Register("c2");
+  ASSERT_OK(Submit(User("acme"), Job("acme", 8)));
+  Step();
+
+  ASSERT_OK_AND_ASSIGN(ClusterListing bare, plane_.ListClusters(Viewer("acme"), false));
+  ASSERT_THAT(bare.clusters, SizeIs(2));
+  EXPECT_EQ(bare.clusters[0].info.name, "c1");
+  EXPECT_EQ(bare.clusters[1].info.name, "c2");
+  EXPECT_THAT(bare.clusters[0].nodes, IsEmpty()) << "nodes only when asked";
+  ASSERT_NE(bare.pool, nullptr);
+
+  ASSERT_OK_AND_ASSIGN(ClusterListing full, plane_.ListClusters(User("other"), true));
+  ASSERT_THAT(full.clusters, SizeIs(2));
+  EXPECT_THAT(full.clusters[0].nodes, SizeIs(2));
+  EXPECT_THAT(full.clusters[1].nodes, SizeIs(1));
+  // The pool is the scheduler's latest: the 8 GPUs placed are taken.
+  ASSERT_NE(full.pool, nullptr);
+  uint32_t total = 0, free = 0;
+  for (const char* name : {"c1", "c2"}) {
+    const ClusterSlots* slots = full.pool->FindCluster(name);
+    ASSERT_NE(slots, nullptr) << name;
+    const ClusterCapacity capacity = Pool::CapacityOf(*slots);
+    total += capacity.total;
+    free += capacity.free;
+  }
+  EXPECT_EQ(total, 24u);
+  EXPECT_EQ(free, 16u);
+}
+
+TEST_F(ControlPlaneTest, GetClusterFindsOneByNameWithItsNodes) {
+  Register("c1", 2);
+  ASSERT_OK_AND_ASSIGN(ClusterListing got, plane_.GetCluster(Viewer("acme"), "c1"));
+  ASSERT_THAT(got.clusters, SizeIs(1));
+  EXPECT_EQ(got.clusters[0].info.name, "c1");
+  EXPECT_EQ(got.clusters[0].state, ClusterState::kReady);
+  EXPECT_THAT(got.clusters[0].nodes, SizeIs(2));
+  ASSERT_NE(got.pool, nullptr);
+
+  EXPECT_THAT(plane_.GetCluster(Viewer("acme"), "nope"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(plane_.GetCluster(Viewer("acme"), "Not A Name"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(plane_.GetCluster(Viewer("acme"), std::string("c1\0x", 4)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(ControlPlaneTest, AgentsMayNotReadThePool) {
+  Register("c1");
+  EXPECT_THAT(plane_.ListClusters(AgentOf("c1"), true),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(plane_.GetCluster(AgentOf("c1"), "c1"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
+// ---- Agents ----------------------------------------------------------------------------------
+
+// After a MIG repartition (or any change) the agent sends its whole inventory; it replaces the
+// stored one, keeps the cluster's epoch, counts as hearing from the agent, and the scheduler
+// places on what is there now.
+TEST_F(ControlPlaneTest, UpdateInventoryReplacesTheInventoryAndTheSchedulerUsesIt) {
+  Register("c1", 1);
+  Step();
+  ASSERT_OK_AND_ASSIGN(Cluster before, store_.GetCluster("c1"));
+  ASSERT_OK_AND_ASSIGN(SubmitResult full, Submit(User("acme"), Job("acme", 8)));
+  WorkloadSpec two_nodes = Job("acme", 8);
+  two_nodes.replicas = 2;
+  ASSERT_OK_AND_ASSIGN(SubmitResult wide, Submit(User("acme"), two_nodes));
+  StepResult step = Step();
+  ASSERT_TRUE(step.cycle.has_value());
+  EXPECT_EQ(step.cycle->stats.placed, 1) << "one node: the 2 x 8 GPU gang waits";
+
+  // The agent reports a second node.
+  Cluster grown = testing::MakeCluster("c1", 2, 8, "H100-80GB");
+  clock_.Advance(std::chrono::seconds(20));
+  const int wakes = wakes_;
+  ASSERT_OK(plane_.UpdateInventory(*links_.at("c1"), grown.nodes));
+  EXPECT_GT(wakes_, wakes);
+  ASSERT_OK_AND_ASSIGN(Cluster after, store_.GetCluster("c1"));
+  EXPECT_THAT(after.nodes, SizeIs(2));
+  EXPECT_EQ(after.epoch, before.epoch) << "an inventory update does not fence the agent";
+  // Heard from: 20 s + 20 s since registration is past the 30 s timeout, 20 s since the update
+  // is not.
+  clock_.Advance(std::chrono::seconds(20));
+  step = Step();
+  EXPECT_THAT(step.lost_clusters, IsEmpty());
+  ASSERT_TRUE(step.cycle.has_value());
+  EXPECT_EQ(step.cycle->stats.placed, 0) << "the first node is still full";
+  ASSERT_OK(Report("c1", full.workload.id, WorkloadState::kRunning));
+  ASSERT_OK(Report("c1", full.workload.id, WorkloadState::kSucceeded));
+  step = Step();
+  ASSERT_TRUE(step.cycle.has_value());
+  EXPECT_EQ(step.cycle->stats.placed, 1);
+  ASSERT_OK_AND_ASSIGN(Workload placed, store_.Get(wide.workload.id));
+  EXPECT_EQ(placed.state, WorkloadState::kPlaced);
+  ASSERT_THAT(placed.assignment.replicas, SizeIs(2));
+}
+
+TEST_F(ControlPlaneTest, ABadInventoryUpdateIsRefusedAndTheStoredOneKept) {
+  Register("c1", 2);
+  Cluster bad = testing::MakeCluster("c1", 1, 8, "H100-80GB");
+  bad.nodes[0].gpus[1].uuid = bad.nodes[0].gpus[0].uuid;  // duplicate GPU
+  EXPECT_THAT(plane_.UpdateInventory(*links_.at("c1"), bad.nodes),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_OK_AND_ASSIGN(Cluster stored, store_.GetCluster("c1"));
+  EXPECT_THAT(stored.nodes, SizeIs(2));
+}
+
+// A stream that ends is forgotten: nothing more is sent to it, placements wait for the agent to
+// come back, and the cluster is marked unreachable only when the heartbeat timeout passes.
+TEST_F(ControlPlaneTest, ADisconnectedAgentGetsNothingMoreAndItsWorkWaitsForItsReturn) {
+  std::shared_ptr<FakeChannel> gone = Register("c1");
+  EXPECT_EQ(agents_.connected(), 1);
+  plane_.AgentDisconnected(*links_.at("c1"));
+  EXPECT_EQ(agents_.connected(), 0);
+
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  StepResult step = Step();
+  ASSERT_TRUE(step.cycle.has_value());
+  EXPECT_EQ(step.cycle->stats.placed, 1) << "the cluster is still ready";
+  EXPECT_THAT(gone->assigned, IsEmpty());
+  ASSERT_OK(plane_.Cancel(User("acme"), r.workload.id, ""));
+  EXPECT_THAT(gone->cancelled, IsEmpty());
+  clock_.Advance(std::chrono::seconds(29));
+  EXPECT_THAT(Step().lost_clusters, IsEmpty()) << "not before the heartbeat timeout";
+
+  // The agent comes back: it gets the placement and the cancel it missed.
+  std::shared_ptr<FakeChannel> back = Register("c1");
+  EXPECT_THAT(back->assigned, ElementsAre(r.workload.id));
+  EXPECT_THAT(back->cancelled, ElementsAre(r.workload.id));
+  EXPECT_EQ(agents_.connected(), 1);
+}
+
+TEST_F(ControlPlaneTest, ADisconnectedAgentThatNeverReturnsIsMarkedUnreachable) {
+  Register("c1");
+  Step();
+  plane_.AgentDisconnected(*links_.at("c1"));
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_THAT(Step().lost_clusters, ElementsAre("c1"));
+  ASSERT_OK_AND_ASSIGN(Cluster c, store_.GetCluster("c1"));
+  EXPECT_EQ(c.state, ClusterState::kUnreachable);
+}
+
+// An old stream that ends after a newer one took over must not unhook the newer one.
+TEST_F(ControlPlaneTest, AnOldStreamEndingLeavesTheNewerConnected) {
+  Register("c1");
+  const std::shared_ptr<AgentLink> old_link = links_.at("c1");
+  std::shared_ptr<FakeChannel> current = Register("c1");
+  plane_.AgentDisconnected(*old_link);
+  EXPECT_EQ(agents_.connected(), 1);
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  Step();
+  EXPECT_THAT(current->assigned, ElementsAre(r.workload.id));
+}
+
+// ---- Tenancy ---------------------------------------------------------------------------------
+
+TEST_F(ControlPlaneTest, BootstrapMakesOneAdminTokenOnAnEmptyStore) {
+  std::vector<std::string> kept;
+  auto keep = [&](const std::string& secret) {
+    kept.push_back(secret);
+    return absl::OkStatus();
+  };
+  ASSERT_OK_AND_ASSIGN(bool made, plane_.BootstrapAdminToken(keep));
+  EXPECT_TRUE(made);
+  ASSERT_THAT(kept, SizeIs(1));
+  EXPECT_THAT(store_.CountTokens(), IsOkAndHolds(int64_t{1}));
+  // What was kept is the token stored: a platform admin's.
+  ASSERT_OK_AND_ASSIGN(TokenRecord record, store_.LookupToken(auth::HashToken(kept[0])));
+  EXPECT_EQ(record.role, auth::RoleName(auth::Role::kPlatformAdmin));
+  EXPECT_TRUE(record.tenant.empty());
+
+  // Once there is a token, never again.
+  ASSERT_OK_AND_ASSIGN(made, plane_.BootstrapAdminToken(keep));
+  EXPECT_FALSE(made);
+  EXPECT_THAT(kept, SizeIs(1));
+  EXPECT_THAT(store_.CountTokens(), IsOkAndHolds(int64_t{1}));
+}
+
+TEST_F(ControlPlaneTest, BootstrapMakesNoTokenWhenOneExists) {
+  ASSERT_OK(plane_.CreateToken(
+      Admin(),
+      TokenRequest{
+          .subject = "ci", .role = auth::Role::kTenantUser, .tenant = "acme", .cluster = ""}));
+  bool called = false;
+  ASSERT_OK_AND_ASSIGN(bool made, plane_.BootstrapAdminToken([&](const std::string&) {
+    called = true;
+    return absl::OkStatus();
+  }));
+  EXPECT_FALSE(made);
+  EXPECT_FALSE(called);
+  EXPECT_THAT(store_.CountTokens(), IsOkAndHolds(int64_t{1}));
+}
+
+// The secret is kept before its hash is stored: if it cannot be kept, no token exists that
+// nobody could use, and the next start tries again.
+TEST_F(ControlPlaneTest, BootstrapStoresNothingWhenTheSecretCannotBeKept) {
+  EXPECT_THAT(plane_.BootstrapAdminToken(
+                  [](const std::string&) { return absl::PermissionDeniedError("read-only"); }),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(store_.CountTokens(), IsOkAndHolds(int64_t{0}));
+  std::string kept;
+  ASSERT_OK_AND_ASSIGN(bool made, plane_.BootstrapAdminToken([&](const std::string& secret) {
+    kept = secret;
+    return absl::OkStatus();
+  }));
+  EXPECT_TRUE(made);
+  EXPECT_OK(store_.LookupToken(auth::HashToken(kept)));
 }
 
 }  // namespace
