@@ -37,18 +37,6 @@ class AgentChannel {
   virtual void Close(const std::string& why) = 0;
 };
 
-// Hands work to the clusters' agents. Thread-safe; never blocks.
-class AgentDispatcher {
- public:
-  virtual ~AgentDispatcher() = default;
-  // Committed placements, to their clusters' agents (an agent that is not connected gets them
-  // when it registers again).
-  virtual void Dispatch(const std::vector<Workload>& placed) = 0;
-  virtual void SendCancel(const std::string& cluster, WorkloadId id) = 0;
-  // The workload ended: its cluster's agent may no longer report on it.
-  virtual void Forget(const std::string& cluster, WorkloadId id) = 0;
-};
-
 // "Only one scheduler is active." Not thread-safe: one owner (the control loop).
 class LeaderElector {
  public:
