@@ -1,6 +1,8 @@
 #include "federation/control_plane.h"
 
+#include <functional>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "federation/status_macros.h"
@@ -39,6 +41,15 @@ void ControlPlane::AfterCommit(const std::vector<WorkloadEvent>& events,
   }
   if (!events.empty()) ports_.events->Publish(events);
   if (wake) Wake();
+}
+
+void ControlPlane::AfterClusterCommit(const ClusterChange& change) {
+  if (const auto* moved = std::get_if<ClusterStateChange>(&change)) {
+    ports_.scheduler->NotifyClusterState(moved->cluster, moved->state);
+  } else {
+    ports_.scheduler->NotifyClusterChanged(std::get<std::reference_wrapper<const Cluster>>(change));
+  }
+  Wake();
 }
 
 // ---- Workloads -------------------------------------------------------------------------------
@@ -172,8 +183,7 @@ absl::StatusOr<ClusterListing> ControlPlane::GetCluster(const auth::Principal& w
 
 absl::Status ControlPlane::MarkClusterState(const std::string& cluster, ClusterState state) {
   RETURN_IF_ERROR(ports_.clusters->SetClusterState(cluster, state));
-  ports_.scheduler->NotifyClusterState(cluster, state);
-  Wake();
+  AfterClusterCommit(ClusterStateChange{cluster, state});
   return absl::OkStatus();
 }
 

@@ -10,7 +10,8 @@
 //
 // Every committed change goes through one after-commit sequence (AfterCommit): the scheduler
 // learns of it, Watch streams get its events, agents get placements and cancellations, the
-// scheduler is woken when there is something to do. No use case writes that sequence itself.
+// scheduler is woken when there is something to do. A committed change to a cluster goes through
+// AfterClusterCommit. No use case writes either sequence itself.
 //
 // Thread-safe: every method may be called from any thread at once.
 
@@ -19,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -164,10 +166,21 @@ class ControlPlane {
   void Placed(const std::vector<Workload>& placed);
 
  private:
+  // A committed change to one cluster: registered or given a new inventory (the cluster as
+  // stored), or moved to another state.
+  struct ClusterStateChange {
+    std::string cluster;
+    ClusterState state;
+  };
+  using ClusterChange = std::variant<std::reference_wrapper<const Cluster>, ClusterStateChange>;
+
   // The one after-commit sequence. `events` are committed state changes; `cancel_requested`
   // are workloads still on a cluster whose agent must now stop them.
   void AfterCommit(const std::vector<WorkloadEvent>& events,
                    const std::vector<Workload>& cancel_requested = {});
+  // The one after-commit sequence for a cluster: the scheduler learns of the change, then the
+  // control loop is woken (work may fit there now, or must stop going there).
+  void AfterClusterCommit(const ClusterChange& change);
   absl::Status ApplyReports(AgentLink& link, const std::vector<AgentReport>& reports);
   absl::StatusOr<Workload> GetVisible(const auth::Principal& who, WorkloadId id);
   void Wake() {

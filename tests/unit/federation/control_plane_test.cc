@@ -352,6 +352,34 @@ TEST_F(ControlPlaneTest, ASilentClusterIsMarkedUnreachableAndGetsNoNewWork) {
   EXPECT_EQ(w.state, WorkloadState::kPending);
 }
 
+// Registering, a new inventory and a state change each reach the scheduler (its next cycle
+// decides by them) and wake the loop.
+TEST_F(ControlPlaneTest, EveryClusterChangeReachesTheSchedulerAndWakesTheLoop) {
+  Step();  // leading, with an empty pool
+  ASSERT_OK_AND_ASSIGN(SubmitResult first, Submit(User("acme"), Job("acme", 8)));
+  ASSERT_OK(Submit(User("acme"), Job("acme", 8)));
+  ASSERT_OK(Submit(User("acme"), Job("acme", 8)));
+  EXPECT_EQ(Step().cycle->stats.placed, 0);
+
+  int wakes = wakes_;
+  Register("c1");  // one node of 8 GPUs
+  EXPECT_GT(wakes_, wakes);
+  EXPECT_EQ(Step().cycle->stats.placed, 1);
+
+  wakes = wakes_;
+  Cluster bigger = testing::MakeCluster("c1", 2, 8, "H100-80GB");
+  ASSERT_OK(plane_.UpdateInventory(*links_.at("c1"), bigger.nodes));  // a second node
+  EXPECT_GT(wakes_, wakes);
+  EXPECT_EQ(Step().cycle->stats.placed, 1);
+
+  wakes = wakes_;
+  ASSERT_OK(plane_.MarkClusterState("c1", ClusterState::kUnreachable));
+  EXPECT_GT(wakes_, wakes);
+  ASSERT_OK(Report("c1", first.workload.id, WorkloadState::kRunning));
+  ASSERT_OK(Report("c1", first.workload.id, WorkloadState::kSucceeded));
+  EXPECT_EQ(Step().cycle->stats.placed, 0);  // a node is free, but the cluster is unreachable
+}
+
 TEST_F(ControlPlaneTest, HeartbeatsKeepAClusterReachableAndAreWrittenCoarsely) {
   Register("c1");
   for (int i = 0; i < 12; ++i) {
