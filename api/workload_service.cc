@@ -22,13 +22,12 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Submit(grpc::CallbackServerContex
   // Converts, validates and queues the spec for the group commit; `done` runs after the commit.
   // Never blocks.
   auto submit = [this, context, request, response](const auth::Principal& who, auto done) {
-    if (!request->has_spec()) return done(absl::InvalidArgumentError("spec: required"));
-    absl::StatusOr<WorkloadSpec> spec = SpecFromProto(request->spec());
-    if (!spec.ok()) {
-      ctx_.metrics->submissions_rejected.Increment();
-      return done(spec.status());
-    }
-    ctx_.plane->Submit(who, *std::move(spec), DeadlineOf(*context),
+    // A spec that is missing or does not convert goes to the use case too: it counts every
+    // rejected submission.
+    absl::StatusOr<WorkloadSpec> spec = request->has_spec()
+                                            ? SpecFromProto(request->spec())
+                                            : absl::InvalidArgumentError("spec: required");
+    ctx_.plane->Submit(who, std::move(spec), DeadlineOf(*context),
                        [response, done](absl::StatusOr<SubmitResult> result) {
                          if (result.ok()) {
                            *response->mutable_workload() = WorkloadToProto(result->workload);

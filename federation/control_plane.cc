@@ -54,15 +54,16 @@ void ControlPlane::AfterClusterCommit(const ClusterChange& change) {
 
 // ---- Workloads -------------------------------------------------------------------------------
 
-void ControlPlane::Submit(const auth::Principal& who, WorkloadSpec spec, absl::Time deadline,
-                          SubmitDone done) {
+void ControlPlane::Submit(const auth::Principal& who, absl::StatusOr<WorkloadSpec> spec,
+                          absl::Time deadline, SubmitDone done) {
   absl::Status valid = [&]() -> absl::Status {
-    if (spec.tenant.empty()) spec.tenant = who.tenant;
-    RETURN_IF_ERROR(ValidateName("spec.tenant", spec.tenant));
-    if (!who.CanSubmit(spec.tenant)) {
+    RETURN_IF_ERROR(spec.status());
+    if (spec->tenant.empty()) spec->tenant = who.tenant;
+    RETURN_IF_ERROR(ValidateName("spec.tenant", spec->tenant));
+    if (!who.CanSubmit(spec->tenant)) {
       return absl::PermissionDeniedError("permission denied: may not submit to this tenant");
     }
-    return ValidateSpec(spec);
+    return ValidateSpec(*spec);
   }();
   if (!valid.ok()) {
     metrics_->SubmissionRejected();
@@ -70,7 +71,7 @@ void ControlPlane::Submit(const auth::Principal& who, WorkloadSpec spec, absl::T
     return;
   }
   ports_.workloads->SubmitAsync(
-      spec, deadline, [this, done = std::move(done)](absl::StatusOr<SubmitResult> result) mutable {
+      *spec, deadline, [this, done = std::move(done)](absl::StatusOr<SubmitResult> result) mutable {
         if (!result.ok()) {
           metrics_->SubmissionRejected();
         } else if (result->created) {

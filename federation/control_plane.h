@@ -100,7 +100,11 @@ class ControlPlane {
   // block), or at once with the error. INVALID_ARGUMENT naming the field; PERMISSION_DENIED;
   // NOT_FOUND (tenant or project); ALREADY_EXISTS (idempotency key with another spec);
   // DEADLINE_EXCEEDED if `deadline` passed before the commit (nothing stored); UNAVAILABLE.
-  void Submit(const auth::Principal& who, WorkloadSpec spec, absl::Time deadline, SubmitDone done);
+  // `spec` is what the transport made of the request: its error (a missing spec, one that does
+  // not convert) is handed back to `done` as is. Every submission that ends in an error, these
+  // included, is counted once as rejected (ControlMetrics::SubmissionRejected).
+  void Submit(const auth::Principal& who, absl::StatusOr<WorkloadSpec> spec, absl::Time deadline,
+              SubmitDone done);
 
   // NOT_FOUND also for another tenant's workload (ids do not leak existence).
   absl::StatusOr<Workload> GetWorkload(const auth::Principal& who, WorkloadId id);

@@ -60,6 +60,17 @@ class FakeChannel final : public AgentChannel {
   bool closed = false;
 };
 
+// What the use cases counted.
+class CountingMetrics final : public ControlMetrics {
+ public:
+  void SubmissionCreated() override { ++created; }
+  void SubmissionReplayed() override { ++replayed; }
+  void SubmissionRejected() override { ++rejected; }
+  int created = 0;
+  int replayed = 0;
+  int rejected = 0;
+};
+
 class FakeLeader final : public LeaderElector {
  public:
   bool TryAcquire() override { return held = grant; }
@@ -113,6 +124,7 @@ class ControlPlaneTest : public ::testing::Test {
     ports.agents = &agents_;
     ports.scheduler = &scheduler_;
     ports.clock = &clock_;
+    ports.metrics = &metrics_;
     return ports;
   }
 
@@ -123,7 +135,8 @@ class ControlPlaneTest : public ::testing::Test {
     return options;
   }
 
-  absl::StatusOr<SubmitResult> Submit(const auth::Principal& who, WorkloadSpec spec) {
+  absl::StatusOr<SubmitResult> Submit(const auth::Principal& who,
+                                      absl::StatusOr<WorkloadSpec> spec) {
     absl::StatusOr<SubmitResult> out = absl::InternalError("callback not run");
     plane_.Submit(who, std::move(spec), absl::InfiniteFuture(),
                   [&](absl::StatusOr<SubmitResult> r) { out = std::move(r); });
@@ -157,6 +170,7 @@ class ControlPlaneTest : public ::testing::Test {
   RecordingSink events_;
   AgentRegistry agents_;
   FakeLeader leader_;
+  CountingMetrics metrics_;
   ControlPlane plane_;
   ControlLoop loop_;
   std::map<std::string, std::shared_ptr<AgentLink>> links_;
@@ -192,6 +206,23 @@ TEST_F(ControlPlaneTest, SubmitWithABadSpecIsInvalidAndStoresNothing) {
   EXPECT_THAT(Submit(User("acme"), spec), StatusIs(absl::StatusCode::kInvalidArgument));
   ASSERT_OK_AND_ASSIGN(WorkloadPage page, store_.List(ListFilter{}));
   EXPECT_THAT(page.workloads, IsEmpty());
+}
+
+// Whatever refuses it (the transport's conversion, validation, authorisation, the store), a
+// rejected submission is counted once.
+TEST_F(ControlPlaneTest, EveryRejectedSubmissionIsCountedOnce) {
+  ASSERT_OK(Submit(User("acme"), Job()));
+  EXPECT_THAT(Submit(User("acme"), absl::InvalidArgumentError("spec: required")),
+              StatusIs(absl::StatusCode::kInvalidArgument, "spec: required"));
+  WorkloadSpec bad = Job();
+  bad.replicas = 0;
+  EXPECT_THAT(Submit(User("acme"), bad), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Submit(User("acme"), Job("other")), StatusIs(absl::StatusCode::kPermissionDenied));
+  WorkloadSpec nowhere = Job();
+  nowhere.project = "nope";
+  EXPECT_THAT(Submit(User("acme"), nowhere), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(metrics_.created, 1);
+  EXPECT_EQ(metrics_.rejected, 4);
 }
 
 TEST_F(ControlPlaneTest, ReplayedSubmitPublishesNothingNew) {
