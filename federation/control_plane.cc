@@ -158,6 +158,16 @@ absl::StatusOr<Workload> ControlPlane::Cancel(const auth::Principal& who, Worklo
   return std::move(result.workload);
 }
 
+// ---- Watch -----------------------------------------------------------------------------------
+
+absl::StatusOr<WorkloadEvent> ControlPlane::WatchSnapshot(const auth::Principal& who,
+                                                          WorkloadId id) {
+  ASSIGN_OR_RETURN(Workload w, GetVisible(who, id));
+  const WorkloadState state = w.state;
+  const Timestamp time = w.update_time;
+  return WorkloadEvent{std::move(w), state, state, time};
+}
+
 // ---- The pool --------------------------------------------------------------------------------
 
 absl::StatusOr<ClusterListing> ControlPlane::ListClusters(const auth::Principal& who,

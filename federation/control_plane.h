@@ -32,6 +32,7 @@
 #include "federation/ports.h"
 #include "federation/scheduler.h"
 #include "federation/store.h"
+#include "federation/watch_filter.h"
 
 namespace gpufed {
 
@@ -115,6 +116,16 @@ class ControlPlane {
   // PENDING/ADMITTED: CANCELLED at once. PLACED/RUNNING: cancel requested, the agent stops it
   // and confirms. FAILED_PRECONDITION when already ended; PERMISSION_DENIED for a reader.
   absl::StatusOr<Workload> Cancel(const auth::Principal& who, WorkloadId id, std::string reason);
+
+  // ---- Watch ----
+
+  // The first event of a Watch of one workload: the workload as it is now, as an event from its
+  // state to itself. NOT_FOUND also for another tenant's workload (as GetWorkload). The
+  // transport subscribes to the events before calling this, so that no change slips between
+  // the read and the stream, and passes this event and every published one through one
+  // WatchFilter (federation/watch_filter.h), which decides what the caller gets and when the
+  // stream ends.
+  absl::StatusOr<WorkloadEvent> WatchSnapshot(const auth::Principal& who, WorkloadId id);
 
   // ---- The pool ----
 

@@ -27,7 +27,8 @@ add_executable(memory_store_unit_tests ${UNIT_DIR}/support/memory_store_test.cc)
 target_link_libraries(memory_store_unit_tests PRIVATE gpufed_test_memory gpufed_federation
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(memory_store_unit_tests PROPERTIES LABELS unit)
-add_executable(federation_use_case_tests ${UNIT_DIR}/federation/control_plane_test.cc)
+add_executable(federation_use_case_tests ${UNIT_DIR}/federation/control_plane_test.cc
+  ${UNIT_DIR}/federation/watch_filter_test.cc)
 target_link_libraries(federation_use_case_tests PRIVATE gpufed_federation gpufed_test_memory
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(federation_use_case_tests PROPERTIES LABELS unit)
