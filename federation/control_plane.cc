@@ -190,6 +190,31 @@ absl::StatusOr<ClusterListing> ControlPlane::GetCluster(const auth::Principal& w
   return out;
 }
 
+// ---- Operations ------------------------------------------------------------------------------
+
+absl::Status ControlPlane::Start() {
+  ASSIGN_OR_RETURN(std::vector<Cluster> clusters, ports_.clusters->ListClusters(false));
+  std::vector<std::string> names;
+  names.reserve(clusters.size());
+  for (const Cluster& c : clusters) names.push_back(c.info.name);
+  ports_.agents->Seed(names);
+  return absl::OkStatus();
+}
+
+absl::Status ControlPlane::RefreshGauges() {
+  ASSIGN_OR_RETURN(auto counts, ports_.workloads->CountByState());
+  for (int s = static_cast<int>(WorkloadState::kPending);
+       s <= static_cast<int>(WorkloadState::kLost); ++s) {
+    const auto state = static_cast<WorkloadState>(s);
+    int64_t n = 0;  // the store may leave out states with none
+    for (const auto& [counted, count] : counts) {
+      if (counted == state) n = count;
+    }
+    metrics_->WorkloadsInState(state, n);
+  }
+  return absl::OkStatus();
+}
+
 // ---- The control loop's use cases -------------------------------------------------------------
 
 absl::Status ControlPlane::MarkClusterState(const std::string& cluster, ClusterState state) {

@@ -173,6 +173,18 @@ class ControlPlane {
   absl::StatusOr<bool> BootstrapAdminToken(
       const std::function<absl::Status(const std::string& secret)>& keep);
 
+  // ---- Operations ----
+
+  // What the control plane does once, before it serves: the agent registry learns every stored
+  // cluster, so that one whose agent never reconnects is marked unreachable after the heartbeat
+  // timeout. The store's error (UNAVAILABLE) if it cannot be read.
+  absl::Status Start();
+  // Refreshes the gauges read from the store (workloads per state, every state reported, 0
+  // included) through the metrics port; the metrics endpoint calls it before each scrape. The
+  // scheduler's queue length is the control loop's to report (ControlMetrics::PendingQueue).
+  // On a store error the gauges keep their last values and the error is returned.
+  absl::Status RefreshGauges();
+
   // ---- The control loop's use cases ----
 
   // Moves a cluster to `state` (unreachable: no new work goes there).

@@ -5,6 +5,7 @@
 // (clock.h). Each is implemented once for real (api/ for events and agent channels, storage/
 // for the leader lock, api/metrics for Prometheus) and faked in tests.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,8 @@ class ControlMetrics {
   virtual void Leading(bool /*leading*/) {}
   virtual void CycleDone(double /*seconds*/, size_t /*placed*/, int /*repartitions*/) {}
   virtual void PendingQueue(int /*length*/) {}
+  // Workloads in the store in `state` (ControlPlane::RefreshGauges reports every state).
+  virtual void WorkloadsInState(WorkloadState /*state*/, int64_t /*count*/) {}
 };
 
 }  // namespace gpufed

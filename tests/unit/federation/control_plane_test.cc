@@ -4,6 +4,7 @@
 
 #include "federation/control_plane.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -66,6 +67,8 @@ class CountingMetrics final : public ControlMetrics {
   void SubmissionCreated() override { ++created; }
   void SubmissionReplayed() override { ++replayed; }
   void SubmissionRejected() override { ++rejected; }
+  void WorkloadsInState(WorkloadState state, int64_t count) override { by_state[state] = count; }
+  std::map<WorkloadState, int64_t> by_state;
   int created = 0;
   int replayed = 0;
   int rejected = 0;
@@ -223,6 +226,17 @@ TEST_F(ControlPlaneTest, EveryRejectedSubmissionIsCountedOnce) {
   EXPECT_THAT(Submit(User("acme"), nowhere), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(metrics_.created, 1);
   EXPECT_EQ(metrics_.rejected, 4);
+}
+
+TEST_F(ControlPlaneTest, GaugesCountTheStoredWorkloadsOfEveryState) {
+  ASSERT_OK(Submit(User("acme"), Job()));
+  ASSERT_OK_AND_ASSIGN(SubmitResult ended, Submit(User("acme"), Job()));
+  ASSERT_OK(plane_.Cancel(User("acme"), ended.workload.id, ""));
+  ASSERT_OK(plane_.RefreshGauges());
+  EXPECT_EQ(metrics_.by_state.size(), 9u);  // PENDING .. LOST, none left out
+  EXPECT_EQ(metrics_.by_state[WorkloadState::kPending], 1);
+  EXPECT_EQ(metrics_.by_state[WorkloadState::kCancelled], 1);
+  EXPECT_EQ(metrics_.by_state[WorkloadState::kRunning], 0);
 }
 
 TEST_F(ControlPlaneTest, ReplayedSubmitPublishesNothingNew) {
@@ -409,6 +423,17 @@ TEST_F(ControlPlaneTest, EveryClusterChangeReachesTheSchedulerAndWakesTheLoop) {
   ASSERT_OK(Report("c1", first.workload.id, WorkloadState::kRunning));
   ASSERT_OK(Report("c1", first.workload.id, WorkloadState::kSucceeded));
   EXPECT_EQ(Step().cycle->stats.placed, 0);  // a node is free, but the cluster is unreachable
+}
+
+// A cluster stored before this server started is watched from the start: if its agent never
+// comes back, it is marked unreachable after the timeout.
+TEST_F(ControlPlaneTest, StartWatchesTheStoredClustersForHeartbeats) {
+  Cluster c = testing::MakeCluster("c1", 1, 8, "H100-80GB");
+  ASSERT_OK(store_.RegisterCluster(c.info, c.nodes));
+  ASSERT_OK(plane_.Start());
+  Step();
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_THAT(Step().lost_clusters, ElementsAre("c1"));
 }
 
 TEST_F(ControlPlaneTest, HeartbeatsKeepAClusterReachableAndAreWrittenCoarsely) {
