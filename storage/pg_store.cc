@@ -5,6 +5,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -545,12 +546,6 @@ absl::Status CheckInventoryFitsColumns(const ClusterInfo& info,
     }
   }
   return absl::OkStatus();
-}
-
-const std::set<std::string, std::less<>>& KnownRoles() {
-  static const auto* roles = new std::set<std::string, std::less<>>{
-      "platform-admin", "tenant-admin", "tenant-user", "viewer", "agent"};
-  return *roles;
 }
 
 }  // namespace
@@ -1349,15 +1344,18 @@ absl::StatusOr<std::vector<Project>> PgStore::ListProjects(const std::string& te
 absl::Status PgStore::CreateToken(const std::string& token_hash, const TokenRecord& record) {
   if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
   if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");
-  if (!KnownRoles().contains(record.role)) {
+  // The role is stored by its name (auth::RoleName), which a value outside the enum lacks.
+  const std::string role(auth::RoleName(record.role));
+  if (!auth::ParseRole(role)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("role: \"", record.role,
-                     "\" is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
+        absl::StrCat("role: ", static_cast<int>(record.role),
+                     " is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
   }
-  if ((record.role == "tenant-admin" || record.role == "tenant-user") && record.tenant.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", record.role));
+  if ((record.role == auth::Role::kTenantAdmin || record.role == auth::Role::kTenantUser) &&
+      record.tenant.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", role));
   }
-  if (record.role == "agent" && record.cluster.empty()) {
+  if (record.role == auth::Role::kAgent && record.cluster.empty()) {
     return absl::InvalidArgumentError("cluster: required for role agent");
   }
   return pool_->Transact("create token", [&](pqxx::work& txn) -> absl::Status {
@@ -1365,7 +1363,7 @@ absl::Status PgStore::CreateToken(const std::string& token_hash, const TokenReco
       return absl::NotFoundError(
           absl::StrCat("tenant: tenant \"", record.tenant, "\" does not exist"));
     }
-    pqxx::result r = txn.exec_prepared("create_token", token_hash, record.subject, record.role,
+    pqxx::result r = txn.exec_prepared("create_token", token_hash, record.subject, role,
                                        record.tenant, record.cluster);
     if (r.empty()) return absl::AlreadyExistsError("token: a token with this hash already exists");
     return absl::OkStatus();
@@ -1377,7 +1375,13 @@ absl::StatusOr<TokenRecord> PgStore::LookupToken(const std::string& token_hash) 
       "look up token", [&](pqxx::nontransaction& txn) -> absl::StatusOr<TokenRecord> {
         pqxx::result r = txn.exec_prepared("lookup_token", token_hash);
         if (r.empty()) return absl::NotFoundError("token not found");
-        return TokenRecord{r[0]["subject"].c_str(), r[0]["role"].c_str(), r[0]["tenant"].c_str(),
+        // The column's CHECK admits only the names auth::ParseRole knows.
+        std::optional<auth::Role> role = auth::ParseRole(r[0]["role"].c_str());
+        if (!role) {
+          return absl::InternalError(
+              absl::StrCat("token: stored role \"", r[0]["role"].c_str(), "\" is unknown"));
+        }
+        return TokenRecord{r[0]["subject"].c_str(), *role, r[0]["tenant"].c_str(),
                            r[0]["cluster"].c_str()};
       });
 }

@@ -40,8 +40,9 @@
 //     names, duplicate GPU UUIDs in the cluster or duplicate GPU indices on a node. Also
 //     records a heartbeat. GetCluster includes nodes; ListClusters only if asked.
 //   - LookupToken: NOT_FOUND for unknown or revoked tokens. CountTokens counts unrevoked ones.
-//     CreateToken: INVALID_ARGUMENT for an unknown role, a tenant role without tenant or an
-//     agent token without cluster; NOT_FOUND for an unknown tenant.
+//     CreateToken: INVALID_ARGUMENT for a role outside auth::Role, a tenant role without tenant
+//     or an agent token without cluster; NOT_FOUND for an unknown tenant. Roles are stored by
+//     auth::RoleName and read back with auth::ParseRole (INTERNAL for a name it does not know).
 //   - ListProjects: NOT_FOUND for an unknown tenant.
 
 #include <cstdint>

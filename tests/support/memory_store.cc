@@ -95,11 +95,6 @@ absl::Status CheckInventoryFitsColumns(const ClusterInfo& info,
   return absl::OkStatus();
 }
 
-bool IsKnownRole(const std::string& role) {
-  return role == "platform-admin" || role == "tenant-admin" || role == "tenant-user" ||
-         role == "viewer" || role == "agent";
-}
-
 }  // namespace
 
 // ---- FakeTime --------------------------------------------------------------------------------
@@ -510,15 +505,17 @@ absl::StatusOr<std::vector<Project>> MemoryStore::ListProjects(const std::string
 absl::Status MemoryStore::CreateToken(const std::string& token_hash, const TokenRecord& record) {
   if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
   if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");
-  if (!IsKnownRole(record.role)) {
+  const std::string role(auth::RoleName(record.role));
+  if (!auth::ParseRole(role)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("role: \"", record.role,
-                     "\" is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
+        absl::StrCat("role: ", static_cast<int>(record.role),
+                     " is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
   }
-  if ((record.role == "tenant-admin" || record.role == "tenant-user") && record.tenant.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", record.role));
+  if ((record.role == auth::Role::kTenantAdmin || record.role == auth::Role::kTenantUser) &&
+      record.tenant.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", role));
   }
-  if (record.role == "agent" && record.cluster.empty()) {
+  if (record.role == auth::Role::kAgent && record.cluster.empty()) {
     return absl::InvalidArgumentError("cluster: required for role agent");
   }
   absl::MutexLock lock(&mu_);
