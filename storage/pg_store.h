@@ -36,9 +36,10 @@
 //   - SetClusterState: entering `unreachable` from another state bumps the cluster's epoch
 //     (fencing its agent: docs/domain.md#agents-and-fencing). NOT_FOUND for an unknown cluster.
 //   - RecordHeartbeat never moves last_heartbeat backwards. NOT_FOUND for an unknown cluster.
-//   - RegisterCluster: INVALID_ARGUMENT for a name outside [a-z0-9-]{1,63}, duplicate node
-//     names, duplicate GPU UUIDs in the cluster or duplicate GPU indices on a node. Also
-//     records a heartbeat. GetCluster includes nodes; ListClusters only if asked.
+//   - RegisterCluster: INVALID_ARGUMENT for an inventory that federation/validation.h's
+//     ValidateInventory refuses (fields named as it names them, "register.inventory.nodes[1]...")
+//     or a figure a bigint column cannot hold. Also records a heartbeat. GetCluster includes
+//     nodes; ListClusters only if asked.
 //   - LookupToken: NOT_FOUND for unknown or revoked tokens. CountTokens counts unrevoked ones.
 //     CreateToken: INVALID_ARGUMENT for a role outside auth::Role, a tenant role without tenant
 //     or an agent token without cluster; NOT_FOUND for an unknown tenant. Roles are stored by

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -40,6 +41,7 @@ namespace {
 using ::gpufed::testing::IsOkAndHolds;
 using ::gpufed::testing::StatusIs;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using Code = absl::StatusCode;
 using S = WorkloadState;
@@ -1251,6 +1253,16 @@ TEST_P(StoreContractTest, BadInventoryIsRefusedAndLeavesTheOldOne) {
   no_uuid.gpus[0].uuid.clear();
   EXPECT_THAT(clusters().RegisterCluster(Info("edge"), {no_uuid}),
               StatusIs(Code::kInvalidArgument));
+  // The store applies the one inventory rule (federation/validation.h), as the API does ...
+  NodeInfo unknown_model = Node("edge", "u", 1);
+  unknown_model.gpus[0].model = "GTX-480";
+  EXPECT_THAT(clusters().RegisterCluster(Info("edge"), {unknown_model}),
+              StatusIs(Code::kInvalidArgument, HasSubstr("gpus[0].model")));
+  // ... and refuses what its columns cannot hold.
+  NodeInfo huge = Node("edge", "t", 1);
+  huge.cpu_millis = std::numeric_limits<uint64_t>::max();
+  EXPECT_THAT(clusters().RegisterCluster(Info("edge"), {huge}),
+              StatusIs(Code::kInvalidArgument, HasSubstr("nodes[0].cpu_millis")));
 
   ASSERT_OK_AND_ASSIGN(Cluster cluster, clusters().GetCluster("edge"));
   EXPECT_EQ(cluster.nodes, (std::vector<NodeInfo>{Node("edge", "n1", 2)}));
