@@ -111,12 +111,14 @@ absl::Status Server::Start() {
     dsn_ = config_.database_url;
   }
   RETURN_IF_ERROR(storage::MigrateDatabase(dsn_));
-  ASSIGN_OR_RETURN(store_, storage::PgStore::Create(dsn_, storage::PgStoreOptions()));
+  clock_ = std::make_unique<SystemClock>();
+  storage::PgStoreOptions store_options;
+  store_options.clock = clock_.get();
+  ASSIGN_OR_RETURN(store_, storage::PgStore::Create(dsn_, store_options));
 
   registry_ = std::make_shared<prometheus::Registry>();
   metrics_ = std::make_unique<api::Metrics>(*registry_);
   control_metrics_ = std::make_unique<api::PrometheusControlMetrics>(*metrics_);
-  clock_ = std::make_unique<SystemClock>();
   SchedulerOptions scheduler_options;
   scheduler_options.placement.policy = config_.placement_policy;
   scheduler_options.placement.seed = static_cast<uint64_t>(config_.placement_seed);

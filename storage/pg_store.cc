@@ -545,7 +545,9 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Create(const std::string& dsn,
   if (options.max_queued_submits < 1) {
     return absl::InvalidArgumentError("max_queued_submits: must be at least 1");
   }
+  options.clock = ClockOrSystem(options.clock);
   PgPoolOptions pool_options;
+  pool_options.clock = options.clock;
   pool_options.size = options.pool_size;
   pool_options.acquire_timeout = options.acquire_timeout;
   pool_options.statement_timeout = options.statement_timeout;
@@ -706,7 +708,7 @@ void PgStore::CommitterLoop() {
     }
     // A caller whose deadline passed has been told so by its transport: storing its workload
     // now would acknowledge nobody and surprise the retry.
-    const absl::Time now = absl::Now();
+    const absl::Time now = absl::FromChrono(options_.clock->Now());
     std::vector<PendingSubmit*> group;
     group.reserve(taken.size());
     for (const auto& p : taken) {

@@ -59,6 +59,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "federation/clock.h"
 #include "federation/store.h"
 
 namespace gpufed::storage {
@@ -87,6 +88,9 @@ struct PgStoreOptions {
   int completion_threads = 2;
   // Submits waiting for the committer beyond which Submit answers UNAVAILABLE at once.
   int max_queued_submits = 8192;
+  // What deadlines are measured against (a submit's, a request's). Null: the process's
+  // SystemClock; the server passes its own.
+  const Clock* clock = nullptr;
 };
 
 class PgStore final : public WorkloadStore, public ClusterStore, public TenantStore {
