@@ -53,10 +53,8 @@ absl::StatusOr<auth::Principal> Authenticator::AuthenticateToken(absl::string_vi
   absl::StatusOr<TokenRecord> record = store_->LookupToken(hash);
   Entry entry;
   if (record.ok()) {
-    std::optional<auth::Role> role = auth::ParseRole(record->role);
-    if (role) {
-      entry.principal = auth::Principal{record->subject, *role, record->tenant, record->cluster};
-    }
+    entry.principal =
+        auth::Principal{record->subject, record->role, record->tenant, record->cluster};
     entry.expires = now + kCacheTtl;
   } else if (absl::IsNotFound(record.status())) {
     entry.expires = now + std::chrono::seconds(1);  // bad tokens: brief negative cache

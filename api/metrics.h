@@ -1,7 +1,9 @@
 #ifndef GPUFED_API_METRICS_H_
 #define GPUFED_API_METRICS_H_
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "federation/ports.h"
 #include "prometheus/counter.h"
@@ -48,6 +50,10 @@ class PrometheusControlMetrics final : public ControlMetrics {
     if (repartitions > 0) m_.mig_repartitions.Increment(repartitions);
   }
   void PendingQueue(int length) override { m_.scheduler_pending.Set(length); }
+  void WorkloadsInState(WorkloadState state, int64_t count) override {
+    m_.workloads_by_state.Add({{"state", std::string(StateName(state))}})
+        .Set(static_cast<double>(count));
+  }
 
  private:
   Metrics& m_;

@@ -7,6 +7,7 @@
 
 #include "api/convert.h"
 #include "federation/status_macros.h"
+#include "federation/watch_filter.h"
 
 namespace gpufed::api {
 namespace {
@@ -22,13 +23,12 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Submit(grpc::CallbackServerContex
   // Converts, validates and queues the spec for the group commit; `done` runs after the commit.
   // Never blocks.
   auto submit = [this, context, request, response](const auth::Principal& who, auto done) {
-    if (!request->has_spec()) return done(absl::InvalidArgumentError("spec: required"));
-    absl::StatusOr<WorkloadSpec> spec = SpecFromProto(request->spec());
-    if (!spec.ok()) {
-      ctx_.metrics->submissions_rejected.Increment();
-      return done(spec.status());
-    }
-    ctx_.plane->Submit(who, *std::move(spec), DeadlineOf(*context),
+    // A spec that is missing or does not convert goes to the use case too: it counts every
+    // rejected submission.
+    absl::StatusOr<WorkloadSpec> spec = request->has_spec()
+                                            ? SpecFromProto(request->spec())
+                                            : absl::InvalidArgumentError("spec: required");
+    ctx_.plane->Submit(who, std::move(spec), DeadlineOf(*context),
                        [response, done](absl::StatusOr<SubmitResult> result) {
                          if (result.ok()) {
                            *response->mutable_workload() = WorkloadToProto(result->workload);
@@ -180,11 +180,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   void Start() {
     absl::StatusOr<auth::Principal> who = ctx_.authn->Authenticate(*context_);
     if (!who.ok()) return FinishOnce(ToGrpcStatus(who.status()));
-    principal_ = *who;
+    WorkloadId only_id = 0;
     if (!request_.workload_id().empty()) {
       absl::StatusOr<WorkloadId> id = WorkloadIdFromProto("workload_id", request_.workload_id());
       if (!id.ok()) return FinishOnce(ToGrpcStatus(id.status()));
-      only_id_ = *id;
+      only_id = *id;
     }
     auto shared = std::make_shared<Shared>();
     {
@@ -196,6 +196,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       // Finish, nothing subscribes any more.
       absl::MutexLock lock(&mu_);
       if (finishing_) return;
+      filter_.emplace(*who, only_id);
       shared_ = shared;
       // Subscribe before reading the current state so no change slips between the two.
       handle_ = ctx_.watch->Subscribe([shared](const WorkloadEvent& e) {
@@ -210,28 +211,23 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
         reactor->Unref();
       });
     }
-    if (only_id_ != 0) {
-      absl::StatusOr<Workload> w = ctx_.plane->GetWorkload(principal_, only_id_);
-      if (!w.ok()) return FinishOnce(ToGrpcStatus(w.status()));
-      Offer(WorkloadEvent{*w, w->state, w->state, w->update_time});
+    if (only_id != 0) {
+      absl::StatusOr<WorkloadEvent> first = ctx_.plane->WatchSnapshot(*who, only_id);
+      if (!first.ok()) return FinishOnce(ToGrpcStatus(first.status()));
+      Offer(*first);
     }
   }
 
   void Offer(const WorkloadEvent& e) {
-    if (only_id_ != 0 && e.workload.id != only_id_) return;
-    if (!principal_.CanRead(e.workload.spec.tenant)) return;
     std::optional<grpc::Status> finish;
     bool write = false;
     {
       absl::MutexLock lock(&mu_);
       if (finishing_) return;
-      if (only_id_ != 0) {
-        // The initial snapshot and the live stream may overlap; never repeat or go backwards.
-        if (sent_any_ && e.workload.version <= last_version_) return;
-        last_version_ = e.workload.version;
-        sent_any_ = true;
-        if (IsTerminal(e.workload.state)) end_after_queue_ = true;
-      }
+      // The filter decides under mu_, so events are queued in the order it decided them.
+      const WatchVerdict verdict = filter_->Offer(e);
+      if (!verdict.deliver) return;
+      if (verdict.end) end_after_queue_ = true;
       v1::WorkloadEvent event = EventToProto(e);
       const size_t size = event.ByteSizeLong();
       if (queue_.size() >= kMaxQueued || queued_bytes_ + size > kMaxQueuedBytes) {
@@ -280,11 +276,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   grpc::CallbackServerContext* const context_;
   const v1::WatchRequest request_;
   std::atomic<int> refs_{1};  // gRPC's, released in OnDone
-  // Written by Start before the subscription exists; read-only afterwards.
-  auth::Principal principal_;
-  WorkloadId only_id_ = 0;
 
   absl::Mutex mu_;
+  // What this caller gets (federation/watch_filter.h); set by Start before it subscribes.
+  std::optional<WatchFilter> filter_ ABSL_GUARDED_BY(mu_);
   uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Shared> shared_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::WorkloadEvent> queue_ ABSL_GUARDED_BY(mu_);
@@ -294,8 +289,6 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool end_after_queue_ ABSL_GUARDED_BY(mu_) = false;
   bool overflow_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t last_version_ ABSL_GUARDED_BY(mu_) = 0;
-  bool sent_any_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

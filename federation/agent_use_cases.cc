@@ -1,5 +1,7 @@
 // The agent-facing use cases of ControlPlane (control_plane.h).
 
+#include <functional>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "federation/control_plane.h"
@@ -27,7 +29,9 @@ absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
   }
   RETURN_IF_ERROR(ValidateInventory(info, nodes));
   ASSIGN_OR_RETURN(Cluster cluster, ports_.clusters->RegisterCluster(info, nodes));
-  ports_.scheduler->NotifyClusterChanged(cluster);
+  // Waking the loop before the link is attached is safe: a placement committed before the
+  // attach is in the active set read below.
+  AfterClusterCommit(std::cref(cluster));
   cluster.nodes.clear();  // the link needs the name, info and epoch only
   auto link = std::make_shared<AgentLink>(cluster, std::move(channel));
   link->channel().SendRegistered(cluster);
@@ -54,7 +58,6 @@ absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
   }
   link->Assign(active);
   link->Cancel(cancels);
-  Wake();
   return link;
 }
 
@@ -63,8 +66,7 @@ absl::Status ControlPlane::UpdateInventory(const AgentLink& link,
   RETURN_IF_ERROR(ValidateInventory(link.info(), nodes));
   ports_.agents->Heard(link.cluster());
   ASSIGN_OR_RETURN(Cluster cluster, ports_.clusters->RegisterCluster(link.info(), nodes));
-  ports_.scheduler->NotifyClusterChanged(cluster);
-  Wake();
+  AfterClusterCommit(std::cref(cluster));
   return absl::OkStatus();
 }
 

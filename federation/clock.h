@@ -1,9 +1,10 @@
 #ifndef GPUFED_FEDERATION_CLOCK_H_
 #define GPUFED_FEDERATION_CLOCK_H_
 
-// The one clock port. The domain and the API handlers never read the real clock: they ask the
-// Clock they were given. The composition roots give SystemClock; tests give FakeClock and move
-// time by hand, so nothing in a test sleeps.
+// The one clock port. The domain, the API handlers and the stores never read the real clock:
+// they ask the Clock they were given. The composition roots give SystemClock (storage, given
+// none, falls back to one: storage/pg_pool.h ClockOrSystem); tests give FakeClock and move time
+// by hand, so nothing in a test sleeps.
 
 #include <chrono>
 

@@ -1,6 +1,8 @@
 #include "federation/control_plane.h"
 
+#include <functional>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "federation/status_macros.h"
@@ -41,17 +43,27 @@ void ControlPlane::AfterCommit(const std::vector<WorkloadEvent>& events,
   if (wake) Wake();
 }
 
+void ControlPlane::AfterClusterCommit(const ClusterChange& change) {
+  if (const auto* moved = std::get_if<ClusterStateChange>(&change)) {
+    ports_.scheduler->NotifyClusterState(moved->cluster, moved->state);
+  } else {
+    ports_.scheduler->NotifyClusterChanged(std::get<std::reference_wrapper<const Cluster>>(change));
+  }
+  Wake();
+}
+
 // ---- Workloads -------------------------------------------------------------------------------
 
-void ControlPlane::Submit(const auth::Principal& who, WorkloadSpec spec, absl::Time deadline,
-                          SubmitDone done) {
+void ControlPlane::Submit(const auth::Principal& who, absl::StatusOr<WorkloadSpec> spec,
+                          absl::Time deadline, SubmitDone done) {
   absl::Status valid = [&]() -> absl::Status {
-    if (spec.tenant.empty()) spec.tenant = who.tenant;
-    RETURN_IF_ERROR(ValidateName("spec.tenant", spec.tenant));
-    if (!who.CanSubmit(spec.tenant)) {
+    RETURN_IF_ERROR(spec.status());
+    if (spec->tenant.empty()) spec->tenant = who.tenant;
+    RETURN_IF_ERROR(ValidateName("spec.tenant", spec->tenant));
+    if (!who.CanSubmit(spec->tenant)) {
       return absl::PermissionDeniedError("permission denied: may not submit to this tenant");
     }
-    return ValidateSpec(spec);
+    return ValidateSpec(*spec);
   }();
   if (!valid.ok()) {
     metrics_->SubmissionRejected();
@@ -62,7 +74,7 @@ void ControlPlane::Submit(const auth::Principal& who, WorkloadSpec spec, absl::T
   // the scheduler gives the queue beyond its window, so that most of a long queue is written
   // once, not once more by the scheduler.
   ports_.workloads->SubmitAsync(
-      spec, ports_.scheduler->QueuedReason(), deadline,
+      *spec, ports_.scheduler->QueuedReason(), deadline,
       [this, done = std::move(done)](absl::StatusOr<SubmitResult> result) mutable {
         if (!result.ok()) {
           metrics_->SubmissionRejected();
@@ -150,6 +162,16 @@ absl::StatusOr<Workload> ControlPlane::Cancel(const auth::Principal& who, Worklo
   return std::move(result.workload);
 }
 
+// ---- Watch -----------------------------------------------------------------------------------
+
+absl::StatusOr<WorkloadEvent> ControlPlane::WatchSnapshot(const auth::Principal& who,
+                                                          WorkloadId id) {
+  ASSIGN_OR_RETURN(Workload w, GetVisible(who, id));
+  const WorkloadState state = w.state;
+  const Timestamp time = w.update_time;
+  return WorkloadEvent{std::move(w), state, state, time};
+}
+
 // ---- The pool --------------------------------------------------------------------------------
 
 absl::StatusOr<ClusterListing> ControlPlane::ListClusters(const auth::Principal& who,
@@ -172,12 +194,36 @@ absl::StatusOr<ClusterListing> ControlPlane::GetCluster(const auth::Principal& w
   return out;
 }
 
+// ---- Operations ------------------------------------------------------------------------------
+
+absl::Status ControlPlane::Start() {
+  ASSIGN_OR_RETURN(std::vector<Cluster> clusters, ports_.clusters->ListClusters(false));
+  std::vector<std::string> names;
+  names.reserve(clusters.size());
+  for (const Cluster& c : clusters) names.push_back(c.info.name);
+  ports_.agents->Seed(names);
+  return absl::OkStatus();
+}
+
+absl::Status ControlPlane::RefreshGauges() {
+  ASSIGN_OR_RETURN(auto counts, ports_.workloads->CountByState());
+  for (int s = static_cast<int>(WorkloadState::kPending);
+       s <= static_cast<int>(WorkloadState::kLost); ++s) {
+    const auto state = static_cast<WorkloadState>(s);
+    int64_t n = 0;  // the store may leave out states with none
+    for (const auto& [counted, count] : counts) {
+      if (counted == state) n = count;
+    }
+    metrics_->WorkloadsInState(state, n);
+  }
+  return absl::OkStatus();
+}
+
 // ---- The control loop's use cases -------------------------------------------------------------
 
 absl::Status ControlPlane::MarkClusterState(const std::string& cluster, ClusterState state) {
   RETURN_IF_ERROR(ports_.clusters->SetClusterState(cluster, state));
-  ports_.scheduler->NotifyClusterState(cluster, state);
-  Wake();
+  AfterClusterCommit(ClusterStateChange{cluster, state});
   return absl::OkStatus();
 }
 

@@ -10,7 +10,8 @@
 //
 // Every committed change goes through one after-commit sequence (AfterCommit): the scheduler
 // learns of it, Watch streams get its events, agents get placements and cancellations, the
-// scheduler is woken when there is something to do. No use case writes that sequence itself.
+// scheduler is woken when there is something to do. A committed change to a cluster goes through
+// AfterClusterCommit. No use case writes either sequence itself.
 //
 // Thread-safe: every method may be called from any thread at once.
 
@@ -19,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -30,6 +32,7 @@
 #include "federation/ports.h"
 #include "federation/scheduler.h"
 #include "federation/store.h"
+#include "federation/watch_filter.h"
 
 namespace gpufed {
 
@@ -98,7 +101,11 @@ class ControlPlane {
   // block), or at once with the error. INVALID_ARGUMENT naming the field; PERMISSION_DENIED;
   // NOT_FOUND (tenant or project); ALREADY_EXISTS (idempotency key with another spec);
   // DEADLINE_EXCEEDED if `deadline` passed before the commit (nothing stored); UNAVAILABLE.
-  void Submit(const auth::Principal& who, WorkloadSpec spec, absl::Time deadline, SubmitDone done);
+  // `spec` is what the transport made of the request: its error (a missing spec, one that does
+  // not convert) is handed back to `done` as is. Every submission that ends in an error, these
+  // included, is counted once as rejected (ControlMetrics::SubmissionRejected).
+  void Submit(const auth::Principal& who, absl::StatusOr<WorkloadSpec> spec, absl::Time deadline,
+              SubmitDone done);
 
   // NOT_FOUND also for another tenant's workload (ids do not leak existence).
   absl::StatusOr<Workload> GetWorkload(const auth::Principal& who, WorkloadId id);
@@ -109,6 +116,16 @@ class ControlPlane {
   // PENDING/ADMITTED: CANCELLED at once. PLACED/RUNNING: cancel requested, the agent stops it
   // and confirms. FAILED_PRECONDITION when already ended; PERMISSION_DENIED for a reader.
   absl::StatusOr<Workload> Cancel(const auth::Principal& who, WorkloadId id, std::string reason);
+
+  // ---- Watch ----
+
+  // The first event of a Watch of one workload: the workload as it is now, as an event from its
+  // state to itself. NOT_FOUND also for another tenant's workload (as GetWorkload). The
+  // transport subscribes to the events before calling this, so that no change slips between
+  // the read and the stream, and passes this event and every published one through one
+  // WatchFilter (federation/watch_filter.h), which decides what the caller gets and when the
+  // stream ends.
+  absl::StatusOr<WorkloadEvent> WatchSnapshot(const auth::Principal& who, WorkloadId id);
 
   // ---- The pool ----
 
@@ -156,6 +173,18 @@ class ControlPlane {
   absl::StatusOr<bool> BootstrapAdminToken(
       const std::function<absl::Status(const std::string& secret)>& keep);
 
+  // ---- Operations ----
+
+  // What the control plane does once, before it serves: the agent registry learns every stored
+  // cluster, so that one whose agent never reconnects is marked unreachable after the heartbeat
+  // timeout. The store's error (UNAVAILABLE) if it cannot be read.
+  absl::Status Start();
+  // Refreshes the gauges read from the store (workloads per state, every state reported, 0
+  // included) through the metrics port; the metrics endpoint calls it before each scrape. The
+  // scheduler's queue length is the control loop's to report (ControlMetrics::PendingQueue).
+  // On a store error the gauges keep their last values and the error is returned.
+  absl::Status RefreshGauges();
+
   // ---- The control loop's use cases ----
 
   // Moves a cluster to `state` (unreachable: no new work goes there).
@@ -164,10 +193,21 @@ class ControlPlane {
   void Placed(const std::vector<Workload>& placed);
 
  private:
+  // A committed change to one cluster: registered or given a new inventory (the cluster as
+  // stored), or moved to another state.
+  struct ClusterStateChange {
+    std::string cluster;
+    ClusterState state;
+  };
+  using ClusterChange = std::variant<std::reference_wrapper<const Cluster>, ClusterStateChange>;
+
   // The one after-commit sequence. `events` are committed state changes; `cancel_requested`
   // are workloads still on a cluster whose agent must now stop them.
   void AfterCommit(const std::vector<WorkloadEvent>& events,
                    const std::vector<Workload>& cancel_requested = {});
+  // The one after-commit sequence for a cluster: the scheduler learns of the change, then the
+  // control loop is woken (work may fit there now, or must stop going there).
+  void AfterClusterCommit(const ClusterChange& change);
   absl::Status ApplyReports(AgentLink& link, const std::vector<AgentReport>& reports);
   absl::StatusOr<Workload> GetVisible(const auth::Principal& who, WorkloadId id);
   void Wake() {

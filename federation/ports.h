@@ -5,6 +5,7 @@
 // (clock.h). Each is implemented once for real (api/ for events and agent channels, storage/
 // for the leader lock, api/metrics for Prometheus) and faked in tests.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,18 +38,6 @@ class AgentChannel {
   virtual void Close(const std::string& why) = 0;
 };
 
-// Hands work to the clusters' agents. Thread-safe; never blocks.
-class AgentDispatcher {
- public:
-  virtual ~AgentDispatcher() = default;
-  // Committed placements, to their clusters' agents (an agent that is not connected gets them
-  // when it registers again).
-  virtual void Dispatch(const std::vector<Workload>& placed) = 0;
-  virtual void SendCancel(const std::string& cluster, WorkloadId id) = 0;
-  // The workload ended: its cluster's agent may no longer report on it.
-  virtual void Forget(const std::string& cluster, WorkloadId id) = 0;
-};
-
 // "Only one scheduler is active." Not thread-safe: one owner (the control loop).
 class LeaderElector {
  public:
@@ -71,6 +60,8 @@ class ControlMetrics {
   virtual void Leading(bool /*leading*/) {}
   virtual void CycleDone(double /*seconds*/, size_t /*placed*/, int /*repartitions*/) {}
   virtual void PendingQueue(int /*length*/) {}
+  // Workloads in the store in `state` (ControlPlane::RefreshGauges reports every state).
+  virtual void WorkloadsInState(WorkloadState /*state*/, int64_t /*count*/) {}
 };
 
 }  // namespace gpufed

@@ -16,6 +16,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "auth/principal.h"
 #include "federation/types.h"
 
 namespace gpufed {
@@ -137,9 +138,9 @@ class ClusterStore {
 // An API token as stored: only the hash of the secret is kept.
 struct TokenRecord {
   std::string subject;
-  std::string role;     // "platform-admin", "tenant-admin", "tenant-user", "viewer", "agent"
-  std::string tenant;   // tenant roles
-  std::string cluster;  // agent role
+  auth::Role role = auth::Role::kViewer;  // stored by auth::RoleName
+  std::string tenant;                     // tenant roles
+  std::string cluster;                    // agent role
 };
 
 class TenantStore {

@@ -47,7 +47,7 @@ absl::StatusOr<std::string> ControlPlane::CreateToken(const auth::Principal& who
   RETURN_IF_ERROR(ValidateSubject(request.subject));
   TokenRecord record;
   record.subject = request.subject;
-  record.role = std::string(auth::RoleName(request.role));
+  record.role = request.role;
   switch (request.role) {
     case auth::Role::kPlatformAdmin:
     case auth::Role::kAgent:
@@ -85,7 +85,7 @@ absl::StatusOr<bool> ControlPlane::BootstrapAdminToken(
   std::string token = auth::GenerateToken();
   TokenRecord record;
   record.subject = "bootstrap-admin";
-  record.role = std::string(auth::RoleName(auth::Role::kPlatformAdmin));
+  record.role = auth::Role::kPlatformAdmin;
   RETURN_IF_ERROR(keep(token));
   RETURN_IF_ERROR(ports_.tenants->CreateToken(auth::HashToken(token), record));
   return true;

@@ -111,12 +111,14 @@ absl::Status Server::Start() {
     dsn_ = config_.database_url;
   }
   RETURN_IF_ERROR(storage::MigrateDatabase(dsn_));
-  ASSIGN_OR_RETURN(store_, storage::PgStore::Create(dsn_, storage::PgStoreOptions()));
+  clock_ = std::make_unique<SystemClock>();
+  storage::PgStoreOptions store_options;
+  store_options.clock = clock_.get();
+  ASSIGN_OR_RETURN(store_, storage::PgStore::Create(dsn_, store_options));
 
   registry_ = std::make_shared<prometheus::Registry>();
   metrics_ = std::make_unique<api::Metrics>(*registry_);
   control_metrics_ = std::make_unique<api::PrometheusControlMetrics>(*metrics_);
-  clock_ = std::make_unique<SystemClock>();
   SchedulerOptions scheduler_options;
   scheduler_options.placement.policy = config_.placement_policy;
   scheduler_options.placement.seed = static_cast<uint64_t>(config_.placement_seed);
@@ -128,13 +130,6 @@ absl::Status Server::Start() {
       std::make_unique<api::Executor>("agents", config_.agent_executor_threads, 20000);
   watch_ = std::make_unique<api::WatchHub>();
   agents_ = std::make_unique<AgentRegistry>(clock_.get());
-  {
-    ASSIGN_OR_RETURN(std::vector<Cluster> clusters, store_->ListClusters(false));
-    std::vector<std::string> names;
-    names.reserve(clusters.size());
-    for (const Cluster& c : clusters) names.push_back(c.info.name);
-    agents_->Seed(names);
-  }
   ControlPlanePorts ports;
   ports.workloads = store_.get();
   ports.clusters = store_.get();
@@ -145,6 +140,7 @@ absl::Status Server::Start() {
   ports.clock = clock_.get();
   ports.metrics = control_metrics_.get();
   plane_ = std::make_unique<ControlPlane>(ports);
+  RETURN_IF_ERROR(plane_->Start());
   leader_lock_ = std::make_unique<storage::LeaderLock>(dsn_, storage::LeaderLock::kSchedulerKey);
   ControlLoopOptions loop_options;
   loop_options.heartbeat_timeout = std::chrono::seconds(config_.heartbeat_timeout_seconds);
@@ -254,20 +250,8 @@ absl::Status Server::StartHttp() {
     }
   });
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> counts = store_->CountByState();
-    if (counts.ok()) {
-      for (int s = static_cast<int>(WorkloadState::kPending);
-           s <= static_cast<int>(WorkloadState::kLost); ++s) {
-        int64_t n = 0;
-        for (const auto& [state, count] : *counts) {
-          if (static_cast<int>(state) == s) n = count;
-        }
-        metrics_->workloads_by_state
-            .Add({{"state", std::string(StateName(static_cast<WorkloadState>(s)))}})
-            .Set(static_cast<double>(n));
-      }
-    }
-    metrics_->scheduler_pending.Set(scheduler_->pending_count());
+    // On a database error the gauges keep their last values; /readyz reports the database.
+    (void)plane_->RefreshGauges();
     prometheus::TextSerializer serializer;
     res.set_content(serializer.Serialize(registry_->Collect()),
                     "text/plain; version=0.0.4; charset=utf-8");

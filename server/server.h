@@ -71,11 +71,11 @@ class Server {
   const ServerConfig config_;
   std::unique_ptr<storage::EmbeddedPostgres> embedded_;
   std::string dsn_;
+  std::unique_ptr<SystemClock> clock_;  // before everything that reads it
   std::unique_ptr<storage::PgStore> store_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<api::Metrics> metrics_;
   std::unique_ptr<api::PrometheusControlMetrics> control_metrics_;
-  std::unique_ptr<SystemClock> clock_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<api::Authenticator> authn_;
   std::unique_ptr<api::Executor> executor_;

@@ -21,8 +21,14 @@ std::string WithConnectTimeout(const std::string& dsn, int seconds) {
   return absl::StrCat(dsn, dsn.empty() ? "" : " ", "connect_timeout=", seconds);
 }
 
+const Clock* ClockOrSystem(const Clock* clock) {
+  static const SystemClock kSystemClock;
+  return clock != nullptr ? clock : &kSystemClock;
+}
+
 absl::StatusOr<std::unique_ptr<PgPool>> PgPool::Create(std::string dsn, PgPoolOptions options,
                                                        ConnectionSetup setup) {
+  options.clock = ClockOrSystem(options.clock);
   if (options.size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("database pool size must be at least 1, got ", options.size));
@@ -72,7 +78,7 @@ absl::StatusOr<PgPool::RequestBudget> PgPool::BudgetForRequest() const {
   RequestBudget budget{options_.acquire_timeout, false, std::nullopt};
   const absl::Time deadline = CurrentDeadline();
   if (deadline == absl::InfiniteFuture()) return budget;
-  const absl::Duration left = deadline - absl::Now();
+  const absl::Duration left = deadline - Now();
   if (left <= absl::ZeroDuration()) {
     return absl::DeadlineExceededError("the request's deadline passed before the database call");
   }
@@ -100,7 +106,7 @@ void PgPool::LowerStatementTimeout(pqxx::transaction_base& txn, Lease& lease,
 }
 
 absl::StatusOr<PgPool::Lease> PgPool::Acquire(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = Now() + timeout;
   while (true) {
     std::unique_ptr<pqxx::connection> idle;
     {
@@ -108,7 +114,8 @@ absl::StatusOr<PgPool::Lease> PgPool::Acquire(absl::Duration timeout) {
       auto can_proceed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !idle_.empty() || open_ < options_.size;
       };
-      if (!mu_.AwaitWithDeadline(absl::Condition(&can_proceed), deadline)) {
+      // A wait of what is left by the injected clock (the mutex itself waits in real time).
+      if (!mu_.AwaitWithTimeout(absl::Condition(&can_proceed), deadline - Now())) {
         return absl::UnavailableError(absl::StrCat("database busy: all ", options_.size,
                                                    " connections in use for ",
                                                    absl::FormatDuration(timeout)));

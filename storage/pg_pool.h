@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "federation/clock.h"
 #include "pqxx/pqxx"
 #include "storage/pg_errors.h"
 
@@ -40,7 +41,14 @@ struct PgPoolOptions {
   std::string application_name = "gpufed";
   // Longest wait to open a connection (added to the DSN if it sets none).
   int connect_timeout_seconds = 5;
+  // What a request's deadline is measured against (wall time), and the start of the wait for a
+  // connection. Null: the process's SystemClock (ClockOrSystem).
+  const Clock* clock = nullptr;
 };
+
+// `clock`, or one SystemClock shared by the process when it is null: callers that inject no
+// clock (most tests, tools) keep the one-argument Create.
+const Clock* ClockOrSystem(const Clock* clock);
 
 // `dsn` with connect_timeout=`seconds` added unless it names one already, so that an unreachable
 // server fails a call within that time instead of the operating system's TCP timeout. Handles
@@ -118,6 +126,7 @@ class PgPool {
     std::optional<absl::Duration> statement;  // set when shorter than the connection's own
   };
   absl::StatusOr<RequestBudget> BudgetForRequest() const;
+  absl::Time Now() const { return absl::FromChrono(options_.clock->Now()); }
 
   // Lowers statement_timeout to `timeout` for the transaction `txn` on `lease`: SET LOCAL in a
   // transaction block; for statements that commit one by one, a session SET that the lease

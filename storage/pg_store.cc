@@ -5,7 +5,7 @@
 #include <deque>
 #include <limits>
 #include <map>
-#include <set>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
@@ -520,50 +520,23 @@ absl::Status ValidateTransition(const Transition& t, size_t i) {
   return absl::OkStatus();
 }
 
-// What the columns can hold: federation/validation.h's ValidateInventory holds the rules an
-// inventory must follow (the API applies it); this keeps out of SQL what would otherwise fail
-// there as a constraint or range error.
+// What the columns can hold, beyond the rules of an inventory: federation/validation.h's
+// ValidateInventory (names, duplicates, indices, models, MIG), applied here as the API applies
+// it, then the figures it does not bound that bigint columns must hold.
 absl::Status CheckInventoryFitsColumns(const ClusterInfo& info,
                                        const std::vector<NodeInfo>& nodes) {
-  RETURN_IF_ERROR(ValidateName("cluster.name", info.name));
-  std::set<std::string> node_names;
-  std::set<std::string> uuids;
+  RETURN_IF_ERROR(ValidateInventory(info, nodes));
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInfo& node = nodes[i];
-    const std::string field = absl::StrCat("nodes[", i, "]");
-    if (node.name.empty()) return absl::InvalidArgumentError(field + ".name: required");
-    if (!node_names.insert(node.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".name: duplicate node \"", node.name, "\""));
-    }
+    const std::string field = absl::StrCat("register.inventory.nodes[", i, "]");
     RETURN_IF_ERROR(CheckFitsBigint(field + ".cpu_millis", node.cpu_millis));
     RETURN_IF_ERROR(CheckFitsBigint(field + ".memory_mib", node.memory_mib));
-    std::set<uint32_t> indices;
     for (size_t j = 0; j < node.gpus.size(); ++j) {
-      const GpuInfo& gpu = node.gpus[j];
-      const std::string gfield = absl::StrCat(field, ".gpus[", j, "]");
-      if (gpu.uuid.empty()) return absl::InvalidArgumentError(gfield + ".uuid: required");
-      if (!uuids.insert(gpu.uuid).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(gfield, ".uuid: duplicate GPU \"", gpu.uuid, "\" in the cluster"));
-      }
-      if (gpu.index > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
-        return absl::InvalidArgumentError(gfield + ".index: too large");
-      }
-      if (!indices.insert(gpu.index).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(gfield, ".index: duplicate index ", gpu.index, " on the node"));
-      }
-      RETURN_IF_ERROR(CheckFitsBigint(gfield + ".memory_mib", gpu.memory_mib));
+      RETURN_IF_ERROR(CheckFitsBigint(absl::StrCat(field, ".gpus[", j, "].memory_mib"),
+                                      node.gpus[j].memory_mib));
     }
   }
   return absl::OkStatus();
-}
-
-const std::set<std::string, std::less<>>& KnownRoles() {
-  static const auto* roles = new std::set<std::string, std::less<>>{
-      "platform-admin", "tenant-admin", "tenant-user", "viewer", "agent"};
-  return *roles;
 }
 
 }  // namespace
@@ -585,7 +558,9 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Create(const std::string& dsn,
   if (options.max_queued_submits < 1) {
     return absl::InvalidArgumentError("max_queued_submits: must be at least 1");
   }
+  options.clock = ClockOrSystem(options.clock);
   PgPoolOptions pool_options;
+  pool_options.clock = options.clock;
   pool_options.size = options.pool_size;
   pool_options.acquire_timeout = options.acquire_timeout;
   pool_options.statement_timeout = options.statement_timeout;
@@ -750,7 +725,7 @@ void PgStore::CommitterLoop() {
     }
     // A caller whose deadline passed has been told so by its transport: storing its workload
     // now would acknowledge nobody and surprise the retry.
-    const absl::Time now = absl::Now();
+    const absl::Time now = absl::FromChrono(options_.clock->Now());
     std::vector<PendingSubmit*> group;
     group.reserve(taken.size());
     for (const auto& p : taken) {
@@ -1367,15 +1342,18 @@ absl::StatusOr<std::vector<Project>> PgStore::ListProjects(const std::string& te
 absl::Status PgStore::CreateToken(const std::string& token_hash, const TokenRecord& record) {
   if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
   if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");
-  if (!KnownRoles().contains(record.role)) {
+  // The role is stored by its name (auth::RoleName), which a value outside the enum lacks.
+  const std::string role(auth::RoleName(record.role));
+  if (!auth::ParseRole(role)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("role: \"", record.role,
-                     "\" is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
+        absl::StrCat("role: ", static_cast<int>(record.role),
+                     " is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
   }
-  if ((record.role == "tenant-admin" || record.role == "tenant-user") && record.tenant.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", record.role));
+  if ((record.role == auth::Role::kTenantAdmin || record.role == auth::Role::kTenantUser) &&
+      record.tenant.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", role));
   }
-  if (record.role == "agent" && record.cluster.empty()) {
+  if (record.role == auth::Role::kAgent && record.cluster.empty()) {
     return absl::InvalidArgumentError("cluster: required for role agent");
   }
   return pool_->Transact("create token", [&](pqxx::work& txn) -> absl::Status {
@@ -1383,7 +1361,7 @@ absl::Status PgStore::CreateToken(const std::string& token_hash, const TokenReco
       return absl::NotFoundError(
           absl::StrCat("tenant: tenant \"", record.tenant, "\" does not exist"));
     }
-    pqxx::result r = txn.exec_prepared("create_token", token_hash, record.subject, record.role,
+    pqxx::result r = txn.exec_prepared("create_token", token_hash, record.subject, role,
                                        record.tenant, record.cluster);
     if (r.empty()) return absl::AlreadyExistsError("token: a token with this hash already exists");
     return absl::OkStatus();
@@ -1395,7 +1373,13 @@ absl::StatusOr<TokenRecord> PgStore::LookupToken(const std::string& token_hash) 
       "look up token", [&](pqxx::nontransaction& txn) -> absl::StatusOr<TokenRecord> {
         pqxx::result r = txn.exec_prepared("lookup_token", token_hash);
         if (r.empty()) return absl::NotFoundError("token not found");
-        return TokenRecord{r[0]["subject"].c_str(), r[0]["role"].c_str(), r[0]["tenant"].c_str(),
+        // The column's CHECK admits only the names auth::ParseRole knows.
+        std::optional<auth::Role> role = auth::ParseRole(r[0]["role"].c_str());
+        if (!role) {
+          return absl::InternalError(
+              absl::StrCat("token: stored role \"", r[0]["role"].c_str(), "\" is unknown"));
+        }
+        return TokenRecord{r[0]["subject"].c_str(), *role, r[0]["tenant"].c_str(),
                            r[0]["cluster"].c_str()};
       });
 }

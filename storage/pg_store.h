@@ -36,12 +36,14 @@
 //   - SetClusterState: entering `unreachable` from another state bumps the cluster's epoch
 //     (fencing its agent: docs/domain.md#agents-and-fencing). NOT_FOUND for an unknown cluster.
 //   - RecordHeartbeat never moves last_heartbeat backwards. NOT_FOUND for an unknown cluster.
-//   - RegisterCluster: INVALID_ARGUMENT for a name outside [a-z0-9-]{1,63}, duplicate node
-//     names, duplicate GPU UUIDs in the cluster or duplicate GPU indices on a node. Also
-//     records a heartbeat. GetCluster includes nodes; ListClusters only if asked.
+//   - RegisterCluster: INVALID_ARGUMENT for an inventory that federation/validation.h's
+//     ValidateInventory refuses (fields named as it names them, "register.inventory.nodes[1]...")
+//     or a figure a bigint column cannot hold. Also records a heartbeat. GetCluster includes
+//     nodes; ListClusters only if asked.
 //   - LookupToken: NOT_FOUND for unknown or revoked tokens. CountTokens counts unrevoked ones.
-//     CreateToken: INVALID_ARGUMENT for an unknown role, a tenant role without tenant or an
-//     agent token without cluster; NOT_FOUND for an unknown tenant.
+//     CreateToken: INVALID_ARGUMENT for a role outside auth::Role, a tenant role without tenant
+//     or an agent token without cluster; NOT_FOUND for an unknown tenant. Roles are stored by
+//     auth::RoleName and read back with auth::ParseRole (INTERNAL for a name it does not know).
 //   - ListProjects: NOT_FOUND for an unknown tenant.
 
 #include <cstdint>
@@ -57,6 +59,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "federation/clock.h"
 #include "federation/store.h"
 
 namespace gpufed::storage {
@@ -85,6 +88,9 @@ struct PgStoreOptions {
   int completion_threads = 2;
   // Submits waiting for the committer beyond which Submit answers UNAVAILABLE at once.
   int max_queued_submits = 8192;
+  // What deadlines are measured against (a submit's, a request's). Null: the process's
+  // SystemClock; the server passes its own.
+  const Clock* clock = nullptr;
 };
 
 class PgStore final : public WorkloadStore, public ClusterStore, public TenantStore {

@@ -788,9 +788,24 @@ TEST_F(ServiceTest, HttpSideAndGrpcHealth) {
   EXPECT_EQ(ready->status, 200) << ready->body;
   v1::SubmitResponse r;
   ASSERT_OK(Submit(Spec("counted"), &r));
+  // Refused for a missing spec, a spec that does not convert and one that breaks a rule: each
+  // counted once.
+  v1::SubmitRequest no_spec;
+  EXPECT_EQ(Call(user_, [&](grpc::ClientContext* c) { return workloads_->Submit(c, no_spec, &r); })
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  v1::WorkloadSpec unconvertible = Spec("bad");
+  unconvertible.mutable_per_replica()->set_gpu_milli(0);
+  EXPECT_EQ(Submit(unconvertible, &r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::WorkloadSpec too_wide = Spec("bad");
+  too_wide.set_replicas(5000);
+  EXPECT_EQ(Submit(too_wide, &r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   auto metrics = http.Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("gpufed_submissions_total{outcome=\"created\"} 1"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("gpufed_submissions_total{outcome=\"rejected\"} 3"),
             std::string::npos)
       << metrics->body;
   EXPECT_NE(metrics->body.find("gpufed_workloads{state=\"PENDING\"} 1"), std::string::npos);

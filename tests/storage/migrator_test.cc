@@ -44,6 +44,22 @@ class MigratorTest : public ::testing::Test {
     return txn.exec1(sql)[0].as<int64_t>();
   }
 
+  void Exec(const std::string& sql) {
+    pqxx::connection conn(dsn_);
+    pqxx::nontransaction txn(conn);
+    txn.exec(sql);
+  }
+
+  // Whether PostgreSQL refuses `sql` for breaking a CHECK (or the clusters' name trigger).
+  bool CheckRefuses(const std::string& sql) {
+    try {
+      Exec(sql);
+      return false;
+    } catch (const pqxx::check_violation&) {
+      return true;
+    }
+  }
+
   gpufed::testing::TestPostgres* postgres_ = nullptr;
   std::string dsn_;
 };
@@ -134,6 +150,38 @@ TEST_F(MigratorTest, AFailingMigrationLeavesNoTrace) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("broken"));
   EXPECT_EQ(*AppliedSchemaVersion(dsn_), base);
   EXPECT_EQ(Scalar("SELECT count(*) FROM pg_tables WHERE tablename = 'half'"), 0);
+}
+
+// 0004_name_rules: names written from now on follow federation/validation.h's rule; names an
+// earlier build stored stay, and an old cluster can still change state.
+TEST_F(MigratorTest, NameRulesBindNewRowsAndLeaveOldOnes) {
+  std::vector<Migration> before;
+  for (const Migration& m : EmbeddedMigrations()) {
+    if (m.version < 4) before.push_back(m);
+  }
+  ASSERT_OK(MigrateDatabase(dsn_, before));
+  const std::string long_name(100, 'p');
+  Exec("INSERT INTO tenants (name) VALUES ('1legacy')");
+  Exec("INSERT INTO projects (tenant, name) VALUES ('1legacy', '" + long_name + "')");
+  Exec("INSERT INTO clusters (name) VALUES ('1dc')");
+  Exec("INSERT INTO nodes (cluster, name) VALUES ('1dc', 'Node_1')");
+
+  ASSERT_OK(MigrateDatabase(dsn_));
+  EXPECT_EQ(*AppliedSchemaVersion(dsn_), LatestSchemaVersion());
+  EXPECT_EQ(Scalar("SELECT count(*) FROM projects WHERE tenant = '1legacy'"), 1);
+  Exec("UPDATE clusters SET state = 'unreachable', epoch = epoch + 1 WHERE name = '1dc'");
+  EXPECT_EQ(Scalar("SELECT epoch FROM clusters WHERE name = '1dc'"), 2);
+
+  EXPECT_TRUE(CheckRefuses("INSERT INTO tenants (name) VALUES ('2acme')"));
+  EXPECT_TRUE(CheckRefuses("INSERT INTO tenants (name) VALUES ('" + std::string(64, 'a') + "')"));
+  EXPECT_TRUE(CheckRefuses("INSERT INTO projects (tenant, name) VALUES ('1legacy', '-p')"));
+  EXPECT_TRUE(CheckRefuses("INSERT INTO clusters (name) VALUES ('2dc')"));
+  EXPECT_TRUE(CheckRefuses("UPDATE clusters SET name = '3dc' WHERE name = '1dc'"));
+  EXPECT_TRUE(CheckRefuses("INSERT INTO nodes (cluster, name) VALUES ('1dc', 'Node_2')"));
+  Exec("INSERT INTO tenants (name) VALUES ('acme-" + std::string(58, 'a') + "')");  // 63
+  Exec("INSERT INTO projects (tenant, name) VALUES ('1legacy', 'p1')");
+  Exec("INSERT INTO clusters (name) VALUES ('dc-2')");
+  Exec("INSERT INTO nodes (cluster, name) VALUES ('dc-2', '0node')");
 }
 
 TEST_F(MigratorTest, RejectsUnorderedMigrationLists) {

@@ -2,9 +2,11 @@
 // the wait for a connection, the statement (statement_timeout) and, for submissions, the wait
 // for the group commit. Codes only; nothing here depends on how fast the machine is.
 
+#include <chrono>
 #include <memory>
 
 #include "absl/synchronization/notification.h"
+#include "federation/clock.h"
 #include "federation/request_deadline.h"
 #include "gtest/gtest.h"
 #include "storage/pg_pool.h"
@@ -91,6 +93,47 @@ TEST_F(DeadlineTest, ASubmissionWhoseDeadlinePassedIsNotStored) {
                         result = std::move(r);
                         answered.Notify();
                       });
+  answered.WaitForNotification();
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  ASSERT_OK_AND_ASSIGN(WorkloadPage page, store_->List({}));
+  EXPECT_TRUE(page.workloads.empty());
+}
+
+// Deadlines are judged by the clock the store and the pool are given, not the wall clock: with
+// the clock fifty years ahead, a deadline an hour away by the wall clock has passed.
+void MoveFiftyYearsAhead(FakeClock& clock) { clock.Advance(std::chrono::hours(24 * 365 * 50)); }
+
+TEST_F(DeadlineTest, ThePoolJudgesARequestsDeadlineByItsClock) {
+  FakeClock clock;
+  MoveFiftyYearsAhead(clock);
+  PgPoolOptions options;
+  options.size = 1;
+  options.clock = &clock;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PgPool> pool, PgPool::Create(dsn(), options, nullptr));
+  bool ran = false;
+  DeadlineScope scope(absl::Now() + absl::Hours(1));
+  absl::Status s = pool->Transact("noop", [&](pqxx::work&) {
+    ran = true;
+    return absl::OkStatus();
+  });
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_FALSE(ran);
+}
+
+TEST_F(DeadlineTest, TheStoreJudgesASubmissionsDeadlineByItsClock) {
+  AddTenant("acme", "research");
+  FakeClock clock;
+  MoveFiftyYearsAhead(clock);
+  PgStoreOptions options;
+  options.clock = &clock;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PgStore> store, PgStore::Create(dsn(), options));
+  absl::StatusOr<SubmitResult> result = absl::InternalError("not answered");
+  absl::Notification answered;
+  store->SubmitAsync(Spec("late"), absl::Now() + absl::Hours(1),
+                     [&](absl::StatusOr<SubmitResult> r) {
+                       result = std::move(r);
+                       answered.Notify();
+                     });
   answered.WaitForNotification();
   EXPECT_THAT(result, StatusIs(absl::StatusCode::kDeadlineExceeded));
   ASSERT_OK_AND_ASSIGN(WorkloadPage page, store_->List({}));

@@ -130,7 +130,7 @@ TEST_F(ClusterStoreTest, BadInventoryIsRefusedAndLeavesTheOldOne) {
 
   auto bad_name = store_->RegisterCluster(Info("Edge_1"), {});
   EXPECT_THAT(bad_name, StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(std::string(bad_name.status().message()), HasSubstr("cluster.name"));
+  EXPECT_THAT(std::string(bad_name.status().message()), HasSubstr("register.cluster"));
 
   auto dup_node =
       store_->RegisterCluster(Info("edge"), {Node("edge", "x", 1), Node("edge", "x", 1)});

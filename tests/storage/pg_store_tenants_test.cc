@@ -58,15 +58,15 @@ TEST_F(TenantStoreTest, Tokens) {
   ASSERT_OK(store_->CreateTenant(Tenant{"acme", "", {}}));
   EXPECT_EQ(*store_->CountTokens(), 0);
 
-  ASSERT_OK(store_->CreateToken("hash-admin", {"alice", "platform-admin", "", ""}));
-  ASSERT_OK(store_->CreateToken("hash-user", {"bob", "tenant-user", "acme", ""}));
-  ASSERT_OK(store_->CreateToken("hash-agent", {"agent-dgx", "agent", "", "dgx"}));
+  ASSERT_OK(store_->CreateToken("hash-admin", {"alice", auth::Role::kPlatformAdmin, "", ""}));
+  ASSERT_OK(store_->CreateToken("hash-user", {"bob", auth::Role::kTenantUser, "acme", ""}));
+  ASSERT_OK(store_->CreateToken("hash-agent", {"agent-dgx", auth::Role::kAgent, "", "dgx"}));
   EXPECT_EQ(*store_->CountTokens(), 3);
 
   auto user = store_->LookupToken("hash-user");
   ASSERT_OK(user);
   EXPECT_EQ(user->subject, "bob");
-  EXPECT_EQ(user->role, "tenant-user");
+  EXPECT_EQ(user->role, auth::Role::kTenantUser);
   EXPECT_EQ(user->tenant, "acme");
   EXPECT_EQ(user->cluster, "");
   auto agent = store_->LookupToken("hash-agent");
@@ -74,21 +74,22 @@ TEST_F(TenantStoreTest, Tokens) {
   EXPECT_EQ(agent->cluster, "dgx");
   EXPECT_THAT(store_->LookupToken("hash-nobody"), StatusIs(absl::StatusCode::kNotFound));
 
-  EXPECT_THAT(store_->CreateToken("hash-user", {"mallory", "platform-admin", "", ""}),
+  EXPECT_THAT(store_->CreateToken("hash-user", {"mallory", auth::Role::kPlatformAdmin, "", ""}),
               StatusIs(absl::StatusCode::kAlreadyExists));
   EXPECT_EQ(store_->LookupToken("hash-user")->subject, "bob");
 
   // Bad input: refused, nothing stored.
-  auto bad_role = store_->CreateToken("h1", {"eve", "root", "", ""});
+  auto bad_role = store_->CreateToken("h1", {"eve", static_cast<auth::Role>(42), "", ""});
   EXPECT_THAT(bad_role, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(bad_role.message()), HasSubstr("role"));
-  EXPECT_THAT(std::string(store_->CreateToken("h2", {"eve", "tenant-admin", "", ""}).message()),
-              HasSubstr("tenant"));
-  EXPECT_THAT(std::string(store_->CreateToken("h3", {"eve", "agent", "", ""}).message()),
+  EXPECT_THAT(
+      std::string(store_->CreateToken("h2", {"eve", auth::Role::kTenantAdmin, "", ""}).message()),
+      HasSubstr("tenant"));
+  EXPECT_THAT(std::string(store_->CreateToken("h3", {"eve", auth::Role::kAgent, "", ""}).message()),
               HasSubstr("cluster"));
-  EXPECT_THAT(store_->CreateToken("", {"eve", "viewer", "", ""}),
+  EXPECT_THAT(store_->CreateToken("", {"eve", auth::Role::kViewer, "", ""}),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(store_->CreateToken("h4", {"eve", "tenant-user", "initech", ""}),
+  EXPECT_THAT(store_->CreateToken("h4", {"eve", auth::Role::kTenantUser, "initech", ""}),
               StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(*store_->CountTokens(), 3);
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -40,6 +41,7 @@ namespace {
 using ::gpufed::testing::IsOkAndHolds;
 using ::gpufed::testing::StatusIs;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using Code = absl::StatusCode;
 using S = WorkloadState;
@@ -370,23 +372,23 @@ TEST_P(StoreContractTest, TokensAreStoredByHashAndValidated) {
   ASSERT_OK_AND_ASSIGN(int64_t none, tenants().CountTokens());
   EXPECT_EQ(none, 0);
 
-  ASSERT_OK(tenants().CreateToken("hash-admin", {"alice", "platform-admin", "", ""}));
-  ASSERT_OK(tenants().CreateToken("hash-user", {"bob", "tenant-user", "acme", ""}));
-  ASSERT_OK(tenants().CreateToken("hash-tadmin", {"carol", "tenant-admin", "acme", ""}));
-  ASSERT_OK(tenants().CreateToken("hash-viewer", {"dan", "viewer", "acme", ""}));
+  ASSERT_OK(tenants().CreateToken("hash-admin", {"alice", auth::Role::kPlatformAdmin, "", ""}));
+  ASSERT_OK(tenants().CreateToken("hash-user", {"bob", auth::Role::kTenantUser, "acme", ""}));
+  ASSERT_OK(tenants().CreateToken("hash-tadmin", {"carol", auth::Role::kTenantAdmin, "acme", ""}));
+  ASSERT_OK(tenants().CreateToken("hash-viewer", {"dan", auth::Role::kViewer, "acme", ""}));
   // An agent's cluster need not be registered yet.
-  ASSERT_OK(tenants().CreateToken("hash-agent", {"agent-dgx", "agent", "", "dgx"}));
+  ASSERT_OK(tenants().CreateToken("hash-agent", {"agent-dgx", auth::Role::kAgent, "", "dgx"}));
   ASSERT_OK_AND_ASSIGN(int64_t five, tenants().CountTokens());
   EXPECT_EQ(five, 5);
 
   ASSERT_OK_AND_ASSIGN(TokenRecord user, tenants().LookupToken("hash-user"));
   EXPECT_EQ(user.subject, "bob");
-  EXPECT_EQ(user.role, "tenant-user");
+  EXPECT_EQ(user.role, auth::Role::kTenantUser);
   EXPECT_EQ(user.tenant, "acme");
   EXPECT_EQ(user.cluster, "");
   ASSERT_OK_AND_ASSIGN(TokenRecord agent, tenants().LookupToken("hash-agent"));
   EXPECT_EQ(agent.subject, "agent-dgx");
-  EXPECT_EQ(agent.role, "agent");
+  EXPECT_EQ(agent.role, auth::Role::kAgent);
   EXPECT_EQ(agent.tenant, "");
   EXPECT_EQ(agent.cluster, "dgx");
   ASSERT_OK_AND_ASSIGN(TokenRecord viewer, tenants().LookupToken("hash-viewer"));
@@ -395,27 +397,27 @@ TEST_P(StoreContractTest, TokensAreStoredByHashAndValidated) {
   EXPECT_THAT(tenants().LookupToken(""), StatusIs(Code::kNotFound));
 
   // A second token with the same hash is refused and the first one stays.
-  EXPECT_THAT(tenants().CreateToken("hash-user", {"mallory", "platform-admin", "", ""}),
+  EXPECT_THAT(tenants().CreateToken("hash-user", {"mallory", auth::Role::kPlatformAdmin, "", ""}),
               StatusIs(Code::kAlreadyExists));
   ASSERT_OK_AND_ASSIGN(TokenRecord still, tenants().LookupToken("hash-user"));
   EXPECT_EQ(still.subject, "bob");
 
   // Bad input: refused, nothing stored.
-  EXPECT_THAT(tenants().CreateToken("h1", {"eve", "root", "", ""}),
+  EXPECT_THAT(tenants().CreateToken("h1", {"eve", static_cast<auth::Role>(42), "", ""}),
               StatusIs(Code::kInvalidArgument));
-  EXPECT_THAT(tenants().CreateToken("h2", {"eve", "tenant-admin", "", ""}),
+  EXPECT_THAT(tenants().CreateToken("h2", {"eve", auth::Role::kTenantAdmin, "", ""}),
               StatusIs(Code::kInvalidArgument));
-  EXPECT_THAT(tenants().CreateToken("h3", {"eve", "tenant-user", "", ""}),
+  EXPECT_THAT(tenants().CreateToken("h3", {"eve", auth::Role::kTenantUser, "", ""}),
               StatusIs(Code::kInvalidArgument));
-  EXPECT_THAT(tenants().CreateToken("h4", {"eve", "agent", "", ""}),
+  EXPECT_THAT(tenants().CreateToken("h4", {"eve", auth::Role::kAgent, "", ""}),
               StatusIs(Code::kInvalidArgument));
-  EXPECT_THAT(tenants().CreateToken("", {"eve", "viewer", "", ""}),
+  EXPECT_THAT(tenants().CreateToken("", {"eve", auth::Role::kViewer, "", ""}),
               StatusIs(Code::kInvalidArgument));
-  EXPECT_THAT(tenants().CreateToken("h5", {"", "viewer", "", ""}),
+  EXPECT_THAT(tenants().CreateToken("h5", {"", auth::Role::kViewer, "", ""}),
               StatusIs(Code::kInvalidArgument));
-  EXPECT_THAT(tenants().CreateToken("h6", {"eve", "tenant-user", "initech", ""}),
+  EXPECT_THAT(tenants().CreateToken("h6", {"eve", auth::Role::kTenantUser, "initech", ""}),
               StatusIs(Code::kNotFound));
-  EXPECT_THAT(tenants().CreateToken("h7", {"eve", "viewer", "initech", ""}),
+  EXPECT_THAT(tenants().CreateToken("h7", {"eve", auth::Role::kViewer, "initech", ""}),
               StatusIs(Code::kNotFound));
   for (const char* hash : {"h1", "h2", "h3", "h4", "h5", "h6", "h7"}) {
     EXPECT_THAT(tenants().LookupToken(hash), StatusIs(Code::kNotFound)) << hash;
@@ -1251,6 +1253,16 @@ TEST_P(StoreContractTest, BadInventoryIsRefusedAndLeavesTheOldOne) {
   no_uuid.gpus[0].uuid.clear();
   EXPECT_THAT(clusters().RegisterCluster(Info("edge"), {no_uuid}),
               StatusIs(Code::kInvalidArgument));
+  // The store applies the one inventory rule (federation/validation.h), as the API does ...
+  NodeInfo unknown_model = Node("edge", "u", 1);
+  unknown_model.gpus[0].model = "GTX-480";
+  EXPECT_THAT(clusters().RegisterCluster(Info("edge"), {unknown_model}),
+              StatusIs(Code::kInvalidArgument, HasSubstr("gpus[0].model")));
+  // ... and refuses what its columns cannot hold.
+  NodeInfo huge = Node("edge", "t", 1);
+  huge.cpu_millis = std::numeric_limits<uint64_t>::max();
+  EXPECT_THAT(clusters().RegisterCluster(Info("edge"), {huge}),
+              StatusIs(Code::kInvalidArgument, HasSubstr("nodes[0].cpu_millis")));
 
   ASSERT_OK_AND_ASSIGN(Cluster cluster, clusters().GetCluster("edge"));
   EXPECT_EQ(cluster.nodes, (std::vector<NodeInfo>{Node("edge", "n1", 2)}));

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <set>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -57,47 +56,22 @@ absl::Status ValidateTransition(const Transition& t, size_t i) {
   return absl::OkStatus();
 }
 
-// What PgStore's columns can hold (its CheckInventoryFitsColumns).
+// What PgStore's columns can hold (its CheckInventoryFitsColumns): ValidateInventory, then the
+// figures it does not bound that bigint columns must hold.
 absl::Status CheckInventoryFitsColumns(const ClusterInfo& info,
                                        const std::vector<NodeInfo>& nodes) {
-  RETURN_IF_ERROR(ValidateName("cluster.name", info.name));
-  std::set<std::string> node_names;
-  std::set<std::string> uuids;
+  RETURN_IF_ERROR(ValidateInventory(info, nodes));
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInfo& node = nodes[i];
-    const std::string field = absl::StrCat("nodes[", i, "]");
-    if (node.name.empty()) return absl::InvalidArgumentError(field + ".name: required");
-    if (!node_names.insert(node.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".name: duplicate node \"", node.name, "\""));
-    }
+    const std::string field = absl::StrCat("register.inventory.nodes[", i, "]");
     RETURN_IF_ERROR(CheckFitsBigint(field + ".cpu_millis", node.cpu_millis));
     RETURN_IF_ERROR(CheckFitsBigint(field + ".memory_mib", node.memory_mib));
-    std::set<uint32_t> indices;
     for (size_t j = 0; j < node.gpus.size(); ++j) {
-      const GpuInfo& gpu = node.gpus[j];
-      const std::string gfield = absl::StrCat(field, ".gpus[", j, "]");
-      if (gpu.uuid.empty()) return absl::InvalidArgumentError(gfield + ".uuid: required");
-      if (!uuids.insert(gpu.uuid).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(gfield, ".uuid: duplicate GPU \"", gpu.uuid, "\" in the cluster"));
-      }
-      if (gpu.index > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
-        return absl::InvalidArgumentError(gfield + ".index: too large");
-      }
-      if (!indices.insert(gpu.index).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(gfield, ".index: duplicate index ", gpu.index, " on the node"));
-      }
-      RETURN_IF_ERROR(CheckFitsBigint(gfield + ".memory_mib", gpu.memory_mib));
+      RETURN_IF_ERROR(CheckFitsBigint(absl::StrCat(field, ".gpus[", j, "].memory_mib"),
+                                      node.gpus[j].memory_mib));
     }
   }
   return absl::OkStatus();
-}
-
-bool IsKnownRole(const std::string& role) {
-  return role == "platform-admin" || role == "tenant-admin" || role == "tenant-user" ||
-         role == "viewer" || role == "agent";
 }
 
 }  // namespace
@@ -512,15 +486,17 @@ absl::StatusOr<std::vector<Project>> MemoryStore::ListProjects(const std::string
 absl::Status MemoryStore::CreateToken(const std::string& token_hash, const TokenRecord& record) {
   if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
   if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");
-  if (!IsKnownRole(record.role)) {
+  const std::string role(auth::RoleName(record.role));
+  if (!auth::ParseRole(role)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("role: \"", record.role,
-                     "\" is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
+        absl::StrCat("role: ", static_cast<int>(record.role),
+                     " is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
   }
-  if ((record.role == "tenant-admin" || record.role == "tenant-user") && record.tenant.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", record.role));
+  if ((record.role == auth::Role::kTenantAdmin || record.role == auth::Role::kTenantUser) &&
+      record.tenant.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", role));
   }
-  if (record.role == "agent" && record.cluster.empty()) {
+  if (record.role == auth::Role::kAgent && record.cluster.empty()) {
     return absl::InvalidArgumentError("cluster: required for role agent");
   }
   absl::MutexLock lock(&mu_);

@@ -63,6 +63,19 @@ class FakeChannel final : public AgentChannel {
   bool closed = false;
 };
 
+// What the use cases counted.
+class CountingMetrics final : public ControlMetrics {
+ public:
+  void SubmissionCreated() override { ++created; }
+  void SubmissionReplayed() override { ++replayed; }
+  void SubmissionRejected() override { ++rejected; }
+  void WorkloadsInState(WorkloadState state, int64_t count) override { by_state[state] = count; }
+  std::map<WorkloadState, int64_t> by_state;
+  int created = 0;
+  int replayed = 0;
+  int rejected = 0;
+};
+
 class FakeLeader final : public LeaderElector {
  public:
   bool TryAcquire() override { return held = grant; }
@@ -116,6 +129,7 @@ class ControlPlaneTest : public ::testing::Test {
     ports.agents = &agents_;
     ports.scheduler = &scheduler_;
     ports.clock = &clock_;
+    ports.metrics = &metrics_;
     return ports;
   }
 
@@ -126,7 +140,8 @@ class ControlPlaneTest : public ::testing::Test {
     return options;
   }
 
-  absl::StatusOr<SubmitResult> Submit(const auth::Principal& who, WorkloadSpec spec) {
+  absl::StatusOr<SubmitResult> Submit(const auth::Principal& who,
+                                      absl::StatusOr<WorkloadSpec> spec) {
     absl::StatusOr<SubmitResult> out = absl::InternalError("callback not run");
     plane_.Submit(who, std::move(spec), absl::InfiniteFuture(),
                   [&](absl::StatusOr<SubmitResult> r) { out = std::move(r); });
@@ -160,6 +175,7 @@ class ControlPlaneTest : public ::testing::Test {
   RecordingSink events_;
   AgentRegistry agents_;
   FakeLeader leader_;
+  CountingMetrics metrics_;
   ControlPlane plane_;
   ControlLoop loop_;
   std::map<std::string, std::shared_ptr<AgentLink>> links_;
@@ -195,6 +211,34 @@ TEST_F(ControlPlaneTest, SubmitWithABadSpecIsInvalidAndStoresNothing) {
   EXPECT_THAT(Submit(User("acme"), spec), StatusIs(absl::StatusCode::kInvalidArgument));
   ASSERT_OK_AND_ASSIGN(WorkloadPage page, store_.List(ListFilter{}));
   EXPECT_THAT(page.workloads, IsEmpty());
+}
+
+// Whatever refuses it (the transport's conversion, validation, authorisation, the store), a
+// rejected submission is counted once.
+TEST_F(ControlPlaneTest, EveryRejectedSubmissionIsCountedOnce) {
+  ASSERT_OK(Submit(User("acme"), Job()));
+  EXPECT_THAT(Submit(User("acme"), absl::InvalidArgumentError("spec: required")),
+              StatusIs(absl::StatusCode::kInvalidArgument, "spec: required"));
+  WorkloadSpec bad = Job();
+  bad.replicas = 0;
+  EXPECT_THAT(Submit(User("acme"), bad), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Submit(User("acme"), Job("other")), StatusIs(absl::StatusCode::kPermissionDenied));
+  WorkloadSpec nowhere = Job();
+  nowhere.project = "nope";
+  EXPECT_THAT(Submit(User("acme"), nowhere), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(metrics_.created, 1);
+  EXPECT_EQ(metrics_.rejected, 4);
+}
+
+TEST_F(ControlPlaneTest, GaugesCountTheStoredWorkloadsOfEveryState) {
+  ASSERT_OK(Submit(User("acme"), Job()));
+  ASSERT_OK_AND_ASSIGN(SubmitResult ended, Submit(User("acme"), Job()));
+  ASSERT_OK(plane_.Cancel(User("acme"), ended.workload.id, ""));
+  ASSERT_OK(plane_.RefreshGauges());
+  EXPECT_EQ(metrics_.by_state.size(), 9u);  // PENDING .. LOST, none left out
+  EXPECT_EQ(metrics_.by_state[WorkloadState::kPending], 1);
+  EXPECT_EQ(metrics_.by_state[WorkloadState::kCancelled], 1);
+  EXPECT_EQ(metrics_.by_state[WorkloadState::kRunning], 0);
 }
 
 TEST_F(ControlPlaneTest, ReplayedSubmitPublishesNothingNew) {
@@ -353,6 +397,45 @@ TEST_F(ControlPlaneTest, ASilentClusterIsMarkedUnreachableAndGetsNoNewWork) {
   EXPECT_EQ(Step().cycle->stats.placed, 0);
   ASSERT_OK_AND_ASSIGN(Workload w, store_.Get(r.workload.id));
   EXPECT_EQ(w.state, WorkloadState::kPending);
+}
+
+// Registering, a new inventory and a state change each reach the scheduler (its next cycle
+// decides by them) and wake the loop.
+TEST_F(ControlPlaneTest, EveryClusterChangeReachesTheSchedulerAndWakesTheLoop) {
+  Step();  // leading, with an empty pool
+  ASSERT_OK_AND_ASSIGN(SubmitResult first, Submit(User("acme"), Job("acme", 8)));
+  ASSERT_OK(Submit(User("acme"), Job("acme", 8)));
+  ASSERT_OK(Submit(User("acme"), Job("acme", 8)));
+  EXPECT_EQ(Step().cycle->stats.placed, 0);
+
+  int wakes = wakes_;
+  Register("c1");  // one node of 8 GPUs
+  EXPECT_GT(wakes_, wakes);
+  EXPECT_EQ(Step().cycle->stats.placed, 1);
+
+  wakes = wakes_;
+  Cluster bigger = testing::MakeCluster("c1", 2, 8, "H100-80GB");
+  ASSERT_OK(plane_.UpdateInventory(*links_.at("c1"), bigger.nodes));  // a second node
+  EXPECT_GT(wakes_, wakes);
+  EXPECT_EQ(Step().cycle->stats.placed, 1);
+
+  wakes = wakes_;
+  ASSERT_OK(plane_.MarkClusterState("c1", ClusterState::kUnreachable));
+  EXPECT_GT(wakes_, wakes);
+  ASSERT_OK(Report("c1", first.workload.id, WorkloadState::kRunning));
+  ASSERT_OK(Report("c1", first.workload.id, WorkloadState::kSucceeded));
+  EXPECT_EQ(Step().cycle->stats.placed, 0);  // a node is free, but the cluster is unreachable
+}
+
+// A cluster stored before this server started is watched from the start: if its agent never
+// comes back, it is marked unreachable after the timeout.
+TEST_F(ControlPlaneTest, StartWatchesTheStoredClustersForHeartbeats) {
+  Cluster c = testing::MakeCluster("c1", 1, 8, "H100-80GB");
+  ASSERT_OK(store_.RegisterCluster(c.info, c.nodes));
+  ASSERT_OK(plane_.Start());
+  Step();
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_THAT(Step().lost_clusters, ElementsAre("c1"));
 }
 
 TEST_F(ControlPlaneTest, HeartbeatsKeepAClusterReachableAndAreWrittenCoarsely) {

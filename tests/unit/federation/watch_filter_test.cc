@@ -1,0 +1,226 @@
+// Watch's domain half (federation/watch_filter.h and ControlPlane::WatchSnapshot): which events a
+// caller gets and when its stream ends. The filter alone, then with the use cases on the
+// in-memory stores and a fake clock, the way the Watch reactor drives them: subscribe, read the
+// snapshot, pass everything through one filter. No PostgreSQL, no gRPC, no sleeps.
+
+#include "federation/watch_filter.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "federation/agent_registry.h"
+#include "federation/clock.h"
+#include "federation/control_plane.h"
+#include "federation/scheduler.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/memory_store.h"
+#include "tests/support/status_matchers.h"
+
+namespace gpufed {
+namespace {
+
+using ::gpufed::testing::MemoryStore;
+using ::gpufed::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr WatchVerdict kSkip{.deliver = false, .end = false};
+constexpr WatchVerdict kDeliver{.deliver = true, .end = false};
+constexpr WatchVerdict kDeliverAndEnd{.deliver = true, .end = true};
+
+auth::Principal Admin() { return {"root", auth::Role::kPlatformAdmin, "", ""}; }
+auth::Principal User(const std::string& tenant) {
+  return {"alice", auth::Role::kTenantUser, tenant, ""};
+}
+auth::Principal AgentOf(const std::string& cluster) {
+  return {"agent", auth::Role::kAgent, "", cluster};
+}
+
+// Workload `id` of `tenant` at `version`, now in `state`.
+WorkloadEvent Event(WorkloadId id, const std::string& tenant, uint64_t version,
+                    WorkloadState state) {
+  WorkloadEvent e;
+  e.workload.id = id;
+  e.workload.spec.tenant = tenant;
+  e.workload.version = version;
+  e.workload.state = state;
+  e.to = state;
+  return e;
+}
+
+// ---- The filter alone ----------------------------------------------------------------------
+
+TEST(WatchFilterTest, AWatchOfEverythingGetsWhatTheCallerMayReadAndNeverEnds) {
+  WatchFilter user(User("acme"), 0);
+  EXPECT_EQ(user.Offer(Event(1, "acme", 1, WorkloadState::kPending)), kDeliver);
+  EXPECT_EQ(user.Offer(Event(2, "other", 1, WorkloadState::kPending)), kSkip);
+  EXPECT_EQ(user.Offer(Event(1, "acme", 2, WorkloadState::kSucceeded)), kDeliver);
+  EXPECT_EQ(user.Offer(Event(3, "acme", 1, WorkloadState::kPending)), kDeliver);
+
+  WatchFilter admin(Admin(), 0);
+  EXPECT_EQ(admin.Offer(Event(2, "other", 1, WorkloadState::kPending)), kDeliver);
+
+  WatchFilter agent(AgentOf("c1"), 0);
+  EXPECT_EQ(agent.Offer(Event(1, "acme", 1, WorkloadState::kPending)), kSkip);
+}
+
+TEST(WatchFilterTest, AWatchOfOneWorkloadGetsOnlyThatOne) {
+  WatchFilter filter(User("acme"), 7);
+  EXPECT_EQ(filter.workload(), 7);
+  EXPECT_EQ(filter.Offer(Event(8, "acme", 1, WorkloadState::kPending)), kSkip);
+  EXPECT_EQ(filter.Offer(Event(7, "acme", 1, WorkloadState::kPending)), kDeliver);
+}
+
+TEST(WatchFilterTest, AnotherTenantsWorkloadIsNeverDelivered) {
+  WatchFilter filter(User("acme"), 7);
+  EXPECT_EQ(filter.Offer(Event(7, "other", 1, WorkloadState::kPending)), kSkip);
+  EXPECT_EQ(filter.Offer(Event(7, "other", 2, WorkloadState::kCancelled)), kSkip);
+}
+
+TEST(WatchFilterTest, OverlappingCopiesNeverRepeatOrGoBack) {
+  WatchFilter filter(User("acme"), 7);
+  EXPECT_EQ(filter.Offer(Event(7, "acme", 2, WorkloadState::kPlaced)), kDeliver);  // snapshot
+  EXPECT_EQ(filter.Offer(Event(7, "acme", 1, WorkloadState::kPending)), kSkip);    // older
+  EXPECT_EQ(filter.Offer(Event(7, "acme", 2, WorkloadState::kPlaced)), kSkip);     // repeat
+  EXPECT_EQ(filter.Offer(Event(7, "acme", 3, WorkloadState::kRunning)), kDeliver);
+}
+
+TEST(WatchFilterTest, TheStreamEndsWithTheWorkloadAndNothingFollows) {
+  WatchFilter filter(User("acme"), 7);
+  EXPECT_EQ(filter.Offer(Event(7, "acme", 3, WorkloadState::kRunning)), kDeliver);
+  EXPECT_EQ(filter.Offer(Event(7, "acme", 4, WorkloadState::kFailed)), kDeliverAndEnd);
+  EXPECT_EQ(filter.Offer(Event(7, "acme", 5, WorkloadState::kPending)), kSkip);
+}
+
+// ---- With the use cases --------------------------------------------------------------------
+
+// Holds what was published so a test can hand it to a filter the way the reactor's subscription
+// does.
+class RecordingSink final : public EventSink {
+ public:
+  void Publish(const std::vector<WorkloadEvent>& events) override {
+    published.insert(published.end(), events.begin(), events.end());
+  }
+  std::vector<WorkloadEvent> published;
+};
+
+class WatchUseCaseTest : public ::testing::Test {
+ protected:
+  WatchUseCaseTest()
+      : store_([this] { return clock_.Now(); }),
+        scheduler_(&store_, &store_),
+        agents_(&clock_),
+        plane_(Ports()) {
+    for (const char* tenant : {"acme", "other"}) {
+      EXPECT_OK(store_.CreateTenant(Tenant{tenant, tenant, {}}));
+      EXPECT_OK(store_.CreateProject(Project{tenant, "p", {}}));
+    }
+  }
+
+  ControlPlanePorts Ports() {
+    ControlPlanePorts ports;
+    ports.workloads = &store_;
+    ports.clusters = &store_;
+    ports.tenants = &store_;
+    ports.events = &sink_;
+    ports.agents = &agents_;
+    ports.scheduler = &scheduler_;
+    ports.clock = &clock_;
+    return ports;
+  }
+
+  WorkloadId Submit(const std::string& tenant) {
+    WorkloadSpec spec;
+    spec.tenant = tenant;
+    spec.project = "p";
+    spec.name = "job";
+    absl::StatusOr<SubmitResult> out = absl::InternalError("callback not run");
+    plane_.Submit(User(tenant), spec, absl::InfiniteFuture(),
+                  [&](absl::StatusOr<SubmitResult> r) { out = std::move(r); });
+    EXPECT_OK(out);
+    return out.ok() ? out->workload.id : 0;
+  }
+
+  // A Watch as the reactor runs it: `subscribed` is where the subscription starts in what was
+  // published; the snapshot (if any) goes first, then everything published since. Returns the
+  // states delivered; `ended` says whether the stream ended.
+  std::vector<WorkloadState> Deliver(WatchFilter& filter, size_t subscribed,
+                                     const std::optional<WorkloadEvent>& snapshot, bool* ended) {
+    std::vector<WorkloadState> out;
+    *ended = false;
+    auto offer = [&](const WorkloadEvent& e) {
+      if (*ended) return;
+      WatchVerdict v = filter.Offer(e);
+      if (v.deliver) out.push_back(e.workload.state);
+      *ended = v.end;
+    };
+    if (snapshot) offer(*snapshot);
+    for (size_t i = subscribed; i < sink_.published.size(); ++i) offer(sink_.published[i]);
+    return out;
+  }
+
+  FakeClock clock_;
+  MemoryStore store_;
+  Scheduler scheduler_;
+  RecordingSink sink_;
+  AgentRegistry agents_;
+  ControlPlane plane_;
+};
+
+TEST_F(WatchUseCaseTest, OneWorkloadFromItsStateNowToItsEnd) {
+  const WorkloadId id = Submit("acme");
+  WatchFilter filter(User("acme"), id);
+  const size_t subscribed = sink_.published.size();
+  ASSERT_OK_AND_ASSIGN(WorkloadEvent first, plane_.WatchSnapshot(User("acme"), id));
+  EXPECT_EQ(first.workload.state, WorkloadState::kPending);
+  EXPECT_EQ(first.from, WorkloadState::kPending);
+  EXPECT_EQ(first.to, WorkloadState::kPending);
+
+  Submit("acme");  // another workload: not this Watch's
+  ASSERT_OK(plane_.Cancel(User("acme"), id, "done with it"));
+  bool ended = false;
+  EXPECT_THAT(Deliver(filter, subscribed, first, &ended),
+              ElementsAre(WorkloadState::kPending, WorkloadState::kCancelled));
+  EXPECT_TRUE(ended);
+}
+
+// The workload changed after the subscription but before the snapshot was read: the caller
+// sees the change once, not twice, and the stream ends.
+TEST_F(WatchUseCaseTest, AChangeBetweenSubscribingAndReadingIsDeliveredOnce) {
+  const WorkloadId id = Submit("acme");
+  WatchFilter filter(User("acme"), id);
+  const size_t subscribed = sink_.published.size();
+  ASSERT_OK(plane_.Cancel(User("acme"), id, ""));
+  ASSERT_OK_AND_ASSIGN(WorkloadEvent first, plane_.WatchSnapshot(User("acme"), id));
+  EXPECT_EQ(first.workload.state, WorkloadState::kCancelled);
+  bool ended = false;
+  EXPECT_THAT(Deliver(filter, subscribed, first, &ended), ElementsAre(WorkloadState::kCancelled));
+  EXPECT_TRUE(ended);
+}
+
+TEST_F(WatchUseCaseTest, AnotherTenantsWorkloadCannotBeWatched) {
+  const WorkloadId id = Submit("other");
+  EXPECT_THAT(plane_.WatchSnapshot(User("acme"), id), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(plane_.WatchSnapshot(User("acme"), id + 100), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(WatchUseCaseTest, AWatchOfEverythingSeesOnlyTheCallersTenant) {
+  WatchFilter filter(User("acme"), 0);
+  const size_t subscribed = sink_.published.size();
+  const WorkloadId mine = Submit("acme");
+  Submit("other");
+  ASSERT_OK(plane_.Cancel(User("acme"), mine, ""));
+  bool ended = false;
+  EXPECT_THAT(Deliver(filter, subscribed, std::nullopt, &ended),
+              ElementsAre(WorkloadState::kPending, WorkloadState::kCancelled));
+  EXPECT_FALSE(ended);
+
+  WatchFilter agent(AgentOf("c1"), 0);
+  EXPECT_THAT(Deliver(agent, subscribed, std::nullopt, &ended), IsEmpty());
+}
+
+}  // namespace
+}  // namespace gpufed
