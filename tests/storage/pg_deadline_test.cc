@@ -129,7 +129,7 @@ TEST_F(DeadlineTest, TheStoreJudgesASubmissionsDeadlineByItsClock) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PgStore> store, PgStore::Create(dsn(), options));
   absl::StatusOr<SubmitResult> result = absl::InternalError("not answered");
   absl::Notification answered;
-  store->SubmitAsync(Spec("late"), absl::Now() + absl::Hours(1),
+  store->SubmitAsync(Spec("late"), PendingReason(), absl::Now() + absl::Hours(1),
                      [&](absl::StatusOr<SubmitResult> r) {
                        result = std::move(r);
                        answered.Notify();

@@ -706,7 +706,7 @@ TEST_F(ControlPlaneTest, BootstrapMakesOneAdminTokenOnAnEmptyStore) {
   EXPECT_THAT(store_.CountTokens(), IsOkAndHolds(int64_t{1}));
   // What was kept is the token stored: a platform admin's.
   ASSERT_OK_AND_ASSIGN(TokenRecord record, store_.LookupToken(auth::HashToken(kept[0])));
-  EXPECT_EQ(record.role, auth::RoleName(auth::Role::kPlatformAdmin));
+  EXPECT_EQ(record.role, auth::Role::kPlatformAdmin);
   EXPECT_TRUE(record.tenant.empty());
 
   // Once there is a token, never again.

@@ -36,8 +36,10 @@ class RecordingWorkloads final : public WorkloadStore {
  public:
   explicit RecordingWorkloads(MemoryStore* store) : store_(store) {}
 
-  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec) override {
-    return store_->Submit(spec);
+  using WorkloadStore::Submit;
+  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec,
+                                      const PendingReason& reason) override {
+    return store_->Submit(spec, reason);
   }
   absl::StatusOr<Workload> Get(WorkloadId id) override { return store_->Get(id); }
   absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override {
