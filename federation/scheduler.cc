@@ -183,28 +183,22 @@ void Scheduler::UpdateReason(Queued& queued, PendingReason reason,
   }
 }
 
-// A cycle judges the window: the first max_considered workloads of the queue. The engine looks
-// at all of them only when capacity changed since the last cycle (a cluster, a release, a
-// placement); otherwise their answers cannot have changed, and only the workloads that arrived
-// since are judged. The rest of the queue gets a reason that does not change from cycle to
-// cycle, written once: for the newcomers beyond the window and for those the window lost. So a
-// cycle costs the window, not the queue, however long the queue grows.
-absl::StatusOr<CycleResult> Scheduler::RunCycle() {
-  const bool pool_changed = DrainInbox();
-  if (pool_changed) dirty_.pool = true;
-  Dirty dirty = std::exchange(dirty_, Dirty{.pool = false, .fresh = {}, .window = {}});
-  ++cycle_;
-  RefreshMix();
-  // MIG demand still queued: a GPU repartitioned now is laid out to serve it.
-  MigQueue mig_queue = mig_demand_;
-  CycleResult result;
-  result.stats.pending = static_cast<int>(queue_.size());
+bool Scheduler::WindowStands(const Dirty& dirty) const {
+  if (dirty.pool || !window_end_.last || window_end_.unwritten) return false;
+  for (WorkloadId id : dirty.fresh) {
+    auto it = queued_ids_.find(id);
+    if (it != queued_ids_.end() && it->second < *window_end_.last) return false;
+  }
+  return true;
+}
 
-  std::vector<Transition> transitions;
-  std::vector<std::pair<WorkloadId, PendingReason>> reasons;
+int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
+                          std::vector<Transition>& transitions,
+                          std::vector<std::pair<WorkloadId, PendingReason>>& reasons,
+                          CycleStats& stats) {
   std::map<ShapeKey, PendingReason> failed_shapes;
-
   int considered = 0;
+  QueueKey last{};
   dirty_.window.reserve(std::min(queue_.size(), static_cast<size_t>(options_.max_considered)));
   for (auto it = queue_.begin(); it != queue_.end() && considered < options_.max_considered;) {
     auto& [key, queued] = *it;
@@ -215,11 +209,13 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
     }
     ++it;
     ++considered;
+    last = key;
     queued.window_cycle = cycle_;
     dirty_.window.push_back(queued.workload.id);
-    if (queued.judged && !dirty.pool) {
+    if (queued.judged && !pool_changed) {
       // Same capacity, same answer; only figures waiting for their refresh may be due.
       if (queued.unwritten) UpdateReason(queued, *queued.unwritten, reasons);
+      window_end_.unwritten |= queued.unwritten.has_value();
       continue;
     }
     queued.judged = true;
@@ -249,7 +245,7 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
                                   decision.assignment->replicas.size() == 1 ? "" : "s", ")");
           for (const Repartition& r : decision.assignment->repartitions) {
             absl::StrAppend(&t.reason, "; ", r.node, "/", r.gpu_uuid, ": ", r.reason);
-            ++result.stats.repartitions;
+            ++stats.repartitions;
           }
           t.assignment = std::move(decision.assignment);
           transitions.push_back(std::move(t));
@@ -263,6 +259,42 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
       }
     }
     UpdateReason(queued, std::move(reason), reasons);
+    window_end_.unwritten |= queued.unwritten.has_value();
+  }
+  if (considered == options_.max_considered) window_end_.last = last;
+  return considered;
+}
+
+// A cycle judges the window: the first max_considered workloads of the queue. The engine looks
+// at all of them only when capacity changed since the last cycle (a cluster, a release, a
+// placement); otherwise their answers cannot have changed, and only the workloads that arrived
+// since are judged. The rest of the queue gets a reason that does not change from cycle to
+// cycle, written once: for the newcomers beyond the window and for those the window lost. So a
+// cycle costs the window, not the queue, however long the queue grows; and when the window is
+// full, capacity unchanged and every newcomer queues behind it, the walk is skipped: a cycle
+// then costs its newcomers.
+absl::StatusOr<CycleResult> Scheduler::RunCycle() {
+  const bool pool_changed = DrainInbox();
+  if (pool_changed) dirty_.pool = true;
+  Dirty dirty = std::exchange(dirty_, Dirty{.pool = false, .fresh = {}, .window = {}});
+  ++cycle_;
+  RefreshMix();
+  CycleResult result;
+  result.stats.pending = static_cast<int>(queue_.size());
+
+  std::vector<Transition> transitions;
+  std::vector<std::pair<WorkloadId, PendingReason>> reasons;
+
+  int considered = 0;
+  if (WindowStands(dirty)) {
+    // The window and every answer in it stand; the newcomers all queue behind it (below).
+    considered = static_cast<int>(dirty.window.size());
+    dirty_.window = std::move(dirty.window);
+  } else {
+    window_end_ = WindowEnd{};
+    // MIG demand still queued: a GPU repartitioned now is laid out to serve it.
+    MigQueue mig_queue = mig_demand_;
+    considered = WalkWindow(dirty.pool, mig_queue, transitions, reasons, result.stats);
   }
   // Beyond the window: newcomers, and those the window held last cycle but not now. Everyone
   // else out there already carries this reason.

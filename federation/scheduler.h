@@ -127,6 +127,15 @@ class Scheduler {
     std::vector<WorkloadId> fresh;   // enqueued since the last cycle, not yet judged
     std::vector<WorkloadId> window;  // the window the last cycle judged
   };
+  // What the last walk of the window left behind, so that a cycle with nothing to judge can skip
+  // the walk (RunCycle).
+  struct WindowEnd {
+    // The key of the window's last workload when the window was full (max_considered of them);
+    // none when the whole queue fitted, so that any newcomer joins the window.
+    std::optional<QueueKey> last;
+    // Some workload in the window has figures waiting for their refresh.
+    bool unwritten = false;
+  };
   struct Inbox {
     std::vector<Workload> submitted;
     std::vector<WorkloadId> released;
@@ -134,6 +143,15 @@ class Scheduler {
     std::vector<std::pair<std::string, ClusterState>> states;
   };
 
+  // True when nothing the last walk of the window decided can have changed: the same capacity,
+  // every newcomer queued behind the window's end, no figures waiting for their refresh.
+  bool WindowStands(const Dirty& dirty) const;
+  // Walks the window (the first max_considered workloads of the queue): judges what it must
+  // (everything when `pool_changed`, else what the engine has not judged yet), tentatively
+  // allocates what fits (appending the transitions), notes where the window ends (window_end_).
+  // Returns how many workloads the window held.
+  int WalkWindow(bool pool_changed, MigQueue& mig_queue, std::vector<Transition>& transitions,
+                 std::vector<std::pair<WorkloadId, PendingReason>>& reasons, CycleStats& stats);
   // Applies notifications; true if the pool changed.
   bool DrainInbox();
   // Records `reason` for a queued workload, appending it to `out` when the stored one must be
@@ -157,6 +175,7 @@ class Scheduler {
   std::map<WorkloadId, QueueKey> queued_ids_;
   MigQueue mig_demand_;  // replicas queued per MIG profile
   Dirty dirty_;
+  WindowEnd window_end_;
   uint64_t cycle_ = 0;
   std::unique_ptr<PlacementEngine> engine_;
   std::deque<WorkloadSpec> recent_specs_;

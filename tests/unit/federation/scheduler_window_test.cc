@@ -140,6 +140,50 @@ TEST_F(SchedulerWindowTest, ANewcomerThatFitsIsPlacedWhileTheRestOfTheWindowWait
   EXPECT_EQ(cycle.stats.reasons_written, 0);
 }
 
+// A full window whose answers stand is not walked again, unless figures in it wait for their
+// refresh: those are still written once reason_refresh_cycles have passed.
+TEST_F(SchedulerWindowTest, FiguresWaitingInAFullWindowAreStillRefreshed) {
+  SchedulerOptions options = Window(2);
+  options.reason_refresh_cycles = 3;
+  Scheduler scheduler(&store_, &store_, options);
+  ASSERT_OK(scheduler.Rebuild());
+  Submit(scheduler, Gpus("six", 6));
+  Workload eight = Submit(scheduler, Gpus("eight", 8));
+  auto largest = [&] {
+    absl::StatusOr<Workload> w = store_.Get(eight.id);
+    EXPECT_OK(w);
+    return w.ok() ? w->pending_reason.Int(figure::kLargest) : -1;
+  };
+
+  // Cycle 1: six is placed; eight is told 2 GPUs are free.
+  ASSERT_OK_AND_ASSIGN(CycleResult cycle, scheduler.RunCycle());
+  ASSERT_EQ(cycle.placed.size(), 1u);
+  EXPECT_EQ(StoredCode(eight.id), ReasonCode::kGpusBusy);
+  EXPECT_EQ(largest(), 2);
+  // Cycle 2 places one more GPU; in cycle 3 eight's figure moves (1 free), not yet written.
+  Submit(scheduler, Gpus("one", 1));
+  Workload tail = Submit(scheduler, Gpus("tail", 8));
+  ASSERT_OK_AND_ASSIGN(cycle, scheduler.RunCycle());
+  ASSERT_EQ(cycle.placed.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(cycle, scheduler.RunCycle());
+  EXPECT_TRUE(cycle.placed.empty());
+  EXPECT_EQ(StoredCode(tail.id), ReasonCode::kGpusBusy);
+  EXPECT_EQ(largest(), 2);
+
+  // Cycle 4: capacity did not change and the newcomer queues behind the full window, yet eight's
+  // figure is due.
+  Workload behind = Submit(scheduler, Gpus("behind", 1));
+  ASSERT_OK_AND_ASSIGN(cycle, scheduler.RunCycle());
+  EXPECT_EQ(cycle.stats.considered, 2);
+  EXPECT_EQ(largest(), 1);
+  EXPECT_EQ(StoredCode(behind.id), ReasonCode::kQueueDepth);
+
+  // Cycle 5: nothing is due; nothing is written.
+  ASSERT_OK_AND_ASSIGN(cycle, scheduler.RunCycle());
+  EXPECT_EQ(cycle.stats.considered, 2);
+  EXPECT_EQ(cycle.stats.reasons_written, 0);
+}
+
 // A submission waits its turn until the scheduler has judged it: the reason the queue beyond
 // the window carries.
 TEST_F(SchedulerWindowTest, QueuedReasonIsWhatSubmissionsAreStoredWith) {
