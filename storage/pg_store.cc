@@ -57,8 +57,9 @@ using nlohmann::json;
   " epoch_us(c.last_heartbeat) AS heartbeat_us "
 
 // One group of submits. Input: [{"ord": n, "spec": {...}, "reason": {"code", "figures",
-// "message"}}]. Tenant and project are resolved in
-// the same statement so that an unknown one only drops its own row; ids are drawn up front
+// "message"}}]. Tenant and project are resolved in the same statement so that an unknown one
+// only drops its own row; each project of the group is locked FOR KEY SHARE once, which keeps
+// it from being deleted under the insert (migrations/0005); ids are drawn up front
 // so each output row can be matched to its input by ord; ON CONFLICT DO NOTHING leaves
 // idempotency-key clashes to be looked up afterwards instead of failing the transaction.
 constexpr const char* kSubmitBatch = R"sql(
@@ -68,10 +69,14 @@ WITH input AS (
          NULLIF(r.spec->>'idempotency_key', '') AS idempotency_key,
          (r.spec->>'priority')::integer AS priority
   FROM jsonb_to_recordset($1::jsonb) AS r(ord integer, spec jsonb, reason jsonb)),
+projects_locked AS (
+  SELECT p.tenant, p.name FROM projects p
+  WHERE (p.tenant, p.name) IN (SELECT DISTINCT tenant, project FROM input)
+  FOR KEY SHARE),
 resolved AS (
   SELECT i.*,
          EXISTS (SELECT 1 FROM tenants t WHERE t.name = i.tenant) AS tenant_found,
-         EXISTS (SELECT 1 FROM projects p
+         EXISTS (SELECT 1 FROM projects_locked p
                  WHERE p.tenant = i.tenant AND p.name = i.project) AS project_found
   FROM input i),
 fresh AS (

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/storage/store_test_util.h"
@@ -811,6 +812,44 @@ TEST_F(WorkloadStoreTest, EventsAreAppendOnly) {
   EXPECT_THROW(Exec("UPDATE workload_events SET reason = 'x'"), pqxx::sql_error);
   EXPECT_THROW(Exec("DELETE FROM workload_events"), pqxx::sql_error);
   EXPECT_EQ(Scalar("SELECT count(*) FROM workload_events"), 1);
+}
+
+// The submit statement checks and locks each project of its group (migrations/0005): a
+// project workloads name cannot be deleted or renamed; one they do not name can.
+TEST_F(WorkloadStoreTest, AProjectWorkloadsNameCannotBeDeletedOrRenamed) {
+  MustSubmit(Spec("a", "acme", "research"));
+  EXPECT_THROW(Exec("DELETE FROM projects WHERE tenant = 'acme' AND name = 'research'"),
+               pqxx::foreign_key_violation);
+  EXPECT_THROW(Exec("UPDATE projects SET name = 'lab' WHERE tenant = 'acme' AND name = 'research'"),
+               pqxx::foreign_key_violation);
+  Exec("DELETE FROM projects WHERE tenant = 'acme' AND name = 'prod'");
+  EXPECT_EQ(Scalar("SELECT count(*) FROM projects WHERE tenant = 'acme'"), 1);
+}
+
+// A project deleted while a submission to it is being inserted: the insert waits for the
+// delete and then finds no project, so no workload names a project that is gone.
+TEST_F(WorkloadStoreTest, ASubmitRacingTheDeleteOfItsProjectStoresNothing) {
+  pqxx::connection deleter(dsn());
+  pqxx::work del(deleter);
+  del.exec("DELETE FROM projects WHERE tenant = 'acme' AND name = 'prod'");
+
+  absl::Notification answered;
+  absl::StatusOr<SubmitResult> result;
+  store_->SubmitAsync(Spec("late", "acme", "prod"), PendingReason(ReasonCode::kQueueDepth),
+                      absl::InfiniteFuture(), [&](absl::StatusOr<SubmitResult> r) {
+                        result = std::move(r);
+                        answered.Notify();
+                      });
+  // The submit's statement now waits for the deleter's row lock.
+  while (Scalar("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+                "datname = current_database()") == 0) {
+    ASSERT_FALSE(answered.HasBeenNotified()) << result.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  del.commit();
+  answered.WaitForNotification();
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM workloads"), 0);
 }
 
 TEST_F(WorkloadStoreTest, SchemaRefusesUnknownStates) {
