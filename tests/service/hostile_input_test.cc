@@ -141,6 +141,12 @@ class RawAgentStream {
     return Wait();
   }
   bool Write(const v1::AgentMessage& m) { return Write(m.SerializeAsString()); }
+  // Closes the sending side, as an agent that is done does.
+  bool WritesDone() {
+    if (!started_) return false;
+    call_->WritesDone(this);
+    return Wait();
+  }
   // The next message: its size on the wire in `bytes`. False once the stream has ended.
   bool Read(v1::ServerMessage* m, size_t* bytes = nullptr) {
     if (!started_) return false;
@@ -506,9 +512,7 @@ TEST_F(HostileInputTest, InvalidUtf8InOtherCallsIsInvalidArgumentAndChangesNothi
 
 // Agent streams are not unary (the parse-error interceptor does not see them): a message that
 // does not parse ends the stream. The server stays up, stores nothing of it, and a good agent
-// still registers. Not asserted: the status the agent gets. Today it is OK, as when an agent
-// closes its side (gRPC's callback API reports both as a failed read), so the agent learns
-// nothing of why.
+// still registers. (The status the agent gets: the next test.)
 TEST_F(HostileInputTest, InvalidUtf8OnAnAgentStreamIsStoredNowhere) {
   ASSERT_OK_AND_ASSIGN(std::string token, testing::CreateAgentToken(address_, admin_, "dgx"));
   v1::AgentMessage bad = Registration("dgx", 1);
@@ -544,6 +548,54 @@ TEST_F(HostileInputTest, InvalidUtf8OnAnAgentStreamIsStoredNowhere) {
   ASSERT_OK(GetCluster("dgx", &cluster));
   ASSERT_EQ(cluster.nodes_size(), 1);
   EXPECT_EQ(cluster.nodes(0).name(), "dgx-n0");
+}
+
+// A message the server cannot parse ends the agent stream with INVALID_ARGUMENT, naming the
+// field whose string is not UTF-8 when there is one, so the agent (and its operator) learns why;
+// an agent that closes its side still gets OK.
+TEST_F(HostileInputTest, AnUnparsableAgentMessageEndsTheStreamWithInvalidArgument) {
+  ASSERT_OK_AND_ASSIGN(std::string token, testing::CreateAgentToken(address_, admin_, "dgx"));
+  v1::ServerMessage m;
+  {
+    v1::AgentMessage bad = Registration("dgx", 1);
+    bad.mutable_register_()->mutable_inventory()->mutable_nodes(0)->set_name("qqqqqqqq");
+    RawAgentStream agent(channel_, token);
+    ASSERT_TRUE(agent.Write(WithInvalidUtf8(bad, "qqqqqqqq")));
+    while (agent.Read(&m)) {
+    }
+    const grpc::Status s = agent.Finish();
+    EXPECT_TRUE(InvalidNaming(s, "register.inventory.nodes.name"));
+    EXPECT_THAT(s.error_message(), ::testing::HasSubstr("UTF-8"));
+  }
+  {
+    // A length-delimited field that claims 5 bytes and has 2: not an AgentMessage at all.
+    RawAgentStream agent(channel_, token);
+    ASSERT_TRUE(agent.Write(std::string("\x0a\x05\x61\x62", 4)));
+    while (agent.Read(&m)) {
+    }
+    EXPECT_TRUE(InvalidNaming(agent.Finish(), "not a valid gpufed.v1.AgentMessage"));
+  }
+  {
+    // After a good registration too.
+    RawAgentStream agent(channel_, token);
+    ASSERT_TRUE(agent.Write(Registration("dgx", 1)));
+    ASSERT_TRUE(agent.Read(&m));
+    ASSERT_EQ(m.body_case(), v1::ServerMessage::kRegistered);
+    ASSERT_TRUE(agent.Write(std::string("\xff\xff\xff", 3)));
+    while (agent.Read(&m)) {
+    }
+    EXPECT_TRUE(InvalidNaming(agent.Finish(), "not a valid gpufed.v1.AgentMessage"));
+  }
+  {
+    RawAgentStream agent(channel_, token);
+    ASSERT_TRUE(agent.Write(Registration("dgx", 1)));
+    ASSERT_TRUE(agent.Read(&m));
+    ASSERT_EQ(m.body_case(), v1::ServerMessage::kRegistered);
+    ASSERT_TRUE(agent.WritesDone());
+    while (agent.Read(&m)) {
+    }
+    EXPECT_OK(agent.Finish());
+  }
 }
 
 // Large workloads, each within the limits, add up: a List page of them must still be readable
