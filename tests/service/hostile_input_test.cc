@@ -156,6 +156,13 @@ class RawAgentStream {
     if (bytes != nullptr) *bytes = buffer.Length();
     return m->ParseFromString(FromByteBuffer(buffer));
   }
+  // Reads until the server ends the stream; the stream's status.
+  grpc::Status ReadToEnd() {
+    v1::ServerMessage m;
+    while (Read(&m)) {
+    }
+    return Finish();
+  }
   // The stream's status once the server has ended it.
   grpc::Status Finish() {
     finished_ = true;
@@ -555,15 +562,18 @@ TEST_F(HostileInputTest, InvalidUtf8OnAnAgentStreamIsStoredNowhere) {
 // an agent that closes its side still gets OK.
 TEST_F(HostileInputTest, AnUnparsableAgentMessageEndsTheStreamWithInvalidArgument) {
   ASSERT_OK_AND_ASSIGN(std::string token, testing::CreateAgentToken(address_, admin_, "dgx"));
-  v1::ServerMessage m;
+  auto registered = [&](RawAgentStream& agent) {
+    ASSERT_TRUE(agent.Write(Registration("dgx", 1)));
+    v1::ServerMessage m;
+    ASSERT_TRUE(agent.Read(&m));
+    ASSERT_EQ(m.body_case(), v1::ServerMessage::kRegistered);
+  };
   {
     v1::AgentMessage bad = Registration("dgx", 1);
     bad.mutable_register_()->mutable_inventory()->mutable_nodes(0)->set_name("qqqqqqqq");
     RawAgentStream agent(channel_, token);
     ASSERT_TRUE(agent.Write(WithInvalidUtf8(bad, "qqqqqqqq")));
-    while (agent.Read(&m)) {
-    }
-    const grpc::Status s = agent.Finish();
+    const grpc::Status s = agent.ReadToEnd();
     EXPECT_TRUE(InvalidNaming(s, "register.inventory.nodes.name"));
     EXPECT_THAT(s.error_message(), ::testing::HasSubstr("UTF-8"));
   }
@@ -571,30 +581,20 @@ TEST_F(HostileInputTest, AnUnparsableAgentMessageEndsTheStreamWithInvalidArgumen
     // A length-delimited field that claims 5 bytes and has 2: not an AgentMessage at all.
     RawAgentStream agent(channel_, token);
     ASSERT_TRUE(agent.Write(std::string("\x0a\x05\x61\x62", 4)));
-    while (agent.Read(&m)) {
-    }
-    EXPECT_TRUE(InvalidNaming(agent.Finish(), "not a valid gpufed.v1.AgentMessage"));
+    EXPECT_TRUE(InvalidNaming(agent.ReadToEnd(), "not a valid gpufed.v1.AgentMessage"));
   }
   {
     // After a good registration too.
     RawAgentStream agent(channel_, token);
-    ASSERT_TRUE(agent.Write(Registration("dgx", 1)));
-    ASSERT_TRUE(agent.Read(&m));
-    ASSERT_EQ(m.body_case(), v1::ServerMessage::kRegistered);
+    ASSERT_NO_FATAL_FAILURE(registered(agent));
     ASSERT_TRUE(agent.Write(std::string("\xff\xff\xff", 3)));
-    while (agent.Read(&m)) {
-    }
-    EXPECT_TRUE(InvalidNaming(agent.Finish(), "not a valid gpufed.v1.AgentMessage"));
+    EXPECT_TRUE(InvalidNaming(agent.ReadToEnd(), "not a valid gpufed.v1.AgentMessage"));
   }
   {
     RawAgentStream agent(channel_, token);
-    ASSERT_TRUE(agent.Write(Registration("dgx", 1)));
-    ASSERT_TRUE(agent.Read(&m));
-    ASSERT_EQ(m.body_case(), v1::ServerMessage::kRegistered);
+    ASSERT_NO_FATAL_FAILURE(registered(agent));
     ASSERT_TRUE(agent.WritesDone());
-    while (agent.Read(&m)) {
-    }
-    EXPECT_OK(agent.Finish());
+    EXPECT_OK(agent.ReadToEnd());
   }
 }
 
