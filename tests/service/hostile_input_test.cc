@@ -4,10 +4,8 @@
 // and leave nothing stored. The limits are federation/validation.h's (docs/interfaces.md#limits).
 
 #include <algorithm>
-#include <condition_variable>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,6 +25,7 @@
 #include "pqxx/pqxx"
 #include "server/server.h"
 #include "tests/service/in_process_server.h"
+#include "tests/service/raw_calls.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_matchers.h"
@@ -34,7 +33,10 @@
 namespace gpufed {
 namespace {
 
+using ::gpufed::testing::FromByteBuffer;
+using ::gpufed::testing::RawUnaryCall;
 using ::gpufed::testing::StatusIs;
+using ::gpufed::testing::ToByteBuffer;
 
 grpc::Status Call(const std::string& token, auto&& fn) {
   grpc::ClientContext ctx;
@@ -67,44 +69,6 @@ std::string WithInvalidUtf8(const google::protobuf::Message& message, const std:
   EXPECT_EQ(bytes.find(marker, at + 1), std::string::npos) << marker << " occurs twice";
   if (at != std::string::npos) bytes.replace(at, marker.size(), std::string(marker.size(), '\xff'));
   return bytes;
-}
-
-grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_OK(buffer.Dump(&slices));
-  std::string out;
-  for (const grpc::Slice& s : slices) {
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return out;
-}
-
-// A unary call of `method` ("/gpufed.v1.TenantService/CreateTenant") with a request of raw bytes.
-grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel, const std::string& token,
-                          const std::string& method, const std::string& bytes) {
-  grpc::GenericStub generic(channel);
-  grpc::ClientContext ctx;
-  ctx.AddMetadata("authorization", "Bearer " + token);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::ByteBuffer request = ToByteBuffer(bytes), response;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
-  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
-    std::lock_guard<std::mutex> lock(mu);
-    status = std::move(s);
-    done = true;
-    cv.notify_one();
-  });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  return status;
 }
 
 // An agent stream that sends and receives raw bytes (generic async API, one operation at a
