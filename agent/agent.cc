@@ -10,7 +10,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "federation/mig.h"
 #include "federation/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -97,6 +96,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, Clust
 
 Agent::Agent(AgentOptions options, ClusterTopology topology)
     : options_(std::move(options)),
+      clock_(*ClockOrSystem(options_.clock)),
       topology_(std::move(topology)),
       heartbeat_interval_(options_.default_heartbeat_interval),
       inventory_(topology_.inventory),
@@ -116,9 +116,9 @@ void Agent::Shutdown() {
   }
   if (backend_ != nullptr) backend_->Shutdown();
   absl::MutexLock lock(&mu_);
-  const absl::Time deadline = absl::Now() + options_.shutdown_flush_timeout;
+  const absl::Time deadline = Now() + options_.shutdown_flush_timeout;
   while (registered_ && !stream_done_ && !outbox_.empty()) {
-    if (changed_.WaitWithDeadline(&mu_, deadline)) break;
+    if (WaitChanged(deadline)) break;
   }
   if (current_context_ != nullptr) current_context_->TryCancel();
 }
@@ -196,9 +196,9 @@ void Agent::Run() {
       }
     }
     absl::MutexLock lock(&mu_);
-    const absl::Time deadline = absl::Now() + wait;
+    const absl::Time deadline = Now() + wait;
     while (!stopping_) {
-      if (changed_.WaitWithDeadline(&mu_, deadline)) break;
+      if (WaitChanged(deadline)) break;
     }
   }
   spdlog::info("agent stopped");
@@ -284,9 +284,9 @@ bool Agent::RunStream(grpc::Status* final_status) {
     stream_done_ = true;
     registered_ = false;
     changed_.SignalAll();
-    const absl::Time deadline = absl::Now() + kSenderExitWait;
+    const absl::Time deadline = Now() + kSenderExitWait;
     while (!sender_exited_) {
-      if (changed_.WaitWithDeadline(&mu_, deadline)) break;
+      if (WaitChanged(deadline)) break;
     }
     // A sender stuck in Write on a half-dead stream needs the call cancelled; otherwise leave
     // the call alone so Finish reports the server's own status.
@@ -308,22 +308,22 @@ void Agent::SendLoop(Stream* stream) {
   const bool wrote = stream->rw->Write(reg);
 
   absl::MutexLock lock(&mu_);
-  const absl::Time register_deadline = absl::Now() + options_.register_timeout;
+  const absl::Time register_deadline = Now() + options_.register_timeout;
   while (wrote && !stream_done_ && !registered_) {
-    if (changed_.WaitWithDeadline(&mu_, register_deadline) && !registered_ && !stream_done_) {
+    if (WaitChanged(register_deadline) && !registered_ && !stream_done_) {
       spdlog::warn("no Registered from {} within {}; redialling", options_.server_address,
                    absl::FormatDuration(options_.register_timeout));
       stream->context->TryCancel();
       break;
     }
   }
-  absl::Time next_heartbeat = absl::Now() + heartbeat_interval_;
+  absl::Time next_heartbeat = Now() + heartbeat_interval_;
   const absl::Duration scan_every =
       std::max(options_.status_resend_interval / 2, absl::Milliseconds(10));
-  absl::Time next_scan = absl::Now() + scan_every;
+  absl::Time next_scan = Now() + scan_every;
   std::vector<v1::AgentMessage> out;
   while (wrote && !stream_done_ && registered_) {
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     if (now >= next_scan) {
       // Statuses sent but not acknowledged for a while go out again on this stream.
       for (const auto& [order, key] : outbox_order_) {
@@ -370,7 +370,7 @@ void Agent::SendLoop(Stream* stream) {
       next_heartbeat = now + heartbeat_interval_;
     }
     if (out.empty()) {
-      changed_.WaitWithDeadline(&mu_, std::min(next_heartbeat, next_scan));
+      WaitChanged(std::min(next_heartbeat, next_scan));
       continue;
     }
     // Write without the lock: a slow server must not stall the backend's callbacks.
@@ -415,7 +415,7 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;  // do not start what Shutdown would kill unreported
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     int stale = 0;
     for (const v1::WorkAssignment& a : batch.assignments()) {
       const std::string& id = a.workload_id();
@@ -482,7 +482,7 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
       continue;
     }
     Finish(a->workload_id(), it->second, v1::WORKLOAD_STATE_FAILED, 0,
-           absl::StrCat("not started: ", started.message()), absl::Now());
+           absl::StrCat("not started: ", started.message()), Now());
   }
 }
 
@@ -572,7 +572,7 @@ void Agent::HandleCancel(const v1::CancelBatch& batch) {
   std::vector<std::string> to_cancel;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     for (const std::string& id : batch.workload_ids()) {
       if (id.empty()) continue;
       auto it = workloads_.find(id);
@@ -620,7 +620,7 @@ void Agent::HandleAck(const v1::StatusAck& ack) {
       it->second.terminal_acked = true;
     }
   }
-  Forget(absl::Now());
+  Forget(Now());
   changed_.SignalAll();
 }
 
@@ -654,7 +654,7 @@ void Agent::Finish(const std::string& id, Record& r, v1::WorkloadState state, in
   r.message = std::move(message);
   r.time = time;
   r.terminal_acked = false;
-  ended_.emplace_back(absl::Now(), id);
+  ended_.emplace_back(Now(), id);
   Enqueue(StatusOf(id, r));
 }
 

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "agent/backend.h"
 #include "agent/topology.h"
+#include "federation/clock.h"
 #include "gpufed/v1/agent_service.grpc.pb.h"
 
 namespace gpufed::agent {
@@ -46,6 +47,9 @@ struct AgentOptions {
   int max_updates_per_report = 1000;
   // On Shutdown, how long to keep the stream open for outstanding statuses to be acknowledged.
   absl::Duration shutdown_flush_timeout = absl::Seconds(3);
+  // What every interval above is measured with and status times are read from. Null: the
+  // process's SystemClock.
+  const Clock* clock = nullptr;
 };
 
 // Counters for logs and tests. A snapshot; fields are independent.
@@ -156,8 +160,14 @@ class Agent {
               std::string message, absl::Time time) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration Jitter(absl::Duration d);
+  [[nodiscard]] absl::Time Now() const { return AbslNow(clock_); }
+  // changed_.WaitWithDeadline, with `deadline` read on clock_. True when it has passed.
+  bool WaitChanged(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return WaitUntil(changed_, &mu_, clock_, deadline);
+  }
 
   const AgentOptions options_;
+  const Clock& clock_;
   // The cluster name and info; the inventory part is only the starting point of inventory_.
   const ClusterTopology topology_;
   std::unique_ptr<Backend> backend_;  // set once in Create

@@ -14,13 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/flags.h"
 #include "agent/process_backend.h"
 #include "agent/sim_backend.h"
 #include "agent/topology.h"
+#include "federation/clock.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -77,9 +77,12 @@ int Main(int argc, char** argv) {
   // A write to a socket the server closed must fail, not kill the agent.
   signal(SIGPIPE, SIG_IGN);
 
+  // The one real clock: the agent and its backend read time from it.
+  const SystemClock clock;
   BackendFactory factory;
   if (flags.backend == "process") {
     ProcessBackendOptions options;
+    options.clock = &clock;
     options.work_dir = flags.work_dir.empty() ? DefaultWorkDir(topology->cluster) : flags.work_dir;
     options.kill_grace = absl::Seconds(flags.kill_grace_seconds);
     factory = [options](EventCallback cb) -> absl::StatusOr<std::unique_ptr<Backend>> {
@@ -90,8 +93,8 @@ int Main(int argc, char** argv) {
     };
     spdlog::info("process backend: workload logs in {}/logs", options.work_dir);
   } else {
-    factory = [](EventCallback cb) -> absl::StatusOr<std::unique_ptr<Backend>> {
-      absl::StatusOr<std::unique_ptr<SimBackend>> b = SimBackend::Create(std::move(cb));
+    factory = [&clock](EventCallback cb) -> absl::StatusOr<std::unique_ptr<Backend>> {
+      absl::StatusOr<std::unique_ptr<SimBackend>> b = SimBackend::Create(std::move(cb), &clock);
       if (!b.ok()) return b.status();
       return std::unique_ptr<Backend>(std::move(*b));
     };
@@ -101,6 +104,7 @@ int Main(int argc, char** argv) {
   options.server_address = flags.server;
   options.token = flags.token;
   options.agent_version = GPUFED_VERSION;
+  options.clock = &clock;
   const int gpus = CountGpus(topology->inventory);
   const int nodes = topology->inventory.nodes_size();
   const std::string cluster = topology->cluster;
@@ -123,14 +127,14 @@ int Main(int argc, char** argv) {
         // A person pressing Ctrl-C again means "now". Repeated SIGTERMs come from supervisors
         // and scripts (often twice at once) and must not turn a clean stop into a crash: the
         // stop is bounded anyway, and they follow up with SIGKILL if they lose patience.
-        if (sig == SIGINT && absl::Now() - *first > kForceExitAfter) {
+        if (sig == SIGINT && AbslNow(clock) - *first > kForceExitAfter) {
           spdlog::warn("second SIGINT: exiting now");
           std::_Exit(1);
         }
         spdlog::info("{} again: already shutting down", name);
         continue;
       }
-      first = absl::Now();
+      first = AbslNow(clock);
       spdlog::info("{}: shutting down", name);
       // Shutdown blocks while the backend stops its work, so run it off the signal thread to
       // keep a second Ctrl-C able to force the exit.

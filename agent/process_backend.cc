@@ -181,6 +181,7 @@ ProcessBackend::ProcessBackend(ProcessBackendOptions options, EventCallback call
                                std::map<std::string, std::string> base_env, int epoll_fd,
                                int wake_fd)
     : options_(std::move(options)),
+      clock_(*ClockOrSystem(options_.clock)),
       callback_(std::move(callback)),
       base_env_(std::move(base_env)),
       epoll_fd_(epoll_fd),
@@ -304,7 +305,7 @@ absl::Status ProcessBackend::Start(const v1::WorkAssignment& work) {
   }
 
   absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
+  const absl::Time now = AbslNow(clock_);
   w->replicas = std::move(spawned);
   w->attached = true;
   for (size_t r = 0; r < w->replicas.size(); ++r) {
@@ -358,7 +359,7 @@ absl::Status ProcessBackend::Cancel(std::string_view id_view) {
   // A gang already failing keeps FAILED: that is the state it reached first.
   if (w.cancel_requested || w.failed) return absl::OkStatus();
   w.cancel_requested = true;
-  if (w.attached) Terminate(w, absl::Now());  // else Start terminates it once spawned
+  if (w.attached) Terminate(w, AbslNow(clock_));  // else Start terminates it once spawned
   Wake();
   return absl::OkStatus();
 }
@@ -375,7 +376,7 @@ void ProcessBackend::Shutdown() {
       stopping_ = true;
       stopped_.store(true);
       ready_.clear();
-      const absl::Time now = absl::Now();
+      const absl::Time now = AbslNow(clock_);
       for (auto& [id, w] : active_) {
         w->cancel_requested = true;
         if (w->attached && !w->killed && !terminating_.contains(w.get())) Terminate(*w, now);
@@ -383,7 +384,7 @@ void ProcessBackend::Shutdown() {
       Wake();
       const absl::Time give_up = now + options_.kill_grace + kShutdownSlack;
       while (!active_.empty()) {
-        if (idle_.WaitWithDeadline(&mu_, give_up)) break;
+        if (WaitUntil(idle_, &mu_, clock_, give_up)) break;
       }
       if (!active_.empty()) {
         spdlog::warn("process backend: {} workload(s) did not exit after SIGKILL; leaving them",
@@ -483,7 +484,7 @@ void ProcessBackend::HandleExit(int pidfd) {
   rep.done = true;
   --w.live;
 
-  const absl::Time now = absl::Now();
+  const absl::Time now = AbslNow(clock_);
   if (code != 0 && !w.failed && !w.cancel_requested && !stopping_) {
     w.failed = true;
     w.exit_code = code;
@@ -506,7 +507,7 @@ void ProcessBackend::Loop() {
         if (!w->killed) next = std::min(next, w->kill_deadline);
       }
       if (next != absl::InfiniteFuture()) {
-        const absl::Duration left = std::max(next - absl::Now(), absl::ZeroDuration());
+        const absl::Duration left = std::max(next - AbslNow(clock_), absl::ZeroDuration());
         timeout_ms = static_cast<int>(std::min<int64_t>(
             absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), INT_MAX));
       }
@@ -527,7 +528,7 @@ void ProcessBackend::Loop() {
           HandleExit(fd);
         }
       }
-      const absl::Time now = absl::Now();
+      const absl::Time now = AbslNow(clock_);
       std::vector<Workload*> overdue;
       for (Workload* w : terminating_) {
         if (!w->killed && w->kill_deadline <= now) overdue.push_back(w);

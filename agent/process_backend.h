@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/backend.h"
+#include "federation/clock.h"
 
 namespace gpufed::agent {
 
@@ -27,6 +28,8 @@ struct ProcessBackendOptions {
   std::string work_dir;
   // After SIGTERM, how long a process group may take to exit before SIGKILL.
   absl::Duration kill_grace = absl::Seconds(10);
+  // What event times and kill_grace are read from. Null: the process's SystemClock.
+  const Clock* clock = nullptr;
 };
 
 // Runs each replica of an assignment as a local process: the single-element command through
@@ -98,6 +101,7 @@ class ProcessBackend final : public Backend {
   void MaybeFinish(Workload& w, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ProcessBackendOptions options_;
+  const Clock& clock_;
   const EventCallback callback_;
   const std::map<std::string, std::string> base_env_;  // inherited, GPUFED_* removed
   const int epoll_fd_;

@@ -8,12 +8,14 @@
 
 namespace gpufed::agent {
 
-absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(EventCallback callback) {
+absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(EventCallback callback,
+                                                               const Clock* clock) {
   if (!callback) return absl::InvalidArgumentError("sim backend: callback is required");
-  return std::unique_ptr<SimBackend>(new SimBackend(std::move(callback)));
+  return std::unique_ptr<SimBackend>(new SimBackend(std::move(callback), clock));
 }
 
-SimBackend::SimBackend(EventCallback callback) : callback_(std::move(callback)) {
+SimBackend::SimBackend(EventCallback callback, const Clock* clock)
+    : callback_(std::move(callback)), clock_(*ClockOrSystem(clock)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -30,7 +32,7 @@ absl::Status SimBackend::Start(const v1::WorkAssignment& work) {
   const absl::Duration duration = absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
   const bool fail = spec.run().sim_outcome() == v1::SIM_OUTCOME_FAIL;
 
-  const absl::Time now = absl::Now();
+  const absl::Time now = AbslNow(clock_);
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::FailedPreconditionError("sim backend: shutting down");
   const uint64_t generation = next_generation_++;
@@ -57,7 +59,7 @@ absl::Status SimBackend::Cancel(std::string_view id_view) {
   }
   // The timer stays queued; its generation no longer matches anything, so it fires as a no-op.
   active_.erase(it);
-  ready_.push_back({workload_id, v1::WORKLOAD_STATE_CANCELLED, 0, "cancelled", absl::Now()});
+  ready_.push_back({workload_id, v1::WORKLOAD_STATE_CANCELLED, 0, "cancelled", AbslNow(clock_)});
   wake_.Signal();
   return absl::OkStatus();
 }
@@ -81,11 +83,16 @@ void SimBackend::Shutdown() {
   });
 }
 
+void SimBackend::ClockMoved() {
+  absl::MutexLock lock(&mu_);
+  wake_.Signal();
+}
+
 void SimBackend::Loop() {
   std::vector<WorkloadEvent> due;
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    const absl::Time now = absl::Now();
+    const absl::Time now = AbslNow(clock_);
     due.swap(ready_);
     while (!timers_.empty() && timers_.top().deadline <= now) {
       Timer timer = timers_.top();
@@ -102,7 +109,7 @@ void SimBackend::Loop() {
     }
     if (due.empty()) {
       const absl::Time deadline = timers_.empty() ? absl::InfiniteFuture() : timers_.top().deadline;
-      wake_.WaitWithDeadline(&mu_, deadline);
+      WaitUntil(wake_, &mu_, clock_, deadline);
       continue;
     }
     // Deliver without the lock: the callback may take the agent's locks or call back in.

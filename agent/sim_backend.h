@@ -15,16 +15,19 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/backend.h"
+#include "federation/clock.h"
 
 namespace gpufed::agent {
 
 // A simulated cluster: a workload is RUNNING as soon as it starts, runs for its spec's
 // estimated_duration (0 ends at once), then ends as spec.run.sim_outcome and sim_exit_code say.
 // One timer thread serves every workload from a deadline queue, so thousands can run at once.
+// Durations and event times are read from `clock` (null: the process's SystemClock).
 // Thread-safe.
 class SimBackend final : public Backend {
  public:
-  static absl::StatusOr<std::unique_ptr<SimBackend>> Create(EventCallback callback);
+  static absl::StatusOr<std::unique_ptr<SimBackend>> Create(EventCallback callback,
+                                                            const Clock* clock = nullptr);
   ~SimBackend() override;
 
   std::string_view name() const override { return "sim"; }
@@ -32,6 +35,10 @@ class SimBackend final : public Backend {
   absl::Status Cancel(std::string_view workload_id) override;
   size_t Active() const override;
   void Shutdown() override;
+
+  // Looks at the clock again now rather than when the earliest workload was due by the clock's
+  // reading at the last look: for a clock that jumps (a FakeClock moved by hand).
+  void ClockMoved();
 
  private:
   struct Workload {
@@ -49,10 +56,11 @@ class SimBackend final : public Backend {
     }
   };
 
-  explicit SimBackend(EventCallback callback);
+  SimBackend(EventCallback callback, const Clock* clock);
   void Loop();
 
   const EventCallback callback_;
+  const Clock& clock_;
   std::atomic<bool> stopped_{false};
   std::once_flag shutdown_once_;
 

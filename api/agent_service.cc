@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
+#include "api/parse_errors.h"
 #include "api/status.h"
 #include "federation/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -50,8 +51,9 @@ class ChannelHandle final : public AgentChannel {
 // with backpressure: reading pauses while kMaxInbox messages wait). Writes are queued and go
 // out one at a time. StartRead/StartWrite/Finish are called with no lock held because gRPC may
 // run reactions inline. Reference-counted: gRPC (until OnDone), queued executor work and each
-// channel call hold a reference.
-class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage> {
+// channel call hold a reference. Messages travel as raw bytes, parsed and serialised here, so
+// that a message that does not parse is told from the agent closing its side.
+class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   AgentStream(const ApiContext& ctx, grpc::CallbackServerContext* context)
       : ctx_(ctx), context_(context), channel_(std::make_shared<ChannelHandle>(this)) {
@@ -71,11 +73,18 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
       FinishOnce(grpc::Status::OK);  // the agent closed its side
       return;
     }
+    v1::AgentMessage message;
+    if (absl::Status parsed = ParseMessage(&in_, &message); !parsed.ok()) {
+      // link_ belongs to the executor task: name the peer instead of the cluster.
+      spdlog::warn("agent stream from {}: {}", context_->peer(), parsed.ToString());
+      FinishOnce(ToGrpcStatus(parsed));
+      return;
+    }
     bool schedule = false;
     bool read_more = false;
     {
       absl::MutexLock lock(&mu_);
-      inbox_.push_back(std::move(in_));
+      inbox_.push_back(std::move(message));
       if (!processing_) processing_ = schedule = true;
       if (inbox_.size() < kMaxInbox) {
         read_more = true;
@@ -105,7 +114,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
       if (ok) write = TakeNextLocked();
     }
     if (!ok) return FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
-    if (write) StartWrite(&current_);
+    if (write) WriteCurrent();
   }
 
   void OnCancel() override { FinishOnce(grpc::Status::CANCELLED); }
@@ -131,7 +140,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
       queue_.push_back(std::move(message));
       write = TakeNextLocked();
     }
-    if (write) StartWrite(&current_);
+    if (write) WriteCurrent();
   }
 
   void FinishOnce(const grpc::Status& status) {
@@ -152,6 +161,22 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     queue_.pop_front();
     writing_ = true;
     return true;
+  }
+
+  // Serialises current_ and starts writing it. Without the lock: current_ and current_bytes_
+  // belong to the one write in flight.
+  void WriteCurrent() {
+    current_bytes_.Clear();
+    bool own_buffer = false;
+    const grpc::Status serialized = grpc::SerializationTraits<v1::ServerMessage>::Serialize(
+        current_, &current_bytes_, &own_buffer);
+    if (!serialized.ok()) {
+      FinishOnce(grpc::Status(
+          grpc::StatusCode::INTERNAL,
+          absl::StrCat("cannot serialise a message to the agent: ", serialized.error_message())));
+      return;
+    }
+    StartWrite(&current_bytes_);
   }
 
   void ProcessInbox() {
@@ -256,7 +281,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   grpc::CallbackServerContext* const context_;
   std::atomic<int> refs_{1};  // gRPC's, released in OnDone
   const std::shared_ptr<ChannelHandle> channel_;
-  v1::AgentMessage in_;
+  grpc::ByteBuffer in_;  // the read in flight
 
   // Touched only by the one executor task handling this stream's messages (and OnDone, after
   // it: the task holds a reference).
@@ -264,7 +289,8 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
 
   absl::Mutex mu_;
   std::deque<v1::ServerMessage> queue_ ABSL_GUARDED_BY(mu_);
-  v1::ServerMessage current_;  // owned by the write in flight
+  v1::ServerMessage current_;       // owned by the write in flight
+  grpc::ByteBuffer current_bytes_;  // current_ serialised, likewise
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   // Received, not yet handled; one executor task at a time drains it (processing_).
@@ -322,7 +348,7 @@ void ChannelHandle::Close(const std::string& why) {
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* AgentServiceImpl::Connect(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* AgentServiceImpl::Connect(
     grpc::CallbackServerContext* context) {
   return new AgentStream(ctx_, context);
 }

@@ -9,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "api/status.h"
 #include "google/protobuf/stubs/logging.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 
 namespace gpufed::api {
 namespace {
@@ -35,6 +37,17 @@ void CaptureUtf8Failures(google::protobuf::LogLevel level, const char* filename,
   if (previous_handler != nullptr) previous_handler(level, filename, line, message);
 }
 
+// What a client is told about a message of type `type` that did not parse; `field` is the full
+// name of the string field that held invalid UTF-8, "" when not known.
+absl::Status Unparsable(const google::protobuf::Descriptor& type, const std::string& field) {
+  const std::string path = field.empty() ? "" : FieldPath(type, field);
+  if (path.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("request: not a valid ", type.full_name()));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": not valid UTF-8 (string fields must be UTF-8)"));
+}
+
 class ParseErrorInterceptor final : public grpc::experimental::Interceptor {
  public:
   explicit ParseErrorInterceptor(const google::protobuf::Descriptor* request) : request_(request) {}
@@ -47,22 +60,12 @@ class ParseErrorInterceptor final : public grpc::experimental::Interceptor {
     }
     if (failed_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
         methods->GetSendStatus().error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-      methods->ModifySendStatus(Answer());
+      methods->ModifySendStatus(ToGrpcStatus(Unparsable(*request_, field_)));
     }
     methods->Proceed();
   }
 
  private:
-  grpc::Status Answer() const {
-    const std::string path = field_.empty() ? "" : FieldPath(*request_, field_);
-    if (path.empty()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("request: not a valid ", request_->full_name()));
-    }
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat(path, ": not valid UTF-8 (string fields must be UTF-8)"));
-  }
-
   const google::protobuf::Descriptor* request_;
   bool failed_ = false;
   std::string field_;
@@ -90,6 +93,15 @@ grpc::experimental::Interceptor* ParseErrorInterceptorFactory::CreateServerInter
   // (a stream's message, say) must not be blamed on this one.
   utf8_failure.clear();
   return new ParseErrorInterceptor(descriptor->input_type());
+}
+
+absl::Status ParseMessage(grpc::ByteBuffer* buffer, google::protobuf::Message* message) {
+  // A failure noted for an earlier parse on this thread must not be blamed on this one.
+  utf8_failure.clear();
+  const grpc::Status parsed =
+      grpc::SerializationTraits<google::protobuf::Message>::Deserialize(buffer, message);
+  if (parsed.ok()) return absl::OkStatus();
+  return Unparsable(*message->GetDescriptor(), std::exchange(utf8_failure, ""));
 }
 
 std::string FieldPath(const google::protobuf::Descriptor& request, absl::string_view full_name) {

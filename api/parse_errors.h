@@ -7,6 +7,9 @@
 // turn that answer into INVALID_ARGUMENT naming the field, by its path in the request:
 //   spec.name: not valid UTF-8 (string fields must be UTF-8; send bytes fields for raw data)
 // and any other unparsable request into INVALID_ARGUMENT "request: not a valid <type>".
+// Streams are not intercepted: gRPC reports a stream message that does not parse as a failed
+// read, just like the client closing its side. A stream that must tell the two apart reads raw
+// bytes (a raw callback method) and parses them with ParseMessage, which answers the same way.
 //
 // How the field is known: protobuf 3.21 logs "String field 'gpufed.v1.WorkloadSpec.name'
 // contains invalid UTF-8 data when parsing ..." through its log handler, on the thread that
@@ -18,8 +21,11 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_interceptor.h"
 
 namespace gpufed::api {
@@ -35,6 +41,11 @@ class ParseErrorInterceptorFactory : public grpc::experimental::ServerIntercepto
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;
 };
+
+// Parses `buffer` into `message`, consuming the buffer. INVALID_ARGUMENT when it does not parse,
+// in the interceptors' words: the path of the string field that is not valid UTF-8 when the
+// capture names it, else "request: not a valid <type>". Call on the thread that owns `message`.
+absl::Status ParseMessage(grpc::ByteBuffer* buffer, google::protobuf::Message* message);
 
 // The path of the field named `full_name` (e.g. "gpufed.v1.WorkloadSpec.name") inside
 // `request`, e.g. "spec.name"; a map's key or value is named by the map ("spec.run.env"). The

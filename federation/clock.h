@@ -1,15 +1,16 @@
 #ifndef GPUFED_FEDERATION_CLOCK_H_
 #define GPUFED_FEDERATION_CLOCK_H_
 
-// The one clock port. The domain, the API handlers and the stores never read the real clock:
-// they ask the Clock they were given. The composition roots give SystemClock (storage, given
-// none, falls back to one: storage/pg_pool.h ClockOrSystem); tests give FakeClock and move time
-// by hand, so nothing in a test sleeps.
+// The one clock port. The domain, the API handlers, the stores and the agent never read the
+// real clock: they ask the Clock they were given. The composition roots give SystemClock (a
+// component given none falls back to one: ClockOrSystem); tests give FakeClock and move time by
+// hand, so nothing in a test sleeps.
 
 #include <chrono>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "federation/types.h"
 
 namespace gpufed {
@@ -63,6 +64,20 @@ class FakeClock final : public Clock {
   Timestamp wall_ ABSL_GUARDED_BY(mu_);
   MonotonicTime mono_ ABSL_GUARDED_BY(mu_);
 };
+
+// `clock`, or one SystemClock shared by the process when it is null: components whose options
+// leave the clock unset (most tests, tools) read the real time.
+const Clock* ClockOrSystem(const Clock* clock);
+
+// The clock's wall time as an absl::Time.
+inline absl::Time AbslNow(const Clock& clock) { return absl::FromChrono(clock.Now()); }
+
+// Waits on `cv` (the caller holds `mu`) until it is signalled or `deadline`, as `clock` reads it,
+// has passed; true when the deadline has passed. The wait itself runs in real time for what is
+// left by `clock`, so with SystemClock this is CondVar::WaitWithDeadline, and a FakeClock moved
+// by hand is noticed at the next signal (or when the real wait for the old remainder ends).
+bool WaitUntil(absl::CondVar& cv, absl::Mutex* mu, const Clock& clock, absl::Time deadline)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
 }  // namespace gpufed
 

@@ -1,5 +1,6 @@
 #include "federation/validation.h"
 
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -463,6 +464,52 @@ absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeIn
       }
       RETURN_IF_ERROR(ValidateGpuMig(gpu, gfield));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateFitsInt64(absl::string_view field, uint64_t value) {
+  if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": too large"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateStorableInventory(const ClusterInfo& info,
+                                       const std::vector<NodeInfo>& nodes) {
+  RETURN_IF_ERROR(ValidateInventory(info, nodes));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInfo& node = nodes[i];
+    const std::string field = absl::StrCat("register.inventory.nodes[", i, "]");
+    RETURN_IF_ERROR(ValidateFitsInt64(field + ".cpu_millis", node.cpu_millis));
+    RETURN_IF_ERROR(ValidateFitsInt64(field + ".memory_mib", node.memory_mib));
+    for (size_t j = 0; j < node.gpus.size(); ++j) {
+      RETURN_IF_ERROR(ValidateFitsInt64(absl::StrCat(field, ".gpus[", j, "].memory_mib"),
+                                        node.gpus[j].memory_mib));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTransition(const Transition& t, size_t i) {
+  const std::string field = absl::StrCat("transitions[", i, "]");
+  if (t.id <= 0) return absl::InvalidArgumentError(absl::StrCat(field, ".id: required"));
+  if (t.from == WorkloadState::kUnspecified) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".from: required"));
+  }
+  if (t.to == WorkloadState::kUnspecified) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".to: required"));
+  }
+  if (t.from == t.to) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".to: equals from (", std::string(StateName(t.from)), ")"));
+  }
+  if (t.to == WorkloadState::kPlaced && (!t.assignment || t.assignment->cluster.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".assignment: required (with a cluster) when to is PLACED"));
+  }
+  if (t.assignment) {
+    RETURN_IF_ERROR(ValidateFitsInt64(field + ".assignment.epoch", t.assignment->epoch));
   }
   return absl::OkStatus();
 }

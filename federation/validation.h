@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "federation/store.h"
 #include "federation/types.h"
 
 namespace gpufed {
@@ -113,6 +114,21 @@ size_t SpecTextBytes(const WorkloadSpec& spec);
 // mig_layout is valid for that geometry; a layout without mig_enabled is refused. Fields are
 // named "register.cluster", "register.info.region", "register.inventory.nodes[3].gpus[1].uuid".
 absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeInfo>& nodes);
+
+// ---- What a store must refuse (federation/store.h): every store applies these ------------------
+
+// "<field>: too large" when `value` does not fit in an int64 (a PostgreSQL bigint), the widest
+// figure a store promises to hold.
+absl::Status ValidateFitsInt64(absl::string_view field, uint64_t value);
+
+// ValidateInventory, then the figures it does not bound — nodes' cpu_millis and memory_mib,
+// GPUs' memory_mib — must fit in an int64: "register.inventory.nodes[0].memory_mib: too large".
+absl::Status ValidateStorableInventory(const ClusterInfo& info, const std::vector<NodeInfo>& nodes);
+
+// The `i`th transition of an ApplyTransitions call, named "transitions[i]": id, from and to set,
+// to differs from from, PLACED carries an assignment with a cluster, and its epoch fits in an
+// int64.
+absl::Status ValidateTransition(const Transition& t, size_t i);
 
 }  // namespace gpufed
 

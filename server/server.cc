@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -100,10 +101,14 @@ absl::Status Server::Start() {
         absl::StrCat("data_dir: cannot create ", config_.data_dir, ": ", ec.message()));
   }
 
+  clock_ = std::make_unique<SystemClock>();
   if (config_.database_url.empty()) {
+    storage::EmbeddedPostgres::Options pg_options;
+    pg_options.clock = clock_.get();
     ASSIGN_OR_RETURN(embedded_,
                      storage::EmbeddedPostgres::Create(
-                         (std::filesystem::absolute(config_.data_dir) / "postgres").string()));
+                         (std::filesystem::absolute(config_.data_dir) / "postgres").string(),
+                         std::move(pg_options)));
     dsn_ = embedded_->dsn();
     spdlog::info("embedded PostgreSQL {} in {}", embedded_->reused() ? "reused" : "started",
                  embedded_->data_dir());
@@ -111,7 +116,6 @@ absl::Status Server::Start() {
     dsn_ = config_.database_url;
   }
   RETURN_IF_ERROR(storage::MigrateDatabase(dsn_));
-  clock_ = std::make_unique<SystemClock>();
   storage::PgStoreOptions store_options;
   store_options.clock = clock_.get();
   ASSIGN_OR_RETURN(store_, storage::PgStore::Create(dsn_, store_options));

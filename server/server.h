@@ -69,9 +69,9 @@ class Server {
   bool Ready(std::string* why);
 
   const ServerConfig config_;
+  std::unique_ptr<SystemClock> clock_;  // before everything that reads it
   std::unique_ptr<storage::EmbeddedPostgres> embedded_;
   std::string dsn_;
-  std::unique_ptr<SystemClock> clock_;  // before everything that reads it
   std::unique_ptr<storage::PgStore> store_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<api::Metrics> metrics_;

@@ -335,12 +335,13 @@ bool EmbeddedPostgres::AttachToRunning() {
 
   std::string conninfo = absl::StrCat("host=", ConnInfoValue(socket_dir), " port=", port,
                                       " user=postgres dbname=postgres connect_timeout=5");
-  absl::Time deadline = absl::Now() + options_.start_timeout;
+  const Clock& clock = *ClockOrSystem(options_.clock);
+  const absl::Time deadline = AbslNow(clock) + options_.start_timeout;
   while (true) {
     PGPing ping = PQping(conninfo.c_str());
     if (ping == PQPING_OK) break;
     // REJECT: starting up or shutting down; wait for it to settle.
-    if (ping != PQPING_REJECT || absl::Now() > deadline) return false;
+    if (ping != PQPING_REJECT || AbslNow(clock) > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (kill(pid, 0) != 0 && errno != EPERM) return false;
   }

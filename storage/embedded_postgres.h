@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "federation/clock.h"
 
 namespace gpufed::storage {
 
@@ -46,6 +47,8 @@ class EmbeddedPostgres {
     // "250ms"}). Values are written as quoted strings.
     std::map<std::string, std::string> settings;
     absl::Duration start_timeout = absl::Seconds(60);
+    // What start_timeout is measured with. Null: the process's SystemClock (ClockOrSystem).
+    const Clock* clock = nullptr;
     // The user to run PostgreSQL as when this process is root.
     std::string system_user = "postgres";
     // false is for throwaway test servers only: fsync off, initdb without syncing, immediate

@@ -21,11 +21,6 @@ std::string WithConnectTimeout(const std::string& dsn, int seconds) {
   return absl::StrCat(dsn, dsn.empty() ? "" : " ", "connect_timeout=", seconds);
 }
 
-const Clock* ClockOrSystem(const Clock* clock) {
-  static const SystemClock kSystemClock;
-  return clock != nullptr ? clock : &kSystemClock;
-}
-
 absl::StatusOr<std::unique_ptr<PgPool>> PgPool::Create(std::string dsn, PgPoolOptions options,
                                                        ConnectionSetup setup) {
   options.clock = ClockOrSystem(options.clock);

@@ -46,10 +46,6 @@ struct PgPoolOptions {
   const Clock* clock = nullptr;
 };
 
-// `clock`, or one SystemClock shared by the process when it is null: callers that inject no
-// clock (most tests, tools) keep the one-argument Create.
-const Clock* ClockOrSystem(const Clock* clock);
-
 // `dsn` with connect_timeout=`seconds` added unless it names one already, so that an unreachable
 // server fails a call within that time instead of the operating system's TCP timeout. Handles
 // both "key=value ..." strings and postgresql:// URIs.

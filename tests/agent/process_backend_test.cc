@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "federation/clock.h"
 #include "tests/agent/event_collector.h"
 #include "tests/support/status_matchers.h"
 
@@ -339,6 +340,26 @@ TEST_F(ProcessBackendTest, ManyShortJobs) {
   EXPECT_EQ(backend_->Active(), 0u);
   std::printf("[ figures  ] process backend: %d x `true` in %s = %.0f jobs/s\n", kJobs,
               absl::FormatDuration(took).c_str(), kJobs / absl::ToDoubleSeconds(took));
+}
+
+// Event times are the injected clock's, not the wall clock's.
+TEST_F(ProcessBackendTest, EventTimesComeFromTheInjectedClock) {
+  FakeClock clock;
+  clock.Advance(std::chrono::hours(3));
+  backend_.reset();
+  ProcessBackendOptions options;
+  options.work_dir = dir_.path() + "/work";
+  options.clock = &clock;
+  auto b = ProcessBackend::Create(options, events_.Callback());
+  ASSERT_OK(b);
+  backend_ = std::move(*b);
+
+  ASSERT_OK(backend_->Start(Shell("timed", "true")));
+  ASSERT_EQ(events_.WaitTerminal("timed").state, v1::WORKLOAD_STATE_SUCCEEDED);
+  const auto all = events_.EventsOf("timed");
+  ASSERT_EQ(all.size(), 2u);
+  for (const WorkloadEvent& e : all) EXPECT_EQ(e.time, AbslNow(clock)) << e.state;
+  backend_.reset();  // before the clock goes
 }
 
 }  // namespace

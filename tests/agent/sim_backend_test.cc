@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "federation/clock.h"
 #include "tests/agent/event_collector.h"
 #include "tests/support/status_matchers.h"
 
@@ -124,6 +125,45 @@ TEST_F(SimBackendTest, ShutdownStopsWithoutReporting) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(events_.Events().size(), 1u);
   backend_->Shutdown();  // idempotent
+}
+
+// The sim reads the clock it is given: durations pass when the injected clock moves, not when
+// real time does, and events carry the injected clock's time.
+TEST(SimBackendClockTest, DurationsAndEventTimesFollowTheInjectedClock) {
+  FakeClock clock;
+  EventCollector events;
+  auto made = SimBackend::Create(events.Callback(), &clock);
+  ASSERT_OK(made);
+  SimBackend& backend = **made;
+  const absl::Time start = AbslNow(clock);
+
+  ASSERT_OK(backend.Start(SimWork("hour", absl::Hours(1))));
+  ASSERT_OK(backend.Start(SimWork("minute", absl::Minutes(1))));
+  ASSERT_TRUE(events.Wait([](const auto& e) { return e.size() == 2; }));
+  for (const WorkloadEvent& e : events.Events()) {
+    EXPECT_EQ(e.state, v1::WORKLOAD_STATE_RUNNING);
+    EXPECT_EQ(e.time, start) << e.workload_id;
+  }
+
+  clock.Advance(std::chrono::minutes(1));
+  backend.ClockMoved();
+  const WorkloadEvent minute = events.WaitTerminal("minute");
+  ASSERT_EQ(minute.state, v1::WORKLOAD_STATE_SUCCEEDED);
+  EXPECT_EQ(minute.time, start + absl::Minutes(1));
+  // The pass that ended "minute" saw the clock at one minute: the hour is not up.
+  EXPECT_EQ(backend.Active(), 1u);
+  EXPECT_EQ(events.EventsOf("hour").size(), 1u);
+
+  clock.Advance(std::chrono::minutes(59));
+  backend.ClockMoved();
+  const WorkloadEvent hour = events.WaitTerminal("hour");
+  ASSERT_EQ(hour.state, v1::WORKLOAD_STATE_SUCCEEDED);
+  EXPECT_EQ(hour.time, start + absl::Hours(1));
+
+  ASSERT_OK(backend.Start(SimWork("cancelled", absl::Hours(1))));
+  clock.Advance(std::chrono::seconds(5));
+  ASSERT_OK(backend.Cancel("cancelled"));
+  EXPECT_EQ(events.WaitTerminal("cancelled").time, start + absl::Hours(1) + absl::Seconds(5));
 }
 
 }  // namespace

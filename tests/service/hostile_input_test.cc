@@ -4,10 +4,8 @@
 // and leave nothing stored. The limits are federation/validation.h's (docs/interfaces.md#limits).
 
 #include <algorithm>
-#include <condition_variable>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,6 +25,7 @@
 #include "pqxx/pqxx"
 #include "server/server.h"
 #include "tests/service/in_process_server.h"
+#include "tests/service/raw_calls.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_matchers.h"
@@ -34,7 +33,10 @@
 namespace gpufed {
 namespace {
 
+using ::gpufed::testing::FromByteBuffer;
+using ::gpufed::testing::RawUnaryCall;
 using ::gpufed::testing::StatusIs;
+using ::gpufed::testing::ToByteBuffer;
 
 grpc::Status Call(const std::string& token, auto&& fn) {
   grpc::ClientContext ctx;
@@ -67,44 +69,6 @@ std::string WithInvalidUtf8(const google::protobuf::Message& message, const std:
   EXPECT_EQ(bytes.find(marker, at + 1), std::string::npos) << marker << " occurs twice";
   if (at != std::string::npos) bytes.replace(at, marker.size(), std::string(marker.size(), '\xff'));
   return bytes;
-}
-
-grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_OK(buffer.Dump(&slices));
-  std::string out;
-  for (const grpc::Slice& s : slices) {
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return out;
-}
-
-// A unary call of `method` ("/gpufed.v1.TenantService/CreateTenant") with a request of raw bytes.
-grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel, const std::string& token,
-                          const std::string& method, const std::string& bytes) {
-  grpc::GenericStub generic(channel);
-  grpc::ClientContext ctx;
-  ctx.AddMetadata("authorization", "Bearer " + token);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::ByteBuffer request = ToByteBuffer(bytes), response;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
-  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
-    std::lock_guard<std::mutex> lock(mu);
-    status = std::move(s);
-    done = true;
-    cv.notify_one();
-  });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  return status;
 }
 
 // An agent stream that sends and receives raw bytes (generic async API, one operation at a
@@ -141,6 +105,12 @@ class RawAgentStream {
     return Wait();
   }
   bool Write(const v1::AgentMessage& m) { return Write(m.SerializeAsString()); }
+  // Closes the sending side, as an agent that is done does.
+  bool WritesDone() {
+    if (!started_) return false;
+    call_->WritesDone(this);
+    return Wait();
+  }
   // The next message: its size on the wire in `bytes`. False once the stream has ended.
   bool Read(v1::ServerMessage* m, size_t* bytes = nullptr) {
     if (!started_) return false;
@@ -149,6 +119,13 @@ class RawAgentStream {
     if (!Wait()) return false;
     if (bytes != nullptr) *bytes = buffer.Length();
     return m->ParseFromString(FromByteBuffer(buffer));
+  }
+  // Reads until the server ends the stream; the stream's status.
+  grpc::Status ReadToEnd() {
+    v1::ServerMessage m;
+    while (Read(&m)) {
+    }
+    return Finish();
   }
   // The stream's status once the server has ended it.
   grpc::Status Finish() {
@@ -506,9 +483,7 @@ TEST_F(HostileInputTest, InvalidUtf8InOtherCallsIsInvalidArgumentAndChangesNothi
 
 // Agent streams are not unary (the parse-error interceptor does not see them): a message that
 // does not parse ends the stream. The server stays up, stores nothing of it, and a good agent
-// still registers. Not asserted: the status the agent gets. Today it is OK, as when an agent
-// closes its side (gRPC's callback API reports both as a failed read), so the agent learns
-// nothing of why.
+// still registers. (The status the agent gets: the next test.)
 TEST_F(HostileInputTest, InvalidUtf8OnAnAgentStreamIsStoredNowhere) {
   ASSERT_OK_AND_ASSIGN(std::string token, testing::CreateAgentToken(address_, admin_, "dgx"));
   v1::AgentMessage bad = Registration("dgx", 1);
@@ -544,6 +519,47 @@ TEST_F(HostileInputTest, InvalidUtf8OnAnAgentStreamIsStoredNowhere) {
   ASSERT_OK(GetCluster("dgx", &cluster));
   ASSERT_EQ(cluster.nodes_size(), 1);
   EXPECT_EQ(cluster.nodes(0).name(), "dgx-n0");
+}
+
+// A message the server cannot parse ends the agent stream with INVALID_ARGUMENT, naming the
+// field whose string is not UTF-8 when there is one, so the agent (and its operator) learns why;
+// an agent that closes its side still gets OK.
+TEST_F(HostileInputTest, AnUnparsableAgentMessageEndsTheStreamWithInvalidArgument) {
+  ASSERT_OK_AND_ASSIGN(std::string token, testing::CreateAgentToken(address_, admin_, "dgx"));
+  auto registered = [&](RawAgentStream& agent) {
+    ASSERT_TRUE(agent.Write(Registration("dgx", 1)));
+    v1::ServerMessage m;
+    ASSERT_TRUE(agent.Read(&m));
+    ASSERT_EQ(m.body_case(), v1::ServerMessage::kRegistered);
+  };
+  {
+    v1::AgentMessage bad = Registration("dgx", 1);
+    bad.mutable_register_()->mutable_inventory()->mutable_nodes(0)->set_name("qqqqqqqq");
+    RawAgentStream agent(channel_, token);
+    ASSERT_TRUE(agent.Write(WithInvalidUtf8(bad, "qqqqqqqq")));
+    const grpc::Status s = agent.ReadToEnd();
+    EXPECT_TRUE(InvalidNaming(s, "register.inventory.nodes.name"));
+    EXPECT_THAT(s.error_message(), ::testing::HasSubstr("UTF-8"));
+  }
+  {
+    // A length-delimited field that claims 5 bytes and has 2: not an AgentMessage at all.
+    RawAgentStream agent(channel_, token);
+    ASSERT_TRUE(agent.Write(std::string("\x0a\x05\x61\x62", 4)));
+    EXPECT_TRUE(InvalidNaming(agent.ReadToEnd(), "not a valid gpufed.v1.AgentMessage"));
+  }
+  {
+    // After a good registration too.
+    RawAgentStream agent(channel_, token);
+    ASSERT_NO_FATAL_FAILURE(registered(agent));
+    ASSERT_TRUE(agent.Write(std::string("\xff\xff\xff", 3)));
+    EXPECT_TRUE(InvalidNaming(agent.ReadToEnd(), "not a valid gpufed.v1.AgentMessage"));
+  }
+  {
+    RawAgentStream agent(channel_, token);
+    ASSERT_NO_FATAL_FAILURE(registered(agent));
+    ASSERT_TRUE(agent.WritesDone());
+    EXPECT_OK(agent.ReadToEnd());
+  }
 }
 
 // Large workloads, each within the limits, add up: a List page of them must still be readable

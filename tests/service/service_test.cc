@@ -17,6 +17,7 @@
 #include "httplib.h"
 #include "server/server.h"
 #include "tests/service/in_process_server.h"
+#include "tests/service/raw_calls.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_matchers.h"
@@ -819,29 +820,8 @@ TEST_F(ServiceTest, HttpSideAndGrpcHealth) {
 
   // grpc.health.v1.Health/Check with an empty service name, via the generic stub: the reply
   // is HealthCheckResponse{status: SERVING} = field 1, varint 1.
-  grpc::GenericStub generic(channel_);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  grpc::Slice empty;
-  grpc::ByteBuffer request(&empty, 1), response;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
-  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                    [&](grpc::Status s) {
-                      std::lock_guard<std::mutex> lock(mu);
-                      status = std::move(s);
-                      done = true;
-                      cv.notify_one();
-                    });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  ASSERT_OK(status);
-  std::vector<grpc::Slice> slices;
-  ASSERT_OK(response.Dump(&slices));
   std::string bytes;
-  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  ASSERT_OK(testing::RawUnaryCall(channel_, "", "/grpc.health.v1.Health/Check", "", &bytes));
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));
 }
 
@@ -863,10 +843,7 @@ TEST_F(ServiceTest, ReflectionListsTheServices) {
   };
   call->StartCall(reinterpret_cast<void*>(1));
   ASSERT_TRUE(step(1));
-  const std::string list_services("\x3a\x00", 2);
-  grpc::Slice slice(list_services);
-  grpc::ByteBuffer request(&slice, 1);
-  call->Write(request, reinterpret_cast<void*>(2));
+  call->Write(testing::ToByteBuffer(std::string("\x3a\x00", 2)), reinterpret_cast<void*>(2));
   ASSERT_TRUE(step(2));
   grpc::ByteBuffer response;
   call->Read(&response, reinterpret_cast<void*>(3));
@@ -876,10 +853,7 @@ TEST_F(ServiceTest, ReflectionListsTheServices) {
   grpc::Status status;
   call->Finish(&status, reinterpret_cast<void*>(5));
   step(5);
-  std::vector<grpc::Slice> slices;
-  ASSERT_OK(response.Dump(&slices));
-  std::string bytes;
-  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  const std::string bytes = testing::FromByteBuffer(response);
   for (const char* service :
        {"gpufed.v1.WorkloadService", "gpufed.v1.ClusterService", "gpufed.v1.TenantService",
         "gpufed.v1.AgentService", "grpc.health.v1.Health"}) {

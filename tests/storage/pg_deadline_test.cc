@@ -29,6 +29,18 @@ std::unique_ptr<PgPool> MakePool(const std::string& dsn, int size) {
   return pool.ok() ? *std::move(pool) : nullptr;
 }
 
+// Under the deadline in scope, a transaction on `pool` is answered DEADLINE_EXCEEDED without
+// its body running (so without reaching the database).
+void ExpectRefusedBeforeRunning(PgPool& pool) {
+  bool ran = false;
+  absl::Status s = pool.Transact("noop", [&](pqxx::work&) {
+    ran = true;
+    return absl::OkStatus();
+  });
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_FALSE(ran);
+}
+
 absl::StatusOr<std::string> SessionTimeout(PgPool& pool) {
   return pool.Transact<pqxx::nontransaction>("show", [](pqxx::nontransaction& txn) {
     return absl::StatusOr<std::string>(txn.exec1("SHOW statement_timeout")[0].as<std::string>());
@@ -38,14 +50,8 @@ absl::StatusOr<std::string> SessionTimeout(PgPool& pool) {
 TEST_F(DeadlineTest, APassedDeadlineNeverReachesTheDatabase) {
   std::unique_ptr<PgPool> pool = MakePool(dsn(), 1);
   ASSERT_NE(pool, nullptr);
-  bool ran = false;
   DeadlineScope scope(absl::Now() - absl::Seconds(1));
-  absl::Status s = pool->Transact("noop", [&](pqxx::work&) {
-    ran = true;
-    return absl::OkStatus();
-  });
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kDeadlineExceeded));
-  EXPECT_FALSE(ran);
+  ExpectRefusedBeforeRunning(*pool);
 }
 
 TEST_F(DeadlineTest, TheDeadlineBoundsTheStatement) {
@@ -110,14 +116,8 @@ TEST_F(DeadlineTest, ThePoolJudgesARequestsDeadlineByItsClock) {
   options.size = 1;
   options.clock = &clock;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PgPool> pool, PgPool::Create(dsn(), options, nullptr));
-  bool ran = false;
   DeadlineScope scope(absl::Now() + absl::Hours(1));
-  absl::Status s = pool->Transact("noop", [&](pqxx::work&) {
-    ran = true;
-    return absl::OkStatus();
-  });
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kDeadlineExceeded));
-  EXPECT_FALSE(ran);
+  ExpectRefusedBeforeRunning(*pool);
 }
 
 TEST_F(DeadlineTest, TheStoreJudgesASubmissionsDeadlineByItsClock) {

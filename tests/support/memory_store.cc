@@ -26,54 +26,6 @@ absl::Status CheckName(absl::string_view field, const std::string& value) {
   return ValidateName(field, value);
 }
 
-absl::Status CheckFitsBigint(absl::string_view field, uint64_t value) {
-  if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": too large"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateTransition(const Transition& t, size_t i) {
-  const std::string field = absl::StrCat("transitions[", i, "]");
-  if (t.id <= 0) return absl::InvalidArgumentError(absl::StrCat(field, ".id: required"));
-  if (t.from == WorkloadState::kUnspecified) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".from: required"));
-  }
-  if (t.to == WorkloadState::kUnspecified) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".to: required"));
-  }
-  if (t.from == t.to) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".to: equals from (", StateName(t.from), ")"));
-  }
-  if (t.to == WorkloadState::kPlaced && (!t.assignment || t.assignment->cluster.empty())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".assignment: required (with a cluster) when to is PLACED"));
-  }
-  if (t.assignment) {
-    RETURN_IF_ERROR(CheckFitsBigint(field + ".assignment.epoch", t.assignment->epoch));
-  }
-  return absl::OkStatus();
-}
-
-// What PgStore's columns can hold (its CheckInventoryFitsColumns): ValidateInventory, then the
-// figures it does not bound that bigint columns must hold.
-absl::Status CheckInventoryFitsColumns(const ClusterInfo& info,
-                                       const std::vector<NodeInfo>& nodes) {
-  RETURN_IF_ERROR(ValidateInventory(info, nodes));
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const NodeInfo& node = nodes[i];
-    const std::string field = absl::StrCat("register.inventory.nodes[", i, "]");
-    RETURN_IF_ERROR(CheckFitsBigint(field + ".cpu_millis", node.cpu_millis));
-    RETURN_IF_ERROR(CheckFitsBigint(field + ".memory_mib", node.memory_mib));
-    for (size_t j = 0; j < node.gpus.size(); ++j) {
-      RETURN_IF_ERROR(CheckFitsBigint(absl::StrCat(field, ".gpus[", j, "].memory_mib"),
-                                      node.gpus[j].memory_mib));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 // ---- FakeTime --------------------------------------------------------------------------------
@@ -367,7 +319,7 @@ absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> MemoryStore::Coun
 
 absl::StatusOr<Cluster> MemoryStore::RegisterCluster(const ClusterInfo& info,
                                                      const std::vector<NodeInfo>& nodes) {
-  RETURN_IF_ERROR(CheckInventoryFitsColumns(info, nodes));
+  RETURN_IF_ERROR(ValidateStorableInventory(info, nodes));
   absl::MutexLock lock(&mu_);
   Cluster& c = clusters_[info.name];  // a new one starts at epoch 1
   c.info = info;

@@ -1,6 +1,7 @@
 # Domain unit tests: fast, nothing running.
 set(UNIT_DIR ${CMAKE_CURRENT_LIST_DIR})
 add_executable(federation_unit_tests
+  ${UNIT_DIR}/federation/clock_test.cc
   ${UNIT_DIR}/federation/mig_test.cc
   ${UNIT_DIR}/federation/placement_test.cc
   ${UNIT_DIR}/federation/pool_test.cc

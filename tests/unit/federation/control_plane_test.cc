@@ -16,32 +16,22 @@
 #include "gtest/gtest.h"
 #include "tests/support/memory_store.h"
 #include "tests/support/status_matchers.h"
+#include "tests/unit/federation/plane_test_base.h"
 #include "tests/unit/federation/test_pools.h"
 
 namespace gpufed {
 namespace {
 
+using ::gpufed::testing::Admin;
+using ::gpufed::testing::AgentOf;
 using ::gpufed::testing::IsOkAndHolds;
 using ::gpufed::testing::MemoryStore;
 using ::gpufed::testing::StatusIs;
+using ::gpufed::testing::User;
+using ::gpufed::testing::Viewer;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
-
-class RecordingSink final : public EventSink {
- public:
-  void Publish(const std::vector<WorkloadEvent>& events) override {
-    for (const WorkloadEvent& e : events) this->events.push_back(e);
-  }
-  [[nodiscard]] std::vector<WorkloadState> States(WorkloadId id) const {
-    std::vector<WorkloadState> out;
-    for (const WorkloadEvent& e : events) {
-      if (e.workload.id == id) out.push_back(e.to);
-    }
-    return out;
-  }
-  std::vector<WorkloadEvent> events;
-};
 
 // What the control plane sent one agent connection.
 class FakeChannel final : public AgentChannel {
@@ -85,17 +75,6 @@ class FakeLeader final : public LeaderElector {
   bool held = false;
 };
 
-auth::Principal Admin() { return {"root", auth::Role::kPlatformAdmin, "", ""}; }
-auth::Principal User(const std::string& tenant) {
-  return {"alice", auth::Role::kTenantUser, tenant, ""};
-}
-auth::Principal Viewer(const std::string& tenant) {
-  return {"bob", auth::Role::kViewer, tenant, ""};
-}
-auth::Principal AgentOf(const std::string& cluster) {
-  return {"agent", auth::Role::kAgent, "", cluster};
-}
-
 WorkloadSpec Job(const std::string& tenant = "acme", uint32_t gpus = 1) {
   WorkloadSpec s;
   s.tenant = tenant;
@@ -105,30 +84,16 @@ WorkloadSpec Job(const std::string& tenant = "acme", uint32_t gpus = 1) {
   return s;
 }
 
-class ControlPlaneTest : public ::testing::Test {
+class ControlPlaneTest : public testing::PlaneTestBase {
  protected:
   ControlPlaneTest()
-      : store_([this] { return clock_.Now(); }),
-        scheduler_(&store_, &store_),
-        agents_(&clock_),
-        plane_(Ports()),
+      : plane_(PortsWithMetrics()),
         loop_(&plane_, &scheduler_, &agents_, &leader_, &clock_, nullptr, LoopOptions()) {
     plane_.SetWake([this] { ++wakes_; });
-    for (const char* tenant : {"acme", "other"}) {
-      EXPECT_OK(store_.CreateTenant(Tenant{tenant, tenant, {}}));
-      EXPECT_OK(store_.CreateProject(Project{tenant, "p", {}}));
-    }
   }
 
-  ControlPlanePorts Ports() {
-    ControlPlanePorts ports;
-    ports.workloads = &store_;
-    ports.clusters = &store_;
-    ports.tenants = &store_;
-    ports.events = &events_;
-    ports.agents = &agents_;
-    ports.scheduler = &scheduler_;
-    ports.clock = &clock_;
+  ControlPlanePorts PortsWithMetrics() {
+    ControlPlanePorts ports = Ports();
     ports.metrics = &metrics_;
     return ports;
   }
@@ -169,11 +134,6 @@ class ControlPlaneTest : public ::testing::Test {
     return plane_.ApplyAgentReports(*links_.at(cluster), {r});
   }
 
-  FakeClock clock_;
-  MemoryStore store_;
-  Scheduler scheduler_;
-  RecordingSink events_;
-  AgentRegistry agents_;
   FakeLeader leader_;
   CountingMetrics metrics_;
   ControlPlane plane_;

@@ -22,6 +22,7 @@
 namespace gpufed {
 namespace {
 
+using ::gpufed::testing::Gpus;
 using ::gpufed::testing::MemoryStore;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
@@ -85,17 +86,6 @@ class RecordingWorkloads final : public WorkloadStore {
  private:
   MemoryStore* const store_;
 };
-
-WorkloadSpec Gpus(const std::string& name, uint32_t gpus, uint32_t replicas = 1) {
-  WorkloadSpec s;
-  s.tenant = "acme";
-  s.project = "research";
-  s.name = name;
-  s.workload_class = WorkloadClass::kBatch;
-  s.replicas = replicas;
-  s.gpus_per_replica = gpus;
-  return s;
-}
 
 class SchedulerTest : public ::testing::Test {
  protected:

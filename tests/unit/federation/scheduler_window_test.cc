@@ -9,20 +9,10 @@
 #include "gtest/gtest.h"
 #include "tests/support/memory_store.h"
 #include "tests/support/status_matchers.h"
+#include "tests/unit/federation/test_pools.h"
 
 namespace gpufed::testing {
 namespace {
-
-WorkloadSpec Gpus(const std::string& name, uint32_t gpus, int32_t priority = 0) {
-  WorkloadSpec s;
-  s.tenant = "acme";
-  s.project = "research";
-  s.name = name;
-  s.workload_class = WorkloadClass::kBatch;
-  s.gpus_per_replica = gpus;
-  s.priority = priority;
-  return s;
-}
 
 class SchedulerWindowTest : public ::testing::Test {
  protected:
@@ -31,17 +21,7 @@ class SchedulerWindowTest : public ::testing::Test {
     ASSERT_OK(store_.CreateProject(Project{"acme", "research", {}}));
     ClusterInfo info;
     info.name = "dgx";
-    NodeInfo node;
-    node.name = "dgx-01";
-    for (uint32_t g = 0; g < 8; ++g) {
-      GpuInfo gpu;
-      gpu.uuid = "GPU-dgx-01-" + std::to_string(g);
-      gpu.index = g;
-      gpu.model = "H100-80GB";
-      gpu.memory_mib = 81559;
-      node.gpus.push_back(gpu);
-    }
-    ASSERT_OK(store_.RegisterCluster(info, {node}));
+    ASSERT_OK(store_.RegisterCluster(info, {DgxNode()}));
   }
 
   // Stored as the control plane stores a submission (with the queued reason), and told to the
@@ -92,7 +72,9 @@ TEST_F(SchedulerWindowTest, TheQueueBeyondTheWindowIsWrittenOnlyWhenItsReasonCha
 
   // A higher-priority newcomer takes a place in the window: it is judged, and the one it
   // pushed out is told it waits its turn.
-  Workload urgent = Submit(scheduler, Gpus("urgent", 1, /*priority=*/10));
+  WorkloadSpec urgent_spec = Gpus("urgent", 1);
+  urgent_spec.priority = 10;
+  Workload urgent = Submit(scheduler, urgent_spec);
   ASSERT_OK_AND_ASSIGN(cycle, scheduler.RunCycle());
   EXPECT_EQ(cycle.stats.reasons_written, 2);
   EXPECT_EQ(StoredCode(urgent.id), ReasonCode::kNothingFree);

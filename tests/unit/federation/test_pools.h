@@ -62,6 +62,35 @@ inline WorkloadSpec Gang(uint32_t replicas, uint32_t gpus, std::vector<std::stri
   return s;
 }
 
+// A batch workload of tenant "acme", project "research" (what the scheduler and store tests
+// create): `replicas` replicas of `gpus` whole GPUs of any model.
+inline WorkloadSpec Gpus(const std::string& name, uint32_t gpus, uint32_t replicas = 1) {
+  WorkloadSpec s;
+  s.tenant = "acme";
+  s.project = "research";
+  s.name = name;
+  s.workload_class = WorkloadClass::kBatch;
+  s.replicas = replicas;
+  s.gpus_per_replica = gpus;
+  return s;
+}
+
+// The one node of the "dgx" cluster those tests register: "dgx-01" with 8 H100-80GB, GPU g
+// being Uuid("dgx-01", g) at index g; no NVLink domain.
+inline NodeInfo DgxNode() {
+  NodeInfo node;
+  node.name = "dgx-01";
+  for (uint32_t g = 0; g < 8; ++g) {
+    GpuInfo gpu;
+    gpu.uuid = Uuid(node.name, static_cast<int>(g));
+    gpu.index = g;
+    gpu.model = "H100-80GB";
+    gpu.memory_mib = 81559;
+    node.gpus.push_back(gpu);
+  }
+  return node;
+}
+
 }  // namespace gpufed::testing
 
 #endif  // GPUFED_TESTS_UNIT_FEDERATION_TEST_POOLS_H_

@@ -1,6 +1,7 @@
 #include "federation/validation.h"
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -387,6 +388,70 @@ TEST(ValidateInventoryTest, AppliesTheTopologyFileRules) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.field;
     EXPECT_THAT(std::string(s.message()), ::testing::StartsWith(absl::StrCat(c.field, ":"))) << s;
   }
+}
+
+// What every store refuses beyond ValidateInventory: figures that no int64 column holds.
+TEST(ValidateStorableInventoryTest, RefusesFiguresBeyondInt64NamingTheField) {
+  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  Cluster c = testing::MakeCluster("dgx", 2, 2, "H100-80GB");
+  c.nodes[1].cpu_millis = kMax;
+  c.nodes[1].memory_mib = kMax;
+  c.nodes[1].gpus[1].memory_mib = kMax;
+  EXPECT_OK(ValidateStorableInventory(c.info, c.nodes));
+
+  Cluster cpu = c;
+  cpu.nodes[1].cpu_millis = kMax + 1;
+  EXPECT_THAT(ValidateStorableInventory(cpu.info, cpu.nodes),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                "register.inventory.nodes[1].cpu_millis: too large"));
+  Cluster memory = c;
+  memory.nodes[0].memory_mib = std::numeric_limits<uint64_t>::max();
+  EXPECT_THAT(ValidateStorableInventory(memory.info, memory.nodes),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                "register.inventory.nodes[0].memory_mib: too large"));
+  Cluster gpu = c;
+  gpu.nodes[1].gpus[1].memory_mib = kMax + 1;
+  EXPECT_THAT(ValidateStorableInventory(gpu.info, gpu.nodes),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                "register.inventory.nodes[1].gpus[1].memory_mib: too large"));
+  // The inventory rules come first.
+  Cluster dup = cpu;
+  dup.nodes[1].name = dup.nodes[0].name;
+  EXPECT_EQ(ValidateStorableInventory(dup.info, dup.nodes).message(),
+            ValidateInventory(dup.info, dup.nodes).message());
+}
+
+TEST(ValidateTransitionTest, NamesTheTransitionAndItsField) {
+  Transition t;
+  t.id = 7;
+  t.from = WorkloadState::kPending;
+  t.to = WorkloadState::kPlaced;
+  t.assignment = Assignment{};
+  t.assignment->cluster = "dgx";
+  t.assignment->epoch = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  EXPECT_OK(ValidateTransition(t, 3));
+
+  auto message = [](const Transition& bad) {
+    return std::string(ValidateTransition(bad, 3).message());
+  };
+  Transition bad = t;
+  bad.id = 0;
+  EXPECT_EQ(message(bad), "transitions[3].id: required");
+  bad = t;
+  bad.from = WorkloadState::kUnspecified;
+  EXPECT_EQ(message(bad), "transitions[3].from: required");
+  bad = t;
+  bad.to = WorkloadState::kUnspecified;
+  EXPECT_EQ(message(bad), "transitions[3].to: required");
+  bad = t;
+  bad.to = WorkloadState::kPending;
+  EXPECT_THAT(message(bad), HasSubstr("transitions[3].to: equals from"));
+  bad = t;
+  bad.assignment->cluster.clear();
+  EXPECT_THAT(message(bad), HasSubstr("transitions[3].assignment: required"));
+  bad = t;
+  bad.assignment->epoch += 1;
+  EXPECT_EQ(message(bad), "transitions[3].assignment.epoch: too large");
 }
 
 }  // namespace

@@ -18,26 +18,21 @@
 #include "gtest/gtest.h"
 #include "tests/support/memory_store.h"
 #include "tests/support/status_matchers.h"
+#include "tests/unit/federation/plane_test_base.h"
 
 namespace gpufed {
 namespace {
 
-using ::gpufed::testing::MemoryStore;
+using ::gpufed::testing::Admin;
+using ::gpufed::testing::AgentOf;
 using ::gpufed::testing::StatusIs;
+using ::gpufed::testing::User;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 constexpr WatchVerdict kSkip{.deliver = false, .end = false};
 constexpr WatchVerdict kDeliver{.deliver = true, .end = false};
 constexpr WatchVerdict kDeliverAndEnd{.deliver = true, .end = true};
-
-auth::Principal Admin() { return {"root", auth::Role::kPlatformAdmin, "", ""}; }
-auth::Principal User(const std::string& tenant) {
-  return {"alice", auth::Role::kTenantUser, tenant, ""};
-}
-auth::Principal AgentOf(const std::string& cluster) {
-  return {"agent", auth::Role::kAgent, "", cluster};
-}
 
 // Workload `id` of `tenant` at `version`, now in `state`.
 WorkloadEvent Event(WorkloadId id, const std::string& tenant, uint64_t version,
@@ -97,40 +92,11 @@ TEST(WatchFilterTest, TheStreamEndsWithTheWorkloadAndNothingFollows) {
 
 // ---- With the use cases --------------------------------------------------------------------
 
-// Holds what was published so a test can hand it to a filter the way the reactor's subscription
-// does.
-class RecordingSink final : public EventSink {
- public:
-  void Publish(const std::vector<WorkloadEvent>& events) override {
-    published.insert(published.end(), events.begin(), events.end());
-  }
-  std::vector<WorkloadEvent> published;
-};
-
-class WatchUseCaseTest : public ::testing::Test {
+// The use cases publish into events_ (PlaneTestBase's RecordingSink); a test hands what was
+// published to a filter the way the reactor's subscription does.
+class WatchUseCaseTest : public testing::PlaneTestBase {
  protected:
-  WatchUseCaseTest()
-      : store_([this] { return clock_.Now(); }),
-        scheduler_(&store_, &store_),
-        agents_(&clock_),
-        plane_(Ports()) {
-    for (const char* tenant : {"acme", "other"}) {
-      EXPECT_OK(store_.CreateTenant(Tenant{tenant, tenant, {}}));
-      EXPECT_OK(store_.CreateProject(Project{tenant, "p", {}}));
-    }
-  }
-
-  ControlPlanePorts Ports() {
-    ControlPlanePorts ports;
-    ports.workloads = &store_;
-    ports.clusters = &store_;
-    ports.tenants = &store_;
-    ports.events = &sink_;
-    ports.agents = &agents_;
-    ports.scheduler = &scheduler_;
-    ports.clock = &clock_;
-    return ports;
-  }
+  WatchUseCaseTest() : plane_(Ports()) {}
 
   WorkloadId Submit(const std::string& tenant) {
     WorkloadSpec spec;
@@ -158,22 +124,17 @@ class WatchUseCaseTest : public ::testing::Test {
       *ended = v.end;
     };
     if (snapshot) offer(*snapshot);
-    for (size_t i = subscribed; i < sink_.published.size(); ++i) offer(sink_.published[i]);
+    for (size_t i = subscribed; i < events_.events.size(); ++i) offer(events_.events[i]);
     return out;
   }
 
-  FakeClock clock_;
-  MemoryStore store_;
-  Scheduler scheduler_;
-  RecordingSink sink_;
-  AgentRegistry agents_;
   ControlPlane plane_;
 };
 
 TEST_F(WatchUseCaseTest, OneWorkloadFromItsStateNowToItsEnd) {
   const WorkloadId id = Submit("acme");
   WatchFilter filter(User("acme"), id);
-  const size_t subscribed = sink_.published.size();
+  const size_t subscribed = events_.events.size();
   ASSERT_OK_AND_ASSIGN(WorkloadEvent first, plane_.WatchSnapshot(User("acme"), id));
   EXPECT_EQ(first.workload.state, WorkloadState::kPending);
   EXPECT_EQ(first.from, WorkloadState::kPending);
@@ -192,7 +153,7 @@ TEST_F(WatchUseCaseTest, OneWorkloadFromItsStateNowToItsEnd) {
 TEST_F(WatchUseCaseTest, AChangeBetweenSubscribingAndReadingIsDeliveredOnce) {
   const WorkloadId id = Submit("acme");
   WatchFilter filter(User("acme"), id);
-  const size_t subscribed = sink_.published.size();
+  const size_t subscribed = events_.events.size();
   ASSERT_OK(plane_.Cancel(User("acme"), id, ""));
   ASSERT_OK_AND_ASSIGN(WorkloadEvent first, plane_.WatchSnapshot(User("acme"), id));
   EXPECT_EQ(first.workload.state, WorkloadState::kCancelled);
@@ -209,7 +170,7 @@ TEST_F(WatchUseCaseTest, AnotherTenantsWorkloadCannotBeWatched) {
 
 TEST_F(WatchUseCaseTest, AWatchOfEverythingSeesOnlyTheCallersTenant) {
   WatchFilter filter(User("acme"), 0);
-  const size_t subscribed = sink_.published.size();
+  const size_t subscribed = events_.events.size();
   const WorkloadId mine = Submit("acme");
   Submit("other");
   ASSERT_OK(plane_.Cancel(User("acme"), mine, ""));

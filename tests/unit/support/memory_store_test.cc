@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
+#include "tests/unit/federation/test_pools.h"
 
 namespace gpufed::testing {
 namespace {
@@ -19,16 +20,6 @@ namespace {
 using std::chrono::microseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
-
-WorkloadSpec Gpus(const std::string& name, uint32_t gpus) {
-  WorkloadSpec s;
-  s.tenant = "acme";
-  s.project = "research";
-  s.name = name;
-  s.workload_class = WorkloadClass::kBatch;
-  s.gpus_per_replica = gpus;
-  return s;
-}
 
 void AddTenant(MemoryStore& store) {
   ASSERT_OK(store.CreateTenant(Tenant{"acme", "", {}}));
@@ -79,17 +70,7 @@ TEST(MemoryStoreTest, RunsTheScheduler) {
   AddTenant(store);
   ClusterInfo info;
   info.name = "dgx";
-  NodeInfo node;
-  node.name = "dgx-01";
-  for (uint32_t g = 0; g < 8; ++g) {
-    GpuInfo gpu;
-    gpu.uuid = "GPU-dgx-01-" + std::to_string(g);
-    gpu.index = g;
-    gpu.model = "H100-80GB";
-    gpu.memory_mib = 81559;
-    node.gpus.push_back(gpu);
-  }
-  ASSERT_OK(store.RegisterCluster(info, {node}));
+  ASSERT_OK(store.RegisterCluster(info, {DgxNode()}));
   ASSERT_OK_AND_ASSIGN(SubmitResult a, store.Submit(Gpus("a", 4)));
   ASSERT_OK_AND_ASSIGN(SubmitResult b, store.Submit(Gpus("b", 4)));
   ASSERT_OK_AND_ASSIGN(SubmitResult c, store.Submit(Gpus("c", 8)));
