@@ -53,7 +53,7 @@ class ParseErrorInterceptor final : public grpc::experimental::Interceptor {
   }
 
  private:
-  grpc::Status Answer() const {
+  [[nodiscard]] grpc::Status Answer() const {
     const std::string path = field_.empty() ? "" : FieldPath(*request_, field_);
     if (path.empty()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -104,7 +104,7 @@ std::string FieldPath(const google::protobuf::Descriptor& request, absl::string_
     queue.pop_front();
     for (int i = 0; i < step.type->field_count(); ++i) {
       const google::protobuf::FieldDescriptor* field = step.type->field(i);
-      const std::string path =
+      std::string path =
           step.path.empty() ? field->name() : absl::StrCat(step.path, ".", field->name());
       if (field->full_name() == full_name) return path;
       const google::protobuf::Descriptor* type = field->message_type();
