@@ -48,6 +48,7 @@ std::vector<std::string> AssignedIds(const std::vector<v1::ServerMessage>& messa
 
 std::vector<std::string> IdsOf(const std::vector<Workload>& workloads) {
   std::vector<std::string> ids;
+  ids.reserve(workloads.size());
   for (const Workload& w : workloads) ids.push_back(absl::StrCat(w.id));
   return ids;
 }
