@@ -89,7 +89,8 @@ TEST(AssignMessagesTest, ManyAssignmentsGoInFullMessagesOfBoundedSize) {
     total += m.assign().ByteSizeLong();
     if (i + 1 < messages.size()) {
       const size_t next = messages[i + 1].assign().assignments(0).ByteSizeLong();
-      EXPECT_GT(m.assign().ByteSizeLong() + next, kMax - 16 * (1 + m.assign().assignments_size()))
+      EXPECT_GT(m.assign().ByteSizeLong() + next,
+                kMax - size_t{16} * (1 + m.assign().assignments_size()))
           << "message " << i << " ended early";
     }
   }
