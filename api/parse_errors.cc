@@ -116,7 +116,7 @@ std::string FieldPath(const google::protobuf::Descriptor& request, absl::string_
     queue.pop_front();
     for (int i = 0; i < step.type->field_count(); ++i) {
       const google::protobuf::FieldDescriptor* field = step.type->field(i);
-      const std::string path =
+      std::string path =
           step.path.empty() ? field->name() : absl::StrCat(step.path, ".", field->name());
       if (field->full_name() == full_name) return path;
       const google::protobuf::Descriptor* type = field->message_type();

@@ -122,7 +122,7 @@ class PgPool {
     std::optional<absl::Duration> statement;  // set when shorter than the connection's own
   };
   absl::StatusOr<RequestBudget> BudgetForRequest() const;
-  absl::Time Now() const { return absl::FromChrono(options_.clock->Now()); }
+  [[nodiscard]] absl::Time Now() const { return absl::FromChrono(options_.clock->Now()); }
 
   // Lowers statement_timeout to `timeout` for the transaction `txn` on `lease`: SET LOCAL in a
   // transaction block; for statements that commit one by one, a session SET that the lease

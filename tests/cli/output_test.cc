@@ -1,5 +1,6 @@
 #include "cli/output.h"
 
+#include <cstdint>
 #include <sstream>
 #include <string>
 
@@ -129,7 +130,7 @@ TEST(WorkloadDetailTest, ShowsSpecAndPlacement) {
   v1::Workload w = SampleWorkload();
   w.mutable_spec()->add_gpu_models("H100-80GB");
   w.mutable_spec()->set_topology(v1::TOPOLOGY_REQUIREMENT_SAME_NODE);
-  w.mutable_spec()->mutable_estimated_duration()->set_seconds(90 * 60);
+  w.mutable_spec()->mutable_estimated_duration()->set_seconds(int64_t{90} * 60);
   w.mutable_spec()->mutable_run()->add_command("python");
   w.mutable_spec()->mutable_run()->add_command("train.py");
   w.mutable_spec()->mutable_run()->add_command("--note=two words");

@@ -48,7 +48,7 @@ void ExpectRatio(const nlohmann::json& value, const std::string& what) {
 TEST(SimCliTest, ReplaysTheDefaultTraceAsOneJsonObject) {
   std::vector<std::string> args = ReplayArgs("openb_pod_list_default.csv");
   for (const char* a : {"--policy", "fgd", "--inflation", "1.3", "--seed", "3", "-o", "json"}) {
-    args.push_back(a);
+    args.emplace_back(a);
   }
   Outcome r = RunGpufedctl(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -87,7 +87,7 @@ TEST(SimCliTest, ReplaysTheDefaultTraceAsOneJsonObject) {
 TEST(SimCliTest, SeveralSeedsPrintRunsAndTheirMean) {
   std::vector<std::string> args = ReplayArgs("openb_pod_list_gpushare40.csv");
   for (const char* a : {"--policy", "first-fit", "--seeds", "1-2", "-o", "json"}) {
-    args.push_back(a);
+    args.emplace_back(a);
   }
   Outcome r = RunGpufedctl(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -107,7 +107,7 @@ TEST(SimCliTest, SeveralSeedsPrintRunsAndTheirMean) {
 
 TEST(SimCliTest, PrintsATableByDefault) {
   std::vector<std::string> args = ReplayArgs("openb_pod_list_multigpu20.csv");
-  for (const char* a : {"--policy", "best-fit", "--inflation", "1.1"}) args.push_back(a);
+  for (const char* a : {"--policy", "best-fit", "--inflation", "1.1"}) args.emplace_back(a);
   Outcome r = RunGpufedctl(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("POLICY"));

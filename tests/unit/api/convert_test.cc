@@ -48,6 +48,7 @@ std::vector<std::string> AssignedIds(const std::vector<v1::ServerMessage>& messa
 
 std::vector<std::string> IdsOf(const std::vector<Workload>& workloads) {
   std::vector<std::string> ids;
+  ids.reserve(workloads.size());
   for (const Workload& w : workloads) ids.push_back(absl::StrCat(w.id));
   return ids;
 }
@@ -88,7 +89,8 @@ TEST(AssignMessagesTest, ManyAssignmentsGoInFullMessagesOfBoundedSize) {
     total += m.assign().ByteSizeLong();
     if (i + 1 < messages.size()) {
       const size_t next = messages[i + 1].assign().assignments(0).ByteSizeLong();
-      EXPECT_GT(m.assign().ByteSizeLong() + next, kMax - 16 * (1 + m.assign().assignments_size()))
+      EXPECT_GT(m.assign().ByteSizeLong() + next,
+                kMax - size_t{16} * (1 + m.assign().assignments_size()))
           << "message " << i << " ended early";
     }
   }

@@ -211,6 +211,7 @@ TEST_F(SchedulerTest, HigherPriorityGoesFirstThenSubmissionOrder) {
 TEST_F(SchedulerTest, ACycleConsidersABoundedSliceOfTheQueue) {
   AddCluster("dgx");
   std::vector<Workload> queued;
+  queued.reserve(5);
   for (int i = 0; i < 5; ++i) queued.push_back(Submit(Gpus("one", 1)));
   SchedulerOptions options;
   options.max_considered = 2;
