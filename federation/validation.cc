@@ -514,4 +514,24 @@ absl::Status ValidateTransition(const Transition& t, size_t i) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateTokenRecord(absl::string_view token_hash, const TokenRecord& record) {
+  if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
+  if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");
+  // The role is stored by its name (auth::RoleName), which a value outside the enum lacks.
+  const std::string role(auth::RoleName(record.role));
+  if (!auth::ParseRole(role)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("role: ", static_cast<int>(record.role),
+                     " is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
+  }
+  if ((record.role == auth::Role::kTenantAdmin || record.role == auth::Role::kTenantUser) &&
+      record.tenant.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", role));
+  }
+  if (record.role == auth::Role::kAgent && record.cluster.empty()) {
+    return absl::InvalidArgumentError("cluster: required for role agent");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace gpufed

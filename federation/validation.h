@@ -130,6 +130,10 @@ absl::Status ValidateStorableInventory(const ClusterInfo& info, const std::vecto
 // int64.
 absl::Status ValidateTransition(const Transition& t, size_t i);
 
+// CreateToken's input: token_hash and subject set, a role inside auth::Role, a tenant for the
+// tenant roles and a cluster for agents.
+absl::Status ValidateTokenRecord(absl::string_view token_hash, const TokenRecord& record);
+
 }  // namespace gpufed
 
 #endif  // GPUFED_FEDERATION_VALIDATION_H_

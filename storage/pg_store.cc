@@ -1297,22 +1297,8 @@ absl::StatusOr<std::vector<Project>> PgStore::ListProjects(const std::string& te
 }
 
 absl::Status PgStore::CreateToken(const std::string& token_hash, const TokenRecord& record) {
-  if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
-  if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");
-  // The role is stored by its name (auth::RoleName), which a value outside the enum lacks.
-  const std::string role(auth::RoleName(record.role));
-  if (!auth::ParseRole(role)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("role: ", static_cast<int>(record.role),
-                     " is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
-  }
-  if ((record.role == auth::Role::kTenantAdmin || record.role == auth::Role::kTenantUser) &&
-      record.tenant.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", role));
-  }
-  if (record.role == auth::Role::kAgent && record.cluster.empty()) {
-    return absl::InvalidArgumentError("cluster: required for role agent");
-  }
+  RETURN_IF_ERROR(ValidateTokenRecord(token_hash, record));
+  const std::string role(auth::RoleName(record.role));  // stored by its name
   return pool_->Transact("create token", [&](pqxx::work& txn) -> absl::Status {
     if (!record.tenant.empty() && txn.exec_prepared("tenant_exists", record.tenant).empty()) {
       return absl::NotFoundError(

@@ -436,21 +436,7 @@ absl::StatusOr<std::vector<Project>> MemoryStore::ListProjects(const std::string
 }
 
 absl::Status MemoryStore::CreateToken(const std::string& token_hash, const TokenRecord& record) {
-  if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
-  if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");
-  const std::string role(auth::RoleName(record.role));
-  if (!auth::ParseRole(role)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("role: ", static_cast<int>(record.role),
-                     " is not one of platform-admin, tenant-admin, tenant-user, viewer, agent"));
-  }
-  if ((record.role == auth::Role::kTenantAdmin || record.role == auth::Role::kTenantUser) &&
-      record.tenant.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("tenant: required for role ", role));
-  }
-  if (record.role == auth::Role::kAgent && record.cluster.empty()) {
-    return absl::InvalidArgumentError("cluster: required for role agent");
-  }
+  RETURN_IF_ERROR(ValidateTokenRecord(token_hash, record));
   absl::MutexLock lock(&mu_);
   if (!record.tenant.empty() && !tenants_.contains(record.tenant)) {
     return absl::NotFoundError(
