@@ -47,6 +47,19 @@ absl::StatusOr<std::string> SessionTimeout(PgPool& pool) {
   });
 }
 
+// Submits workload "late" with `deadline` and waits for its answer.
+absl::StatusOr<SubmitResult> SubmitAndWait(PgStore& store, absl::Time deadline) {
+  absl::StatusOr<SubmitResult> result = absl::InternalError("not answered");
+  absl::Notification answered;
+  store.SubmitAsync(StoreTest::Spec("late"), PendingReason(), deadline,
+                    [&](absl::StatusOr<SubmitResult> r) {
+                      result = std::move(r);
+                      answered.Notify();
+                    });
+  answered.WaitForNotification();
+  return result;
+}
+
 TEST_F(DeadlineTest, APassedDeadlineNeverReachesTheDatabase) {
   std::unique_ptr<PgPool> pool = MakePool(dsn(), 1);
   ASSERT_NE(pool, nullptr);
@@ -92,15 +105,8 @@ TEST_F(DeadlineTest, TheDeadlineBoundsTheWaitForAConnection) {
 
 TEST_F(DeadlineTest, ASubmissionWhoseDeadlinePassedIsNotStored) {
   AddTenant("acme", "research");
-  absl::StatusOr<SubmitResult> result = absl::InternalError("not answered");
-  absl::Notification answered;
-  store_->SubmitAsync(Spec("late"), PendingReason(), absl::Now() - absl::Seconds(1),
-                      [&](absl::StatusOr<SubmitResult> r) {
-                        result = std::move(r);
-                        answered.Notify();
-                      });
-  answered.WaitForNotification();
-  EXPECT_THAT(result, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(SubmitAndWait(*store_, absl::Now() - absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
   ASSERT_OK_AND_ASSIGN(WorkloadPage page, store_->List({}));
   EXPECT_TRUE(page.workloads.empty());
 }
@@ -127,15 +133,8 @@ TEST_F(DeadlineTest, TheStoreJudgesASubmissionsDeadlineByItsClock) {
   PgStoreOptions options;
   options.clock = &clock;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PgStore> store, PgStore::Create(dsn(), options));
-  absl::StatusOr<SubmitResult> result = absl::InternalError("not answered");
-  absl::Notification answered;
-  store->SubmitAsync(Spec("late"), PendingReason(), absl::Now() + absl::Hours(1),
-                     [&](absl::StatusOr<SubmitResult> r) {
-                       result = std::move(r);
-                       answered.Notify();
-                     });
-  answered.WaitForNotification();
-  EXPECT_THAT(result, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(SubmitAndWait(*store, absl::Now() + absl::Hours(1)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
   ASSERT_OK_AND_ASSIGN(WorkloadPage page, store_->List({}));
   EXPECT_TRUE(page.workloads.empty());
 }
