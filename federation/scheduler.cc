@@ -12,8 +12,9 @@
 namespace gpufed {
 namespace {
 
-// Workloads with the same shape get the same answer within a cycle once one of them failed:
-// capacity only shrinks during a cycle. This keeps a long queue of identical jobs cheap.
+// Workloads with the same shape get the same answer within a cycle once one of them failed, until
+// the next allocation changes the pool: the engine would answer them the same (same pool, same
+// request), reason figures included. This keeps a long queue of identical jobs cheap.
 using ShapeKey = std::tuple<uint32_t, uint32_t, std::vector<std::string>, uint64_t, Topology,
                             std::string, uint32_t, uint64_t, uint64_t>;
 
@@ -222,7 +223,8 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
     const WorkloadSpec& spec = queued.workload.spec;
     PendingReason reason;
     const ShapeKey shape = ShapeOf(spec);
-    if (auto failed = failed_shapes.find(shape); failed != failed_shapes.end()) {
+    if (auto failed = failed_shapes.find(shape);
+        options_.reuse_failed_shapes && failed != failed_shapes.end()) {
       reason = failed->second;
     } else {
       PlacementDecision decision = engine_->Place(pool_, spec, queued.workload.id, mig_queue);
@@ -231,6 +233,8 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
                 .Allocate(queued.workload.id, *decision.assignment,
                           HostDemand{spec.cpu_millis, spec.memory_mib})
                 .ok()) {
+          // The pool changed: an answer remembered for a shape may no longer be the engine's.
+          failed_shapes.clear();
           if (!spec.mig_profile.empty()) {
             uint32_t& left = mig_queue[spec.mig_profile];
             left -= std::min(left, spec.replicas);
@@ -255,7 +259,7 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
         dirty_.pool = true;  // try again next cycle
       } else {
         reason = std::move(decision.reason);
-        failed_shapes.emplace(shape, reason);
+        if (options_.reuse_failed_shapes) failed_shapes.emplace(shape, reason);
       }
     }
     UpdateReason(queued, std::move(reason), reasons);

@@ -35,6 +35,11 @@ struct SchedulerOptions {
   // starts the window with the active and pending workloads it loads.
   size_t mix_window = 2000;
   uint64_t mix_refresh_cycles = 50;
+  // Within a cycle, a workload of the same shape as one that already failed gets that answer
+  // without asking the engine until the next allocation changes the pool, which keeps a long
+  // queue of identical jobs cheap. Off only to check that it changes no placement and no reason
+  // (tests/unit/federation/scheduler_differential_test.cc).
+  bool reuse_failed_shapes = true;
 };
 
 struct CycleStats {
