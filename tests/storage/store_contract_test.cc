@@ -89,8 +89,8 @@ class MemoryBackend final : public Backend {
     }
     return out;
   }
-  Timestamp Now() override { return store_.fake_time().Now(); }
-  void Tick() override { store_.fake_time().Advance(seconds(1)); }
+  Timestamp Now() override { return store_.clock().Now(); }
+  void Tick() override { store_.clock().Advance(seconds(1)); }
 
  private:
   testing::MemoryStore store_;

@@ -28,30 +28,13 @@ absl::Status CheckName(absl::string_view field, const std::string& value) {
 
 }  // namespace
 
-// ---- FakeTime --------------------------------------------------------------------------------
-
-Timestamp FakeTime::Now() const {
-  absl::MutexLock lock(&mu_);
-  return now_;
-}
-
-void FakeTime::Set(Timestamp t) {
-  absl::MutexLock lock(&mu_);
-  now_ = t;
-}
-
-void FakeTime::Advance(std::chrono::microseconds d) {
-  absl::MutexLock lock(&mu_);
-  now_ += d;
-}
-
 // ---- MemoryStore -----------------------------------------------------------------------------
 
-MemoryStore::MemoryStore() : now_([this] { return fake_time_.Now(); }) {}
+MemoryStore::MemoryStore() : clock_(&own_clock_) {}
 
-MemoryStore::MemoryStore(std::function<Timestamp()> now) : now_(std::move(now)) {}
+MemoryStore::MemoryStore(const Clock* clock) : clock_(clock) {}
 
-Timestamp MemoryStore::Now() const { return ToMicros(now_()); }
+Timestamp MemoryStore::Now() const { return ToMicros(clock_->Now()); }
 
 std::vector<MemoryStore::EventRow> MemoryStore::Events(WorkloadId id) const {
   absl::MutexLock lock(&mu_);

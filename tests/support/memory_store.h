@@ -12,10 +12,11 @@
 // UNAVAILABLE), connection pools, and token revocation (PgStore revokes by SQL only).
 //
 // Times: every time the store writes itself (create/update times, a transition without its
-// own time, heartbeats at registration) comes from the clock, read once per call, and is kept
-// to the microsecond as PostgreSQL keeps it. The clock is either the function given to the
-// constructor or, by default, the store's own FakeTime, which starts at FakeTime::kStart and
-// moves only when the test moves it (fake_time().Advance(...)).
+// own time, heartbeats at registration) comes from the clock port (federation/clock.h), read
+// once per call, and is kept to the microsecond as PostgreSQL keeps it. The clock is either the
+// one given to the constructor (the test's FakeClock, shared with the code under test) or, by
+// default, the store's own FakeClock, which moves only when the test moves it
+// (clock().Advance(...)).
 //
 // Thread-safe: one mutex guards everything, so every call is atomic (as a transaction).
 // The clock is called with that mutex held and must not call back into the store.
@@ -25,7 +26,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,37 +36,23 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "federation/clock.h"
 #include "federation/store.h"
 #include "federation/types.h"
 
 namespace gpufed::testing {
 
-// A settable time: Now() returns what the test set, never the wall clock. Thread-safe.
-class FakeTime {
- public:
-  // 2026-01-01T00:00:00Z.
-  static constexpr Timestamp kStart = Timestamp(std::chrono::seconds(1767225600));
-
-  Timestamp Now() const;
-  void Set(Timestamp t);
-  void Advance(std::chrono::microseconds d);
-
- private:
-  mutable absl::Mutex mu_;
-  Timestamp now_ ABSL_GUARDED_BY(mu_) = kStart;
-};
-
 class MemoryStore final : public WorkloadStore, public ClusterStore, public TenantStore {
  public:
-  // Time from the store's own FakeTime (fake_time()).
+  // Time from the store's own FakeClock (clock()).
   MemoryStore();
-  // Time from `now`; fake_time() is then unused.
-  explicit MemoryStore(std::function<Timestamp()> now);
+  // Time from `clock`, which must outlive the store; clock() is then unused.
+  explicit MemoryStore(const Clock* clock);
   MemoryStore(const MemoryStore&) = delete;
   MemoryStore& operator=(const MemoryStore&) = delete;
 
   // The clock of a default-constructed store.
-  FakeTime& fake_time() { return fake_time_; }
+  FakeClock& clock() { return own_clock_; }
 
   // One row of a workload's history, as PgStore writes to workload_events.
   struct EventRow {
@@ -117,8 +103,8 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
   // The clock's time, to the microsecond.
   Timestamp Now() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  FakeTime fake_time_;
-  const std::function<Timestamp()> now_;
+  FakeClock own_clock_;
+  const Clock* const clock_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, Tenant> tenants_ ABSL_GUARDED_BY(mu_);

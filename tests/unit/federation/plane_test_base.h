@@ -52,8 +52,7 @@ class RecordingSink final : public EventSink {
 // subclass builds its ControlPlane from Ports() (adding what else it needs, e.g. metrics).
 class PlaneTestBase : public ::testing::Test {
  protected:
-  PlaneTestBase()
-      : store_([this] { return clock_.Now(); }), scheduler_(&store_, &store_), agents_(&clock_) {
+  PlaneTestBase() : store_(&clock_), scheduler_(&store_, &store_), agents_(&clock_) {
     for (const char* tenant : {"acme", "other"}) {
       EXPECT_OK(store_.CreateTenant(Tenant{tenant, tenant, {}}));
       EXPECT_OK(store_.CreateProject(Project{tenant, "p", {}}));

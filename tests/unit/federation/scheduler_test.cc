@@ -89,7 +89,7 @@ class RecordingWorkloads final : public WorkloadStore {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  SchedulerTest() : store_([this] { return clock_.Now(); }), workloads_(&store_) {
+  SchedulerTest() : store_(&clock_), workloads_(&store_) {
     EXPECT_OK(store_.CreateTenant(Tenant{"acme", "", {}}));
     EXPECT_OK(store_.CreateProject(Project{"acme", "research", {}}));
   }

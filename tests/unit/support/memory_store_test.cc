@@ -27,20 +27,22 @@ void AddTenant(MemoryStore& store) {
 }
 
 TEST(MemoryStoreTest, TimesComeFromTheInjectedClockToTheMicrosecond) {
-  Timestamp now = Timestamp(seconds(1800000000)) + std::chrono::nanoseconds(1500);
-  MemoryStore store([&now] { return now; });
+  FakeClock clock;
+  const Timestamp start = clock.Now();
+  clock.Advance(std::chrono::nanoseconds(1500));
+  MemoryStore store(&clock);
   AddTenant(store);
   ASSERT_OK_AND_ASSIGN(SubmitResult submitted, store.Submit(Gpus("a", 1)));
-  EXPECT_EQ(submitted.workload.create_time, Timestamp(seconds(1800000000)) + microseconds(1));
+  EXPECT_EQ(submitted.workload.create_time, start + microseconds(1));
 
-  now += seconds(10);
+  clock.Advance(seconds(10));
   Transition admit;
   admit.id = submitted.workload.id;
   admit.from = WorkloadState::kPending;
   admit.to = WorkloadState::kAdmitted;
   ASSERT_OK_AND_ASSIGN(std::vector<TransitionResult> r, store.ApplyTransitions({admit}));
   ASSERT_TRUE(r[0].applied);
-  EXPECT_EQ(r[0].current->update_time, Timestamp(seconds(1800000010)) + microseconds(1));
+  EXPECT_EQ(r[0].current->update_time, start + seconds(10) + microseconds(1));
   EXPECT_EQ(r[0].event->time, r[0].current->update_time);
   ASSERT_EQ(store.Events(submitted.workload.id).size(), 2u);
   EXPECT_EQ(store.Events(submitted.workload.id)[1].time, r[0].event->time);
@@ -48,19 +50,19 @@ TEST(MemoryStoreTest, TimesComeFromTheInjectedClockToTheMicrosecond) {
 
 TEST(MemoryStoreTest, DefaultClockStandsStillUntilMoved) {
   MemoryStore store;
-  EXPECT_EQ(store.fake_time().Now(), FakeTime::kStart);
+  const Timestamp start = store.clock().Now();
   ASSERT_OK_AND_ASSIGN(Tenant a, store.CreateTenant(Tenant{"a", "", {}}));
   ASSERT_OK_AND_ASSIGN(Tenant b, store.CreateTenant(Tenant{"b", "", {}}));
-  EXPECT_EQ(a.create_time, FakeTime::kStart);
-  EXPECT_EQ(b.create_time, FakeTime::kStart);
-  store.fake_time().Advance(seconds(3));
+  EXPECT_EQ(a.create_time, start);
+  EXPECT_EQ(b.create_time, start);
+  store.clock().Advance(seconds(3));
   ASSERT_OK_AND_ASSIGN(Tenant c, store.CreateTenant(Tenant{"c", "", {}}));
-  EXPECT_EQ(c.create_time, FakeTime::kStart + seconds(3));
-  store.fake_time().Set(Timestamp(seconds(5)));
+  EXPECT_EQ(c.create_time, start + seconds(3));
+  store.clock().Advance(seconds(2));
   ClusterInfo info;
   info.name = "c1";
   ASSERT_OK_AND_ASSIGN(Cluster cluster, store.RegisterCluster(info, {}));
-  EXPECT_EQ(cluster.last_heartbeat, Timestamp(seconds(5)));
+  EXPECT_EQ(cluster.last_heartbeat, start + seconds(5));
 }
 
 // The scheduler needs nothing but the ports: one 8-GPU node, two 4-GPU workloads placed, an
