@@ -41,7 +41,13 @@ google::protobuf::Timestamp ToProto(absl::Time t) {
 }
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+  return absl::Nanoseconds(TimeUtil::DurationToNanoseconds(d));
+}
+
+// Whether `d` has passed from `since` to `now` (monotonic readings); `since` min(): never
+// happened, so it has.
+bool Elapsed(MonotonicTime since, absl::Duration d, MonotonicTime now) {
+  return since == MonotonicTime::min() || absl::FromChrono(now - since) >= d;
 }
 
 std::string LayoutText(const google::protobuf::RepeatedPtrField<v1::MigInstance>& layout) {
@@ -116,7 +122,7 @@ void Agent::Shutdown() {
   }
   if (backend_ != nullptr) backend_->Shutdown();
   absl::MutexLock lock(&mu_);
-  const absl::Time deadline = Now() + options_.shutdown_flush_timeout;
+  const MonotonicTime deadline = After(options_.shutdown_flush_timeout);
   while (registered_ && !stream_done_ && !outbox_.empty()) {
     if (WaitChanged(deadline)) break;
   }
@@ -196,7 +202,7 @@ void Agent::Run() {
       }
     }
     absl::MutexLock lock(&mu_);
-    const absl::Time deadline = Now() + wait;
+    const MonotonicTime deadline = After(wait);
     while (!stopping_) {
       if (WaitChanged(deadline)) break;
     }
@@ -284,7 +290,7 @@ bool Agent::RunStream(grpc::Status* final_status) {
     stream_done_ = true;
     registered_ = false;
     changed_.SignalAll();
-    const absl::Time deadline = Now() + kSenderExitWait;
+    const MonotonicTime deadline = After(kSenderExitWait);
     while (!sender_exited_) {
       if (WaitChanged(deadline)) break;
     }
@@ -308,7 +314,7 @@ void Agent::SendLoop(Stream* stream) {
   const bool wrote = stream->rw->Write(reg);
 
   absl::MutexLock lock(&mu_);
-  const absl::Time register_deadline = Now() + options_.register_timeout;
+  const MonotonicTime register_deadline = After(options_.register_timeout);
   while (wrote && !stream_done_ && !registered_) {
     if (WaitChanged(register_deadline) && !registered_ && !stream_done_) {
       spdlog::warn("no Registered from {} within {}; redialling", options_.server_address,
@@ -317,23 +323,23 @@ void Agent::SendLoop(Stream* stream) {
       break;
     }
   }
-  absl::Time next_heartbeat = Now() + heartbeat_interval_;
+  MonotonicTime next_heartbeat = After(heartbeat_interval_);
   const absl::Duration scan_every =
       std::max(options_.status_resend_interval / 2, absl::Milliseconds(10));
-  absl::Time next_scan = Now() + scan_every;
+  MonotonicTime next_scan = After(scan_every);
   std::vector<v1::AgentMessage> out;
   while (wrote && !stream_done_ && registered_) {
-    const absl::Time now = Now();
+    const MonotonicTime now = Mono();
     if (now >= next_scan) {
       // Statuses sent but not acknowledged for a while go out again on this stream.
       for (const auto& [order, key] : outbox_order_) {
         OutboxEntry& e = outbox_[key];
-        if (!e.queued && e.last_sent + options_.status_resend_interval <= now) {
+        if (!e.queued && Elapsed(e.last_sent, options_.status_resend_interval, now)) {
           e.queued = true;
           send_queue_.push_back(key);
         }
       }
-      next_scan = now + scan_every;
+      next_scan = After(scan_every);
     }
     if (inventory_dirty_) {
       // Before statuses: the server should know the new layout before the workloads on it run.
@@ -367,7 +373,7 @@ void Agent::SendLoop(Stream* stream) {
       m.set_epoch(epoch_);
       m.mutable_heartbeat()->set_running(static_cast<uint32_t>(active_count_));
       out.push_back(std::move(m));
-      next_heartbeat = now + heartbeat_interval_;
+      next_heartbeat = After(heartbeat_interval_);
     }
     if (out.empty()) {
       WaitChanged(std::min(next_heartbeat, next_scan));
@@ -620,7 +626,12 @@ void Agent::HandleAck(const v1::StatusAck& ack) {
       it->second.terminal_acked = true;
     }
   }
-  Forget(Now());
+  Forget(Mono());
+  changed_.SignalAll();
+}
+
+void Agent::ClockMoved() {
+  absl::MutexLock lock(&mu_);
   changed_.SignalAll();
 }
 
@@ -654,14 +665,14 @@ void Agent::Finish(const std::string& id, Record& r, v1::WorkloadState state, in
   r.message = std::move(message);
   r.time = time;
   r.terminal_acked = false;
-  ended_.emplace_back(Now(), id);
+  ended_.emplace_back(Mono(), id);
   Enqueue(StatusOf(id, r));
 }
 
-void Agent::Forget(absl::Time now) {
+void Agent::Forget(MonotonicTime now) {
   size_t budget = ended_.size();  // each entry is looked at once per call
   while (budget-- > 0 && !ended_.empty() &&
-         ended_.front().first + options_.finished_retention <= now) {
+         Elapsed(ended_.front().first, options_.finished_retention, now)) {
     std::string id = std::move(ended_.front().second);
     ended_.pop_front();
     auto it = workloads_.find(id);

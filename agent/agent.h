@@ -96,6 +96,10 @@ class Agent {
   // Blocks while the backend stops. Idempotent.
   void Shutdown();
 
+  // Tells the agent its clock was moved by hand (a FakeClock in a test): waits measured on it
+  // are looked at again now rather than when their real-time remainder runs out.
+  void ClockMoved();
+
   [[nodiscard]] AgentStats Stats() const;
   // The inventory as the agent reports it now (the topology's, after any repartitions).
   [[nodiscard]] v1::Inventory Inventory() const;
@@ -125,7 +129,7 @@ class Agent {
   struct OutboxEntry {
     v1::WorkloadStatus status;
     uint64_t order = 0;
-    absl::Time last_sent = absl::InfinitePast();
+    MonotonicTime last_sent = MonotonicTime::min();
     bool queued = false;
   };
   // Everything that belongs to one stream.
@@ -158,11 +162,16 @@ class Agent {
   // Sets a record terminal and queues its status.
   void Finish(const std::string& id, Record& r, v1::WorkloadState state, int32_t exit_code,
               std::string message, absl::Time time) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Forget(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(MonotonicTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration Jitter(absl::Duration d);
+  // Wall time: what statuses record.
   [[nodiscard]] absl::Time Now() const { return AbslNow(clock_); }
-  // changed_.WaitWithDeadline, with `deadline` read on clock_. True when it has passed.
-  bool WaitChanged(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Monotonic time: what every interval and timeout of the agent is measured with.
+  [[nodiscard]] MonotonicTime Mono() const { return clock_.Monotonic(); }
+  [[nodiscard]] MonotonicTime After(absl::Duration d) const { return MonotonicAfter(clock_, d); }
+  // changed_.WaitWithDeadline, with `deadline` read on clock_'s monotonic reading. True when it
+  // has passed.
+  bool WaitChanged(MonotonicTime deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return WaitUntil(changed_, &mu_, clock_, deadline);
   }
 
@@ -195,7 +204,7 @@ class Agent {
 
   absl::flat_hash_map<std::string, Record> workloads_ ABSL_GUARDED_BY(mu_);
   // Ended workloads in the order they ended, for Forget().
-  std::deque<std::pair<absl::Time, std::string>> ended_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<MonotonicTime, std::string>> ended_ ABSL_GUARDED_BY(mu_);
 
   absl::flat_hash_map<StatusKey, OutboxEntry> outbox_ ABSL_GUARDED_BY(mu_);
   // order -> key: the outbox in the order statuses arose (RUNNING before the end).

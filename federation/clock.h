@@ -72,11 +72,19 @@ const Clock* ClockOrSystem(const Clock* clock);
 // The clock's wall time as an absl::Time.
 inline absl::Time AbslNow(const Clock& clock) { return absl::FromChrono(clock.Now()); }
 
+// The monotonic reading `d` after now: a deadline for an interval or a timeout. Durations
+// beyond a century (InfiniteDuration included) are a century, so the sum never overflows.
+MonotonicTime MonotonicAfter(const Clock& clock, absl::Duration d);
+
 // Waits on `cv` (the caller holds `mu`) until it is signalled or `deadline`, as `clock` reads it,
 // has passed; true when the deadline has passed. The wait itself runs in real time for what is
 // left by `clock`, so with SystemClock this is CondVar::WaitWithDeadline, and a FakeClock moved
 // by hand is noticed at the next signal (or when the real wait for the old remainder ends).
 bool WaitUntil(absl::CondVar& cv, absl::Mutex* mu, const Clock& clock, absl::Time deadline)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+// The same against the monotonic reading: what intervals and timeouts wait with, so a step of
+// the wall clock (NTP, an operator) neither stretches nor cuts them.
+bool WaitUntil(absl::CondVar& cv, absl::Mutex* mu, const Clock& clock, MonotonicTime deadline)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
 }  // namespace gpufed

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/sim_backend.h"
 #include "agent/topology.h"
+#include "federation/clock.h"
 #include "tests/agent/event_collector.h"
 #include "tests/agent/test_agent_server.h"
 #include "tests/support/status_matchers.h"
@@ -138,6 +140,33 @@ void ExpectWellFormed(const Log& log, uint64_t epoch) {
   }
 }
 
+// Heartbeats on stream `stream` so far.
+int Heartbeats(const Log& log, size_t stream = 0) {
+  if (log.streams.size() <= stream) return 0;
+  int n = 0;
+  for (const auto& m : log.streams[stream].messages) n += m.has_heartbeat() ? 1 : 0;
+  return n;
+}
+
+// Real time whose wall reading an operator (or NTP) can step; the monotonic reading is the
+// machine's. Thread-safe.
+class SteppableWallClock final : public Clock {
+ public:
+  Timestamp Now() const override {
+    absl::MutexLock lock(&mu_);
+    return std::chrono::system_clock::now() + offset_;
+  }
+  MonotonicTime Monotonic() const override { return std::chrono::steady_clock::now(); }
+  void Step(std::chrono::seconds d) {
+    absl::MutexLock lock(&mu_);
+    offset_ += d;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::chrono::seconds offset_ ABSL_GUARDED_BY(mu_){0};
+};
+
 class AgentTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -232,6 +261,42 @@ TEST_F(AgentTest, RegistersWithInventoryTokenAndHeartbeats) {
   EXPECT_TRUE(stats.registered);
   EXPECT_EQ(stats.epoch, 7u);
   EXPECT_EQ(stats.registrations, 1u);
+}
+
+// Intervals are measured on the monotonic reading: the wall clock stepped an hour back (as NTP
+// or an operator may) must not hold heartbeats back for that hour.
+TEST_F(AgentTest, AWallClockStepDoesNotStopHeartbeats) {
+  SteppableWallClock clock;
+  AgentOptions options;
+  options.clock = &clock;
+  StartAgent(options);
+  ASSERT_TRUE(WaitRegistered(0));
+  clock.Step(-std::chrono::hours(1));
+  const int before = Heartbeats(server_->Snapshot());
+  EXPECT_TRUE(server_->WaitFor([before](const Log& log) { return Heartbeats(log) >= before + 3; }));
+  StopAgent();  // before the clock goes
+}
+
+// Driven by a FakeClock, the agent sends a heartbeat only when the clock has moved by the
+// interval the server gave, and notices the move at once when told.
+TEST_F(AgentTest, HeartbeatsFollowAnInjectedClock) {
+  FakeClock clock;
+  AgentOptions options;
+  options.clock = &clock;
+  StartAgent(options);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!agent_->Stats().registered && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(agent_->Stats().registered);
+  EXPECT_EQ(Heartbeats(server_->Snapshot()), 0);
+  clock.Advance(std::chrono::milliseconds(50));
+  agent_->ClockMoved();
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) { return Heartbeats(log) >= 1; }));
+  // Four intervals of real time pass; the fake clock does not, so no second heartbeat.
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(Heartbeats(server_->Snapshot()), 1);
+  StopAgent();  // before the clock goes
 }
 
 TEST_F(AgentTest, RunsAssignmentsAndResendsStatusesUntilAcked) {

@@ -32,5 +32,27 @@ TEST(WaitUntilTest, AnswersByTheGivenClockNotByRealTime) {
   EXPECT_FALSE(WaitUntil(cv, &mu, clock, now + absl::Milliseconds(1)));
 }
 
+TEST(WaitUntilTest, MonotonicDeadlinesAnswerByTheMonotonicReading) {
+  FakeClock clock;
+  absl::Mutex mu;
+  absl::CondVar cv;
+  absl::MutexLock lock(&mu);
+  const MonotonicTime now = clock.Monotonic();
+  EXPECT_TRUE(WaitUntil(cv, &mu, clock, now - std::chrono::hours(1)));
+  EXPECT_TRUE(WaitUntil(cv, &mu, clock, now));
+  const MonotonicTime later = MonotonicAfter(clock, absl::Milliseconds(1));
+  EXPECT_EQ(later, now + std::chrono::milliseconds(1));
+  EXPECT_FALSE(WaitUntil(cv, &mu, clock, later));
+  clock.Advance(std::chrono::milliseconds(1));
+  EXPECT_TRUE(WaitUntil(cv, &mu, clock, later));
+}
+
+TEST(MonotonicAfterTest, AnInfiniteDurationDoesNotOverflow) {
+  FakeClock clock;
+  const MonotonicTime now = clock.Monotonic();
+  const MonotonicTime never = MonotonicAfter(clock, absl::InfiniteDuration());
+  EXPECT_GT(never, now + std::chrono::hours(24 * 365 * 99));
+}
+
 }  // namespace
 }  // namespace gpufed
