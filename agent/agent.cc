@@ -3,6 +3,7 @@
 #include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -472,24 +473,43 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
       spdlog::warn("refused {} assignment(s) placed under another epoch than {}", stale, epoch_);
     }
   }
-  for (const v1::WorkAssignment* a : to_start) {
-    // MIG layout changes come first: the replicas may need the instances they create.
-    const absl::Status repartitioned = ApplyRepartitions(*a);
-    const absl::Status started = repartitioned.ok() ? backend_->Start(*a) : repartitioned;
-    if (started.ok()) continue;
-    absl::MutexLock lock(&mu_);
-    auto it = workloads_.find(a->workload_id());
-    if (it == workloads_.end() || !IsActive(it->second.state)) continue;
-    if (repartitioned.ok() && absl::IsFailedPrecondition(started)) {
-      // The backend is shutting down: forget the id rather than fail the workload, so the
-      // server sees it missing and places it again.
-      workloads_.erase(it);
-      --active_count_;
-      continue;
-    }
-    Finish(a->workload_id(), it->second, v1::WORKLOAD_STATE_FAILED, 0,
-           absl::StrCat("not started: ", started.message()), Now());
+  // Up to parallel_starts at once (the backend is thread-safe); the batch is done when all
+  // are. Layout changes depend on what the batch's earlier work changed: those go in order.
+  const bool repartitions = std::any_of(
+      to_start.begin(), to_start.end(),
+      [](const v1::WorkAssignment* a) { return !a->assignment().repartitions().empty(); });
+  const size_t workers =
+      repartitions
+          ? 1
+          : std::min(to_start.size(), static_cast<size_t>(std::max(1, options_.parallel_starts)));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < to_start.size(); i = next++) StartOne(*to_start[i]);
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (size_t w = 1; w < workers; ++w) helpers.emplace_back(work);
+    work();
   }
+}
+
+void Agent::StartOne(const v1::WorkAssignment& work) {
+  // MIG layout changes come first: the replicas may need the instances they create.
+  const absl::Status repartitioned = ApplyRepartitions(work);
+  const absl::Status started = repartitioned.ok() ? backend_->Start(work) : repartitioned;
+  if (started.ok()) return;
+  absl::MutexLock lock(&mu_);
+  auto it = workloads_.find(work.workload_id());
+  if (it == workloads_.end() || !IsActive(it->second.state)) return;
+  if (repartitioned.ok() && absl::IsFailedPrecondition(started)) {
+    // The backend is shutting down: forget the id rather than fail the workload, so the
+    // server sees it missing and places it again.
+    workloads_.erase(it);
+    --active_count_;
+    return;
+  }
+  Finish(work.workload_id(), it->second, v1::WORKLOAD_STATE_FAILED, 0,
+         absl::StrCat("not started: ", started.message()), Now());
 }
 
 absl::Status Agent::ApplyRepartitions(const v1::WorkAssignment& work) {

@@ -45,6 +45,11 @@ struct AgentOptions {
   absl::Duration finished_retention = absl::Hours(1);
   // Most updates in one StatusReport.
   int max_updates_per_report = 1000;
+  // Most backend Starts of one assignment batch in flight at once. A process backend's Start
+  // waits for each replica's exec (about half a millisecond, more on a busy machine), so one at
+  // a time caps a cluster at a few hundred starts a second. A batch that changes MIG layouts
+  // always starts in order.
+  int parallel_starts = 4;
   // On Shutdown, how long to keep the stream open for outstanding statuses to be acknowledged.
   absl::Duration shutdown_flush_timeout = absl::Seconds(3);
   // What every interval above is measured with and status times are read from. Null: the
@@ -154,6 +159,9 @@ class Agent {
   // GPU or an invalid layout; FAILED_PRECONDITION when another active workload uses what the
   // change would remove. Repartitions already in effect are skipped.
   absl::Status ApplyRepartitions(const v1::WorkAssignment& work);
+  // Applies `work`'s repartitions and starts it; a failure ends it FAILED (or, when the backend
+  // is shutting down, forgets it so the server places it again).
+  void StartOne(const v1::WorkAssignment& work);
 
   v1::AgentMessage BuildRegister() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   [[nodiscard]] v1::WorkloadStatus StatusOf(const std::string& id, const Record& r) const;

@@ -38,6 +38,15 @@ class CountingBackend final : public Backend {
   struct Counts {
     absl::Mutex mu;
     absl::flat_hash_map<std::string, int> starts ABSL_GUARDED_BY(mu);
+    // When > 0, a Start waits (up to 1 s) until this many Starts are in flight, so that a test
+    // sees how many the agent runs at once; once reached, the gate stays open.
+    int gate ABSL_GUARDED_BY(mu) = 0;
+    int in_flight ABSL_GUARDED_BY(mu) = 0;
+    int peak ABSL_GUARDED_BY(mu) = 0;
+    int Peak() {
+      absl::MutexLock lock(&mu);
+      return peak;
+    }
     std::vector<std::string> repartitioned ABSL_GUARDED_BY(mu);  // GPU uuids, in order
     std::vector<std::string> Repartitioned() {
       absl::MutexLock lock(&mu);
@@ -57,8 +66,18 @@ class CountingBackend final : public Backend {
     {
       absl::MutexLock lock(&counts_->mu);
       ++counts_->starts[work.workload_id()];
+      counts_->peak = std::max(counts_->peak, ++counts_->in_flight);
+      auto reached = [this]() ABSL_SHARED_LOCKS_REQUIRED(counts_->mu) {
+        return counts_->in_flight >= counts_->gate;  // gate 0: open
+      };
+      if (counts_->mu.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(1))) {
+        counts_->gate = 0;  // opened once: later Starts go straight through
+      }
     }
-    return inner_->Start(work);
+    absl::Status started = inner_->Start(work);
+    absl::MutexLock lock(&counts_->mu);
+    --counts_->in_flight;
+    return started;
   }
   absl::Status Cancel(std::string_view id) override { return inner_->Cancel(id); }
   absl::Status Repartition(const v1::Repartition& change) override {
@@ -643,6 +662,34 @@ TEST_F(AgentTest, RedialsWhenRegisteredNeverComes) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_TRUE(agent_->Stats().registered);
+}
+
+// The backend's Starts of one batch run side by side, at most parallel_starts at once: a process
+// backend waits for each exec, and one at a time capped a cluster at a few hundred starts/s.
+TEST_F(AgentTest, StartsABatchInParallelUpToTheLimit) {
+  {
+    absl::MutexLock lock(&counts_->mu);
+    counts_->gate = 4;
+  }
+  AgentOptions options;
+  options.parallel_starts = 4;
+  StartAgent(options);
+  ASSERT_TRUE(WaitRegistered(0));
+  v1::ServerMessage batch;
+  for (int i = 0; i < 12; ++i) {
+    *batch.mutable_assign()->add_assignments() =
+        SimWork(absl::StrCat("p", i), absl::ZeroDuration());
+  }
+  ASSERT_TRUE(server_->Send(batch));
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    absl::flat_hash_set<std::string> done;
+    for (const v1::WorkloadStatus& s : StatusesOn(log.streams[0])) {
+      if (s.state() == v1::WORKLOAD_STATE_SUCCEEDED) done.insert(s.workload_id());
+    }
+    return done.size() == 12;
+  }));
+  EXPECT_EQ(counts_->Peak(), 4);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(counts_->Get(absl::StrCat("p", i)), 1);
 }
 
 TEST_F(AgentTest, BatchesManyUpdatesPerReport) {
