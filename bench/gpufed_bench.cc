@@ -13,7 +13,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <mutex>
@@ -24,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/placement_bench.h"
+#include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "nlohmann/json.hpp"
@@ -284,14 +284,20 @@ int BenchE2e(Target& t, int jobs, int clients, const std::string& topology) {
       last_end_ns.store(Clock::now().time_since_epoch().count());
     }
   });
-  // Give the agent a moment to register so its capacity exists when work arrives.
-  for (int i = 0; i < 200; ++i) {
-    std::ifstream log(ao.log_path);
-    std::string all((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    if (all.find("egistered") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Submit once the agent has registered, so that its capacity exists when work arrives.
+  auto clusters = gpufed::v1::ClusterService::NewStub(watch_channel);
+  bool ready = false;
+  for (int i = 0; i < 400 && !ready; ++i) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + t.server.admin_token);
+    gpufed::v1::GetClusterRequest req;
+    req.set_name("bench-16x8");
+    gpufed::v1::Cluster cluster;
+    ready = clusters->GetCluster(&ctx, req, &cluster).ok() &&
+            cluster.state() == gpufed::v1::CLUSTER_STATE_READY;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  if (!ready) return Fail("the agent did not register within 10 s");
 
   SubmitResult submitted = RunSubmits(t, tenant, clients, jobs, 0, "e2e-", {"true"});
   const auto deadline = Clock::now() + std::chrono::minutes(10);
