@@ -146,8 +146,9 @@ class IsOkAndHoldsMatcher {
  public:
   explicit IsOkAndHoldsMatcher(InnerMatcher inner) : inner_(std::move(inner)) {}
 
+  // Implicit by design: gMock converts it to the Matcher<StatusOr<T>> an expectation needs.
   template <typename StatusOrType>
-  operator ::testing::Matcher<StatusOrType>() const {  // NOLINT: implicit by design (gMock)
+  operator ::testing::Matcher<StatusOrType>() const {
     return ::testing::Matcher<StatusOrType>(new IsOkAndHoldsImpl<const StatusOrType&>(inner_));
   }
 
