@@ -90,9 +90,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerConfig& confi
 
 absl::Status Server::Start() {
   std::string grpc_host, http_host;
-  int port = 0;
-  RETURN_IF_ERROR(SplitHostPort("grpc_listen", config_.grpc_listen, &grpc_host, &port));
-  RETURN_IF_ERROR(SplitHostPort("http_listen", config_.http_listen, &http_host, &port));
+  int grpc_port = 0;
+  int http_port = 0;
+  RETURN_IF_ERROR(SplitHostPort("grpc_listen", config_.grpc_listen, &grpc_host, &grpc_port));
+  RETURN_IF_ERROR(SplitHostPort("http_listen", config_.http_listen, &http_host, &http_port));
+  if (grpc_port != 0 && grpc_port == http_port) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "http_listen: port ", http_port, " is grpc_listen's too; give each its own port"));
+  }
 
   std::error_code ec;
   std::filesystem::create_directories(config_.data_dir, ec);
@@ -174,6 +179,9 @@ absl::Status Server::Start() {
   // TLS (and mTLS for agents, docs/domain.md#security-planned) is not wired yet; listen on loopback
   // by default.
   builder.AddListeningPort(config_.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port_);
+  // gRPC sets SO_REUSEPORT by default, which lets a second process (another gpufed-server, or
+  // our own HTTP side) bind the same port and take half its connections. The port is ours alone.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(workload_service_.get());
   builder.RegisterService(cluster_service_.get());
   builder.RegisterService(tenant_service_.get());
@@ -241,6 +249,12 @@ absl::Status Server::StartHttp() {
   int port = 0;
   RETURN_IF_ERROR(SplitHostPort("http_listen", config_.http_listen, &host, &port));
   http_ = std::make_unique<httplib::Server>();
+  // As for gRPC: SO_REUSEADDR (a restart may bind while old connections linger) but not
+  // cpp-httplib's default SO_REUSEPORT, which would share the port with whoever else binds it.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });

@@ -23,12 +23,16 @@ struct InProcessServer {
   std::string dsn;          // its database, for tests that check what was stored
 };
 
-// `config` keeps what the caller set (heartbeats, policy, ...); listen addresses, database,
-// data folder, token file and log level are set here.
+// `config` keeps what the caller set (heartbeats, policy, ...); database, data folder, token file
+// and log level are set here, and the listen addresses (127.0.0.1 port 0) unless
+// `keep_listen_addresses`.
 inline absl::StatusOr<InProcessServer> StartInProcessServer(const std::string& data_dir,
-                                                            server::ServerConfig config = {}) {
-  config.grpc_listen = "127.0.0.1:0";
-  config.http_listen = "127.0.0.1:0";
+                                                            server::ServerConfig config = {},
+                                                            bool keep_listen_addresses = false) {
+  if (!keep_listen_addresses) {
+    config.grpc_listen = "127.0.0.1:0";
+    config.http_listen = "127.0.0.1:0";
+  }
   absl::StatusOr<TestPostgres*> pg = TestPostgres::Get();
   if (!pg.ok()) return pg.status();
   absl::StatusOr<std::string> dsn = (*pg)->CreateEmptyDatabase();
