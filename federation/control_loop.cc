@@ -62,6 +62,10 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
     if (absl::Status s = scheduler_->ReloadPending(); !s.ok()) {
       spdlog::warn("scheduler: reload of the pending queue failed: {}", s.ToString());
     }
+    // Keeps the state gauges fresh without a scrape, and the store's count deltas folded.
+    if (absl::Status s = plane_->RefreshGauges(); !s.ok()) {
+      spdlog::warn("workload counts: {}", s.ToString());
+    }
   }
   const MonotonicTime start = clock_->Monotonic();
   absl::StatusOr<CycleResult> cycle = scheduler_->RunCycle();

@@ -26,7 +26,8 @@ struct ControlLoopOptions {
   std::chrono::nanoseconds heartbeat_timeout = std::chrono::seconds(30);
   // How often leadership and heartbeat timeouts are checked.
   std::chrono::nanoseconds check_interval = std::chrono::seconds(1);
-  // How often the pending queue is re-read (catches work submitted through other API replicas).
+  // How often the pending queue is re-read (catches work submitted through other API replicas)
+  // and the workload-state gauges are refreshed (which keeps the store's count deltas folded).
   std::chrono::nanoseconds reload_interval = std::chrono::seconds(10);
   // Run(): at least this long between the starts of two cycles, so that a stream of
   // submissions is decided (and committed) in batches instead of one transaction each.

@@ -276,7 +276,18 @@ constexpr const char* kLookupToken =
     "FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL";
 constexpr const char* kCountTokens = "SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL";
 // A full scan: fine while finished workloads are archived out of the hot table (docs/storage.md).
-constexpr const char* kCountByState = "SELECT state, count(*) AS n FROM workloads GROUP BY state";
+// Counts per state from the deltas the workloads triggers append (migrations/0006), not from a
+// scan of workloads. Folding first, in its own statement, keeps the deltas few; a concurrent fold
+// (another server) only skips rows this one already folded, and every snapshot sees the same
+// sums before and after a fold.
+constexpr const char* kFoldStateCounts = R"sql(
+WITH gone AS (DELETE FROM workload_state_counts RETURNING state, delta)
+INSERT INTO workload_state_counts (state, delta)
+SELECT state, sum(delta) FROM gone GROUP BY state HAVING sum(delta) <> 0
+)sql";
+constexpr const char* kCountByState =
+    "SELECT state, sum(delta)::bigint AS n FROM workload_state_counts GROUP BY state "
+    "HAVING sum(delta) <> 0";
 constexpr const char* kSchemaVersion = "SELECT coalesce(max(version), 0) FROM schema_migrations";
 
 constexpr std::pair<const char*, const char*> kStatements[] = {
@@ -312,6 +323,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"create_token", kCreateToken},
     {"lookup_token", kLookupToken},
     {"count_tokens", kCountTokens},
+    {"fold_state_counts", kFoldStateCounts},
     {"count_by_state", kCountByState},
     {"schema_version", kSchemaVersion},
 };
@@ -1114,6 +1126,7 @@ absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> PgStore::CountByS
   return pool_->Transact<pqxx::nontransaction>(
       "count workloads", [](pqxx::nontransaction& txn) -> absl::StatusOr<Counts> {
         Counts out;
+        txn.exec_prepared("fold_state_counts");
         for (const pqxx::row& row : txn.exec_prepared("count_by_state")) {
           std::optional<WorkloadState> state = ParseState(row["state"].c_str());
           if (state) out.emplace_back(*state, row["n"].as<int64_t>());
