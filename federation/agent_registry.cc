@@ -106,10 +106,17 @@ std::vector<std::string> AgentRegistry::TakeTimedOut(MonotonicTime now,
   for (auto& [cluster, e] : clusters_) {
     if (!e.reported_lost && now - e.last_heard > timeout) {
       e.reported_lost = true;
+      e.link.reset();  // a frozen agent that wakes must register again
       out.push_back(cluster);
     }
   }
   return out;
+}
+
+bool AgentRegistry::IsCurrent(const AgentLink& link) const {
+  absl::MutexLock lock(&mu_);
+  auto it = clusters_.find(link.cluster());
+  return it != clusters_.end() && it->second.link.get() == &link;
 }
 
 int AgentRegistry::connected() const {

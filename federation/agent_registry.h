@@ -77,8 +77,13 @@ class AgentRegistry {
   void Forget(const std::string& cluster, WorkloadId id);
 
   // Clusters not heard from for longer than `timeout` at `now` and not already reported; each
-  // is reported once until it is heard from again.
+  // is reported once until it is heard from again. A reported cluster's connection no longer
+  // speaks for it (IsCurrent turns false): its agent must register again, at the epoch the
+  // server moves on to when it marks the cluster unreachable.
   std::vector<std::string> TakeTimedOut(MonotonicTime now, std::chrono::nanoseconds timeout);
+
+  // Whether `link` is still its cluster's connection (not replaced, detached or timed out).
+  bool IsCurrent(const AgentLink& link) const;
 
   int connected() const;
 

@@ -18,6 +18,15 @@ std::vector<WorkloadId> IdsOf(const std::vector<Workload>& workloads) {
   return ids;
 }
 
+// What a connection that no longer speaks for its cluster is told: register again. UNAVAILABLE,
+// so the agent redials at once (ABORTED would tell it another agent took the cluster over).
+absl::Status NotCurrent(const AgentLink& link) {
+  return absl::UnavailableError(absl::StrCat(
+      "cluster ", link.cluster(),
+      ": this connection no longer speaks for it (silent past the heartbeat timeout, or "
+      "replaced); register again"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
@@ -63,6 +72,7 @@ absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
 
 absl::Status ControlPlane::UpdateInventory(const AgentLink& link,
                                            const std::vector<NodeInfo>& nodes) {
+  if (!ports_.agents->IsCurrent(link)) return NotCurrent(link);
   RETURN_IF_ERROR(ValidateInventory(link.info(), nodes));
   ports_.agents->Heard(link.cluster());
   ASSIGN_OR_RETURN(Cluster cluster, ports_.clusters->RegisterCluster(link.info(), nodes));
@@ -71,6 +81,7 @@ absl::Status ControlPlane::UpdateInventory(const AgentLink& link,
 }
 
 absl::Status ControlPlane::Heartbeat(AgentLink& link) {
+  if (!ports_.agents->IsCurrent(link)) return NotCurrent(link);
   ports_.agents->Heard(link.cluster());
   if (link.HeartbeatWriteDue(ports_.clock->Monotonic(), options_.heartbeat_write_interval)) {
     return ports_.clusters->RecordHeartbeat(link.cluster(), ports_.clock->Now());
@@ -80,6 +91,8 @@ absl::Status ControlPlane::Heartbeat(AgentLink& link) {
 
 absl::Status ControlPlane::ApplyAgentReports(AgentLink& link,
                                              const std::vector<AgentReport>& reports) {
+  // Reports from a connection fenced off (an old epoch) change nothing.
+  if (!ports_.agents->IsCurrent(link)) return NotCurrent(link);
   ports_.agents->Heard(link.cluster());
   return ApplyReports(link, reports);
 }

@@ -146,6 +146,11 @@ class ControlPlane {
                                                            const std::vector<NodeInfo>& nodes,
                                                            const std::vector<AgentReport>& known,
                                                            std::shared_ptr<AgentChannel> channel);
+  // The three calls below answer UNAVAILABLE and change nothing when `link` no longer speaks
+  // for its cluster: another connection registered, or the agent was silent past the heartbeat
+  // timeout (the cluster was marked unreachable and its epoch moved on). The agent must
+  // register again; the transport ends the connection with that answer.
+  //
   // The agent changed its inventory on the scheduler's behalf (a MIG repartition).
   absl::Status UpdateInventory(const AgentLink& link, const std::vector<NodeInfo>& nodes);
   // The agent is alive.

@@ -640,6 +640,43 @@ TEST_F(ControlPlaneTest, ADisconnectedAgentThatNeverReturnsIsMarkedUnreachable) 
   EXPECT_EQ(c.state, ClusterState::kUnreachable);
 }
 
+// An agent frozen past the heartbeat timeout (SIGSTOP) that wakes on the same connection: the
+// cluster was marked unreachable and its epoch moved on, so what it says there changes nothing
+// and it is told to register again; registering brings the cluster back, at the newer epoch.
+TEST_F(ControlPlaneTest, AnAgentFrozenPastTheTimeoutIsFencedUntilItRegistersAgain) {
+  std::shared_ptr<FakeChannel> frozen = Register("c1");
+  const std::shared_ptr<AgentLink> old_link = links_.at("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
+  Step();
+  ASSERT_THAT(frozen->assigned, ElementsAre(r.workload.id));
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_THAT(Step().lost_clusters, ElementsAre("c1"));
+  ASSERT_OK_AND_ASSIGN(Cluster lost, store_.GetCluster("c1"));
+  EXPECT_EQ(lost.state, ClusterState::kUnreachable);
+  EXPECT_GT(lost.epoch, old_link->epoch());
+
+  // It wakes and speaks on the old connection.
+  EXPECT_THAT(plane_.Heartbeat(*old_link), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(Report("c1", r.workload.id, WorkloadState::kRunning),
+              StatusIs(absl::StatusCode::kUnavailable));
+  Cluster c = testing::MakeCluster("c1", 1, 8, "H100-80GB");
+  EXPECT_THAT(plane_.UpdateInventory(*old_link, c.nodes), StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_OK_AND_ASSIGN(Workload still, store_.Get(r.workload.id));
+  EXPECT_EQ(still.state, WorkloadState::kPlaced);
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_THAT(Step().lost_clusters, IsEmpty()) << "reported once";
+  ASSERT_OK_AND_ASSIGN(Cluster still_lost, store_.GetCluster("c1"));
+  EXPECT_EQ(still_lost.state, ClusterState::kUnreachable);
+
+  // It registers again: the cluster is back, at the newer epoch, and its work is re-sent.
+  std::shared_ptr<FakeChannel> back = Register("c1");
+  ASSERT_OK_AND_ASSIGN(Cluster ready, store_.GetCluster("c1"));
+  EXPECT_EQ(ready.state, ClusterState::kReady);
+  EXPECT_EQ(links_.at("c1")->epoch(), lost.epoch);
+  EXPECT_THAT(back->assigned, ElementsAre(r.workload.id));
+  ASSERT_OK(Report("c1", r.workload.id, WorkloadState::kRunning));
+}
+
 // An old stream that ends after a newer one took over must not unhook the newer one.
 TEST_F(ControlPlaneTest, AnOldStreamEndingLeavesTheNewerConnected) {
   Register("c1");
