@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  const bool live = (*server)->live();
   (*server)->Shutdown();
-  return 0;
+  return live ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -205,6 +206,7 @@ absl::Status Server::Start() {
   }
   RETURN_IF_ERROR(StartHttp());
   loop_thread_ = std::thread([this] { loop_->Run(); });
+  if (embedded_) supervisor_thread_ = std::thread([this] { SuperviseDatabase(); });
   grpc_->GetHealthCheckService()->SetServingStatus(true);
 
   if (!config_.ready_file.empty()) {
@@ -255,8 +257,13 @@ absl::Status Server::StartHttp() {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
+  http_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    if (live()) {
+      res.set_content("ok\n", "text/plain");
+    } else {
+      res.status = 503;
+      res.set_content("embedded PostgreSQL died and could not be restarted\n", "text/plain");
+    }
   });
   http_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
     std::string why;
@@ -287,8 +294,51 @@ absl::Status Server::StartHttp() {
   return absl::OkStatus();
 }
 
+void Server::SuperviseDatabase() {
+  // Restart attempts after a death, waiting 1, 2, 4, 8 and 16 s before each: the killed
+  // postmaster's backends take a moment to notice and exit (until they do, a new postmaster
+  // refuses the data folder), and a database that will not start within ~30 s needs someone.
+  constexpr int kAttempts = 5;
+  absl::MutexLock lock(&supervisor_mu_);
+  auto wait = [this](absl::Duration d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(supervisor_mu_) {
+    const MonotonicTime until = MonotonicAfter(*clock_, d);
+    while (!supervisor_stop_ && !WaitUntil(supervisor_wake_, &supervisor_mu_, *clock_, until)) {
+    }
+    return !supervisor_stop_;
+  };
+  while (wait(absl::Seconds(1))) {
+    if (embedded_->Running()) continue;
+    spdlog::error("embedded PostgreSQL in {} is not running; restarting it", embedded_->data_dir());
+    bool restarted = false;
+    absl::Duration backoff = absl::Seconds(1);
+    for (int attempt = 1; attempt <= kAttempts && !restarted; ++attempt, backoff *= 2) {
+      if (!wait(backoff)) return;
+      const absl::Status s = embedded_->Restart();
+      restarted = s.ok();
+      if (restarted) {
+        spdlog::warn("embedded PostgreSQL restarted (attempt {}); calls resume", attempt);
+      } else {
+        spdlog::error("embedded PostgreSQL restart attempt {} of {} failed: {}", attempt, kAttempts,
+                      s.ToString());
+      }
+    }
+    if (!restarted) {
+      spdlog::critical("embedded PostgreSQL could not be restarted; gpufed-server stops");
+      live_ = false;
+      kill(getpid(), SIGTERM);  // main's sigwait: shut down, exit non-zero
+      return;
+    }
+  }
+}
+
 void Server::Shutdown() {
   if (shut_down_.exchange(true)) return;
+  {
+    absl::MutexLock lock(&supervisor_mu_);
+    supervisor_stop_ = true;
+    supervisor_wake_.SignalAll();
+  }
+  if (supervisor_thread_.joinable()) supervisor_thread_.join();
   if (grpc_) grpc_->GetHealthCheckService()->SetServingStatus(false);
   if (loop_) loop_->Stop();
   if (loop_thread_.joinable()) loop_thread_.join();

@@ -60,6 +60,10 @@ class Server {
 
   [[nodiscard]] int grpc_port() const { return grpc_port_; }
   [[nodiscard]] int http_port() const { return http_port_; }
+  // False once the server cannot go on by itself: its embedded PostgreSQL died and could not be
+  // restarted. /healthz then answers 503, and the server has raised SIGTERM in its own process
+  // so that gpufed-server's main shuts down and exits non-zero (systemd restarts it).
+  [[nodiscard]] bool live() const { return live_.load(); }
 
  private:
   explicit Server(ServerConfig config);
@@ -67,6 +71,9 @@ class Server {
   absl::Status BootstrapAdminToken();
   absl::Status StartHttp();
   bool Ready(std::string* why);
+  // The embedded PostgreSQL's supervisor: checks every second that the postmaster lives, and
+  // restarts it when it died, with backoff; gives up (live() false) when it will not start.
+  void SuperviseDatabase();
 
   const ServerConfig config_;
   std::unique_ptr<SystemClock> clock_;  // before everything that reads it
@@ -93,6 +100,11 @@ class Server {
   std::unique_ptr<httplib::Server> http_;
   std::thread http_thread_;
   std::thread loop_thread_;
+  std::thread supervisor_thread_;
+  absl::Mutex supervisor_mu_;
+  absl::CondVar supervisor_wake_;
+  bool supervisor_stop_ ABSL_GUARDED_BY(supervisor_mu_) = false;
+  std::atomic<bool> live_{true};
   int grpc_port_ = 0;
   int http_port_ = 0;
   std::atomic<bool> shut_down_{false};

@@ -316,6 +316,20 @@ absl::Status EmbeddedPostgres::Start() {
   return absl::OkStatus();
 }
 
+bool EmbeddedPostgres::Running() const {
+  std::ifstream in(PgDataDir() + "/postmaster.pid");
+  std::string first;
+  pid_t pid = 0;
+  if (!in || !std::getline(in, first) || !absl::SimpleAtoi(first, &pid) || pid <= 0) return false;
+  return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+absl::Status EmbeddedPostgres::Restart() {
+  RETURN_IF_ERROR(Start());
+  running_ = true;
+  return absl::OkStatus();
+}
+
 bool EmbeddedPostgres::AttachToRunning() {
   // postmaster.pid: pid, data dir, start time, port, socket dir, listen address, shm key,
   // status — one per line.

@@ -83,6 +83,15 @@ class EmbeddedPostgres {
   // Idempotent. Not thread-safe with other calls on this object.
   absl::Status Stop();
 
+  // True while the postmaster serving the data folder is alive (the pid in pgdata/postmaster.pid
+  // exists). One killed with SIGKILL leaves the file behind, naming a pid that is gone.
+  [[nodiscard]] bool Running() const;
+  // Starts the server again after it died (Running() false). PostgreSQL replays its WAL first,
+  // so every committed transaction is there. UNAVAILABLE when it does not come up; the killed
+  // postmaster's backends may still be exiting, so try again after a pause.
+  // Not thread-safe with other calls on this object.
+  absl::Status Restart();
+
   // True if Create() attached to a postmaster that was already running.
   [[nodiscard]] bool reused() const { return reused_; }
   [[nodiscard]] const std::string& data_dir() const { return data_dir_; }

@@ -1,9 +1,13 @@
-// Faults an operator injects, against real processes: PostgreSQL (the test binary's), a
-// gpufed-server and a gpufed-agent on the sim backend, on 127.0.0.1 ports the processes pick.
+// Faults an operator injects, against real processes: PostgreSQL (the test binary's, or a
+// server's embedded one), a gpufed-server and a gpufed-agent on the sim backend, on 127.0.0.1
+// ports the processes pick.
 
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill
+#include <sys/wait.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -11,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
+#include "gpufed/v1/workload_service.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/process_harness.h"
@@ -102,6 +107,91 @@ TEST_F(FaultTest, AnAgentFrozenPastTheTimeoutComesBackAtANewEpoch) {
                          std::chrono::seconds(20)))
       << "the woken agent must register again";
   EXPECT_GT(GetCluster("edge-l4").epoch(), epoch);
+}
+
+// The pid in a PostgreSQL data folder's postmaster.pid; 0 when there is none.
+pid_t PostmasterPid(const std::string& pgdata) {
+  std::ifstream in(pgdata + "/postmaster.pid");
+  pid_t pid = 0;
+  in >> pid;
+  return pid;
+}
+
+// kill -9 of the embedded PostgreSQL under a running gpufed-server: the server restarts it, calls
+// succeed again, and what was acknowledged before is still there. (It used to stay down: the
+// server kept running, /healthz green, and every call answered UNAVAILABLE for good.)
+TEST(EmbeddedDatabaseFaultTest, AKilledEmbeddedPostgresIsRestartedAndNothingIsLost) {
+  testing::TempDir dir("gpufed-fault");
+  testing::ServerOptions options;
+  options.data_dir = dir.path() + "/server";  // no database_url: embedded PostgreSQL
+  ASSERT_OK_AND_ASSIGN(testing::ServerProcess server, testing::StartServer(options));
+  ASSERT_OK_AND_ASSIGN(std::string token,
+                       testing::BootstrapTenant(server.address(), server.admin_token, "t", "p"));
+  auto workloads = v1::WorkloadService::NewStub(testing::Connect(server.address()));
+  auto submit = [&](const std::string& name, std::string* id) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::SubmitRequest req;
+    req.mutable_spec()->set_tenant("t");
+    req.mutable_spec()->set_project("p");
+    req.mutable_spec()->set_name(name);
+    req.mutable_spec()->set_replicas(1);
+    req.mutable_spec()->mutable_per_replica()->set_gpus(1);
+    v1::SubmitResponse resp;
+    const grpc::Status s = workloads->Submit(&ctx, req, &resp);
+    if (s.ok() && id != nullptr) *id = resp.workload().id();
+    return s.ok();
+  };
+  std::string before;
+  ASSERT_TRUE(submit("before", &before));
+
+  const pid_t postmaster = PostmasterPid(options.data_dir + "/postgres/pgdata");
+  ASSERT_GT(postmaster, 0);
+  ASSERT_EQ(kill(postmaster, SIGKILL), 0);
+
+  // The killed postmaster's backends may serve a call or two before they notice; what counts
+  // is that a new postmaster comes up and serves.
+  const std::string pgdata = options.data_dir + "/postgres/pgdata";
+  EXPECT_TRUE(Eventually(
+      [&] {
+        const pid_t now = PostmasterPid(pgdata);
+        return now != 0 && now != postmaster && submit("after", nullptr);
+      },
+      std::chrono::seconds(60)))
+      << "a new postmaster must serve calls again";
+  auto get = [&] {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::GetWorkloadRequest req;
+    req.set_id(before);
+    v1::Workload w;
+    return workloads->Get(&ctx, req, &w).ok() && w.id() == before;
+  };
+  EXPECT_TRUE(Eventually(get, std::chrono::seconds(10))) << "acknowledged before the kill";
+  server.process->Stop();
+}
+
+// An embedded PostgreSQL that cannot be started again (here its data folder is gone): after its
+// restart attempts (~30 s) the server stops and exits non-zero, so that systemd restarts it,
+// rather than serving UNAVAILABLE for good.
+TEST(EmbeddedDatabaseFaultTest, AnEmbeddedPostgresThatWillNotRestartStopsTheServerNonZero) {
+  testing::TempDir dir("gpufed-fault");
+  testing::ServerOptions options;
+  options.data_dir = dir.path() + "/server";
+  ASSERT_OK_AND_ASSIGN(testing::ServerProcess server, testing::StartServer(options));
+  const std::string pgdata = options.data_dir + "/postgres/pgdata";
+  const pid_t postmaster = PostmasterPid(pgdata);
+  ASSERT_GT(postmaster, 0);
+  ASSERT_EQ(kill(postmaster, SIGKILL), 0);
+  std::filesystem::rename(pgdata, pgdata + ".gone");
+
+  EXPECT_TRUE(Eventually([&] { return !server.process->Running(); }, std::chrono::seconds(90)))
+      << "the server must give up and exit";
+  const int status = server.process->Stop();
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_NE(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
