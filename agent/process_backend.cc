@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -186,6 +187,18 @@ ProcessBackend::ProcessBackend(ProcessBackendOptions options, EventCallback call
       base_env_(std::move(base_env)),
       epoll_fd_(epoll_fd),
       wake_fd_(wake_fd) {
+  if (!options_.work_dir.empty()) {
+    // Logs an earlier run left, oldest first, count towards max_logs.
+    std::vector<std::pair<std::filesystem::file_time_type, std::string>> found;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(
+             std::filesystem::path(options_.work_dir) / "logs", ec)) {
+      if (entry.is_regular_file(ec)) found.emplace_back(entry.last_write_time(ec), entry.path());
+    }
+    std::sort(found.begin(), found.end());
+    absl::MutexLock lock(&mu_);
+    for (auto& [time, path] : found) ended_logs_.push_back(std::move(path));
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -440,6 +453,14 @@ void ProcessBackend::MaybeFinish(Workload& w, absl::Time now) {
       event.message = w.killed ? "cancelled; killed after the grace period" : "cancelled";
     }
     ready_.push_back(std::move(event));
+  }
+  if (!options_.work_dir.empty()) {
+    ended_logs_.push_back(LogPath(w.id));
+    while (options_.max_logs > 0 && ended_logs_.size() > options_.max_logs) {
+      std::error_code ec;  // already gone: nothing to do
+      std::filesystem::remove(ended_logs_.front(), ec);
+      ended_logs_.pop_front();
+    }
   }
   terminating_.erase(&w);
   active_.erase(w.id);  // destroys w

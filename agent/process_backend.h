@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,10 @@ struct ProcessBackendOptions {
   // Each workload's stdout and stderr (all replicas, appended) go to <work_dir>/logs/<id>.log.
   // Empty sends them to /dev/null.
   std::string work_dir;
+  // The logs of this many ended workloads are kept (the oldest go first, those left by an
+  // earlier run of the agent included); 0 keeps every one. Without a bound a long-lived agent
+  // fills its disk and its inode table, one file per workload.
+  size_t max_logs = 10000;
   // After SIGTERM, how long a process group may take to exit before SIGKILL.
   absl::Duration kill_grace = absl::Seconds(10);
   // What event times and kill_grace are read from. Null: the process's SystemClock.
@@ -119,6 +124,8 @@ class ProcessBackend final : public Backend {
   // Workloads between SIGTERM and SIGKILL.
   absl::flat_hash_set<Workload*> terminating_ ABSL_GUARDED_BY(mu_);
   std::vector<WorkloadEvent> ready_ ABSL_GUARDED_BY(mu_);
+  // Logs of ended workloads, oldest first (max_logs).
+  std::deque<std::string> ended_logs_ ABSL_GUARDED_BY(mu_);
 
   std::thread thread_;
 };

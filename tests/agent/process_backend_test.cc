@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -219,6 +220,28 @@ TEST_F(ProcessBackendTest, OutputGoesToTheWorkloadLog) {
   ASSERT_TRUE(text.has_value());
   EXPECT_THAT(*text, HasSubstr("to-stdout\n"));
   EXPECT_THAT(*text, HasSubstr("to-stderr\n"));
+}
+
+// Logs are kept for the last max_logs ended workloads only, counting what an earlier run left.
+TEST_F(ProcessBackendTest, KeepsTheLogsOfTheLastEndedWorkloadsOnly) {
+  backend_.reset();
+  const std::string logs = dir_.path() + "/work/logs";
+  std::filesystem::create_directories(logs);
+  std::ofstream(logs + "/earlier.log") << "from an earlier run\n";
+  ProcessBackendOptions options;
+  options.work_dir = dir_.path() + "/work";
+  options.max_logs = 3;
+  ASSERT_OK_AND_ASSIGN(backend_, ProcessBackend::Create(options, events_.Callback()));
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = absl::StrCat("j", i);
+    ASSERT_OK(backend_->Start(Shell(id, "echo hi")));
+    ASSERT_EQ(events_.WaitTerminal(id).state, v1::WORKLOAD_STATE_SUCCEEDED);
+  }
+  std::set<std::string> kept;
+  for (const auto& entry : std::filesystem::directory_iterator(logs)) {
+    kept.insert(entry.path().filename().string());
+  }
+  EXPECT_EQ(kept, (std::set<std::string>{"j2.log", "j3.log", "j4.log"}));
 }
 
 TEST_F(ProcessBackendTest, CancelKillsTheWholeProcessGroup) {
