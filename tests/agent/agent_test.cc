@@ -240,6 +240,10 @@ class AgentTest : public ::testing::Test {
     });
   }
 
+  // Clocks a test may give the agent; members, so that they outlive it even when a test
+  // returns early (TearDown stops the agent).
+  FakeClock fake_clock_;
+  SteppableWallClock wall_clock_;
   std::unique_ptr<TestAgentServer> server_;
   std::shared_ptr<CountingBackend::Counts> counts_ = std::make_shared<CountingBackend::Counts>();
   std::unique_ptr<Agent> agent_;
@@ -285,37 +289,37 @@ TEST_F(AgentTest, RegistersWithInventoryTokenAndHeartbeats) {
 // Intervals are measured on the monotonic reading: the wall clock stepped an hour back (as NTP
 // or an operator may) must not hold heartbeats back for that hour.
 TEST_F(AgentTest, AWallClockStepDoesNotStopHeartbeats) {
-  SteppableWallClock clock;
   AgentOptions options;
-  options.clock = &clock;
+  options.clock = &wall_clock_;
   StartAgent(options);
   ASSERT_TRUE(WaitRegistered(0));
-  clock.Step(-std::chrono::hours(1));
+  wall_clock_.Step(-std::chrono::hours(1));
   const int before = Heartbeats(server_->Snapshot());
   EXPECT_TRUE(server_->WaitFor([before](const Log& log) { return Heartbeats(log) >= before + 3; }));
-  StopAgent();  // before the clock goes
 }
 
 // Driven by a FakeClock, the agent sends a heartbeat only when the clock has moved by the
 // interval the server gave, and notices the move at once when told.
 TEST_F(AgentTest, HeartbeatsFollowAnInjectedClock) {
-  FakeClock clock;
   AgentOptions options;
-  options.clock = &clock;
+  options.clock = &fake_clock_;
   StartAgent(options);
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  // Until it registers, move the clock in steps shorter than the heartbeat interval, so that a
+  // first attempt that fails (a loaded machine) is retried after its backoff.
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (!agent_->Stats().registered && absl::Now() < deadline) {
+    fake_clock_.Advance(std::chrono::milliseconds(5));
+    agent_->ClockMoved();
     absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_TRUE(agent_->Stats().registered);
   EXPECT_EQ(Heartbeats(server_->Snapshot()), 0);
-  clock.Advance(std::chrono::milliseconds(50));
+  fake_clock_.Advance(std::chrono::milliseconds(50));
   agent_->ClockMoved();
   ASSERT_TRUE(server_->WaitFor([](const Log& log) { return Heartbeats(log) >= 1; }));
   // Four intervals of real time pass; the fake clock does not, so no second heartbeat.
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_EQ(Heartbeats(server_->Snapshot()), 1);
-  StopAgent();  // before the clock goes
 }
 
 TEST_F(AgentTest, RunsAssignmentsAndResendsStatusesUntilAcked) {
