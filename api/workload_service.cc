@@ -106,9 +106,12 @@ namespace {
 // publisher delivery hold a reference, so nobody touches it after it is deleted.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
  public:
-  // A watcher that does not read holds at most this much; past it, it is told to watch again.
-  static constexpr size_t kMaxQueued = 10000;
-  static constexpr size_t kMaxQueuedBytes = 8 << 20;
+  // A watcher that does not read holds at most this much (besides what gRPC's flow-control window
+  // holds); past it, it is told to watch again. With WatchHub's 64 streams per caller, 1,000
+  // unread streams hold at most ~200 MiB. A reader that keeps up never comes near it: events go
+  // out as fast as gRPC takes them.
+  static constexpr size_t kMaxQueued = 1000;
+  static constexpr size_t kMaxQueuedBytes = 128 << 10;
 
   WatchReactor(const ApiContext& ctx, grpc::CallbackServerContext* context,
                v1::WatchRequest request)
@@ -187,6 +190,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       only_id = *id;
     }
     auto shared = std::make_shared<Shared>();
+    absl::StatusOr<uint64_t> subscribed = absl::UnknownError("not subscribed");
     {
       absl::MutexLock shared_lock(&shared->mu);
       shared->reactor = this;
@@ -199,7 +203,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       filter_.emplace(*who, only_id);
       shared_ = shared;
       // Subscribe before reading the current state so no change slips between the two.
-      handle_ = ctx_.watch->Subscribe([shared](const WorkloadEvent& e) {
+      subscribed = ctx_.watch->Subscribe(who->subject, [shared](const WorkloadEvent& e) {
         WatchReactor* reactor = nullptr;
         {
           absl::MutexLock l(&shared->mu);
@@ -210,7 +214,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
         reactor->Offer(e);
         reactor->Unref();
       });
+      if (subscribed.ok()) handle_ = *subscribed;
     }
+    if (!subscribed.ok()) return FinishOnce(ToGrpcStatus(subscribed.status()));
     if (only_id != 0) {
       absl::StatusOr<WorkloadEvent> first = ctx_.plane->WatchSnapshot(*who, only_id);
       if (!first.ok()) return FinishOnce(ToGrpcStatus(first.status()));

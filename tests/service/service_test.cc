@@ -2,6 +2,7 @@
 // called through real gRPC channels. The agent side of the protocol is driven by hand here so
 // each message is under the test's control (the agent program has its own end-to-end test).
 
+#include <atomic>
 #include <map>
 #include <pqxx/pqxx>
 #include <set>
@@ -12,6 +13,7 @@
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
+#include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -465,6 +467,96 @@ TEST_F(ServiceTest, AgentRunsPlacedWorkToSuccessAndWatchSeesEveryStep) {
   } while (clusters.clusters(0).gpus_free() != 16 && Clock::now() < deadline);
   EXPECT_EQ(clusters.clusters(0).gpus_total(), 16u);
   EXPECT_EQ(clusters.clusters(0).gpus_free(), 16u);
+}
+
+// One caller holds at most 64 Watch streams at once: the 65th is RESOURCE_EXHAUSTED while
+// another caller still watches; closing one lets the next in.
+TEST_F(ServiceTest, WatchStreamsPerCallerAreCapped) {
+  struct Open {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::WorkloadEvent>> reader;
+  };
+  auto open = [&](const std::string& token) {
+    auto o = std::make_unique<Open>();
+    o->ctx.AddMetadata("authorization", "Bearer " + token);
+    o->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    o->reader = workloads_->Watch(&o->ctx, v1::WatchRequest());
+    return o;
+  };
+  // Waits until the stream's fate is known: it ends (its status), or an event reaches it (OK).
+  // Submissions go on until one does: the server subscribes a stream a moment after it opens.
+  auto outcome = [&](Open& o, const std::string& token = "") {
+    std::atomic<bool> done{false};
+    std::thread poker([&] {
+      v1::WorkloadSpec poke = Spec("poke");
+      if (!token.empty()) poke.set_tenant("globex");
+      while (!done.load()) {
+        v1::SubmitResponse r;
+        EXPECT_OK(Submit(poke, &r, token));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+    v1::WorkloadEvent e;
+    grpc::Status status = o.reader->Read(&e) ? grpc::Status::OK : o.reader->Finish();
+    done = true;
+    poker.join();
+    return status;
+  };
+  std::vector<std::unique_ptr<Open>> held;
+  for (int i = 0; i < 64; ++i) held.push_back(open(user_));
+  for (auto& o : held) ASSERT_OK(outcome(*o));
+  std::unique_ptr<Open> one_more = open(user_);
+  EXPECT_EQ(one_more->reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  std::unique_ptr<Open> other = open(other_);
+  EXPECT_OK(outcome(*other, other_));
+
+  held.back()->ctx.TryCancel();
+  held.back()->reader->Finish();
+  held.pop_back();
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  grpc::Status next;
+  do {
+    std::unique_ptr<Open> again = open(user_);
+    next = outcome(*again);
+    if (next.ok()) {
+      again->ctx.TryCancel();
+      again->reader->Finish();
+    }
+  } while (!next.ok() && Clock::now() < deadline);
+  EXPECT_OK(next) << "a closed stream frees its place";
+  for (auto& o : held) {
+    o->ctx.TryCancel();
+    o->reader->Finish();
+  }
+  other->ctx.TryCancel();
+  other->reader->Finish();
+}
+
+// A watcher that never reads is ended with RESOURCE_EXHAUSTED once what waits for it passes the
+// per-stream bound; what it had been sent is still readable first.
+TEST_F(ServiceTest, AWatcherThatNeverReadsIsEndedNotBuffered) {
+  // A client whose transport takes no more than it reads: no bandwidth probing, a small
+  // window, so what the server sends past it waits on the server's side, as for a client that
+  // stops reading its socket.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 10);
+  auto slow = v1::WorkloadService::NewStub(
+      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + user_);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto reader = slow->Watch(&ctx, v1::WatchRequest());
+  v1::SubmitResponse r;
+  v1::WorkloadEvent e;
+  // Far more than the bound (1,000 events or 128 KiB) plus gRPC's flow-control window.
+  v1::WorkloadSpec big = Spec("big");
+  (*big.mutable_run()->mutable_env())["PAD"] = std::string(2000, 'x');
+  for (int i = 0; i < 1500; ++i) ASSERT_OK(Submit(big, &r));
+  int read = 0;
+  while (reader->Read(&e)) ++read;
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_LT(read, 1500);
 }
 
 TEST_F(ServiceTest, GangLargerThanAnyClusterStaysPendingWithAReason) {
