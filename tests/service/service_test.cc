@@ -503,6 +503,7 @@ TEST_F(ServiceTest, WatchStreamsPerCallerAreCapped) {
     return status;
   };
   std::vector<std::unique_ptr<Open>> held;
+  held.reserve(64);
   for (int i = 0; i < 64; ++i) held.push_back(open(user_));
   for (auto& o : held) ASSERT_OK(outcome(*o));
   std::unique_ptr<Open> one_more = open(user_);

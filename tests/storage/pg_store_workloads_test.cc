@@ -812,6 +812,7 @@ TEST_F(WorkloadStoreTest, CountByState) {
 // and after a read the deltas are one row per state.
 TEST_F(WorkloadStoreTest, CountByStateKeepsExactCountsWithoutScanningWorkloads) {
   std::vector<std::thread> writers;
+  writers.reserve(4);
   for (int t = 0; t < 4; ++t) {
     writers.emplace_back([this, t] {
       for (int i = 0; i < 25; ++i) {

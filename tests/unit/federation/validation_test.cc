@@ -392,7 +392,7 @@ TEST(ValidateInventoryTest, AppliesTheTopologyFileRules) {
 
 // What every store refuses beyond ValidateInventory: figures that no int64 column holds.
 TEST(ValidateStorableInventoryTest, RefusesFiguresBeyondInt64NamingTheField) {
-  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   Cluster c = testing::MakeCluster("dgx", 2, 2, "H100-80GB");
   c.nodes[1].cpu_millis = kMax;
   c.nodes[1].memory_mib = kMax;
