@@ -35,6 +35,7 @@ constexpr CodeName kCodeNames[] = {
     {ReasonCode::kPlacementConflict, "PlacementConflict"},
     {ReasonCode::kNotLoaded, "NotLoaded"},
     {ReasonCode::kRequeued, "Requeued"},
+    {ReasonCode::kClusterLost, "ClusterLost"},
     {ReasonCode::kUnclassified, "Unclassified"},
 };
 
@@ -244,6 +245,10 @@ std::string RenderReason(const PendingReason& r) {
     case ReasonCode::kRequeued:
     case ReasonCode::kUnclassified:
       return r.Text(figure::kText);
+    case ReasonCode::kClusterLost:
+      return absl::StrCat("requeued: cluster ", r.Text(figure::kCluster), " was lost at ",
+                          r.Text(figure::kLostAt), "; attempt ", r.Int(figure::kAttempt), " of ",
+                          r.Int(figure::kMaxAttempts), " ended there, waiting for the next");
   }
   return "";
 }

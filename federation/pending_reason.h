@@ -45,6 +45,7 @@ enum class ReasonCode {
   kPlacementConflict,  // internal: the chosen placement conflicted with the pool
   kNotLoaded,          // Explain only: this server's scheduler has not loaded the pool
   kRequeued,           // returned to PENDING by a transition, with the actor's words
+  kClusterLost,        // returned to PENDING: the cluster it ran on was lost (it may retry)
   kUnclassified,       // stored before reasons had codes (or by a newer server): words only
 };
 
@@ -79,7 +80,11 @@ inline constexpr absl::string_view kMilli = "milli";                // milli-GPU
 inline constexpr absl::string_view kMost = "most";  // most milli-GPU free on one GPU
 inline constexpr absl::string_view kPartitioning = "partitioning";  // 1: may repartition
 inline constexpr absl::string_view kConsidered = "considered";      // workloads per cycle
-inline constexpr absl::string_view kText = "text";  // text: words given from elsewhere
+inline constexpr absl::string_view kText = "text";        // text: words given from elsewhere
+inline constexpr absl::string_view kCluster = "cluster";  // text: a cluster's name
+inline constexpr absl::string_view kLostAt = "lost_at";   // text: RFC 3339 time, UTC
+inline constexpr absl::string_view kAttempt = "attempt";  // the attempt that ended
+inline constexpr absl::string_view kMaxAttempts = "max_attempts";  // its retry policy's limit
 }  // namespace figure
 
 struct ReasonFigure {

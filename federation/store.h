@@ -8,6 +8,7 @@
 // FAILED_PRECONDITION (state must change first), ABORTED (conflict; retry),
 // UNAVAILABLE (database unreachable or overloaded; retry).
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -40,7 +41,11 @@ struct WorkloadPage {
   WorkloadId next_before_id = 0;  // 0: last page
 };
 
-// One guarded state change. Applied only if the workload is still in `from`.
+// One guarded state change. Applied only if the workload is still in `from` (and, when given,
+// still on `on_cluster` at attempt `at_attempt`). A move to PLACED is applied only if the stored
+// cluster it names, when there is one, is not unreachable and is still at the assignment's epoch
+// (a placement decided before the cluster was lost is fenced). Every transition to PLACED adds
+// one to the workload's attempts.
 struct Transition {
   WorkloadId id = 0;
   WorkloadState from = WorkloadState::kUnspecified;
@@ -51,6 +56,10 @@ struct Transition {
   std::optional<int32_t> exit_code;
   std::string message;
   std::optional<Timestamp> time;  // when it happened (agent clock); default: now
+  std::string on_cluster;         // guard: the workload holds capacity there; empty: anywhere
+  uint32_t at_attempt = 0;        // guard: the workload is at this attempt; 0: any
+  // to == PENDING: why it waits now. Unset: kRequeued with `reason` as its words.
+  std::optional<PendingReason> pending_reason;
 };
 
 struct TransitionResult {
@@ -131,6 +140,22 @@ class ClusterStore {
   // Moving a cluster to `unreachable` bumps its epoch (assignments made under the old epoch are
   // fenced: its agent refuses them); registering again keeps the epoch.
   virtual absl::Status SetClusterState(const std::string& cluster, ClusterState state) = 0;
+
+  // Declares `cluster` lost, in one transaction: moves it to `unreachable`, bumps its epoch
+  // (assignments made under the old one are fenced) and applies the transitions `plan` makes of
+  // the workloads that hold capacity there, as read inside the transaction, so that none placed
+  // meanwhile is missed. A cluster already unreachable keeps its epoch, and its workloads that
+  // still hold capacity (a loss interrupted before) are planned again. NOT_FOUND for an unknown
+  // cluster; the transitions are validated as ApplyTransitions does (INVALID_ARGUMENT, nothing
+  // changed).
+  using LossPlan = std::function<std::vector<Transition>(const Cluster& lost,
+                                                         const std::vector<Workload>& held)>;
+  struct LossResult {
+    Cluster cluster;  // as stored afterwards (no nodes)
+    std::vector<TransitionResult> transitions;
+  };
+  virtual absl::StatusOr<LossResult> LoseCluster(const std::string& cluster,
+                                                 const LossPlan& plan) = 0;
   virtual absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) = 0;
   virtual absl::StatusOr<Cluster> GetCluster(const std::string& name) = 0;
 };

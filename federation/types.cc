@@ -63,7 +63,16 @@ std::optional<WorkloadState> ParseState(absl::string_view name) { return Lookup(
 
 bool IsTerminal(WorkloadState state) {
   return state == WorkloadState::kSucceeded || state == WorkloadState::kFailed ||
-         state == WorkloadState::kCancelled;
+         state == WorkloadState::kCancelled || state == WorkloadState::kPreempted ||
+         state == WorkloadState::kLost;
+}
+
+bool Workload::MayRetry(AttemptEnd why) const {
+  const RetryPolicy& p = spec.retry;
+  const bool on = (why == AttemptEnd::kClusterLost && p.on_cluster_lost) ||
+                  (why == AttemptEnd::kPreempted && p.on_preemption) ||
+                  (why == AttemptEnd::kNodeFailure && p.on_node_failure);
+  return on && attempts < p.max_attempts;
 }
 
 bool HoldsCapacity(WorkloadState state) {

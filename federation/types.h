@@ -37,6 +37,8 @@ enum class WorkloadState {
 // "PENDING", "RUNNING", ... (the names stored in PostgreSQL and shown to people).
 absl::string_view StateName(WorkloadState state);
 std::optional<WorkloadState> ParseState(absl::string_view name);
+// SUCCEEDED, FAILED, CANCELLED, PREEMPTED or LOST: the workload has ended for good (a
+// restartable one that is preempted or loses its cluster goes back to PENDING instead).
 bool IsTerminal(WorkloadState state);
 // PLACED or RUNNING: the workload holds capacity on a cluster.
 bool HoldsCapacity(WorkloadState state);
@@ -60,6 +62,23 @@ struct RunSpec {
 
   bool operator==(const RunSpec&) const = default;
 };
+
+// Whether, and how often, a workload may be started again elsewhere after an attempt ended
+// through no fault of its own (docs/domain.md#retries). An attempt is one placement. The default
+// is one attempt: the workload is never restarted, and ends LOST when its cluster is lost.
+struct RetryPolicy {
+  static constexpr uint32_t kMaxAttemptsLimit = 100;
+
+  uint32_t max_attempts = 1;  // 1..kMaxAttemptsLimit
+  bool on_cluster_lost = false;
+  bool on_preemption = false;
+  bool on_node_failure = false;
+
+  bool operator==(const RetryPolicy&) const = default;
+};
+
+// Why an attempt ended through no fault of the workload.
+enum class AttemptEnd { kClusterLost, kPreempted, kNodeFailure };
 
 // What a user asks for; immutable once submitted.
 struct WorkloadSpec {
@@ -85,6 +104,7 @@ struct WorkloadSpec {
   // Host resources per replica; 0: not requested.
   uint64_t cpu_millis = 0;
   uint64_t memory_mib = 0;
+  RetryPolicy retry;
 
   [[nodiscard]] uint32_t TotalGpus() const { return replicas * gpus_per_replica; }
   // True when a replica takes part of one GPU (a fraction or a MIG instance).
@@ -155,6 +175,12 @@ struct Workload {
   std::optional<Timestamp> start_time;
   std::optional<Timestamp> end_time;
   uint64_t version = 0;
+  // Placements so far: 0 until first PLACED, then 1, 2, ... (each requeue and placement adds one).
+  uint32_t attempts = 0;
+
+  // Whether an attempt that ends by `why` sends the workload back to PENDING (its policy retries
+  // on that and attempts remain) rather than ending it.
+  [[nodiscard]] bool MayRetry(AttemptEnd why) const;
 };
 
 // A committed state change, as Watch streams it.

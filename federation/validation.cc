@@ -355,6 +355,11 @@ absl::Status ValidateSpec(const WorkloadSpec& spec) {
     return Invalid("spec.estimated_duration", "must be at most one year");
   }
   RETURN_IF_ERROR(ValidateRun(spec.run));
+  if (spec.retry.max_attempts < 1 || spec.retry.max_attempts > RetryPolicy::kMaxAttemptsLimit) {
+    return Invalid("spec.retry.max_attempts",
+                   absl::StrFormat("must be 1..%d, got %d", RetryPolicy::kMaxAttemptsLimit,
+                                   spec.retry.max_attempts));
+  }
   if (const size_t bytes = SpecTextBytes(spec); bytes > kMaxSpecBytes) {
     return Invalid("spec", absl::StrFormat("its strings together must be at most %d bytes, got %d",
                                            kMaxSpecBytes, bytes));
@@ -503,6 +508,10 @@ absl::Status ValidateTransition(const Transition& t, size_t i) {
   if (t.from == t.to) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".to: equals from (", std::string(StateName(t.from)), ")"));
+  }
+  if (t.pending_reason && t.to != WorkloadState::kPending) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".pending_reason: only when to is PENDING"));
   }
   if (t.to == WorkloadState::kPlaced && (!t.assignment || t.assignment->cluster.empty())) {
     return absl::InvalidArgumentError(

@@ -82,6 +82,12 @@ std::string WorkloadSpecToJson(const WorkloadSpec& spec) {
   if (spec.gpu_milli != 0) doc["gpu_milli"] = spec.gpu_milli;
   if (spec.cpu_millis != 0) doc["cpu_millis"] = spec.cpu_millis;
   if (spec.memory_mib != 0) doc["memory_mib"] = spec.memory_mib;
+  if (spec.retry != RetryPolicy{}) {
+    doc["retry"] = {{"max_attempts", spec.retry.max_attempts},
+                    {"on_cluster_lost", spec.retry.on_cluster_lost},
+                    {"on_preemption", spec.retry.on_preemption},
+                    {"on_node_failure", spec.retry.on_node_failure}};
+  }
   return Dump(doc);
 }
 
@@ -116,6 +122,12 @@ absl::StatusOr<WorkloadSpec> WorkloadSpecFromJson(std::string_view text) {
         spec.gpu_milli = doc.value("gpu_milli", uint32_t{0});
         spec.cpu_millis = doc.value("cpu_millis", uint64_t{0});
         spec.memory_mib = doc.value("memory_mib", uint64_t{0});
+        if (auto it = doc.find("retry"); it != doc.end() && it->is_object()) {
+          spec.retry.max_attempts = it->value("max_attempts", uint32_t{1});
+          spec.retry.on_cluster_lost = it->value("on_cluster_lost", false);
+          spec.retry.on_preemption = it->value("on_preemption", false);
+          spec.retry.on_node_failure = it->value("on_node_failure", false);
+        }
         if (auto it = doc.find("run"); it != doc.end() && it->is_object()) {
           const json& run = *it;
           spec.run.image = run.value("image", "");

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 
@@ -49,7 +50,7 @@ using nlohmann::json;
   " w.pending_reason_figures::text AS pending_reason_figures, w.assignment::text AS assignment," \
   " w.cancel_requested, w.exit_code, w.message, epoch_us(w.created_at) AS created_us,"           \
   " epoch_us(w.updated_at) AS updated_us, epoch_us(w.started_at) AS started_us,"                 \
-  " epoch_us(w.ended_at) AS ended_us, w.version "
+  " epoch_us(w.ended_at) AS ended_us, w.version, w.attempts "
 
 #define GPUFED_CLUSTER_COLUMNS                                                  \
   " c.name, c.provider, c.region, c.zone, c.jurisdiction,"                      \
@@ -126,16 +127,26 @@ constexpr const char* kListActiveOnCluster =
 constexpr const char* kLockWorkloads =
     "SELECT id FROM workloads WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE";
 
+// The clusters a round of placements names, share-locked (in name order) before any workload
+// row: a loss of one of them (LoseCluster updates its row) then waits for the placements to
+// commit, or they wait for the loss and see its epoch. Input: a JSON array of names.
+constexpr const char* kShareClusters =
+    "SELECT name FROM clusters WHERE name IN (SELECT jsonb_array_elements_text($1::jsonb)) "
+    "ORDER BY name FOR SHARE";
+
 // One round of guarded transitions (each workload at most once per round). Input:
 // [{"ord", "id", "from_state", "to_state", "actor", "reason", "assignment", "exit_code",
-//   "message", "at_us", "pending_code", "pending_figures", "pending_message"}]; the pending_*
-// fields are the reason a workload returning to PENDING gets (empty for every other state).
+//   "message", "at_us", "on_cluster", "at_attempt", "pending_code", "pending_figures",
+//   "pending_message"}]; the pending_* fields are the reason a workload returning to PENDING
+// gets (empty for every other state); on_cluster and at_attempt are optional guards. A move to
+// PLACED is fenced by its cluster's row: not when the cluster is unreachable or at another
+// epoch.
 constexpr const char* kApplyTransitions = R"sql(
 WITH input AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(
     ord integer, id bigint, from_state text, to_state text, actor text, reason text,
-    assignment jsonb, exit_code integer, message text, at_us bigint, pending_code text,
-    pending_figures jsonb, pending_message text)),
+    assignment jsonb, exit_code integer, message text, at_us bigint, on_cluster text,
+    at_attempt integer, pending_code text, pending_figures jsonb, pending_message text)),
 changed AS (
   UPDATE workloads w SET
     state = i.to_state,
@@ -150,14 +161,21 @@ changed AS (
                          WHEN i.to_state = 'PENDING' THEN NULL ELSE w.cluster_epoch END,
     started_at = CASE WHEN i.to_state = 'RUNNING' THEN coalesce(from_epoch_us(i.at_us), now())
                       WHEN i.to_state = 'PENDING' THEN NULL ELSE w.started_at END,
-    ended_at = CASE WHEN i.to_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+    ended_at = CASE WHEN i.to_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'PREEMPTED', 'LOST')
                     THEN coalesce(from_epoch_us(i.at_us), now()) ELSE w.ended_at END,
     exit_code = coalesce(i.exit_code, w.exit_code),
     message = CASE WHEN i.message <> '' THEN i.message ELSE w.message END,
+    attempts = w.attempts + CASE WHEN i.to_state = 'PLACED' THEN 1 ELSE 0 END,
     updated_at = now(),
     version = w.version + 1
   FROM input i
   WHERE w.id = i.id AND w.state = i.from_state
+    AND (i.on_cluster IS NULL OR w.cluster = i.on_cluster)
+    AND (i.at_attempt IS NULL OR w.attempts = i.at_attempt)
+    AND (i.to_state <> 'PLACED' OR NOT EXISTS (
+           SELECT 1 FROM clusters c
+           WHERE c.name = i.assignment->>'cluster'
+             AND (c.state = 'unreachable' OR c.epoch <> (i.assignment->>'epoch')::bigint)))
   RETURNING )sql" GPUFED_WORKLOAD_COLUMNS R"sql(, i.ord, i.from_state AS event_from,
     i.actor AS event_actor, i.reason AS event_reason,
     epoch_us(coalesce(from_epoch_us(i.at_us), now())) AS event_us),
@@ -249,6 +267,11 @@ constexpr const char* kListGpus =
 constexpr const char* kRecordHeartbeat =
     "UPDATE clusters SET last_heartbeat = GREATEST(last_heartbeat, from_epoch_us($2)) "
     "WHERE name = $1";
+// Declares a cluster lost: unreachable, and a new epoch unless it was unreachable already.
+constexpr const char* kLoseCluster =
+    "UPDATE clusters c SET "
+    "epoch = c.epoch + CASE WHEN c.state <> 'unreachable' THEN 1 ELSE 0 END, "
+    "state = 'unreachable', updated_at = now() WHERE c.name = $1 RETURNING" GPUFED_CLUSTER_COLUMNS;
 constexpr const char* kSetClusterState =
     "UPDATE clusters SET "
     "epoch = epoch + CASE WHEN $2 = 'unreachable' AND state <> 'unreachable' THEN 1 ELSE 0 END, "
@@ -300,6 +323,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_active", kListActive},
     {"list_active_on_cluster", kListActiveOnCluster},
     {"lock_workloads", kLockWorkloads},
+    {"share_clusters", kShareClusters},
     {"apply_transitions", kApplyTransitions},
     {"set_pending_reasons", kSetPendingReasons},
     {"cancel_now", kCancelNow},
@@ -315,6 +339,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_gpus", kListGpus},
     {"record_heartbeat", kRecordHeartbeat},
     {"set_cluster_state", kSetClusterState},
+    {"lose_cluster", kLoseCluster},
     {"create_tenant", kCreateTenant},
     {"list_tenants", kListTenants},
     {"tenant_exists", kTenantExists},
@@ -421,6 +446,7 @@ absl::StatusOr<Workload> WorkloadFromRow(const pqxx::row& row) {
   w.start_time = OptionalMicros(row["started_us"]);
   w.end_time = OptionalMicros(row["ended_us"]);
   w.version = row["version"].as<uint64_t>();
+  w.attempts = row["attempts"].as<uint32_t>();
   return w;
 }
 
@@ -969,96 +995,126 @@ absl::StatusOr<std::vector<Workload>> PgStore::ListActive(const std::string& clu
 
 // ---- Workload writes -------------------------------------------------------------------------
 
-absl::StatusOr<std::vector<TransitionResult>> PgStore::ApplyTransitions(
-    const std::vector<Transition>& transitions) {
+namespace {
+
+// A batch of transitions made ready for the database: one JSON input per round, the workloads
+// to lock, the clusters placements name.
+struct PreparedTransitions {
+  std::vector<std::string> inputs;
+  std::vector<WorkloadId> ids;  // sorted
+  std::string placed_on;        // JSON array of cluster names; empty: no placements
+};
+
+absl::StatusOr<PreparedTransitions> PrepareTransitions(const std::vector<Transition>& transitions) {
   for (size_t i = 0; i < transitions.size(); ++i) {
     RETURN_IF_ERROR(ValidateTransition(transitions[i], i));
   }
-  if (transitions.empty()) return std::vector<TransitionResult>{};
-
+  PreparedTransitions out;
   // Round k holds the k-th transition of each workload, so several steps of one workload in
   // one batch (PLACED -> RUNNING -> SUCCEEDED) apply in order, each against the state the
   // previous one left.
   std::vector<int> round_of(transitions.size());
   int rounds = 1;
-  std::vector<WorkloadId> ids;
+  std::set<std::string> clusters;
   {
     std::unordered_map<WorkloadId, int> seen;
     for (size_t i = 0; i < transitions.size(); ++i) {
       round_of[i] = seen[transitions[i].id]++;
       rounds = std::max(rounds, round_of[i] + 1);
+      if (transitions[i].to == WorkloadState::kPlaced) {
+        clusters.insert(transitions[i].assignment->cluster);
+      }
     }
-    for (const auto& [id, count] : seen) ids.push_back(id);
-    std::sort(ids.begin(), ids.end());
+    for (const auto& [id, count] : seen) out.ids.push_back(id);
+    std::sort(out.ids.begin(), out.ids.end());
   }
-  std::vector<std::string> inputs(rounds);
-  {
-    std::vector<json> docs(rounds, json::array());
-    for (size_t i = 0; i < transitions.size(); ++i) {
-      const Transition& t = transitions[i];
-      json row = {
-          {"ord", i},
-          {"id", t.id},
-          {"from_state", std::string(StateName(t.from))},
-          {"to_state", std::string(StateName(t.to))},
-          {"actor", t.actor},
-          {"reason", t.reason},
-          {"assignment", t.to == WorkloadState::kPlaced
-                             ? json::parse(AssignmentToJson(*t.assignment))
-                             : json(nullptr)},
-          {"exit_code", t.exit_code ? json(*t.exit_code) : json(nullptr)},
-          {"message", t.message},
-          {"at_us", t.time ? json(ToMicros(*t.time)) : json(nullptr)},
-      };
-      // Back to PENDING (a requeue): the actor's words are the reason until the scheduler has
-      // a better one.
-      const PendingReason pending = t.to == WorkloadState::kPending
-                                        ? ReasonWithText(ReasonCode::kRequeued, t.reason)
-                                        : PendingReason();
-      row["pending_code"] = std::string(ReasonCodeName(pending.code));
-      row["pending_figures"] = json::parse(ReasonFiguresToJson(pending.figures));
-      row["pending_message"] = RenderReason(pending);
-      docs[round_of[i]].push_back(std::move(row));
+  if (!clusters.empty()) out.placed_on = json(clusters).dump();
+  out.inputs.resize(rounds);
+  std::vector<json> docs(rounds, json::array());
+  for (size_t i = 0; i < transitions.size(); ++i) {
+    const Transition& t = transitions[i];
+    json row = {
+        {"ord", i},
+        {"id", t.id},
+        {"from_state", std::string(StateName(t.from))},
+        {"to_state", std::string(StateName(t.to))},
+        {"actor", t.actor},
+        {"reason", t.reason},
+        {"assignment", t.to == WorkloadState::kPlaced ? json::parse(AssignmentToJson(*t.assignment))
+                                                      : json(nullptr)},
+        {"exit_code", t.exit_code ? json(*t.exit_code) : json(nullptr)},
+        {"message", t.message},
+        {"at_us", t.time ? json(ToMicros(*t.time)) : json(nullptr)},
+        {"on_cluster", t.on_cluster.empty() ? json(nullptr) : json(t.on_cluster)},
+        {"at_attempt", t.at_attempt == 0 ? json(nullptr) : json(t.at_attempt)},
+    };
+    // Back to PENDING (a requeue): the reason given, else the actor's words until the scheduler
+    // has a better one.
+    PendingReason pending;
+    if (t.to == WorkloadState::kPending) {
+      pending =
+          t.pending_reason ? *t.pending_reason : ReasonWithText(ReasonCode::kRequeued, t.reason);
     }
-    for (int r = 0; r < rounds; ++r) {
-      inputs[r] = docs[r].dump(-1, ' ', false, json::error_handler_t::replace);
-    }
+    row["pending_code"] = std::string(ReasonCodeName(pending.code));
+    row["pending_figures"] = json::parse(ReasonFiguresToJson(pending.figures));
+    row["pending_message"] = RenderReason(pending);
+    docs[round_of[i]].push_back(std::move(row));
   }
+  for (int r = 0; r < rounds; ++r) {
+    out.inputs[r] = docs[r].dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  return out;
+}
 
+// Applies prepared transitions inside `txn`.
+absl::StatusOr<std::vector<TransitionResult>> RunTransitions(
+    pqxx::work& txn, const std::vector<Transition>& transitions,
+    const PreparedTransitions& prepared) {
+  std::vector<TransitionResult> results(transitions.size());
+  for (size_t i = 0; i < transitions.size(); ++i) results[i].id = transitions[i].id;
+  if (transitions.empty()) return results;
+  if (!prepared.placed_on.empty()) txn.exec_prepared("share_clusters", prepared.placed_on);
+  txn.exec_prepared("lock_workloads", IdArray(prepared.ids));
+  for (const std::string& input : prepared.inputs) {
+    for (const pqxx::row& row : txn.exec_prepared("apply_transitions", input)) {
+      const auto ord = row["ord"].as<size_t>();
+      ASSIGN_OR_RETURN(Workload w, WorkloadFromRow(row));
+      WorkloadEvent event;
+      event.from = transitions[ord].from;
+      event.to = w.state;
+      event.time = FromMicros(row["event_us"].as<int64_t>());
+      event.workload = w;
+      results[ord].applied = true;
+      results[ord].current = std::move(w);
+      results[ord].event = std::move(event);
+    }
+  }
+  std::vector<WorkloadId> skipped;
+  for (const TransitionResult& r : results) {
+    if (!r.applied) skipped.push_back(r.id);
+  }
+  if (!skipped.empty()) {
+    ASSIGN_OR_RETURN(std::vector<Workload> now,
+                     WorkloadsFromResult(txn.exec_prepared("get_workloads", IdArray(skipped))));
+    std::unordered_map<WorkloadId, const Workload*> by_id;
+    for (const Workload& w : now) by_id[w.id] = &w;
+    for (TransitionResult& r : results) {
+      if (r.applied) continue;
+      if (auto it = by_id.find(r.id); it != by_id.end()) r.current = *it->second;
+    }
+  }
+  return results;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TransitionResult>> PgStore::ApplyTransitions(
+    const std::vector<Transition>& transitions) {
+  ASSIGN_OR_RETURN(PreparedTransitions prepared, PrepareTransitions(transitions));
+  if (transitions.empty()) return std::vector<TransitionResult>{};
   return control_pool_->Transact(
       "apply transitions", [&](pqxx::work& txn) -> absl::StatusOr<std::vector<TransitionResult>> {
-        std::vector<TransitionResult> results(transitions.size());
-        for (size_t i = 0; i < transitions.size(); ++i) results[i].id = transitions[i].id;
-        txn.exec_prepared("lock_workloads", IdArray(ids));
-        for (const std::string& input : inputs) {
-          for (const pqxx::row& row : txn.exec_prepared("apply_transitions", input)) {
-            const auto ord = row["ord"].as<size_t>();
-            ASSIGN_OR_RETURN(Workload w, WorkloadFromRow(row));
-            WorkloadEvent event;
-            event.from = transitions[ord].from;
-            event.to = w.state;
-            event.time = FromMicros(row["event_us"].as<int64_t>());
-            event.workload = w;
-            results[ord].applied = true;
-            results[ord].current = std::move(w);
-            results[ord].event = std::move(event);
-          }
-        }
-        std::vector<WorkloadId> skipped;
-        for (const TransitionResult& r : results) {
-          if (!r.applied) skipped.push_back(r.id);
-        }
-        if (!skipped.empty()) {
-          ASSIGN_OR_RETURN(std::vector<Workload> now, WorkloadsFromResult(txn.exec_prepared(
-                                                          "get_workloads", IdArray(skipped))));
-          std::unordered_map<WorkloadId, const Workload*> by_id;
-          for (const Workload& w : now) by_id[w.id] = &w;
-          for (TransitionResult& r : results) {
-            if (r.applied) continue;
-            if (auto it = by_id.find(r.id); it != by_id.end()) r.current = *it->second;
-          }
-        }
-        return results;
+        return RunTransitions(txn, transitions, prepared);
       });
 }
 
@@ -1210,6 +1266,26 @@ absl::Status PgStore::SetClusterState(const std::string& cluster, ClusterState s
           return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
         }
         return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<ClusterStore::LossResult> PgStore::LoseCluster(const std::string& cluster,
+                                                              const LossPlan& plan) {
+  return control_pool_->Transact(
+      "lose cluster", [&](pqxx::work& txn) -> absl::StatusOr<LossResult> {
+        pqxx::result r = txn.exec_prepared("lose_cluster", cluster);
+        if (r.empty())
+          return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
+        LossResult out;
+        ASSIGN_OR_RETURN(out.cluster, ClusterFromRow(r[0]));
+        // Read after the cluster row is locked: a placement on it either committed before (and is
+        // read here) or waits for this transaction and is then fenced by the new epoch.
+        ASSIGN_OR_RETURN(std::vector<Workload> held,
+                         WorkloadsFromResult(txn.exec_prepared("list_active_on_cluster", cluster)));
+        const std::vector<Transition> transitions = plan(out.cluster, held);
+        ASSIGN_OR_RETURN(PreparedTransitions prepared, PrepareTransitions(transitions));
+        ASSIGN_OR_RETURN(out.transitions, RunTransitions(txn, transitions, prepared));
+        return out;
       });
 }
 

@@ -635,13 +635,11 @@ TEST_F(WorkloadStoreTest, LargeBatchAppliesInOneCall) {
   EXPECT_EQ(store_->ListActive("c1")->size(), 300u);
 }
 
-TEST_F(WorkloadStoreTest, LostWorkloadReturnsToPendingWithoutItsAssignment) {
+TEST_F(WorkloadStoreTest, RequeuedWorkloadReturnsToPendingWithoutItsAssignment) {
   const WorkloadId id = MustSubmit(Spec("train")).id;
   Advance(id, S::kRunning);
-  Transition lost = Step(id, S::kRunning, S::kLost);
-  lost.message = "cluster c1 unreachable";
-  ASSERT_TRUE((*store_->ApplyTransitions({lost}))[0].applied);
-  Transition requeue = Step(id, S::kLost, S::kPending);
+  Transition requeue = Step(id, S::kRunning, S::kPending);
+  requeue.message = "cluster c1 unreachable";
   requeue.reason = "requeued after cluster c1 was lost";
   auto r = store_->ApplyTransitions({requeue});
   ASSERT_OK(r);
@@ -750,7 +748,7 @@ TEST_F(WorkloadStoreTest, CancelInEachState) {
   };
   const Case cases[] = {
       {S::kPending, true, false},   {S::kAdmitted, true, false},  {S::kPlaced, false, false},
-      {S::kRunning, false, false},  {S::kPreempted, true, false}, {S::kLost, true, false},
+      {S::kRunning, false, false},  {S::kPreempted, false, true}, {S::kLost, false, true},
       {S::kSucceeded, false, true}, {S::kFailed, false, true},    {S::kCancelled, false, true},
   };
   for (const Case& c : cases) {

@@ -836,15 +836,15 @@ TEST_P(StoreContractTest, ExitCodeAndMessageAreKeptUnlessGiven) {
   AddTenants();
   const WorkloadId id = MustSubmit(Spec("train")).id;
   Advance(id, S::kRunning);
-  Transition lost = Step(id, S::kRunning, S::kLost);
-  lost.exit_code = 137;
-  lost.message = "node gone";
-  ASSERT_OK(workloads().ApplyTransitions({lost}));
-  ASSERT_OK(workloads().ApplyTransitions({Step(id, S::kLost, S::kPending)}));
+  Transition requeue = Step(id, S::kRunning, S::kPending);
+  requeue.exit_code = 137;
+  requeue.message = "node gone";
+  ASSERT_OK(workloads().ApplyTransitions({requeue}));
+  ASSERT_OK(workloads().ApplyTransitions({Step(id, S::kPending, S::kPlaced)}));
   const Workload w = MustGet(id);
   EXPECT_EQ(w.exit_code, 137);
   EXPECT_EQ(w.message, "node gone");
-  EXPECT_FALSE(w.end_time.has_value());  // LOST and PENDING do not end it
+  EXPECT_FALSE(w.end_time.has_value());  // a requeue does not end it
 }
 
 TEST_P(StoreContractTest, StaleOrUnknownTransitionIsSkippedNotAnError) {
@@ -1062,7 +1062,7 @@ TEST_P(StoreContractTest, CancelInEachState) {
   };
   const Case cases[] = {
       {S::kPending, true, false},   {S::kAdmitted, true, false},  {S::kPlaced, false, false},
-      {S::kRunning, false, false},  {S::kPreempted, true, false}, {S::kLost, true, false},
+      {S::kRunning, false, false},  {S::kPreempted, false, true}, {S::kLost, false, true},
       {S::kSucceeded, false, true}, {S::kFailed, false, true},    {S::kCancelled, false, true},
   };
   for (const Case& c : cases) {
@@ -1132,12 +1132,12 @@ TEST_P(StoreContractTest, CancelWithoutAReasonKeepsTheMessage) {
   AddTenants();
   const WorkloadId id = MustSubmit(Spec("w")).id;
   Advance(id, S::kRunning);
-  Transition preempted = Step(id, S::kRunning, S::kPreempted);
-  preempted.message = "preempted by 42";
-  ASSERT_OK(workloads().ApplyTransitions({preempted}));
+  Transition requeued = Step(id, S::kRunning, S::kPending);
+  requeued.message = "requeued: its cluster was lost";
+  ASSERT_OK(workloads().ApplyTransitions({requeued}));
   ASSERT_OK_AND_ASSIGN(WorkloadStore::CancelResult r, workloads().RequestCancel(id, "user:x", ""));
   EXPECT_EQ(r.workload.state, S::kCancelled);
-  EXPECT_EQ(r.workload.message, "preempted by 42");
+  EXPECT_EQ(r.workload.message, "requeued: its cluster was lost");
 }
 
 TEST_P(StoreContractTest, CountByStateCountsEveryStateThatHasWorkloads) {
@@ -1294,6 +1294,162 @@ TEST_P(StoreContractTest, UnreachableBumpsTheEpochOncePerVisit) {
   EXPECT_THAT(clusters().SetClusterState("c1", ClusterState::kUnspecified),
               StatusIs(Code::kInvalidArgument));
   EXPECT_EQ(epoch_and_state(), std::make_pair(uint64_t{3}, ClusterState::kReady));
+}
+
+// ---- Failover: losing a cluster, attempts and fences -----------------------------------------
+
+// A loss of c1 that requeues every workload it read, with a reason, and says what it was shown.
+ClusterStore::LossPlan RequeueAll(std::vector<WorkloadId>* shown, uint64_t* epoch_seen) {
+  return [shown, epoch_seen](const Cluster& lost, const std::vector<Workload>& held) {
+    *epoch_seen = lost.epoch;
+    std::vector<Transition> out;
+    for (const Workload& w : held) {
+      shown->push_back(w.id);
+      Transition t = Step(w.id, w.state, S::kPending);
+      t.on_cluster = lost.info.name;
+      t.at_attempt = w.attempts;
+      PendingReason reason(ReasonCode::kClusterLost);
+      reason.Set(figure::kCluster, lost.info.name).Set(figure::kAttempt, int64_t{w.attempts});
+      t.pending_reason = reason;
+      out.push_back(std::move(t));
+    }
+    return out;
+  };
+}
+
+TEST_P(StoreContractTest, LosingAClusterMovesItsEpochOnceAndEndsWhatItHeld) {
+  AddTenants();
+  ASSERT_OK(clusters().RegisterCluster(Info("c1"), {}));
+  const WorkloadId running = MustSubmit(Spec("a")).id;
+  const WorkloadId placed = MustSubmit(Spec("b")).id;
+  const WorkloadId elsewhere = MustSubmit(Spec("c")).id;
+  const WorkloadId pending = MustSubmit(Spec("d")).id;
+  Advance(running, S::kRunning);
+  Advance(placed, S::kPlaced);
+  Transition other = Step(elsewhere, S::kPending, S::kPlaced);
+  other.assignment = AssignmentOn("c2");
+  ASSERT_OK(workloads().ApplyTransitions({other}));
+
+  std::vector<WorkloadId> shown;
+  uint64_t epoch_seen = 0;
+  ASSERT_OK_AND_ASSIGN(ClusterStore::LossResult loss,
+                       clusters().LoseCluster("c1", RequeueAll(&shown, &epoch_seen)));
+  EXPECT_EQ(shown, (std::vector<WorkloadId>{running, placed}));
+  EXPECT_EQ(epoch_seen, 2u);
+  EXPECT_EQ(loss.cluster.epoch, 2u);
+  EXPECT_EQ(loss.cluster.state, ClusterState::kUnreachable);
+  ASSERT_EQ(loss.transitions.size(), 2u);
+  for (const TransitionResult& r : loss.transitions) {
+    EXPECT_TRUE(r.applied);
+    ASSERT_TRUE(r.event.has_value());
+    EXPECT_EQ(r.event->to, S::kPending);
+  }
+  const Workload requeued = MustGet(running);
+  EXPECT_EQ(requeued.state, S::kPending);
+  EXPECT_EQ(requeued.attempts, 1u);
+  EXPECT_EQ(requeued.pending_reason.code, ReasonCode::kClusterLost);
+  EXPECT_EQ(requeued.pending_reason.Text(figure::kCluster), "c1");
+  EXPECT_EQ(requeued.assignment, Assignment());
+  EXPECT_EQ(MustGet(elsewhere).state, S::kPlaced);
+  EXPECT_EQ(MustGet(pending).state, S::kPending);
+  ASSERT_OK_AND_ASSIGN(Cluster c1, clusters().GetCluster("c1"));
+  EXPECT_EQ(c1.epoch, 2u);
+  EXPECT_EQ(c1.state, ClusterState::kUnreachable);
+
+  // Declared again (a retry, or the next leader finishing it): the epoch stays, nothing is left.
+  shown.clear();
+  ASSERT_OK_AND_ASSIGN(loss, clusters().LoseCluster("c1", RequeueAll(&shown, &epoch_seen)));
+  EXPECT_THAT(shown, IsEmpty());
+  EXPECT_EQ(loss.cluster.epoch, 2u);
+
+  EXPECT_THAT(clusters().LoseCluster("c9", RequeueAll(&shown, &epoch_seen)),
+              StatusIs(Code::kNotFound));
+}
+
+TEST_P(StoreContractTest, AnInvalidLossPlanChangesNothing) {
+  AddTenants();
+  ASSERT_OK(clusters().RegisterCluster(Info("c1"), {}));
+  const WorkloadId id = MustSubmit(Spec("a")).id;
+  Advance(id, S::kRunning);
+  auto bad = [](const Cluster&, const std::vector<Workload>& held) {
+    Transition t = Step(held[0].id, S::kRunning, S::kRunning);  // to == from: invalid
+    return std::vector<Transition>{t};
+  };
+  EXPECT_THAT(clusters().LoseCluster("c1", bad), StatusIs(Code::kInvalidArgument));
+  ASSERT_OK_AND_ASSIGN(Cluster c1, clusters().GetCluster("c1"));
+  EXPECT_EQ(c1.epoch, 1u);
+  EXPECT_EQ(c1.state, ClusterState::kReady);
+  EXPECT_EQ(MustGet(id).state, S::kRunning);
+}
+
+TEST_P(StoreContractTest, APlacementOnALostClusterOrAnOldEpochIsFenced) {
+  AddTenants();
+  ASSERT_OK(clusters().RegisterCluster(Info("c1"), {}));
+  const WorkloadId id = MustSubmit(Spec("a")).id;
+  std::vector<WorkloadId> shown;
+  uint64_t epoch_seen = 0;
+  ASSERT_OK(clusters().LoseCluster("c1", RequeueAll(&shown, &epoch_seen)));
+
+  Transition old_epoch = Step(id, S::kPending, S::kPlaced);
+  old_epoch.assignment = AssignmentOn("c1", 1);
+  Transition unreachable = Step(id, S::kPending, S::kPlaced);
+  unreachable.assignment = AssignmentOn("c1", 2);
+  ASSERT_OK_AND_ASSIGN(auto r, workloads().ApplyTransitions({old_epoch}));
+  EXPECT_FALSE(r[0].applied);
+  ASSERT_OK_AND_ASSIGN(r, workloads().ApplyTransitions({unreachable}));
+  EXPECT_FALSE(r[0].applied);
+  EXPECT_EQ(MustGet(id).state, S::kPending);
+
+  // Back (its agent registered again): placements at the new epoch apply, and count.
+  ASSERT_OK(clusters().RegisterCluster(Info("c1"), {}));
+  ASSERT_OK_AND_ASSIGN(r, workloads().ApplyTransitions({old_epoch}));
+  EXPECT_FALSE(r[0].applied);
+  ASSERT_OK_AND_ASSIGN(r, workloads().ApplyTransitions({unreachable}));
+  EXPECT_TRUE(r[0].applied);
+  EXPECT_EQ(MustGet(id).attempts, 1u);
+}
+
+TEST_P(StoreContractTest, TransitionsGuardedByClusterAndAttemptApplyOnlyThere) {
+  AddTenants();
+  const WorkloadId id = MustSubmit(Spec("a")).id;
+  EXPECT_EQ(MustGet(id).attempts, 0u);
+  Advance(id, S::kRunning);  // on c1, attempt 1
+  Transition wrong_cluster = Step(id, S::kRunning, S::kSucceeded);
+  wrong_cluster.on_cluster = "c2";
+  Transition wrong_attempt = Step(id, S::kRunning, S::kSucceeded);
+  wrong_attempt.on_cluster = "c1";
+  wrong_attempt.at_attempt = 2;
+  ASSERT_OK_AND_ASSIGN(auto r, workloads().ApplyTransitions({wrong_cluster}));
+  EXPECT_FALSE(r[0].applied);
+  ASSERT_OK_AND_ASSIGN(r, workloads().ApplyTransitions({wrong_attempt}));
+  EXPECT_FALSE(r[0].applied);
+  EXPECT_EQ(MustGet(id).state, S::kRunning);
+
+  // Requeued and placed again: attempt 2; the first attempt's end no longer applies.
+  ASSERT_OK(workloads().ApplyTransitions({Step(id, S::kRunning, S::kPending)}));
+  ASSERT_OK(workloads().ApplyTransitions({Step(id, S::kPending, S::kPlaced)}));
+  EXPECT_EQ(MustGet(id).attempts, 2u);
+  Transition first = Step(id, S::kPlaced, S::kFailed);
+  first.on_cluster = "c1";
+  first.at_attempt = 1;
+  ASSERT_OK_AND_ASSIGN(r, workloads().ApplyTransitions({first}));
+  EXPECT_FALSE(r[0].applied);
+  first.at_attempt = 2;
+  ASSERT_OK_AND_ASSIGN(r, workloads().ApplyTransitions({first}));
+  EXPECT_TRUE(r[0].applied);
+}
+
+TEST_P(StoreContractTest, LostAndPreemptedAreEndStates) {
+  AddTenants();
+  const WorkloadId lost = MustSubmit(Spec("a")).id;
+  const WorkloadId preempted = MustSubmit(Spec("b")).id;
+  Advance(lost, S::kLost);
+  Advance(preempted, S::kPreempted);
+  for (WorkloadId id : {lost, preempted}) {
+    const Workload w = MustGet(id);
+    EXPECT_TRUE(w.end_time.has_value());
+    EXPECT_THAT(workloads().ListActive(""), IsOkAndHolds(IsEmpty()));
+  }
 }
 
 TEST_P(StoreContractTest, HeartbeatsMoveForwardOnly) {

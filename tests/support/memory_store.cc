@@ -166,10 +166,21 @@ absl::StatusOr<std::vector<TransitionResult>> MemoryStore::ApplyTransitions(
   for (size_t i = 0; i < transitions.size(); ++i) {
     RETURN_IF_ERROR(ValidateTransition(transitions[i], i));
   }
+  absl::MutexLock lock(&mu_);
+  return ApplyLocked(transitions);
+}
+
+bool MemoryStore::Fenced(const Transition& t) const {
+  if (t.to != WorkloadState::kPlaced) return false;
+  auto it = clusters_.find(t.assignment->cluster);
+  // As PgStore: a cluster the store does not know does not fence.
+  return it != clusters_.end() && (it->second.state == ClusterState::kUnreachable ||
+                                   it->second.epoch != t.assignment->epoch);
+}
+
+std::vector<TransitionResult> MemoryStore::ApplyLocked(const std::vector<Transition>& transitions) {
   std::vector<TransitionResult> results(transitions.size());
   if (transitions.empty()) return results;
-
-  absl::MutexLock lock(&mu_);
   const Timestamp now = Now();
   // In batch order: the steps of one workload apply one after the other, as PgStore's rounds
   // do; steps of different workloads do not interact.
@@ -179,15 +190,21 @@ absl::StatusOr<std::vector<TransitionResult>> MemoryStore::ApplyTransitions(
     auto it = workloads_.find(t.id);
     if (it == workloads_.end() || it->second.state != t.from) continue;
     Workload& w = it->second;
+    if (!t.on_cluster.empty() && w.assignment.cluster != t.on_cluster) continue;
+    if (t.at_attempt != 0 && w.attempts != t.at_attempt) continue;
+    if (Fenced(t)) continue;
     const Timestamp at = t.time ? ToMicros(*t.time) : now;
     w.state = t.to;
-    // Back to PENDING (a requeue): the actor's words are the reason until the scheduler has a
-    // better one.
-    w.pending_reason = t.to == WorkloadState::kPending
-                           ? ReasonWithText(ReasonCode::kRequeued, t.reason)
-                           : PendingReason();
+    // Back to PENDING (a requeue): the reason given, else the actor's words until the scheduler
+    // has a better one.
+    w.pending_reason = PendingReason();
+    if (t.to == WorkloadState::kPending) {
+      w.pending_reason =
+          t.pending_reason ? *t.pending_reason : ReasonWithText(ReasonCode::kRequeued, t.reason);
+    }
     if (t.to == WorkloadState::kPlaced) {
       w.assignment = *t.assignment;
+      ++w.attempts;
     } else if (t.to == WorkloadState::kPending) {
       w.assignment = Assignment();
     }
@@ -196,10 +213,7 @@ absl::StatusOr<std::vector<TransitionResult>> MemoryStore::ApplyTransitions(
     } else if (t.to == WorkloadState::kPending) {
       w.start_time.reset();
     }
-    if (t.to == WorkloadState::kSucceeded || t.to == WorkloadState::kFailed ||
-        t.to == WorkloadState::kCancelled) {
-      w.end_time = at;
-    }
+    if (IsTerminal(t.to)) w.end_time = at;
     if (t.exit_code) w.exit_code = *t.exit_code;
     if (!t.message.empty()) w.message = t.message;
     w.update_time = now;
@@ -344,6 +358,33 @@ absl::Status MemoryStore::SetClusterState(const std::string& cluster, ClusterSta
   if (state == ClusterState::kUnreachable && c.state != ClusterState::kUnreachable) ++c.epoch;
   c.state = state;
   return absl::OkStatus();
+}
+
+absl::StatusOr<ClusterStore::LossResult> MemoryStore::LoseCluster(const std::string& cluster,
+                                                                  const LossPlan& plan) {
+  absl::MutexLock lock(&mu_);
+  auto it = clusters_.find(cluster);
+  if (it == clusters_.end()) {
+    return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
+  }
+  LossResult out;
+  out.cluster = it->second;
+  out.cluster.nodes.clear();
+  if (out.cluster.state != ClusterState::kUnreachable) ++out.cluster.epoch;
+  out.cluster.state = ClusterState::kUnreachable;
+  std::vector<Workload> held;
+  for (const auto& [id, w] : workloads_) {
+    if (HoldsCapacity(w.state) && w.assignment.cluster == cluster) held.push_back(w);
+  }
+  const std::vector<Transition> transitions = plan(out.cluster, held);
+  for (size_t i = 0; i < transitions.size(); ++i) {
+    RETURN_IF_ERROR(ValidateTransition(transitions[i], i));
+  }
+  // Nothing changes until everything is known to be valid (one transaction).
+  it->second.epoch = out.cluster.epoch;
+  it->second.state = ClusterState::kUnreachable;
+  out.transitions = ApplyLocked(transitions);
+  return out;
 }
 
 absl::StatusOr<std::vector<Cluster>> MemoryStore::ListClusters(bool include_nodes) {

@@ -87,6 +87,7 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
                                           const std::vector<NodeInfo>& nodes) override;
   absl::Status RecordHeartbeat(const std::string& cluster, Timestamp at) override;
   absl::Status SetClusterState(const std::string& cluster, ClusterState state) override;
+  absl::StatusOr<LossResult> LoseCluster(const std::string& cluster, const LossPlan& plan) override;
   absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) override;
   absl::StatusOr<Cluster> GetCluster(const std::string& name) override;
 
@@ -100,6 +101,11 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
   absl::StatusOr<int64_t> CountTokens() override;
 
  private:
+  // ApplyTransitions on valid transitions, with the lock held.
+  std::vector<TransitionResult> ApplyLocked(const std::vector<Transition>& transitions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A move to PLACED on a cluster that is unreachable or at another epoch (PgStore's fence).
+  bool Fenced(const Transition& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The clock's time, to the microsecond.
   Timestamp Now() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
