@@ -22,6 +22,7 @@ static_assert(v1::TopologyRequirement_MAX == v1::TOPOLOGY_REQUIREMENT_SAME_RACK)
 static_assert(v1::SimOutcome_MAX == v1::SIM_OUTCOME_FAIL);
 static_assert(v1::ClusterState_MAX == v1::CLUSTER_STATE_DRAINING);
 static_assert(v1::Role_MAX == v1::ROLE_AGENT);
+static_assert(v1::RetryOn_MAX == v1::RETRY_ON_NODE_FAILURE);
 
 absl::Status BadEnum(absl::string_view field, int value) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": unknown value ", value));
@@ -78,6 +79,40 @@ Timestamp FromProto(const google::protobuf::Timestamp& t) {
   return Timestamp(std::chrono::duration_cast<Timestamp::duration>(
       std::chrono::seconds(t.seconds()) + std::chrono::nanoseconds(t.nanos())));
 }
+
+namespace {
+
+// The defaults are the proto's: max_attempts 0 is 1, or 3 when `on` names events; `on` empty
+// with more than one attempt retries on every event. The range is the domain's to check.
+absl::StatusOr<RetryPolicy> RetryPolicyFromProto(const v1::RetryPolicy& p) {
+  RetryPolicy r;
+  for (int i = 0; i < p.on_size(); ++i) {
+    const std::string field = absl::StrCat("spec.retry.on[", i, "]");
+    bool* flag = nullptr;
+    switch (p.on(i)) {
+      case v1::RETRY_ON_CLUSTER_LOST:
+        flag = &r.on_cluster_lost;
+        break;
+      case v1::RETRY_ON_PREEMPTION:
+        flag = &r.on_preemption;
+        break;
+      case v1::RETRY_ON_NODE_FAILURE:
+        flag = &r.on_node_failure;
+        break;
+      default:
+        return BadEnum(field, p.on(i));
+    }
+    if (*flag) return absl::InvalidArgumentError(absl::StrCat(field, ": given twice"));
+    *flag = true;
+  }
+  r.max_attempts = p.max_attempts() != 0 ? p.max_attempts() : (p.on().empty() ? 1 : 3);
+  if (p.on().empty() && r.max_attempts > 1) {
+    r.on_cluster_lost = r.on_preemption = r.on_node_failure = true;
+  }
+  return r;
+}
+
+}  // namespace
 
 absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& p) {
   WorkloadSpec s;
@@ -179,6 +214,7 @@ absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& p) {
       return BadEnum("spec.run.sim_outcome", p.run().sim_outcome());
   }
   s.run.sim_exit_code = p.run().sim_exit_code();
+  ASSIGN_OR_RETURN(s.retry, RetryPolicyFromProto(p.retry()));
   return s;
 }
 
@@ -243,6 +279,13 @@ v1::WorkloadSpec SpecToProto(const WorkloadSpec& s) {
   run->set_sim_outcome(s.run.sim_outcome == SimOutcome::kFail ? v1::SIM_OUTCOME_FAIL
                                                               : v1::SIM_OUTCOME_SUCCEED);
   run->set_sim_exit_code(s.run.sim_exit_code);
+  if (s.retry != RetryPolicy{}) {
+    v1::RetryPolicy* retry = p.mutable_retry();
+    retry->set_max_attempts(s.retry.max_attempts);
+    if (s.retry.on_cluster_lost) retry->add_on(v1::RETRY_ON_CLUSTER_LOST);
+    if (s.retry.on_preemption) retry->add_on(v1::RETRY_ON_PREEMPTION);
+    if (s.retry.on_node_failure) retry->add_on(v1::RETRY_ON_NODE_FAILURE);
+  }
   return p;
 }
 
@@ -402,6 +445,7 @@ v1::Workload WorkloadToProto(const Workload& w) {
   if (w.start_time) *p.mutable_start_time() = ToProto(*w.start_time);
   if (w.end_time) *p.mutable_end_time() = ToProto(*w.end_time);
   p.set_version(w.version);
+  p.set_attempts(w.attempts);
   return p;
 }
 
@@ -637,6 +681,7 @@ absl::StatusOr<AgentReport> AgentReportFromProto(const v1::WorkloadStatus& statu
   report.exit_code = status.exit_code();
   report.message = status.message();
   if (status.has_time()) report.time = FromProto(status.time());
+  report.attempt = status.attempt();
   return report;
 }
 
@@ -649,6 +694,8 @@ std::vector<v1::ServerMessage> AssignMessages(const std::vector<Workload>& workl
     a.set_workload_id(absl::StrCat(w.id));
     *a.mutable_spec() = SpecToProto(w.spec);
     *a.mutable_assignment() = AssignmentToProto(w.assignment);
+    a.set_attempt(w.attempts);
+    a.set_stop_when_lease_expires(w.MayRetry(AttemptEnd::kClusterLost));
     const size_t size = a.ByteSizeLong() + 8;  // + the field's tag and length
     if (messages.empty() || (bytes + size > max_bytes && bytes > 0)) {
       messages.emplace_back();

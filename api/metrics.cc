@@ -52,6 +52,19 @@ Metrics::Metrics(prometheus::Registry& registry)
                                .Name("gpufed_agent_status_updates_total")
                                .Help("Workload status updates received from agents")
                                .Register(registry)
-                               .Add({})) {}
+                               .Add({})),
+      clusters_lost(prometheus::BuildCounter()
+                        .Name("gpufed_clusters_lost_total")
+                        .Help("Clusters declared lost after their agent was silent past the "
+                              "heartbeat timeout")
+                        .Register(registry)
+                        .Add({})),
+      lost_workloads(prometheus::BuildCounter()
+                         .Name("gpufed_lost_cluster_workloads_total")
+                         .Help("Workloads that held capacity on a cluster declared lost, by "
+                               "what became of them")
+                         .Register(registry)),
+      lost_workloads_requeued(lost_workloads.Add({{"outcome", "requeued"}})),
+      lost_workloads_ended(lost_workloads.Add({{"outcome", "ended"}})) {}
 
 }  // namespace gpufed::api

@@ -31,6 +31,10 @@ struct Metrics {
   prometheus::Gauge& scheduler_leader;
   prometheus::Gauge& agents_connected;
   prometheus::Counter& agent_status_updates;
+  prometheus::Counter& clusters_lost;  // clusters declared lost (heartbeat timeout)
+  prometheus::Family<prometheus::Counter>& lost_workloads;
+  prometheus::Counter& lost_workloads_requeued;  // back to PENDING for another attempt
+  prometheus::Counter& lost_workloads_ended;     // LOST (no retry left) or CANCELLED
 };
 
 // The control plane's metrics port, exported to Prometheus.
@@ -50,6 +54,11 @@ class PrometheusControlMetrics final : public ControlMetrics {
     if (repartitions > 0) m_.mig_repartitions.Increment(repartitions);
   }
   void PendingQueue(int length) override { m_.scheduler_pending.Set(length); }
+  void ClusterLost(size_t requeued, size_t ended) override {
+    m_.clusters_lost.Increment();
+    m_.lost_workloads_requeued.Increment(static_cast<double>(requeued));
+    m_.lost_workloads_ended.Increment(static_cast<double>(ended));
+  }
   void WorkloadsInState(WorkloadState state, int64_t count) override {
     m_.workloads_by_state.Add({{"state", std::string(StateName(state))}})
         .Set(static_cast<double>(count));

@@ -59,7 +59,9 @@ void AgentRegistry::Attach(const std::shared_ptr<AgentLink>& link) {
     e.last_heard = now;
     e.reported_lost = false;
   }
-  if (old && old != link) old->Close("another agent stream registered for this cluster");
+  if (old && old != link)
+    old->Close(AgentChannel::CloseReason::kReplaced,
+               "another agent stream registered for this cluster");
 }
 
 void AgentRegistry::Detach(const AgentLink* link) {
@@ -99,6 +101,29 @@ void AgentRegistry::Forget(const std::string& cluster, WorkloadId id) {
   if (std::shared_ptr<AgentLink> link = LinkOf(cluster)) link->Forget(id);
 }
 
+void AgentRegistry::ForgetAnywhere(WorkloadId id) {
+  std::vector<std::shared_ptr<AgentLink>> links;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [cluster, e] : clusters_) {
+      if (e.link) links.push_back(e.link);
+    }
+  }
+  for (const auto& link : links) link->Forget(id);
+}
+
+void AgentRegistry::Fence(const std::string& cluster, uint64_t epoch) {
+  std::shared_ptr<AgentLink> stale;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = clusters_.find(cluster);
+    if (it == clusters_.end() || !it->second.link || it->second.link->epoch() >= epoch) return;
+    stale = std::exchange(it->second.link, nullptr);
+  }
+  stale->Close(AgentChannel::CloseReason::kFenced,
+               "the cluster was declared lost and moved to a new epoch; register again");
+}
+
 std::vector<std::string> AgentRegistry::TakeTimedOut(MonotonicTime now,
                                                      std::chrono::nanoseconds timeout) {
   std::vector<std::string> out;
@@ -111,6 +136,11 @@ std::vector<std::string> AgentRegistry::TakeTimedOut(MonotonicTime now,
     }
   }
   return out;
+}
+
+void AgentRegistry::Unreport(const std::string& cluster) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = clusters_.find(cluster); it != clusters_.end()) it->second.reported_lost = false;
 }
 
 bool AgentRegistry::IsCurrent(const AgentLink& link) const {

@@ -39,7 +39,9 @@ class AgentLink {
   void Cancel(const std::vector<WorkloadId>& ids);
   bool IsAssigned(WorkloadId id) const;
   void Forget(WorkloadId id);
-  void Close(const std::string& why) { channel_->Close(why); }
+  void Close(AgentChannel::CloseReason reason, const std::string& why) {
+    channel_->Close(reason, why);
+  }
   AgentChannel& channel() { return *channel_; }
 
   // Heartbeats are written to the store at most this often (the store needs them coarsely).
@@ -75,12 +77,21 @@ class AgentRegistry {
   void SendCancel(const std::string& cluster, WorkloadId id);
   // The workload ended: its cluster's agent may no longer report on it.
   void Forget(const std::string& cluster, WorkloadId id);
+  // The workload left whatever cluster held it (it went back to PENDING).
+  void ForgetAnywhere(WorkloadId id);
+  // The cluster moved on to `epoch` (it was declared lost): a connection registered under an
+  // older epoch no longer speaks for it and is closed; its agent registers again and learns
+  // the new epoch and what to stop.
+  void Fence(const std::string& cluster, uint64_t epoch);
 
   // Clusters not heard from for longer than `timeout` at `now` and not already reported; each
   // is reported once until it is heard from again. A reported cluster's connection no longer
   // speaks for it (IsCurrent turns false): its agent must register again, at the epoch the
   // server moves on to when it marks the cluster unreachable.
   std::vector<std::string> TakeTimedOut(MonotonicTime now, std::chrono::nanoseconds timeout);
+  // The loss of a cluster TakeTimedOut reported could not be committed: report it again on the
+  // next call (unless it is heard from meanwhile).
+  void Unreport(const std::string& cluster);
 
   // Whether `link` is still its cluster's connection (not replaced, detached or timed out).
   bool IsCurrent(const AgentLink& link) const;

@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "federation/control_plane.h"
+#include "federation/failover.h"
 #include "federation/status_macros.h"
 #include "federation/validation.h"
 
@@ -103,18 +104,25 @@ absl::Status ControlPlane::ApplyReports(AgentLink& link, const std::vector<Agent
   if (reports.empty()) return absl::OkStatus();
   metrics_->AgentReports(reports.size());
   std::vector<Transition> transitions;
+  std::vector<const AgentReport*> lost;
   const std::string actor = absl::StrCat("agent:", link.cluster());
   for (const AgentReport& r : reports) {
     const bool valid = r.state == WorkloadState::kRunning || r.state == WorkloadState::kSucceeded ||
-                       r.state == WorkloadState::kFailed || r.state == WorkloadState::kCancelled;
+                       r.state == WorkloadState::kFailed || r.state == WorkloadState::kCancelled ||
+                       r.state == WorkloadState::kLost;
     if (!valid) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "status.updates.state: agents report RUNNING, SUCCEEDED, FAILED or CANCELLED, got ",
-          StateName(r.state)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("status.updates.state: agents report RUNNING, SUCCEEDED, FAILED, "
+                       "CANCELLED or LOST, got ",
+                       StateName(r.state)));
     }
     // An agent speaks only for work handed to its connection; anything else is ignored (and
     // acknowledged by the caller, so that it is not re-sent forever).
     if (!link.IsAssigned(r.id)) continue;
+    if (r.state == WorkloadState::kLost) {
+      lost.push_back(&r);
+      continue;
+    }
     Transition t;
     t.id = r.id;
     t.from = r.state == WorkloadState::kRunning ? WorkloadState::kPlaced : WorkloadState::kRunning;
@@ -124,9 +132,12 @@ absl::Status ControlPlane::ApplyReports(AgentLink& link, const std::vector<Agent
     if (IsTerminal(r.state)) t.exit_code = r.exit_code;
     t.message = r.message;
     t.time = r.time;
+    // A report about an earlier attempt (the workload was requeued and placed here again)
+    // must not move the current one.
+    t.on_cluster = link.cluster();
+    t.at_attempt = r.attempt;
     transitions.push_back(std::move(t));
   }
-  if (transitions.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<TransitionResult> results,
                    ports_.workloads->ApplyTransitions(transitions));
   // A terminal report for work the store still has as PLACED (its RUNNING was never recorded):
@@ -135,7 +146,7 @@ absl::Status ControlPlane::ApplyReports(AgentLink& link, const std::vector<Agent
   for (size_t i = 0; i < results.size(); ++i) {
     const TransitionResult& r = results[i];
     if (!r.applied && r.current && r.current->state == WorkloadState::kPlaced &&
-        IsTerminal(transitions[i].to)) {
+        transitions[i].from == WorkloadState::kRunning && IsTerminal(transitions[i].to)) {
       Transition t = transitions[i];
       t.from = WorkloadState::kPlaced;
       retry.push_back(std::move(t));
@@ -145,12 +156,40 @@ absl::Status ControlPlane::ApplyReports(AgentLink& link, const std::vector<Agent
     ASSIGN_OR_RETURN(std::vector<TransitionResult> more, ports_.workloads->ApplyTransitions(retry));
     results.insert(results.end(), more.begin(), more.end());
   }
+  // Ends come after the other reports are committed: a RUNNING of the same batch is then the
+  // state the end is guarded by.
+  if (!lost.empty()) {
+    ASSIGN_OR_RETURN(std::vector<Transition> ends, LeaseEnds(link, lost));
+    ASSIGN_OR_RETURN(std::vector<TransitionResult> more, ports_.workloads->ApplyTransitions(ends));
+    results.insert(results.end(), more.begin(), more.end());
+  }
   std::vector<WorkloadEvent> events;
   for (const TransitionResult& r : results) {
     if (r.applied && r.event) events.push_back(*r.event);
   }
   AfterCommit(events);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Transition>> ControlPlane::LeaseEnds(
+    const AgentLink& link, const std::vector<const AgentReport*>& lost) {
+  std::vector<Transition> out;
+  if (lost.empty()) return out;
+  // Rare (a lease ran out) and bounded by what this connection was handed: one read each.
+  for (const AgentReport* r : lost) {
+    absl::StatusOr<Workload> w = ports_.workloads->Get(r->id);
+    if (absl::IsNotFound(w.status())) continue;
+    RETURN_IF_ERROR(w.status());
+    if (!HoldsCapacity(w->state) || w->assignment.cluster != link.cluster()) continue;
+    if (r->attempt != 0 && r->attempt != w->attempts) continue;
+    const AttemptEnded end{AttemptEnd::kClusterLost, link.cluster(),
+                           r->time.value_or(ports_.clock->Now()),
+                           r->message.empty() ? "its agent's lease ran out" : r->message,
+                           absl::StrCat("agent:", link.cluster())};
+    // Guarded by the state, cluster and attempt read here: a change in between skips it.
+    out.push_back(EndAttempt(*w, end));
+  }
+  return out;
 }
 
 }  // namespace gpufed

@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 
 namespace gpufed {
@@ -32,6 +34,12 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
       leader_->Release();
       return step;
     }
+    // A loss a crash (or a lost lock) interrupted is finished before anything is placed.
+    if (absl::Status resumed = plane_->ResumeClusterLosses(); !resumed.ok()) {
+      spdlog::error("scheduler: cannot finish interrupted cluster losses: {}", resumed.ToString());
+      leader_->Release();
+      return step;
+    }
     leading_ = true;
     last_check_ = last_reload_ = now;
     metrics_->Leading(true);
@@ -46,13 +54,17 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
       return step;
     }
     for (const std::string& cluster : agents_->TakeTimedOut(now, options_.heartbeat_timeout)) {
-      if (absl::Status s = plane_->MarkClusterState(cluster, ClusterState::kUnreachable); !s.ok()) {
-        spdlog::warn("cluster {}: cannot mark unreachable: {}", cluster, s.ToString());
+      const std::string detail = absl::StrCat(
+          "no heartbeat for ", absl::FormatDuration(absl::FromChrono(options_.heartbeat_timeout)));
+      absl::StatusOr<ClusterLoss> loss = plane_->LoseCluster(cluster, detail);
+      if (!loss.ok()) {
+        // Retried on the next check: the cluster is reported again until a loss commits.
+        agents_->Unreport(cluster);
+        spdlog::warn("cluster {}: cannot declare it lost: {}", cluster, loss.status().ToString());
         continue;
       }
-      spdlog::warn(
-          "cluster {} unreachable: no heartbeat for {} s", cluster,
-          std::chrono::duration_cast<std::chrono::seconds>(options_.heartbeat_timeout).count());
+      spdlog::warn("cluster {} lost ({}): epoch {} now; {} workload(s) requeued, {} ended", cluster,
+                   detail, loss->epoch, loss->requeued.size(), loss->ended.size());
       step.lost_clusters.push_back(cluster);
     }
   }

@@ -5,8 +5,10 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "federation/failover.h"
 #include "federation/status_macros.h"
 #include "federation/validation.h"
+#include "spdlog/spdlog.h"
 
 namespace gpufed {
 
@@ -24,6 +26,12 @@ void ControlPlane::AfterCommit(const std::vector<WorkloadEvent>& events,
   for (const WorkloadEvent& e : events) {
     const Workload& w = e.workload;
     if (e.to == WorkloadState::kPending) {
+      // Back from a cluster (a requeue): its capacity there is free, and its agent may no
+      // longer report on it.
+      if (HoldsCapacity(e.from)) {
+        ports_.scheduler->NotifyReleased(w.id);
+        ports_.agents->ForgetAnywhere(w.id);
+      }
       ports_.scheduler->NotifySubmitted(w);
       wake = true;
     } else if (e.to == WorkloadState::kPlaced) {
@@ -224,6 +232,49 @@ absl::Status ControlPlane::RefreshGauges() {
 absl::Status ControlPlane::MarkClusterState(const std::string& cluster, ClusterState state) {
   RETURN_IF_ERROR(ports_.clusters->SetClusterState(cluster, state));
   AfterClusterCommit(ClusterStateChange{cluster, state});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClusterLoss> ControlPlane::LoseCluster(const std::string& cluster,
+                                                      const std::string& detail) {
+  const Timestamp at = ports_.clock->Now();
+  ASSIGN_OR_RETURN(
+      ClusterStore::LossResult result,
+      ports_.clusters->LoseCluster(cluster, [&](const Cluster& lost,
+                                                const std::vector<Workload>& held) {
+        std::vector<Transition> transitions;
+        transitions.reserve(held.size());
+        const AttemptEnded end{AttemptEnd::kClusterLost, lost.info.name, at, detail, "failover"};
+        for (const Workload& w : held) transitions.push_back(EndAttempt(w, end));
+        return transitions;
+      }));
+  ClusterLoss loss;
+  loss.epoch = result.cluster.epoch;
+  std::vector<WorkloadEvent> events;
+  for (const TransitionResult& r : result.transitions) {
+    if (!r.applied || !r.event) continue;
+    (r.event->to == WorkloadState::kPending ? loss.requeued : loss.ended).push_back(r.id);
+    events.push_back(*r.event);
+  }
+  AfterClusterCommit(ClusterStateChange{cluster, ClusterState::kUnreachable});
+  ports_.agents->Fence(cluster, loss.epoch);
+  AfterCommit(events);
+  metrics_->ClusterLost(loss.requeued.size(), loss.ended.size());
+  return loss;
+}
+
+absl::Status ControlPlane::ResumeClusterLosses() {
+  ASSIGN_OR_RETURN(std::vector<Cluster> clusters, ports_.clusters->ListClusters(false));
+  for (const Cluster& c : clusters) {
+    if (c.state != ClusterState::kUnreachable) continue;
+    ASSIGN_OR_RETURN(std::vector<Workload> held, ports_.workloads->ListActive(c.info.name));
+    if (held.empty()) continue;
+    ASSIGN_OR_RETURN(ClusterLoss loss,
+                     LoseCluster(c.info.name, "declared lost before this server started"));
+    spdlog::warn(
+        "cluster {} was unreachable with {} workload(s) still on it: {} requeued, {} ended",
+        c.info.name, held.size(), loss.requeued.size(), loss.ended.size());
+  }
   return absl::OkStatus();
 }
 

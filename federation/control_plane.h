@@ -55,10 +55,13 @@ struct ControlPlaneOptions {
 // What an agent says about one workload it was handed.
 struct AgentReport {
   WorkloadId id = 0;
-  WorkloadState state = WorkloadState::kUnspecified;  // RUNNING, SUCCEEDED, FAILED, CANCELLED
-  int32_t exit_code = 0;                              // terminal states
+  // RUNNING, SUCCEEDED, FAILED, CANCELLED, or LOST: the agent stopped it by itself because its
+  // lease ran out (the attempt ends as if the cluster had been lost).
+  WorkloadState state = WorkloadState::kUnspecified;
+  int32_t exit_code = 0;  // terminal states
   std::string message;
   std::optional<Timestamp> time;  // when it happened, by the agent's clock
+  uint32_t attempt = 0;           // the attempt it is about; 0: not said (older agents)
 };
 
 // Why a workload is where it is, evaluated now.
@@ -68,6 +71,13 @@ struct Explanation {
   PendingReason reason;     // PENDING and it does not fit now: why, as data
   bool never_fits = false;  // PENDING: no cluster could ever hold it
   std::string fits_now_on;  // PENDING and it fits now: the cluster the scheduler would choose
+};
+
+// What declaring a cluster lost did.
+struct ClusterLoss {
+  uint64_t epoch = 0;                // the cluster's epoch now
+  std::vector<WorkloadId> requeued;  // back to PENDING for another attempt
+  std::vector<WorkloadId> ended;     // LOST, or CANCELLED when a cancel was pending
 };
 
 // The clusters as stored, with the scheduler's view of their free capacity.
@@ -155,9 +165,11 @@ class ControlPlane {
   absl::Status UpdateInventory(const AgentLink& link, const std::vector<NodeInfo>& nodes);
   // The agent is alive.
   absl::Status Heartbeat(AgentLink& link);
-  // Applies status reports in one transaction. Reports on work not handed to this connection
-  // are ignored (and may be acknowledged: they will never apply). INVALID_ARGUMENT for a state
-  // an agent may not report. After OK, everything reported may be acknowledged.
+  // Applies status reports in one transaction. Reports on work not handed to this connection,
+  // or about another attempt than the workload's current one, are ignored (and may be
+  // acknowledged: they will never apply). A LOST report ends the attempt by the failover rule
+  // (federation/failover.h). INVALID_ARGUMENT for a state an agent may not report. After OK,
+  // everything reported may be acknowledged.
   absl::Status ApplyAgentReports(AgentLink& link, const std::vector<AgentReport>& reports);
   // The connection ended.
   void AgentDisconnected(const AgentLink& link);
@@ -194,6 +206,17 @@ class ControlPlane {
 
   // Moves a cluster to `state` (unreachable: no new work goes there).
   absl::Status MarkClusterState(const std::string& cluster, ClusterState state);
+  // The cluster's agent has been silent past the heartbeat timeout (`detail` says so). In one
+  // transaction: the cluster becomes unreachable at a new epoch, and every workload it held
+  // ends its attempt by the one rule of federation/failover.h (back to PENDING if it may retry,
+  // else LOST). Then a connection of its agent still at the old epoch is closed: the agent
+  // registers again, learns the new epoch and is told to stop what it runs. Calling it again
+  // for a cluster already unreachable keeps the epoch and finishes what an interrupted call
+  // left (nothing, if nothing is left). NOT_FOUND for an unknown cluster; UNAVAILABLE.
+  absl::StatusOr<ClusterLoss> LoseCluster(const std::string& cluster, const std::string& detail);
+  // Finishes the losses a crash interrupted: every cluster stored unreachable whose workloads
+  // still hold capacity there. The control loop calls it when it becomes the active scheduler.
+  absl::Status ResumeClusterLosses();
   // Placements the scheduler committed.
   void Placed(const std::vector<Workload>& placed);
 
@@ -210,6 +233,10 @@ class ControlPlane {
   // are workloads still on a cluster whose agent must now stop them.
   void AfterCommit(const std::vector<WorkloadEvent>& events,
                    const std::vector<Workload>& cancel_requested = {});
+  // The transitions that end the attempts `lost` reports name (the agent stopped them when its
+  // lease ran out), for those still on link's cluster at the reported attempt.
+  absl::StatusOr<std::vector<Transition>> LeaseEnds(const AgentLink& link,
+                                                    const std::vector<const AgentReport*>& lost);
   // The one after-commit sequence for a cluster: the scheduler learns of the change, then the
   // control loop is woken (work may fit there now, or must stop going there).
   void AfterClusterCommit(const ClusterChange& change);

@@ -34,8 +34,12 @@ class AgentChannel {
   virtual void SendAssignments(const std::vector<Workload>& workloads) = 0;
   // Stop these.
   virtual void SendCancels(const std::vector<WorkloadId>& ids) = 0;
-  // Ends the connection (a newer one for the same cluster took over).
-  virtual void Close(const std::string& why) = 0;
+  // Why a connection is ended: a newer one for the same cluster took over (the agent should not
+  // come straight back: it would take the cluster back and flap), or the cluster moved on to a
+  // new epoch without it (the agent should register again at once).
+  enum class CloseReason { kReplaced, kFenced };
+  // Ends the connection.
+  virtual void Close(CloseReason reason, const std::string& why) = 0;
 };
 
 // "Only one scheduler is active." Not thread-safe: one owner (the control loop).
@@ -62,6 +66,9 @@ class ControlMetrics {
   virtual void PendingQueue(int /*length*/) {}
   // Workloads in the store in `state` (ControlPlane::RefreshGauges reports every state).
   virtual void WorkloadsInState(WorkloadState /*state*/, int64_t /*count*/) {}
+  // A cluster was declared lost: `requeued` workloads went back to PENDING for another attempt,
+  // `ended` ended (LOST, or CANCELLED when a cancel was pending).
+  virtual void ClusterLost(size_t /*requeued*/, size_t /*ended*/) {}
 };
 
 }  // namespace gpufed

@@ -4,6 +4,7 @@
 
 #include "federation/control_plane.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -45,12 +46,16 @@ class FakeChannel final : public AgentChannel {
   void SendCancels(const std::vector<WorkloadId>& ids) override {
     cancelled.insert(cancelled.end(), ids.begin(), ids.end());
   }
-  void Close(const std::string& why) override { closed = true; }
+  void Close(CloseReason reason, const std::string& why) override {
+    closed = true;
+    close_reasons.push_back(reason);
+  }
 
   std::vector<uint64_t> registered_epochs;
   std::vector<WorkloadId> assigned;
   std::vector<WorkloadId> cancelled;
   bool closed = false;
+  std::vector<CloseReason> close_reasons;
 };
 
 // What the use cases counted.
@@ -81,6 +86,14 @@ WorkloadSpec Job(const std::string& tenant = "acme", uint32_t gpus = 1) {
   s.project = "p";
   s.name = "job";
   s.gpus_per_replica = gpus;
+  return s;
+}
+
+// A job that may be placed again after its cluster is lost, up to `attempts` placements.
+WorkloadSpec Restartable(uint32_t attempts = 3, uint32_t gpus = 1) {
+  WorkloadSpec s = Job("acme", gpus);
+  s.retry.max_attempts = attempts;
+  s.retry.on_cluster_lost = true;
   return s;
 }
 
@@ -133,6 +146,24 @@ class ControlPlaneTest : public testing::PlaneTestBase {
     r.state = state;
     return plane_.ApplyAgentReports(*links_.at(cluster), {r});
   }
+
+  absl::Status ReportAttempt(const std::string& cluster, WorkloadId id, WorkloadState state,
+                             uint32_t attempt) {
+    AgentReport r;
+    r.id = id;
+    r.state = state;
+    r.attempt = attempt;
+    return plane_.ApplyAgentReports(*links_.at(cluster), {r});
+  }
+
+  Workload MustGet(WorkloadId id) {
+    absl::StatusOr<Workload> w = store_.Get(id);
+    EXPECT_OK(w);
+    return w.ok() ? *w : Workload{};
+  }
+
+  // Keeps `cluster` heard from, as its agent's heartbeats would.
+  void Heartbeat(const std::string& cluster) { ASSERT_OK(plane_.Heartbeat(*links_.at(cluster))); }
 
   FakeLeader leader_;
   CountingMetrics metrics_;
@@ -661,20 +692,192 @@ TEST_F(ControlPlaneTest, AnAgentFrozenPastTheTimeoutIsFencedUntilItRegistersAgai
               StatusIs(absl::StatusCode::kUnavailable));
   Cluster c = testing::MakeCluster("c1", 1, 8, "H100-80GB");
   EXPECT_THAT(plane_.UpdateInventory(*old_link, c.nodes), StatusIs(absl::StatusCode::kUnavailable));
+  // What it said changed nothing; the loss itself ended the work (no retry policy).
   ASSERT_OK_AND_ASSIGN(Workload still, store_.Get(r.workload.id));
-  EXPECT_EQ(still.state, WorkloadState::kPlaced);
+  EXPECT_EQ(still.state, WorkloadState::kLost);
+  EXPECT_THAT(events_.States(r.workload.id),
+              ElementsAre(WorkloadState::kPending, WorkloadState::kPlaced, WorkloadState::kLost));
   clock_.Advance(std::chrono::seconds(31));
   EXPECT_THAT(Step().lost_clusters, IsEmpty()) << "reported once";
   ASSERT_OK_AND_ASSIGN(Cluster still_lost, store_.GetCluster("c1"));
   EXPECT_EQ(still_lost.state, ClusterState::kUnreachable);
 
-  // It registers again: the cluster is back, at the newer epoch, and its work is re-sent.
-  std::shared_ptr<FakeChannel> back = Register("c1");
+  // It registers again, still running the work: the cluster is back, at the newer epoch. The
+  // work has no retry policy, so the loss ended it LOST: nothing is re-sent, and the agent is
+  // told to stop it.
+  AgentReport still_running{r.workload.id, WorkloadState::kRunning, 0, "", std::nullopt};
+  std::shared_ptr<FakeChannel> back = Register("c1", 1, {still_running});
   ASSERT_OK_AND_ASSIGN(Cluster ready, store_.GetCluster("c1"));
   EXPECT_EQ(ready.state, ClusterState::kReady);
   EXPECT_EQ(links_.at("c1")->epoch(), lost.epoch);
-  EXPECT_THAT(back->assigned, ElementsAre(r.workload.id));
-  ASSERT_OK(Report("c1", r.workload.id, WorkloadState::kRunning));
+  EXPECT_THAT(back->assigned, IsEmpty());
+  EXPECT_THAT(back->cancelled, ElementsAre(r.workload.id));
+  ASSERT_OK_AND_ASSIGN(Workload ended, store_.Get(r.workload.id));
+  EXPECT_EQ(ended.state, WorkloadState::kLost);
+}
+
+// ---- Failover ---------------------------------------------------------------------------------
+
+// A cluster silent past the timeout is declared lost: its restartable work goes back to PENDING
+// with a reason that says where and when, and is placed on another cluster as attempt 2; work
+// without a retry policy ends LOST. Each step is published, and the lost cluster's epoch moves
+// on.
+TEST_F(ControlPlaneTest, ALostClustersRestartableWorkMovesAndTheRestEndsLost) {
+  std::shared_ptr<FakeChannel> c1 = Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult moves, Submit(User("acme"), Restartable()));
+  ASSERT_OK_AND_ASSIGN(SubmitResult stays, Submit(User("acme"), Job()));
+  Step();
+  ASSERT_THAT(c1->assigned, ElementsAre(moves.workload.id, stays.workload.id));
+  EXPECT_EQ(MustGet(moves.workload.id).attempts, 1u);
+  std::shared_ptr<FakeChannel> c2 = Register("c2");
+
+  clock_.Advance(std::chrono::seconds(31));
+  Heartbeat("c2");
+  StepResult step = Step();
+  EXPECT_THAT(step.lost_clusters, ElementsAre("c1"));
+  ASSERT_OK_AND_ASSIGN(Cluster lost, store_.GetCluster("c1"));
+  EXPECT_EQ(lost.state, ClusterState::kUnreachable);
+  EXPECT_EQ(lost.epoch, 2u);
+
+  const Workload ended = MustGet(stays.workload.id);
+  EXPECT_EQ(ended.state, WorkloadState::kLost);
+  EXPECT_TRUE(ended.end_time.has_value());
+  EXPECT_THAT(events_.States(stays.workload.id),
+              ElementsAre(WorkloadState::kPending, WorkloadState::kPlaced, WorkloadState::kLost));
+
+  // The same step placed it again, on c2.
+  const Workload moved = MustGet(moves.workload.id);
+  EXPECT_EQ(moved.state, WorkloadState::kPlaced);
+  EXPECT_EQ(moved.assignment.cluster, "c2");
+  EXPECT_EQ(moved.attempts, 2u);
+  EXPECT_THAT(c2->assigned, ElementsAre(moves.workload.id));
+  EXPECT_THAT(events_.States(moves.workload.id),
+              ElementsAre(WorkloadState::kPending, WorkloadState::kPlaced, WorkloadState::kPending,
+                          WorkloadState::kPlaced));
+}
+
+TEST_F(ControlPlaneTest, ARequeuedWorkloadWaitsWithAReasonNamingTheLoss) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Restartable(2)));
+  Step();
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_THAT(Step().lost_clusters, ElementsAre("c1"));  // nowhere else to go
+  const Workload w = MustGet(r.workload.id);
+  EXPECT_EQ(w.state, WorkloadState::kPending);
+  // The scheduler's judgement (nothing fits now) replaces the loss's reason in a later cycle;
+  // the event the loss published carries the loss's.
+  const auto requeue =
+      std::find_if(events_.events.begin(), events_.events.end(), [&](const WorkloadEvent& e) {
+        return e.workload.id == r.workload.id && e.from == WorkloadState::kPlaced &&
+               e.to == WorkloadState::kPending;
+      });
+  ASSERT_NE(requeue, events_.events.end());
+  const PendingReason& why = requeue->workload.pending_reason;
+  EXPECT_EQ(why.code, ReasonCode::kClusterLost);
+  EXPECT_EQ(why.Text(figure::kCluster), "c1");
+  EXPECT_EQ(why.Int(figure::kAttempt), 1);
+  EXPECT_EQ(why.Int(figure::kMaxAttempts), 2);
+}
+
+TEST_F(ControlPlaneTest, WorkOnItsLastAttemptEndsLostInsteadOfMoving) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Restartable(1)));
+  Step();
+  clock_.Advance(std::chrono::seconds(31));
+  Step();
+  EXPECT_EQ(MustGet(r.workload.id).state, WorkloadState::kLost);
+}
+
+TEST_F(ControlPlaneTest, ACancelPendingWhenTheClusterIsLostEndsCancelled) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Restartable()));
+  Step();
+  ASSERT_OK(plane_.Cancel(User("acme"), r.workload.id, "no longer needed"));
+  clock_.Advance(std::chrono::seconds(31));
+  Step();
+  EXPECT_EQ(MustGet(r.workload.id).state, WorkloadState::kCancelled);
+}
+
+// A report about an earlier attempt (the workload was moved away and placed on this cluster
+// again) must not move the current attempt; one about the current attempt does.
+TEST_F(ControlPlaneTest, AReportAboutAnEarlierAttemptChangesNothing) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Restartable()));
+  Step();
+  clock_.Advance(std::chrono::seconds(31));
+  Step();
+  Register("c1");  // back, and the only place for it
+  Step();
+  const Workload again = MustGet(r.workload.id);
+  ASSERT_EQ(again.state, WorkloadState::kPlaced);
+  ASSERT_EQ(again.attempts, 2u);
+
+  ASSERT_OK(ReportAttempt("c1", r.workload.id, WorkloadState::kFailed, 1));
+  EXPECT_EQ(MustGet(r.workload.id).state, WorkloadState::kPlaced);
+  ASSERT_OK(ReportAttempt("c1", r.workload.id, WorkloadState::kRunning, 2));
+  EXPECT_EQ(MustGet(r.workload.id).state, WorkloadState::kRunning);
+}
+
+// An agent whose lease ran out stopped its restartable work and says so (LOST) before the
+// server declared the cluster lost: the attempt ends as a loss (back to PENDING), the cluster
+// stays as it is.
+TEST_F(ControlPlaneTest, AnAgentsLeaseStopEndsTheAttemptAsALoss) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult moves, Submit(User("acme"), Restartable()));
+  ASSERT_OK_AND_ASSIGN(SubmitResult stays, Submit(User("acme"), Job()));
+  Step();
+  ASSERT_OK(Report("c1", moves.workload.id, WorkloadState::kRunning));
+  ASSERT_OK(ReportAttempt("c1", moves.workload.id, WorkloadState::kLost, 2));  // not its attempt
+  EXPECT_EQ(MustGet(moves.workload.id).state, WorkloadState::kRunning);
+  ASSERT_OK(ReportAttempt("c1", moves.workload.id, WorkloadState::kLost, 1));
+  const Workload w = MustGet(moves.workload.id);
+  EXPECT_EQ(w.state, WorkloadState::kPending);
+  EXPECT_EQ(w.pending_reason.code, ReasonCode::kClusterLost);
+  ASSERT_OK(Report("c1", stays.workload.id, WorkloadState::kLost));
+  EXPECT_EQ(MustGet(stays.workload.id).state, WorkloadState::kLost);
+  ASSERT_OK_AND_ASSIGN(Cluster c, store_.GetCluster("c1"));
+  EXPECT_EQ(c.state, ClusterState::kReady);
+  EXPECT_EQ(c.epoch, 1u);
+}
+
+// A loss interrupted before its workloads were moved (the cluster is stored unreachable, its
+// work still on it) is finished by whichever server next becomes the active scheduler.
+TEST_F(ControlPlaneTest, AnInterruptedLossIsFinishedByTheNextLeader) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Restartable()));
+  Step();
+  ASSERT_OK(store_.SetClusterState("c1", ClusterState::kUnreachable));  // and then it crashed
+  ASSERT_EQ(MustGet(r.workload.id).state, WorkloadState::kPlaced);
+
+  Scheduler next_scheduler(&store_, &store_);
+  AgentRegistry next_agents(&clock_);
+  ControlPlanePorts ports = Ports();
+  ports.scheduler = &next_scheduler;
+  ports.agents = &next_agents;
+  ControlPlane next_plane(ports);
+  FakeLeader next_leader;
+  ControlLoop next_loop(&next_plane, &next_scheduler, &next_agents, &next_leader, &clock_, nullptr,
+                        LoopOptions());
+  EXPECT_TRUE(next_loop.RunOnce(clock_.Monotonic()).leading);
+  EXPECT_EQ(MustGet(r.workload.id).state, WorkloadState::kPending);  // c1 was its only place
+  ASSERT_FALSE(events_.events.empty());
+  const WorkloadEvent& requeue = events_.events.back();
+  EXPECT_EQ(requeue.workload.id, r.workload.id);
+  EXPECT_EQ(requeue.from, WorkloadState::kPlaced);
+  EXPECT_EQ(requeue.to, WorkloadState::kPending);
+  EXPECT_EQ(requeue.workload.pending_reason.code, ReasonCode::kClusterLost);
+}
+
+// A connection that registered at the old epoch while the loss was being declared is closed
+// (fenced) so that its agent registers again and learns the new epoch.
+TEST_F(ControlPlaneTest, DeclaringALossFencesAConnectionAtTheOldEpoch) {
+  std::shared_ptr<FakeChannel> current = Register("c1");
+  ASSERT_OK(plane_.LoseCluster("c1", "test"));
+  EXPECT_TRUE(current->closed);
+  EXPECT_THAT(current->close_reasons, ElementsAre(AgentChannel::CloseReason::kFenced));
+  std::shared_ptr<FakeChannel> back = Register("c1");
+  EXPECT_THAT(back->registered_epochs, ElementsAre(2u));
+  EXPECT_FALSE(back->closed);
 }
 
 // An old stream that ends after a newer one took over must not unhook the newer one.
