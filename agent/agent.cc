@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "federation/mig.h"
 #include "federation/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -30,6 +31,8 @@ constexpr int kKeepaliveTimeoutMs = 20'000;
 // How long the reader waits for the sender to notice a finished stream before cancelling it.
 constexpr absl::Duration kSenderExitWait = absl::Seconds(2);
 constexpr absl::Duration kMinHeartbeat = absl::Milliseconds(10);
+// Heartbeats remembered until answered (their answer extends the lease from when they were sent).
+constexpr size_t kMaxUnansweredHeartbeats = 64;
 // Repeated connection failures are logged at warning level once per this many attempts.
 constexpr int kFailureLogEvery = 12;
 
@@ -141,6 +144,8 @@ AgentStats Agent::Stats() const {
   s.duplicate_assignments = duplicate_assignments_;
   s.repartitions_applied = repartitions_applied_;
   s.inventory_updates_sent = inventory_updates_sent_;
+  s.lease_expiries = lease_expiries_;
+  s.lease_stops = lease_stops_;
   return s;
 }
 
@@ -156,6 +161,7 @@ absl::Duration Agent::Jitter(absl::Duration d) {
 }
 
 void Agent::Run() {
+  std::thread lease([this] { LeaseLoop(); });
   absl::Duration backoff = options_.initial_backoff;
   int failures = 0;
   while (true) {
@@ -208,6 +214,7 @@ void Agent::Run() {
       if (WaitChanged(deadline)) break;
     }
   }
+  lease.join();
   spdlog::info("agent stopped");
 }
 
@@ -266,6 +273,15 @@ bool Agent::RunStream(grpc::Status* final_status) {
       registered_ = true;
       ++registrations_;
       registered = true;
+      heartbeats_sent_.clear();
+      const absl::Duration lease = FromProto(reg.lease());
+      lease_ = std::max(lease, absl::ZeroDuration());
+      if (lease_ > absl::ZeroDuration()) {
+        ExtendLeaseLocked(register_sent_ + absl::ToChronoNanoseconds(lease_));
+      } else {
+        lease_until_ = MonotonicTime::min();  // a server that grants no lease
+        lease_expired_ = false;
+      }
       // Everything unacknowledged goes out again, oldest first: the server's handlers are
       // idempotent, and the old stream may have died with any of it in flight.
       send_queue_.clear();
@@ -311,6 +327,7 @@ void Agent::SendLoop(Stream* stream) {
   {
     absl::MutexLock lock(&mu_);
     reg = BuildRegister();
+    register_sent_ = Mono();
   }
   const bool wrote = stream->rw->Write(reg);
 
@@ -373,6 +390,9 @@ void Agent::SendLoop(Stream* stream) {
       m.set_seq(++seq_);
       m.set_epoch(epoch_);
       m.mutable_heartbeat()->set_running(static_cast<uint32_t>(active_count_));
+      // Its answer extends the lease from now; a few unanswered ones are plenty to remember.
+      heartbeats_sent_.emplace_back(m.seq(), now);
+      if (heartbeats_sent_.size() > kMaxUnansweredHeartbeats) heartbeats_sent_.pop_front();
       out.push_back(std::move(m));
       next_heartbeat = After(heartbeat_interval_);
     }
@@ -408,6 +428,9 @@ void Agent::Dispatch(const v1::ServerMessage& msg) {
     case v1::ServerMessage::kAck:
       HandleAck(msg.ack());
       break;
+    case v1::ServerMessage::kLease:
+      HandleLease(msg.lease());
+      break;
     case v1::ServerMessage::kRegistered:
       spdlog::warn("ignoring a second Registered on the same stream");
       break;
@@ -417,8 +440,23 @@ void Agent::Dispatch(const v1::ServerMessage& msg) {
   }
 }
 
+Agent::Record Agent::NewRecord(const v1::WorkAssignment& a) {
+  Record r;
+  r.epoch = a.assignment().epoch() != 0 ? a.assignment().epoch() : epoch_;
+  r.attempt = a.attempt();
+  r.stop_on_lease = a.stop_when_lease_expires();
+  r.time = Now();
+  for (const v1::ReplicaAssignment& ra : a.assignment().replicas()) {
+    for (const std::string& uuid : ra.gpu_uuids()) {
+      r.gpus.push_back(GpuUse{ra.node(), uuid, ra.mig_profile(), ra.mig_start()});
+    }
+  }
+  return r;
+}
+
 void Agent::HandleAssign(const v1::AssignBatch& batch) {
   std::vector<const v1::WorkAssignment*> to_start;
+  std::vector<std::string> to_cancel;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;  // do not start what Shutdown would kill unreported
@@ -431,6 +469,17 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
         continue;
       }
       auto it = workloads_.find(id);
+      if (it != workloads_.end() && a.attempt() > it->second.attempt) {
+        // A later attempt of a workload known from an earlier one (it was moved away and
+        // placed here again). The earlier run must end before this one starts.
+        if (IsActive(it->second.state)) {
+          it->second.next = a;
+          to_cancel.push_back(id);
+          continue;
+        }
+        workloads_.erase(it);
+        it = workloads_.end();
+      }
       if (it != workloads_.end()) {
         // Known (running or ended): never start twice. An ended one is re-reported, since
         // the server evidently missed its end.
@@ -450,6 +499,7 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
         Record r;
         r.state = v1::WORKLOAD_STATE_UNSPECIFIED;
         r.epoch = a.assignment().epoch();
+        r.attempt = a.attempt();
         auto [inserted, ok] = workloads_.emplace(id, std::move(r));
         Finish(id, inserted->second, v1::WORKLOAD_STATE_FAILED, 0,
                absl::StrCat("not started: placed under cluster epoch ", a.assignment().epoch(),
@@ -457,21 +507,18 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
                now);
         continue;
       }
-      Record r;
-      r.epoch = a.assignment().epoch() != 0 ? a.assignment().epoch() : epoch_;
-      r.time = now;
-      for (const v1::ReplicaAssignment& ra : a.assignment().replicas()) {
-        for (const std::string& uuid : ra.gpu_uuids()) {
-          r.gpus.push_back(GpuUse{ra.node(), uuid, ra.mig_profile(), ra.mig_start()});
-        }
-      }
-      workloads_.emplace(id, std::move(r));
+      workloads_.emplace(id, NewRecord(a));
       ++active_count_;
       to_start.push_back(&a);
     }
     if (stale > 0) {
       spdlog::warn("refused {} assignment(s) placed under another epoch than {}", stale, epoch_);
     }
+  }
+  for (const std::string& id : to_cancel) {
+    spdlog::info("workload {}: a later attempt arrived; stopping the earlier run first", id);
+    const absl::Status s = backend_->Cancel(id);
+    if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("cancel {}: {}", id, s.ToString());
   }
   // Up to parallel_starts at once (the backend is thread-safe); the batch is done when all
   // are. Layout changes depend on what the batch's earlier work changed: those go in order.
@@ -494,6 +541,16 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
 }
 
 void Agent::StartOne(const v1::WorkAssignment& work) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workloads_.find(work.workload_id());
+    if (it != workloads_.end() && it->second.lease_stopped && IsActive(it->second.state)) {
+      // The lease ran out before it started: it must not start now.
+      Finish(work.workload_id(), it->second, v1::WORKLOAD_STATE_LOST, 0,
+             "not started: the agent's lease ran out", Now());
+      return;
+    }
+  }
   // MIG layout changes come first: the replicas may need the instances they create.
   const absl::Status repartitioned = ApplyRepartitions(work);
   const absl::Status started = repartitioned.ok() ? backend_->Start(work) : repartitioned;
@@ -637,17 +694,74 @@ void Agent::HandleAck(const v1::StatusAck& ack) {
     outbox_.erase(it);
   };
   for (const v1::WorkloadStatus& s : ack.statuses()) {
-    remove({s.workload_id(), s.state()});
+    remove({s.workload_id(), s.state(), s.attempt()});
     if (!IsTerminal(s.state())) continue;
-    // The end supersedes RUNNING: the server needs no older news of this workload.
-    remove({s.workload_id(), v1::WORKLOAD_STATE_RUNNING});
+    // The end supersedes RUNNING: the server needs no older news of this attempt.
+    remove({s.workload_id(), v1::WORKLOAD_STATE_RUNNING, s.attempt()});
     auto it = workloads_.find(s.workload_id());
-    if (it != workloads_.end() && it->second.state == s.state()) {
+    if (it != workloads_.end() && it->second.state == s.state() &&
+        it->second.attempt == s.attempt()) {
       it->second.terminal_acked = true;
     }
   }
   Forget(Mono());
   changed_.SignalAll();
+}
+
+void Agent::HandleLease(const v1::LeaseRenewal& renewal) {
+  absl::MutexLock lock(&mu_);
+  std::optional<MonotonicTime> sent;
+  while (!heartbeats_sent_.empty() && heartbeats_sent_.front().first <= renewal.heartbeat_seq()) {
+    if (heartbeats_sent_.front().first == renewal.heartbeat_seq()) {
+      sent = heartbeats_sent_.front().second;
+    }
+    heartbeats_sent_.pop_front();
+  }
+  const absl::Duration lease = FromProto(renewal.lease());
+  if (!sent || lease <= absl::ZeroDuration()) return;  // not a heartbeat of this stream
+  lease_ = lease;
+  ExtendLeaseLocked(*sent + absl::ToChronoNanoseconds(lease));
+}
+
+void Agent::ExtendLeaseLocked(MonotonicTime until) {
+  lease_until_ = std::max(lease_until_, until);
+  if (lease_expired_ && lease_until_ > Mono()) {
+    lease_expired_ = false;
+    spdlog::info("lease renewed: the server answers again");
+  }
+  changed_.SignalAll();
+}
+
+void Agent::LeaseLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    const bool held = lease_until_ != MonotonicTime::min() && !lease_expired_;
+    if (held && Mono() >= lease_until_) {
+      lease_expired_ = true;
+      ++lease_expiries_;
+      std::vector<std::string> stop;
+      for (auto& [id, r] : workloads_) {
+        if (IsActive(r.state) && r.stop_on_lease && !r.lease_stopped) {
+          r.lease_stopped = true;
+          stop.push_back(id);
+        }
+      }
+      lease_stops_ += stop.size();
+      spdlog::warn(
+          "lease ran out: no answer from the server for {}; stopping {} workload(s) it will "
+          "place elsewhere",
+          absl::FormatDuration(lease_), stop.size());
+      // Without the lock: the backend's stop may take a while, and its events take the lock.
+      mu_.Unlock();
+      for (const std::string& id : stop) {
+        const absl::Status s = backend_->Cancel(id);
+        if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("lease stop {}: {}", id, s.ToString());
+      }
+      mu_.Lock();
+      continue;
+    }
+    WaitChanged(held ? lease_until_ : After(absl::Hours(1)));
+  }
 }
 
 void Agent::ClockMoved() {
@@ -656,24 +770,44 @@ void Agent::ClockMoved() {
 }
 
 void Agent::OnEvent(WorkloadEvent event) {
-  absl::MutexLock lock(&mu_);
-  auto it = workloads_.find(event.workload_id);
-  if (it == workloads_.end()) {
-    spdlog::warn("backend reported workload {} that the agent does not know", event.workload_id);
-    return;
-  }
-  Record& r = it->second;
-  if (IsTerminal(r.state)) return;  // exactly one end per workload
-  if (event.state == v1::WORKLOAD_STATE_RUNNING) {
-    if (r.state == v1::WORKLOAD_STATE_RUNNING) return;
-    r.state = v1::WORKLOAD_STATE_RUNNING;
-    r.time = event.time;
-    r.message = std::move(event.message);
-    Enqueue(StatusOf(event.workload_id, r));
-  } else if (IsTerminal(event.state)) {
+  std::optional<v1::WorkAssignment> next;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workloads_.find(event.workload_id);
+    if (it == workloads_.end()) {
+      spdlog::warn("backend reported workload {} that the agent does not know", event.workload_id);
+      return;
+    }
+    Record& r = it->second;
+    if (IsTerminal(r.state)) return;  // exactly one end per workload
+    if (event.state == v1::WORKLOAD_STATE_RUNNING) {
+      if (r.state == v1::WORKLOAD_STATE_RUNNING) return;
+      r.state = v1::WORKLOAD_STATE_RUNNING;
+      r.time = event.time;
+      r.message = std::move(event.message);
+      spdlog::info("workload {} attempt {}: RUNNING", event.workload_id, r.attempt);
+      Enqueue(StatusOf(event.workload_id, r));
+      return;
+    }
+    if (!IsTerminal(event.state)) return;
+    if (r.lease_stopped && event.state == v1::WORKLOAD_STATE_CANCELLED) {
+      // Stopped by the agent itself: the server ends the attempt as its cluster's loss.
+      event.state = v1::WORKLOAD_STATE_LOST;
+      event.message = absl::StrCat("stopped by the agent: its lease ran out (",
+                                   absl::FormatDuration(lease_), " without an answer)");
+    }
+    spdlog::info(
+        "workload {} attempt {}: {} {}", event.workload_id, r.attempt,
+        std::string(absl::StripPrefix(v1::WorkloadState_Name(event.state), "WORKLOAD_STATE_")),
+        event.message);
     Finish(event.workload_id, r, event.state, event.exit_code, std::move(event.message),
            event.time);
+    if (!r.next) return;
+    next = std::move(r.next);
+    r = NewRecord(*next);
+    ++active_count_;
   }
+  StartOne(*next);
 }
 
 void Agent::Finish(const std::string& id, Record& r, v1::WorkloadState state, int32_t exit_code,
@@ -713,11 +847,12 @@ v1::WorkloadStatus Agent::StatusOf(const std::string& id, const Record& r) const
   s.set_message(r.message);
   *s.mutable_time() = ToProto(r.time);
   s.set_epoch(r.epoch);
+  s.set_attempt(r.attempt);
   return s;
 }
 
 void Agent::Enqueue(v1::WorkloadStatus status) {
-  StatusKey key{status.workload_id(), status.state()};
+  StatusKey key{status.workload_id(), status.state(), status.attempt()};
   auto [it, inserted] = outbox_.try_emplace(key);
   if (inserted) {
     it->second.order = next_order_++;

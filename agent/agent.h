@@ -7,8 +7,11 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -73,6 +76,9 @@ struct AgentStats {
   uint64_t repartitions_applied = 0;
   // InventoryUpdate messages written to the server.
   uint64_t inventory_updates_sent = 0;
+  // Times the lease ran out, and workloads the agent stopped by itself then.
+  uint64_t lease_expiries = 0;
+  uint64_t lease_stops = 0;
 };
 
 // The agent's side of AgentService.Connect (docs/domain.md#agents-and-fencing): dials the server,
@@ -80,6 +86,13 @@ struct AgentStats {
 // change at least once until the server acknowledges it. Work keeps running while the server is
 // away; on reconnect the agent re-registers with everything it still runs or has not had
 // acknowledged, and an assignment it already knows (running or ended) is never started twice.
+//
+// The lease (docs/agent.md#lease): every Registered and every answered heartbeat extends it to
+// the granted length from when that message was sent. When it runs out, whether the stream is
+// up or not, the agent stops by itself every workload the server would move elsewhere
+// (WorkAssignment.stop_when_lease_expires) and reports each LOST once it can, so that a
+// partitioned cluster never runs what the server has placed again. A new lease (the agent
+// reached the server again) ends that.
 //
 // Thread-safe. Run() drives the connection; Shutdown() and Stats() may be called from any other
 // thread. Destroy the agent only after Run() has returned.
@@ -111,8 +124,8 @@ class Agent {
   [[nodiscard]] const Backend& backend() const { return *backend_; }
 
  private:
-  // (workload id, state): how the server's acks name statuses.
-  using StatusKey = std::pair<std::string, int>;
+  // (workload id, state, attempt): how the server's acks name statuses.
+  using StatusKey = std::tuple<std::string, int, uint32_t>;
 
   // What one replica of an active workload holds on one GPU.
   struct GpuUse {
@@ -127,9 +140,14 @@ class Agent {
     int32_t exit_code = 0;
     std::string message;
     absl::Time time;
-    uint64_t epoch = 0;  // the assignment's epoch
+    uint64_t epoch = 0;    // the assignment's epoch
+    uint32_t attempt = 0;  // the assignment's attempt
     bool terminal_acked = false;
-    std::vector<GpuUse> gpus;  // while active, for checking repartitions
+    bool stop_on_lease = false;  // WorkAssignment.stop_when_lease_expires
+    bool lease_stopped = false;  // the agent stopped it: its lease ran out
+    std::vector<GpuUse> gpus;    // while active, for checking repartitions
+    // A later attempt handed over while this one still runs: started once this one has ended.
+    std::optional<v1::WorkAssignment> next;
   };
   struct OutboxEntry {
     v1::WorkloadStatus status;
@@ -153,6 +171,13 @@ class Agent {
   void HandleAssign(const v1::AssignBatch& batch);
   void HandleCancel(const v1::CancelBatch& batch);
   void HandleAck(const v1::StatusAck& ack);
+  void HandleLease(const v1::LeaseRenewal& renewal);
+  // The lease runs at least until `until`.
+  void ExtendLeaseLocked(MonotonicTime until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for the lease to run out and stops what it must; until Shutdown.
+  void LeaseLoop();
+  // A new record for `a`, active (starting).
+  Record NewRecord(const v1::WorkAssignment& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnEvent(WorkloadEvent event);
   // Applies the assignment's MIG repartitions to the inventory (through the backend), in order,
   // before its replicas start. INVALID_ARGUMENT naming the repartition when it names an unknown
@@ -209,6 +234,17 @@ class Agent {
   uint64_t inventory_updates_sent_ ABSL_GUARDED_BY(mu_) = 0;
   // Workloads starting or running (Heartbeat.running).
   size_t active_count_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // The lease: how long each grant runs (zero: the server grants none), when the current one
+  // runs out (min(): never granted), whether it has run out, and the heartbeats of this stream
+  // not answered yet (seq, when sent), oldest first.
+  absl::Duration lease_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  MonotonicTime lease_until_ ABSL_GUARDED_BY(mu_) = MonotonicTime::min();
+  bool lease_expired_ ABSL_GUARDED_BY(mu_) = false;
+  MonotonicTime register_sent_ ABSL_GUARDED_BY(mu_){};
+  std::deque<std::pair<uint64_t, MonotonicTime>> heartbeats_sent_ ABSL_GUARDED_BY(mu_);
+  uint64_t lease_expiries_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t lease_stops_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::flat_hash_map<std::string, Record> workloads_ ABSL_GUARDED_BY(mu_);
   // Ended workloads in the order they ended, for Forget().

@@ -1,5 +1,7 @@
 #include "api/agent_service.h"
 
+#include <google/protobuf/util/time_util.h>
+
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -26,6 +28,10 @@ constexpr size_t kMaxInbox = 256;
 
 class AgentStream;
 
+google::protobuf::Duration DurationToProto(std::chrono::milliseconds d) {
+  return google::protobuf::util::TimeUtil::MillisecondsToDuration(d.count());
+}
+
 // The AgentChannel the control plane holds: forwards to the stream while it lives.
 class ChannelHandle final : public AgentChannel {
  public:
@@ -33,7 +39,7 @@ class ChannelHandle final : public AgentChannel {
   void SendRegistered(const Cluster& cluster) override;
   void SendAssignments(const std::vector<Workload>& workloads) override;
   void SendCancels(const std::vector<WorkloadId>& ids) override;
-  void Close(const std::string& why) override;
+  void Close(CloseReason reason, const std::string& why) override;
   void Forget() {
     absl::MutexLock lock(&mu_);
     stream_ = nullptr;
@@ -152,7 +158,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     Finish(status);
   }
 
-  std::chrono::milliseconds heartbeat_interval() const { return ctx_.heartbeat_interval; }
+  [[nodiscard]] const ApiContext& ctx() const { return ctx_; }
 
  private:
   bool TakeNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -231,8 +237,15 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     switch (m.body_case()) {
       case v1::AgentMessage::kRegister:
         return absl::FailedPreconditionError("register: already registered on this stream");
-      case v1::AgentMessage::kHeartbeat:
-        return ctx_.plane->Heartbeat(*link_);
+      case v1::AgentMessage::kHeartbeat: {
+        RETURN_IF_ERROR(ctx_.plane->Heartbeat(*link_));
+        // Only a connection that still speaks for its cluster renews the agent's lease.
+        v1::ServerMessage renewal;
+        renewal.mutable_lease()->set_heartbeat_seq(m.seq());
+        *renewal.mutable_lease()->mutable_lease() = DurationToProto(ctx_.agent_lease);
+        Send(std::move(renewal));
+        return absl::OkStatus();
+      }
       case v1::AgentMessage::kStatus:
         return absl::InternalError("status reports are handled in batches");
       case v1::AgentMessage::kInventory:
@@ -270,6 +283,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       v1::WorkloadStatus* a = ack.mutable_ack()->add_statuses();
       a->set_workload_id(s->workload_id());
       a->set_state(s->state());
+      a->set_attempt(s->attempt());
     }
     RETURN_IF_ERROR(ctx_.plane->ApplyAgentReports(*link_, reports));
     // Only after the commit: the agent forgets what was acknowledged.
@@ -321,9 +335,8 @@ void ChannelHandle::SendRegistered(const Cluster& cluster) {
     v1::Registered* r = m.mutable_registered();
     r->set_cluster(cluster.info.name);
     r->set_epoch(cluster.epoch);
-    const auto ms = s.heartbeat_interval().count();
-    r->mutable_heartbeat_interval()->set_seconds(ms / 1000);
-    r->mutable_heartbeat_interval()->set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
+    *r->mutable_heartbeat_interval() = DurationToProto(s.ctx().heartbeat_interval);
+    *r->mutable_lease() = DurationToProto(s.ctx().agent_lease);
     s.Send(std::move(m));
   });
 }
@@ -342,8 +355,11 @@ void ChannelHandle::SendCancels(const std::vector<WorkloadId>& ids) {
   });
 }
 
-void ChannelHandle::Close(const std::string& why) {
-  WithStream([&](AgentStream& s) { s.FinishOnce(grpc::Status(grpc::StatusCode::ABORTED, why)); });
+void ChannelHandle::Close(CloseReason reason, const std::string& why) {
+  // The agent waits its longest backoff after ABORTED, and redials at once after UNAVAILABLE.
+  const grpc::StatusCode code =
+      reason == CloseReason::kReplaced ? grpc::StatusCode::ABORTED : grpc::StatusCode::UNAVAILABLE;
+  WithStream([&](AgentStream& s) { s.FinishOnce(grpc::Status(code, why)); });
 }
 
 }  // namespace

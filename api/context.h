@@ -25,7 +25,10 @@ struct ApiContext {
   Metrics* metrics = nullptr;
   const Clock* clock = nullptr;
   // How often agents must heartbeat (told to each agent when it registers).
-  std::chrono::milliseconds heartbeat_interval{5000};
+  std::chrono::milliseconds heartbeat_interval{2000};
+  // The lease each registration and answered heartbeat grants an agent (shorter than the
+  // heartbeat timeout by a safety margin).
+  std::chrono::milliseconds agent_lease{8000};
 };
 
 }  // namespace gpufed::api

@@ -44,6 +44,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "log_level",
                                 "heartbeat_timeout_seconds",
                                 "heartbeat_interval_ms",
+                                "agent_lease_ms",
                                 "executor_threads",
                                 "placement_policy",
                                 "placement_seed",
@@ -68,6 +69,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "log_level", &config->log_level),
         ReadKey(root, file, "heartbeat_timeout_seconds", &config->heartbeat_timeout_seconds),
         ReadKey(root, file, "heartbeat_interval_ms", &config->heartbeat_interval_ms),
+        ReadKey(root, file, "agent_lease_ms", &config->agent_lease_ms),
         ReadKey(root, file, "executor_threads", &config->executor_threads),
         ReadKey(root, file, "agent_executor_threads", &config->agent_executor_threads),
         ReadKey(root, file, "placement_policy", &config->placement_policy),
@@ -130,6 +132,11 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                  "how often agents heartbeat")
       ->check(CLI::Range(50, 600000))
       ->capture_default_str();
+  app.add_option("--agent-lease-ms", config.agent_lease_ms,
+                 "an agent that cannot renew its lease this long stops its restartable work; "
+                 "0: 40% of the heartbeat timeout")
+      ->check(CLI::Range(0, 3600000))
+      ->capture_default_str();
   app.add_option("--executor-threads", config.executor_threads,
                  "threads for database work behind the user-facing gRPC handlers")
       ->check(CLI::Range(2, 1024))
@@ -161,6 +168,19 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(
         absl::StrCat("placement_policy: unknown policy \"", config.placement_policy,
                      "\" (known: ", absl::StrJoin(gpufed::PolicyNames(), ", "), ")"));
+  }
+  if (config.agent_lease_ms == 0) config.agent_lease_ms = config.heartbeat_timeout_seconds * 400;
+  if (config.agent_lease_ms >= config.heartbeat_timeout_seconds * 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("agent_lease_ms: must be shorter than the heartbeat timeout (",
+                     config.agent_lease_ms, " ms >= ", config.heartbeat_timeout_seconds,
+                     " s): a partitioned agent must stop its work "
+                     "before the server moves it"));
+  }
+  if (config.agent_lease_ms < 2 * config.heartbeat_interval_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "agent_lease_ms: must be at least two heartbeat intervals (", config.agent_lease_ms,
+        " ms < 2 x ", config.heartbeat_interval_ms, " ms): one late heartbeat would stop work"));
   }
   if (config.admin_token_file.empty()) config.admin_token_file = config.data_dir + "/admin.token";
   return config;

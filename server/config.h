@@ -17,8 +17,15 @@ struct ServerConfig {
   std::string admin_token_file;  // empty: data_dir/admin.token
   std::string ready_file;
   std::string log_level = "info";
-  int heartbeat_timeout_seconds = 30;
-  int heartbeat_interval_ms = 5000;
+  // Failover (docs/operations.md#failover): an agent heartbeats every heartbeat_interval_ms;
+  // each answered heartbeat extends its lease to agent_lease_ms from when it was sent, and when
+  // the lease runs out it stops its restartable work by itself; a cluster silent for
+  // heartbeat_timeout_seconds is declared lost and that work is placed elsewhere. The margin
+  // between lease and timeout must cover the agent's stop (its kill grace). agent_lease_ms 0:
+  // 40 % of the timeout.
+  int heartbeat_timeout_seconds = 20;
+  int heartbeat_interval_ms = 2000;
+  int agent_lease_ms = 0;
   // Threads for blocking work behind user calls (reads; a submission leaves its thread at once
   // and completes when its group commits), and, apart from them, for agent streams.
   int executor_threads = 16;

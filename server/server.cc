@@ -169,6 +169,7 @@ absl::Status Server::Start() {
   ctx.metrics = metrics_.get();
   ctx.clock = clock_.get();
   ctx.heartbeat_interval = std::chrono::milliseconds(config_.heartbeat_interval_ms);
+  ctx.agent_lease = std::chrono::milliseconds(config_.agent_lease_ms);
   workload_service_ = std::make_unique<api::WorkloadServiceImpl>(ctx);
   cluster_service_ = std::make_unique<api::ClusterServiceImpl>(ctx);
   tenant_service_ = std::make_unique<api::TenantServiceImpl>(ctx);

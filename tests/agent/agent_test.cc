@@ -696,6 +696,90 @@ TEST_F(AgentTest, StartsABatchInParallelUpToTheLimit) {
   for (int i = 0; i < 12; ++i) EXPECT_EQ(counts_->Get(absl::StrCat("p", i)), 1);
 }
 
+// A status (id, state) about attempt `attempt` arrived in a StatusReport on any stream.
+bool ReportedAttempt(const Log& log, const std::string& id, v1::WorkloadState state,
+                     uint32_t attempt) {
+  for (const auto& stream : log.streams) {
+    for (const v1::WorkloadStatus& s : StatusesOn(stream)) {
+      if (s.workload_id() == id && s.state() == state && s.attempt() == attempt) return true;
+    }
+  }
+  return false;
+}
+
+// The server stops renewing the lease (a partition in effect): when it runs out the agent
+// stops what the server would move elsewhere, reports it LOST, and keeps the rest running; a
+// renewed lease stops nothing more.
+TEST_F(AgentTest, WhenTheLeaseRunsOutOnlyWorkTheServerWillMoveIsStopped) {
+  server_->set_lease(absl::Seconds(1));
+  StartAgent();
+  ASSERT_TRUE(WaitRegistered(0));
+  v1::WorkAssignment movable = SimWork("movable", absl::Hours(1));
+  movable.set_attempt(1);
+  movable.set_stop_when_lease_expires(true);
+  v1::WorkAssignment stays = SimWork("stays", absl::Hours(1));
+  stays.set_attempt(1);
+  ASSERT_TRUE(server_->Send(Assign({movable, stays})));
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    return ReportedAttempt(log, "movable", v1::WORKLOAD_STATE_RUNNING, 1) &&
+           ReportedAttempt(log, "stays", v1::WORKLOAD_STATE_RUNNING, 1);
+  }));
+  // Answered heartbeats keep the lease: several leases' worth of time passes and nothing stops.
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) { return Heartbeats(log) >= 60; }));
+  EXPECT_EQ(agent_->Stats().lease_expiries, 0u);
+
+  server_->set_renew_leases(false);
+  ASSERT_TRUE(server_->WaitFor(
+      [](const Log& log) { return ReportedAttempt(log, "movable", v1::WORKLOAD_STATE_LOST, 1); }));
+  EXPECT_EQ(agent_->Stats().lease_expiries, 1u);
+  EXPECT_EQ(agent_->Stats().lease_stops, 1u);
+
+  server_->set_renew_leases(true);
+  const int heartbeats = Heartbeats(server_->Snapshot());
+  ASSERT_TRUE(server_->WaitFor([&](const Log& log) { return Heartbeats(log) >= heartbeats + 20; }));
+  const Log log = server_->Snapshot();
+  EXPECT_FALSE(Reported(log, "stays", v1::WORKLOAD_STATE_LOST));
+  EXPECT_FALSE(Reported(log, "stays", v1::WORKLOAD_STATE_CANCELLED));
+  EXPECT_EQ(agent_->Stats().lease_expiries, 1u);
+}
+
+// A server that grants no lease (an older one) never has the agent stop work by itself.
+TEST_F(AgentTest, WithoutALeaseNothingIsStoppedByTheAgent) {
+  server_->set_renew_leases(false);
+  StartAgent();
+  ASSERT_TRUE(WaitRegistered(0));
+  v1::WorkAssignment movable = SimWork("movable", absl::Hours(1));
+  movable.set_stop_when_lease_expires(true);
+  ASSERT_TRUE(server_->Send(Assign({movable})));
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) { return Heartbeats(log) >= 20; }));
+  EXPECT_EQ(agent_->Stats().lease_expiries, 0u);
+  EXPECT_FALSE(Reported(server_->Snapshot(), "movable", v1::WORKLOAD_STATE_LOST));
+}
+
+// A later attempt of a workload the agent still runs (it was moved away and placed here again)
+// starts only after the earlier run has ended; the same attempt again is a duplicate.
+TEST_F(AgentTest, ALaterAttemptStartsAfterTheEarlierRunEnds) {
+  StartAgent();
+  ASSERT_TRUE(WaitRegistered(0));
+  v1::WorkAssignment first = SimWork("w", absl::Hours(1));
+  first.set_attempt(1);
+  ASSERT_TRUE(server_->Send(Assign({first})));
+  ASSERT_TRUE(server_->WaitFor(
+      [](const Log& log) { return ReportedAttempt(log, "w", v1::WORKLOAD_STATE_RUNNING, 1); }));
+  v1::WorkAssignment second = SimWork("w", absl::Hours(1));
+  second.set_attempt(2);
+  ASSERT_TRUE(server_->Send(Assign({second})));
+  ASSERT_TRUE(server_->WaitFor([](const Log& log) {
+    return ReportedAttempt(log, "w", v1::WORKLOAD_STATE_CANCELLED, 1) &&
+           ReportedAttempt(log, "w", v1::WORKLOAD_STATE_RUNNING, 2);
+  }));
+  ASSERT_TRUE(server_->Send(Assign({second, first})));
+  ASSERT_TRUE(server_->Send(Cancel({"marker"})));
+  ASSERT_TRUE(server_->WaitFor(
+      [](const Log& log) { return Reported(log, "marker", v1::WORKLOAD_STATE_CANCELLED); }));
+  EXPECT_EQ(counts_->Get("w"), 2);
+}
+
 TEST_F(AgentTest, BatchesManyUpdatesPerReport) {
   AgentOptions options;
   options.max_updates_per_report = 300;

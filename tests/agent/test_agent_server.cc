@@ -30,11 +30,27 @@ class TestAgentServer::Service final : public v1::AgentService::Service {
     while (stream->Read(&msg)) {
       bool reply_registered = false;
       bool ack = false;
+      bool renew = false;
+      absl::Duration lease;
       {
         absl::MutexLock lock(&mu_);
         log_.streams[index].messages.push_back(msg);
         reply_registered = msg.has_register_() && auto_register_;
         ack = msg.has_status() && auto_ack_;
+        lease = lease_;
+        renew = msg.has_heartbeat() && renew_leases_ && lease > absl::ZeroDuration();
+      }
+      auto to_proto = [](absl::Duration d) {
+        google::protobuf::Duration p;
+        p.set_seconds(absl::ToInt64Seconds(d));
+        p.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d % absl::Seconds(1))));
+        return p;
+      };
+      if (renew) {
+        v1::ServerMessage out;
+        out.mutable_lease()->set_heartbeat_seq(msg.seq());
+        *out.mutable_lease()->mutable_lease() = to_proto(lease);
+        WriteOn(stream, std::move(out));
       }
       if (reply_registered) {
         v1::ServerMessage out;
@@ -45,6 +61,8 @@ class TestAgentServer::Service final : public v1::AgentService::Service {
           hb = heartbeat_;
         }
         out.mutable_registered()->set_cluster(msg.register_().cluster());
+        if (lease > absl::ZeroDuration())
+          *out.mutable_registered()->mutable_lease() = to_proto(lease);
         out.mutable_registered()->mutable_heartbeat_interval()->set_seconds(
             absl::ToInt64Seconds(hb));
         out.mutable_registered()->mutable_heartbeat_interval()->set_nanos(
@@ -57,6 +75,7 @@ class TestAgentServer::Service final : public v1::AgentService::Service {
           v1::WorkloadStatus* a = out.mutable_ack()->add_statuses();
           a->set_workload_id(s.workload_id());
           a->set_state(s.state());
+          a->set_attempt(s.attempt());
         }
         WriteOn(stream, std::move(out));
       }
@@ -85,6 +104,8 @@ class TestAgentServer::Service final : public v1::AgentService::Service {
   absl::Duration heartbeat_ ABSL_GUARDED_BY(mu_) = absl::Milliseconds(100);
   bool auto_ack_ ABSL_GUARDED_BY(mu_) = true;
   bool auto_register_ ABSL_GUARDED_BY(mu_) = true;
+  absl::Duration lease_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  bool renew_leases_ ABSL_GUARDED_BY(mu_) = true;
 
  private:
   void WriteOn(grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream,
@@ -142,6 +163,16 @@ void TestAgentServer::set_epoch(uint64_t epoch) {
 void TestAgentServer::set_heartbeat_interval(absl::Duration d) {
   absl::MutexLock lock(&service_->mu_);
   service_->heartbeat_ = d;
+}
+
+void TestAgentServer::set_lease(absl::Duration lease) {
+  absl::MutexLock lock(&service_->mu_);
+  service_->lease_ = lease;
+}
+
+void TestAgentServer::set_renew_leases(bool on) {
+  absl::MutexLock lock(&service_->mu_);
+  service_->renew_leases_ = on;
 }
 
 void TestAgentServer::set_auto_ack(bool on) {

@@ -46,6 +46,10 @@ class TestAgentServer {
   void set_heartbeat_interval(absl::Duration d);
   void set_auto_ack(bool on);
   void set_auto_register(bool on);
+  // Registered grants this lease (zero: none), and while renewals are on every heartbeat is
+  // answered with a LeaseRenewal of it. Off: the agent's lease runs out as in a partition.
+  void set_lease(absl::Duration lease);
+  void set_renew_leases(bool on);
 
   // Sends on the newest open stream, filling seq and epoch. False if there is none or it broke.
   bool Send(v1::ServerMessage msg);
