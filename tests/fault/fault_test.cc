@@ -9,17 +9,25 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_matchers.h"
+#include "tests/support/tcp_proxy.h"
 
 namespace gpufed {
 namespace {
@@ -107,6 +115,226 @@ TEST_F(FaultTest, AnAgentFrozenPastTheTimeoutComesBackAtANewEpoch) {
                          std::chrono::seconds(20)))
       << "the woken agent must register again";
   EXPECT_GT(GetCluster("edge-l4").epoch(), epoch);
+}
+
+// ---- Fenced failover ------------------------------------------------------------------------
+
+// One run of one attempt of a workload as an agent's own log records it.
+struct AgentRun {
+  std::string workload;
+  int attempt = 0;
+  absl::Time start = absl::InfinitePast();
+  absl::Time end = absl::InfiniteFuture();  // still running when the log was read
+  std::string end_state;
+};
+
+// The runs in an agent's log: its lines "<time> info workload <id> attempt <n>: RUNNING" and
+// "... : <END STATE> <message>".
+std::vector<AgentRun> RunsInLog(const std::string& path) {
+  std::ifstream in(path);
+  std::map<std::pair<std::string, int>, AgentRun> runs;
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.size() < 6 || words[2] != "workload" || words[4] != "attempt") continue;
+    absl::Time at;
+    std::string err;
+    if (!absl::ParseTime("%Y-%m-%dT%H:%M:%E*S%Ez", words[0], &at, &err)) continue;
+    int attempt = 0;
+    std::string attempt_text = words[5];
+    if (!attempt_text.empty() && attempt_text.back() == ':') attempt_text.pop_back();
+    if (!absl::SimpleAtoi(attempt_text, &attempt) || words.size() < 7) continue;
+    AgentRun& run = runs[{words[3], attempt}];
+    run.workload = words[3];
+    run.attempt = attempt;
+    if (words[6] == "RUNNING") {
+      run.start = at;
+    } else {
+      run.end = at;
+      run.end_state = words[6];
+    }
+  }
+  std::vector<AgentRun> out;
+  for (auto& [key, run] : runs) out.push_back(std::move(run));
+  return out;
+}
+
+// Two clusters on the sim backend; the first reaches the server through a proxy the test can
+// partition. Short timings: heartbeats every 200 ms, a 1.2 s lease, a 3 s timeout.
+class FailoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(testing::TestPostgres * pg, testing::TestPostgres::Get());
+    ASSERT_OK_AND_ASSIGN(std::string dsn, pg->CreateEmptyDatabase());
+    testing::ServerOptions options;
+    options.data_dir = dir_.path() + "/server";
+    options.database_url = dsn;
+    options.extra_args = {"--heartbeat-timeout=3", "--heartbeat-interval-ms=200",
+                          "--agent-lease-ms=1200"};
+    ASSERT_OK_AND_ASSIGN(server_, testing::StartServer(options));
+    ASSERT_OK_AND_ASSIGN(proxy_, testing::TcpProxy::Start(server_.grpc_port));
+    ASSERT_OK_AND_ASSIGN(
+        token_, testing::BootstrapTenant(server_.address(), server_.admin_token, "t", "p"));
+    auto channel = testing::Connect(server_.address());
+    clusters_ = v1::ClusterService::NewStub(channel);
+    workloads_ = v1::WorkloadService::NewStub(channel);
+  }
+
+  void TearDown() override {
+    for (auto& agent : agents_) {
+      if (agent) agent->Stop();
+    }
+    if (server_.process) server_.process->Stop();
+  }
+
+  // Starts the agent of `topology` (deploy/topologies/<topology>.yaml), dialling `address`.
+  std::unique_ptr<ChildProcess> StartAgent(const std::string& cluster, const std::string& topology,
+                                           const std::string& address) {
+    absl::StatusOr<std::string> token =
+        testing::CreateAgentToken(server_.address(), server_.admin_token, cluster);
+    EXPECT_OK(token);
+    testing::AgentOptions ao;
+    ao.server_address = address;
+    ao.token = token.ok() ? *token : "";
+    ao.topology = testing::SourceDir() + "/deploy/topologies/" + topology + ".yaml";
+    ao.work_dir = dir_.path() + "/" + cluster;
+    ao.log_path = dir_.path() + "/" + cluster + ".log";
+    absl::StatusOr<std::unique_ptr<ChildProcess>> agent = testing::StartAgent(ao);
+    EXPECT_OK(agent);
+    return agent.ok() ? *std::move(agent) : nullptr;
+  }
+
+  v1::Cluster GetCluster(const std::string& name) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + server_.admin_token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::GetClusterRequest req;
+    req.set_name(name);
+    v1::Cluster out;
+    if (!clusters_->GetCluster(&ctx, req, &out).ok()) out.Clear();
+    return out;
+  }
+
+  // Submits a 1-GPU sim job of `seconds` that may run 3 times; returns its id ("" on failure).
+  std::string SubmitRestartable(const std::string& name, int seconds) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token_);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::SubmitRequest req;
+    v1::WorkloadSpec* spec = req.mutable_spec();
+    spec->set_tenant("t");
+    spec->set_project("p");
+    spec->set_name(name);
+    spec->set_replicas(1);
+    spec->mutable_per_replica()->set_gpus(1);
+    spec->mutable_estimated_duration()->set_seconds(seconds);
+    spec->mutable_retry()->set_max_attempts(3);
+    spec->mutable_retry()->add_on(v1::RETRY_ON_CLUSTER_LOST);
+    v1::SubmitResponse resp;
+    return workloads_->Submit(&ctx, req, &resp).ok() ? resp.workload().id() : "";
+  }
+
+  v1::Workload GetWorkload(const std::string& id) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token_);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::GetWorkloadRequest req;
+    req.set_id(id);
+    v1::Workload w;
+    if (!workloads_->Get(&ctx, req, &w).ok()) w.Clear();
+    return w;
+  }
+
+  testing::TempDir dir_{"gpufed-failover"};
+  testing::ServerProcess server_;
+  std::unique_ptr<testing::TcpProxy> proxy_;
+  std::string token_;
+  std::unique_ptr<v1::ClusterService::Stub> clusters_;
+  std::unique_ptr<v1::WorkloadService::Stub> workloads_;
+  std::vector<std::unique_ptr<ChildProcess>> agents_;
+};
+
+// A cluster cut off from the server: its agent's lease runs out and it stops the restartable
+// work; the server declares the cluster lost and the work runs on the other cluster as attempt
+// 2; when the partition heals the agent comes back at a new epoch. Both agents' own logs show
+// that no workload ever ran on the two clusters at the same moment.
+TEST_F(FailoverTest, APartitionedClustersWorkMovesAndNeverRunsInTwoPlacesAtOnce) {
+  agents_.push_back(
+      StartAgent("edge-l4", "edge-l4", "127.0.0.1:" + std::to_string(proxy_->port())));
+  ASSERT_TRUE(Eventually([&] { return GetCluster("edge-l4").state() == v1::CLUSTER_STATE_READY; },
+                         std::chrono::seconds(20)));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(SubmitRestartable(absl::StrCat("job-", i), 600));
+    ASSERT_FALSE(ids.back().empty());
+  }
+  auto all = [&](const std::function<bool(const v1::Workload&)>& pred) {
+    for (const std::string& id : ids) {
+      if (!pred(GetWorkload(id))) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return all([](const v1::Workload& w) {
+          return w.state() == v1::WORKLOAD_STATE_RUNNING && w.assignment().cluster() == "edge-l4";
+        });
+      },
+      std::chrono::seconds(20)));
+  const uint64_t epoch = GetCluster("edge-l4").epoch();
+  agents_.push_back(StartAgent("cloud-eu-a100", "cloud-a100", server_.address()));
+  ASSERT_TRUE(
+      Eventually([&] { return GetCluster("cloud-eu-a100").state() == v1::CLUSTER_STATE_READY; },
+                 std::chrono::seconds(20)));
+
+  const absl::Time cut = absl::Now();
+  proxy_->Partition();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return all([](const v1::Workload& w) {
+          return w.state() == v1::WORKLOAD_STATE_RUNNING &&
+                 w.assignment().cluster() == "cloud-eu-a100" && w.attempts() == 2;
+        });
+      },
+      std::chrono::seconds(30)))
+      << "the work must move to the other cluster";
+  const absl::Duration moved_after = absl::Now() - cut;
+  EXPECT_EQ(GetCluster("edge-l4").state(), v1::CLUSTER_STATE_UNREACHABLE);
+
+  proxy_->Heal();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const v1::Cluster c = GetCluster("edge-l4");
+        return c.state() == v1::CLUSTER_STATE_READY && c.epoch() > epoch;
+      },
+      std::chrono::seconds(30)))
+      << "the healed agent registers again at the new epoch";
+  // Nothing moves back or runs twice after it returns.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_TRUE(all([](const v1::Workload& w) {
+    return w.state() == v1::WORKLOAD_STATE_RUNNING && w.assignment().cluster() == "cloud-eu-a100" &&
+           w.attempts() == 2;
+  }));
+  for (auto& agent : agents_) agent->Stop();
+
+  const std::vector<AgentRun> first = RunsInLog(dir_.path() + "/edge-l4.log");
+  const std::vector<AgentRun> second = RunsInLog(dir_.path() + "/cloud-eu-a100.log");
+  ASSERT_EQ(first.size(), ids.size());
+  ASSERT_EQ(second.size(), ids.size());
+  absl::Duration closest = absl::InfiniteDuration();
+  for (const AgentRun& a : first) {
+    EXPECT_EQ(a.attempt, 1);
+    EXPECT_EQ(a.end_state, "LOST") << "workload " << a.workload << ": stopped by the lease";
+    for (const AgentRun& b : second) {
+      if (b.workload != a.workload) continue;
+      EXPECT_EQ(b.attempt, 2);
+      EXPECT_LT(a.end, b.start) << "workload " << a.workload << " ran on both clusters at once";
+      closest = std::min(closest, b.start - a.end);
+    }
+  }
+  std::cout << "failover: work running elsewhere " << absl::FormatDuration(moved_after)
+            << " after the partition; closest gap between the two runs of a workload "
+            << absl::FormatDuration(closest) << "\n";
 }
 
 // The pid in a PostgreSQL data folder's postmaster.pid; 0 when there is none.

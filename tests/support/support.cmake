@@ -6,7 +6,8 @@ include_guard(GLOBAL)
 
 add_library(gpufed_test_support STATIC
   ${CMAKE_CURRENT_LIST_DIR}/postgres_harness.cc
-  ${CMAKE_CURRENT_LIST_DIR}/process_harness.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/process_harness.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tcp_proxy.cc)
 target_link_libraries(gpufed_test_support
   PUBLIC gpufed_storage gpufed_proto gRPC::grpc++ GTest::gtest GTest::gmock absl::status
          absl::statusor absl::synchronization
