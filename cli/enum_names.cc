@@ -65,6 +65,10 @@ const Spelling& TopologySpelling() {
                           Case::kLower, '_'};
   return s;
 }
+const Spelling& RetryOnSpelling() {
+  static const Spelling s{v1::RetryOn_descriptor(), "RETRY_ON_", Case::kLower, '_'};
+  return s;
+}
 const Spelling& SimOutcomeSpelling() {
   static const Spelling s{v1::SimOutcome_descriptor(), "SIM_OUTCOME_", Case::kLower, '_'};
   return s;
@@ -104,6 +108,11 @@ std::optional<v1::TopologyRequirement> ParseTopology(absl::string_view name) {
   return ParseAs<v1::TopologyRequirement>(TopologySpelling(), name);
 }
 std::vector<std::string> TopologyNames() { return Names(TopologySpelling()); }
+
+std::optional<v1::RetryOn> ParseRetryOn(absl::string_view name) {
+  return ParseAs<v1::RetryOn>(RetryOnSpelling(), name);
+}
+std::vector<std::string> RetryOnNames() { return Names(RetryOnSpelling()); }
 
 std::string SimOutcomeName(v1::SimOutcome value) { return Format(SimOutcomeSpelling(), value); }
 std::optional<v1::SimOutcome> ParseSimOutcome(absl::string_view name) {

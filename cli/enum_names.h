@@ -33,6 +33,10 @@ std::string TopologyName(v1::TopologyRequirement value);
 std::optional<v1::TopologyRequirement> ParseTopology(absl::string_view name);
 std::vector<std::string> TopologyNames();
 
+// RETRY_ON_CLUSTER_LOST -> "cluster_lost"
+std::optional<v1::RetryOn> ParseRetryOn(absl::string_view name);
+std::vector<std::string> RetryOnNames();
+
 std::string SimOutcomeName(v1::SimOutcome value);
 std::optional<v1::SimOutcome> ParseSimOutcome(absl::string_view name);
 std::vector<std::string> SimOutcomeNames();

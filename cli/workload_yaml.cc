@@ -32,6 +32,7 @@ const std::vector<absl::string_view>& SpecFields() {
                                                                  "topology",
                                                                  "duration",
                                                                  "idempotency_key",
+                                                                 "retry",
                                                                  "run"};
   return *fields;
 }
@@ -89,6 +90,29 @@ absl::Status ParseRun(const YamlField& f, v1::RunSpec& run) {
     } else if (key == "sim_exit_code") {
       ASSIGN_OR_RETURN(const int32_t code, YamlInt32(value));
       run.set_sim_exit_code(code);
+    }
+    return absl::OkStatus();
+  });
+}
+
+// retry: {max_attempts: 3, on: [cluster_lost, preemption, node_failure]}
+absl::Status ParseRetry(const YamlField& f, v1::RetryPolicy& retry) {
+  static const auto* fields = new std::vector<absl::string_view>{"max_attempts", "on"};
+  return ForEachYamlField(f, *fields, [&](absl::string_view key, const YamlField& value) {
+    if (key == "max_attempts") {
+      ASSIGN_OR_RETURN(const uint32_t n, YamlUint32(value));
+      retry.set_max_attempts(n);
+    } else if (key == "on") {
+      ASSIGN_OR_RETURN(const std::vector<std::string> names, YamlStringList(value));
+      for (const std::string& name : names) {
+        const std::optional<v1::RetryOn> on = ParseRetryOn(name);
+        if (!on.has_value()) {
+          return YamlError(value,
+                           absl::StrCat("expected one of ", absl::StrJoin(RetryOnNames(), ", "),
+                                        ", got \"", name, "\""));
+        }
+        retry.add_on(*on);
+      }
     }
     return absl::OkStatus();
   });
@@ -153,6 +177,8 @@ absl::StatusOr<v1::WorkloadSpec> ParseSpec(const YamlField& doc) {
           ASSIGN_OR_RETURN(*spec.mutable_estimated_duration(), YamlDuration(value));
         } else if (key == "idempotency_key") {
           ASSIGN_OR_RETURN(*spec.mutable_idempotency_key(), YamlString(value));
+        } else if (key == "retry") {
+          RETURN_IF_ERROR(ParseRetry(value, *spec.mutable_retry()));
         } else if (key == "run") {
           RETURN_IF_ERROR(ParseRun(value, *spec.mutable_run()));
         }

@@ -40,6 +40,9 @@ min_gpu_memory_mib: 0
 topology: same_node
 duration: 20s           # estimated duration; sim runs exactly this long
 idempotency_key: train-llm-2026-11-21
+retry:                  # optional: may it run again elsewhere after its cluster is lost?
+  max_attempts: 3       # placements in all, 1..100 (unset: 1, never restarted)
+  on: [cluster_lost]    # cluster_lost, preemption, node_failure (unset: all of them)
 run:
   image: registry/llm:1
   command: [python, train.py]
@@ -70,6 +73,14 @@ run:
   EXPECT_THAT(spec.run().env(), UnorderedElementsAre(Pair("EPOCHS", "3")));
   EXPECT_EQ(spec.run().sim_outcome(), v1::SIM_OUTCOME_SUCCEED);
   EXPECT_EQ(spec.run().sim_exit_code(), 0);
+  EXPECT_EQ(spec.retry().max_attempts(), 3u);
+  EXPECT_THAT(spec.retry().on(), ElementsAre(v1::RETRY_ON_CLUSTER_LOST));
+}
+
+TEST(WorkloadYamlTest, AnUnknownRetryEventNamesTheFieldAndTheChoices) {
+  const std::string message = ParseError("name: a\nretry: {on: [cluster_gone]}\n");
+  EXPECT_THAT(message, HasSubstr("retry.on"));
+  EXPECT_THAT(message, HasSubstr("cluster_lost"));
 }
 
 TEST(WorkloadYamlTest, EveryExampleFileParses) {
