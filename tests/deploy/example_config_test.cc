@@ -85,7 +85,9 @@ TEST(ServerExampleConfigTest, HoldsExactlyTheDocumentedKeys) {
                                           "database_url",
                                           "admin_token_file",
                                           "log_level",
-                                          "heartbeat_timeout_seconds"};
+                                          "heartbeat_timeout_seconds",
+                                          "heartbeat_interval_ms",
+                                          "agent_lease_ms"};
   EXPECT_EQ(Keys(config), expected);
   ExpectKeysAreDocumentedFlags(Keys(config));
 }
