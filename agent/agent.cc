@@ -101,6 +101,14 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, Clust
   ASSIGN_OR_RETURN(agent->backend_,
                    make_backend([self](WorkloadEvent event) { self->OnEvent(std::move(event)); }));
   if (agent->backend_ == nullptr) return absl::InternalError("backend factory returned null");
+  if (!agent->options_.state_dir.empty()) {
+    std::vector<Ledger::Entry> unfinished;
+    ASSIGN_OR_RETURN(std::unique_ptr<Ledger> ledger,
+                     Ledger::Open(agent->options_.state_dir, &unfinished));
+    absl::MutexLock lock(&agent->mu_);
+    agent->ledger_ = std::move(ledger);
+    agent->Recover(unfinished);
+  }
   return agent;
 }
 
@@ -440,12 +448,47 @@ void Agent::Dispatch(const v1::ServerMessage& msg) {
   }
 }
 
+void Agent::Recover(const std::vector<Ledger::Entry>& unfinished) {
+  const absl::Time now = Now();
+  int lost = 0;
+  for (const Ledger::Entry& e : unfinished) {
+    Record r;
+    r.epoch = e.epoch;
+    r.attempt = e.attempt;
+    r.time = now;
+    auto [it, inserted] = workloads_.insert_or_assign(e.workload_id, std::move(r));
+    if (e.state == v1::WORKLOAD_STATE_PLACED) {
+      // It ran when the agent stopped: its processes were stopped with it (or by the backend
+      // when it started), so it is reported ended and never started again.
+      it->second.state = v1::WORKLOAD_STATE_RUNNING;
+      ++active_count_;
+      Finish(e.workload_id, it->second, v1::WORKLOAD_STATE_LOST, 0,
+             "the agent restarted while it ran; its run was stopped", now);
+      ++lost;
+    } else {
+      // Ended before the restart, and the server has not acknowledged it yet.
+      it->second.state = e.state;
+      it->second.exit_code = e.exit_code;
+      it->second.message = "ended before the agent restarted";
+      ended_.emplace_back(Mono(), e.workload_id);
+      Enqueue(StatusOf(e.workload_id, it->second));
+    }
+  }
+  if (!unfinished.empty()) {
+    spdlog::warn(
+        "ledger {}: {} run(s) the agent's last run left unreported; {} of them were running and "
+        "are reported LOST (never started again)",
+        ledger_->path(), unfinished.size(), lost);
+  }
+}
+
 Agent::Record Agent::NewRecord(const v1::WorkAssignment& a) {
   Record r;
   r.epoch = a.assignment().epoch() != 0 ? a.assignment().epoch() : epoch_;
   r.attempt = a.attempt();
   r.stop_on_lease = a.stop_when_lease_expires();
   r.time = Now();
+  if (ledger_ != nullptr) ledger_->Started(a.workload_id(), r.attempt, r.epoch);
   for (const v1::ReplicaAssignment& ra : a.assignment().replicas()) {
     for (const std::string& uuid : ra.gpu_uuids()) {
       r.gpus.push_back(GpuUse{ra.node(), uuid, ra.mig_profile(), ra.mig_start()});
@@ -696,6 +739,7 @@ void Agent::HandleAck(const v1::StatusAck& ack) {
   for (const v1::WorkloadStatus& s : ack.statuses()) {
     remove({s.workload_id(), s.state(), s.attempt()});
     if (!IsTerminal(s.state())) continue;
+    if (ledger_ != nullptr) ledger_->Acked(s.workload_id(), s.attempt());
     // The end supersedes RUNNING: the server needs no older news of this attempt.
     remove({s.workload_id(), v1::WORKLOAD_STATE_RUNNING, s.attempt()});
     auto it = workloads_.find(s.workload_id());
@@ -820,6 +864,7 @@ void Agent::Finish(const std::string& id, Record& r, v1::WorkloadState state, in
   r.time = time;
   r.terminal_acked = false;
   ended_.emplace_back(Mono(), id);
+  if (ledger_ != nullptr) ledger_->Ended(id, r.attempt, state, exit_code);
   Enqueue(StatusOf(id, r));
 }
 

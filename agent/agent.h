@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/backend.h"
+#include "agent/ledger.h"
 #include "agent/topology.h"
 #include "federation/clock.h"
 #include "gpufed/v1/agent_service.grpc.pb.h"
@@ -55,6 +56,10 @@ struct AgentOptions {
   int parallel_starts = 4;
   // On Shutdown, how long to keep the stream open for outstanding statuses to be acknowledged.
   absl::Duration shutdown_flush_timeout = absl::Seconds(3);
+  // Where the agent keeps its ledger (docs/agent.md#ledger): what it started and how each run
+  // ended, so that after a restart it reports what it ran instead of running it again. Empty:
+  // no ledger (a restarted agent knows nothing of its earlier runs).
+  std::string state_dir;
   // What every interval above is measured with and status times are read from. Null: the
   // process's SystemClock.
   const Clock* clock = nullptr;
@@ -213,6 +218,10 @@ class Agent {
   // The cluster name and info; the inventory part is only the starting point of inventory_.
   const ClusterTopology topology_;
   std::unique_ptr<Backend> backend_;  // set once in Create
+  // Set in Create when options_.state_dir is given; written under mu_.
+  std::unique_ptr<Ledger> ledger_ ABSL_PT_GUARDED_BY(mu_);
+  // Takes over what the ledger says an earlier run of the agent left (Create).
+  void Recover(const std::vector<Ledger::Entry>& unfinished) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // outbox, registration, stream or stop state changed

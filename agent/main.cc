@@ -101,6 +101,7 @@ int Main(int argc, char** argv) {
   }
 
   AgentOptions options;
+  options.state_dir = flags.work_dir.empty() ? DefaultWorkDir(topology->cluster) : flags.work_dir;
   options.server_address = flags.server;
   options.token = flags.token;
   options.agent_version = GPUFED_VERSION;

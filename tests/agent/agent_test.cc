@@ -5,8 +5,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>  // NOLINT(modernize-deprecated-headers): POSIX mkdtemp
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -778,6 +780,41 @@ TEST_F(AgentTest, ALaterAttemptStartsAfterTheEarlierRunEnds) {
   ASSERT_TRUE(server_->WaitFor(
       [](const Log& log) { return Reported(log, "marker", v1::WORKLOAD_STATE_CANCELLED); }));
   EXPECT_EQ(counts_->Get("w"), 2);
+}
+
+// An agent restarted (here: stopped, its work with it) reads its ledger: what ran is reported
+// LOST with its attempt, and the server's re-sent assignment of that attempt is not started
+// again. (It used to start every such assignment again, while the server recorded one start.)
+TEST_F(AgentTest, ARestartedAgentReportsWhatRanAndNeverStartsItAgain) {
+  std::string templ = (std::filesystem::temp_directory_path() / "gpufed-state-XXXXXX").string();
+  ASSERT_NE(mkdtemp(templ.data()), nullptr);
+  AgentOptions options;
+  options.state_dir = templ;
+  StartAgent(options);
+  ASSERT_TRUE(WaitRegistered(0));
+  v1::WorkAssignment long_run = SimWork("long", absl::Hours(1));
+  long_run.set_attempt(1);
+  ASSERT_TRUE(server_->Send(Assign({long_run})));
+  ASSERT_TRUE(server_->WaitFor(
+      [](const Log& log) { return ReportedAttempt(log, "long", v1::WORKLOAD_STATE_RUNNING, 1); }));
+  StopAgent();
+
+  StartAgent(options);
+  ASSERT_TRUE(WaitRegistered(1));
+  const Log log = server_->Snapshot();
+  const v1::Register& reg = log.streams[1].messages[0].register_();
+  ASSERT_EQ(reg.known_workloads_size(), 1);
+  EXPECT_EQ(reg.known_workloads(0).workload_id(), "long");
+  EXPECT_EQ(reg.known_workloads(0).state(), v1::WORKLOAD_STATE_LOST);
+  EXPECT_EQ(reg.known_workloads(0).attempt(), 1u);
+  ASSERT_TRUE(server_->Send(Assign({long_run})));
+  ASSERT_TRUE(server_->Send(Cancel({"marker"})));
+  ASSERT_TRUE(server_->WaitFor(
+      [](const Log& log) { return Reported(log, "marker", v1::WORKLOAD_STATE_CANCELLED, 1); }));
+  EXPECT_EQ(counts_->Get("long"), 1);
+  StopAgent();
+  std::error_code ec;
+  std::filesystem::remove_all(templ, ec);
 }
 
 TEST_F(AgentTest, BatchesManyUpdatesPerReport) {
