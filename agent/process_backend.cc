@@ -15,6 +15,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -118,6 +119,38 @@ struct CStrings {
   }
 };
 
+// This boot of the machine: process ids recorded under another boot mean nothing now.
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+// Kills the process groups an earlier run of the backend recorded as running
+// (<work_dir>/running/<id>: the boot id, then one group id per line) and forgets them. Their
+// agent died without stopping them (kill -9, a crash): they must not run on beside what the
+// restarted agent is told to run. Returns how many groups were signalled.
+int KillOrphans(const std::filesystem::path& running) {
+  const std::string boot = BootId();
+  int killed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(running, ec)) {
+    std::ifstream in(entry.path());
+    std::string recorded_boot;
+    std::getline(in, recorded_boot);
+    pid_t pgid = 0;
+    while (in >> pgid) {
+      if (pgid > 1 && !boot.empty() && recorded_boot == boot && kill(-pgid, SIGKILL) == 0) {
+        ++killed;
+      }
+    }
+    in.close();
+    std::filesystem::remove(entry.path(), ec);
+  }
+  return killed;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProcessBackend>> ProcessBackend::Create(
@@ -133,6 +166,16 @@ absl::StatusOr<std::unique_ptr<ProcessBackend>> ProcessBackend::Create(
     if (ec || !std::filesystem::is_directory(logs)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "work dir: cannot create ", logs.string(), ": ", ec ? ec.message() : "not a directory"));
+    }
+    const std::filesystem::path running = std::filesystem::path(options.work_dir) / "running";
+    std::filesystem::create_directories(running, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("work dir: cannot create ", running.string(), ": ", ec.message()));
+    }
+    if (const int killed = KillOrphans(running); killed > 0) {
+      spdlog::warn("process backend: killed {} process group(s) an earlier agent left running",
+                   killed);
     }
   }
   const int probe = PidfdOpen(getpid());
@@ -203,6 +246,10 @@ ProcessBackend::ProcessBackend(ProcessBackendOptions options, EventCallback call
 }
 
 ProcessBackend::~ProcessBackend() { Shutdown(); }
+
+std::string ProcessBackend::RunningPath(std::string_view workload_id) const {
+  return (std::filesystem::path(options_.work_dir) / "running" / std::string(workload_id)).string();
+}
 
 std::string ProcessBackend::LogPath(std::string_view workload_id) const {
   if (options_.work_dir.empty()) return "/dev/null";
@@ -315,6 +362,13 @@ absl::Status ProcessBackend::Start(const v1::WorkAssignment& work) {
       break;
     }
     spawned.push_back({pid, pidfd, false});
+  }
+
+  if (!options_.work_dir.empty() && !spawned.empty()) {
+    // Every replica leads its process group: if the agent dies, its successor kills them.
+    std::ofstream record(RunningPath(id), std::ios::trunc);
+    record << BootId() << "\n";
+    for (const Replica& rep : spawned) record << rep.pid << "\n";
   }
 
   absl::MutexLock lock(&mu_);
@@ -455,6 +509,8 @@ void ProcessBackend::MaybeFinish(Workload& w, absl::Time now) {
     ready_.push_back(std::move(event));
   }
   if (!options_.work_dir.empty()) {
+    std::error_code gone;  // never written when nothing was spawned
+    std::filesystem::remove(RunningPath(w.id), gone);
     ended_logs_.push_back(LogPath(w.id));
     while (options_.max_logs > 0 && ended_logs_.size() > options_.max_logs) {
       std::error_code ec;  // already gone: nothing to do

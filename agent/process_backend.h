@@ -75,6 +75,9 @@ class ProcessBackend final : public Backend {
 
   // Where the workload's output goes.
   [[nodiscard]] std::string LogPath(std::string_view workload_id) const;
+  // <work_dir>/running/<id>: the boot id and the process groups of a running workload, so that
+  // the next backend on this work dir kills them if this one's agent dies without stopping them.
+  [[nodiscard]] std::string RunningPath(std::string_view workload_id) const;
 
  private:
   struct Replica {

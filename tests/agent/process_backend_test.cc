@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill
 #include <stdlib.h>  // NOLINT(modernize-deprecated-headers): POSIX mkdtemp, setenv
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -383,6 +384,55 @@ TEST_F(ProcessBackendTest, EventTimesComeFromTheInjectedClock) {
   ASSERT_EQ(all.size(), 2u);
   for (const WorkloadEvent& e : all) EXPECT_EQ(e.time, AbslNow(clock)) << e.state;
   backend_.reset();  // before the clock goes
+}
+
+// A process group of `sleep 1000` that this test owns (as a dead agent's backend would have
+// left it); its pid leads the group.
+pid_t SpawnSleepGroup() {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// An agent killed with -9 leaves its process groups running; the backend that starts next on
+// the same work dir kills those it recorded under this boot, and leaves records of another boot
+// alone (their ids may now name anything).
+TEST_F(ProcessBackendTest, ProcessGroupsAnEarlierAgentLeftAreKilledAtStart) {
+  const pid_t orphan = SpawnSleepGroup();
+  const pid_t other_boot = SpawnSleepGroup();
+  ASSERT_GT(orphan, 0);
+  ASSERT_GT(other_boot, 0);
+  std::string boot;
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot);
+  ASSERT_FALSE(boot.empty());
+  const std::string running = dir_.path() + "/work/running";
+  std::ofstream(running + "/17") << boot << "\n" << orphan << "\n";
+  std::ofstream(running + "/18") << "another-boot\n" << other_boot << "\n";
+
+  Make(absl::Seconds(10));
+  EXPECT_TRUE(WaitDead(orphan));
+  EXPECT_FALSE(IsDead(other_boot));
+  EXPECT_FALSE(std::filesystem::exists(running + "/17"));
+  kill(-other_boot, SIGKILL);
+  waitpid(orphan, nullptr, 0);
+  waitpid(other_boot, nullptr, 0);
+}
+
+// What the backend records while a workload runs, and removes when it ends.
+TEST_F(ProcessBackendTest, ARunningWorkloadIsRecordedUntilItEnds) {
+  ASSERT_OK(backend_->Start(Shell("rec", "echo $$ > $OUT/rec.pid; exec sleep 1000")));
+  const pid_t pid = ReadPid(dir_.path() + "/rec.pid");
+  ASSERT_GT(pid, 0);
+  const std::optional<std::string> record = ReadFile(dir_.path() + "/work/running/rec");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_THAT(*record, HasSubstr(absl::StrCat("\n", pid, "\n")));
+  ASSERT_OK(backend_->Cancel("rec"));
+  EXPECT_EQ(events_.WaitTerminal("rec").state, v1::WORKLOAD_STATE_CANCELLED);
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/work/running/rec"));
 }
 
 }  // namespace

@@ -189,7 +189,8 @@ class FailoverTest : public ::testing::Test {
 
   // Starts the agent of `topology` (deploy/topologies/<topology>.yaml), dialling `address`.
   std::unique_ptr<ChildProcess> StartAgent(const std::string& cluster, const std::string& topology,
-                                           const std::string& address) {
+                                           const std::string& address,
+                                           const std::string& backend = "sim") {
     absl::StatusOr<std::string> token =
         testing::CreateAgentToken(server_.address(), server_.admin_token, cluster);
     EXPECT_OK(token);
@@ -197,6 +198,7 @@ class FailoverTest : public ::testing::Test {
     ao.server_address = address;
     ao.token = token.ok() ? *token : "";
     ao.topology = testing::SourceDir() + "/deploy/topologies/" + topology + ".yaml";
+    ao.backend = backend;
     ao.work_dir = dir_.path() + "/" + cluster;
     ao.log_path = dir_.path() + "/" + cluster + ".log";
     absl::StatusOr<std::unique_ptr<ChildProcess>> agent = testing::StartAgent(ao);
@@ -215,8 +217,10 @@ class FailoverTest : public ::testing::Test {
     return out;
   }
 
-  // Submits a 1-GPU sim job of `seconds` that may run 3 times; returns its id ("" on failure).
-  std::string SubmitRestartable(const std::string& name, int seconds) {
+  // Submits a 1-GPU job of `seconds` (on the sim backend; `command` on the process backend)
+  // that may run `attempts` times; returns its id ("" on failure).
+  std::string SubmitRestartable(const std::string& name, int seconds, uint32_t attempts = 3,
+                                const std::string& command = "") {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer " + token_);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -228,8 +232,9 @@ class FailoverTest : public ::testing::Test {
     spec->set_replicas(1);
     spec->mutable_per_replica()->set_gpus(1);
     spec->mutable_estimated_duration()->set_seconds(seconds);
-    spec->mutable_retry()->set_max_attempts(3);
+    spec->mutable_retry()->set_max_attempts(attempts);
     spec->mutable_retry()->add_on(v1::RETRY_ON_CLUSTER_LOST);
+    if (!command.empty()) spec->mutable_run()->add_command(command);
     v1::SubmitResponse resp;
     return workloads_->Submit(&ctx, req, &resp).ok() ? resp.workload().id() : "";
   }
@@ -335,6 +340,60 @@ TEST_F(FailoverTest, APartitionedClustersWorkMovesAndNeverRunsInTwoPlacesAtOnce)
   std::cout << "failover: work running elsewhere " << absl::FormatDuration(moved_after)
             << " after the partition; closest gap between the two runs of a workload "
             << absl::FormatDuration(closest) << "\n";
+}
+
+// An agent killed with -9 while its work runs, then started again on the same state folder: the
+// processes it left are killed, what ran is reported LOST, restartable work runs again as
+// attempt 2 and the rest ends LOST, and no run is ever started twice under one attempt. (A
+// restarted agent used to start every running workload again while the server recorded one
+// start.)
+TEST_F(FailoverTest, AnAgentKilledAndRestartedRunsNothingTwice) {
+  const std::string address = server_.address();
+  agents_.push_back(StartAgent("edge-l4", "edge-l4", address, "process"));
+  ASSERT_TRUE(Eventually([&] { return GetCluster("edge-l4").state() == v1::CLUSTER_STATE_READY; },
+                         std::chrono::seconds(20)));
+  const std::string pids = dir_.path() + "/pids";
+  const std::string command = "echo $$ >> " + pids + "; exec sleep 600";
+  const std::string moves = SubmitRestartable("moves", 600, 3, command);
+  const std::string stays = SubmitRestartable("stays", 600, 1, command);
+  ASSERT_FALSE(moves.empty());
+  ASSERT_FALSE(stays.empty());
+  auto state_of = [&](const std::string& id) { return GetWorkload(id).state(); };
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return state_of(moves) == v1::WORKLOAD_STATE_RUNNING &&
+               state_of(stays) == v1::WORKLOAD_STATE_RUNNING;
+      },
+      std::chrono::seconds(20)));
+  std::vector<pid_t> first_runs;
+  {
+    std::ifstream in(pids);
+    for (pid_t pid = 0; in >> pid;) first_runs.push_back(pid);
+  }
+  ASSERT_EQ(first_runs.size(), 2u);
+
+  agents_.back()->Kill();
+  for (pid_t pid : first_runs) EXPECT_EQ(kill(pid, 0), 0) << "outlives its agent until the next";
+  agents_.back() = StartAgent("edge-l4", "edge-l4", address, "process");
+
+  EXPECT_TRUE(Eventually([&] { return state_of(stays) == v1::WORKLOAD_STATE_LOST; },
+                         std::chrono::seconds(20)));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        const v1::Workload w = GetWorkload(moves);
+        return w.state() == v1::WORKLOAD_STATE_RUNNING && w.attempts() == 2;
+      },
+      std::chrono::seconds(20)));
+  for (pid_t pid : first_runs) {
+    EXPECT_TRUE(Eventually([&] { return kill(pid, 0) != 0; }, std::chrono::seconds(10)))
+        << "the restarted agent kills what its predecessor left running";
+  }
+  agents_.back()->Stop();
+  // In all: the two first runs and one second run of the restartable workload.
+  std::ifstream in(pids);
+  int runs = 0;
+  for (pid_t pid = 0; in >> pid;) ++runs;
+  EXPECT_EQ(runs, 3);
 }
 
 // The pid in a PostgreSQL data folder's postmaster.pid; 0 when there is none.
