@@ -2,6 +2,7 @@
 //
 //   gpufed-bench submit --clients 8 --count 20000   durable, acknowledged submissions
 //   gpufed-bench e2e --jobs 5000                    first submit to last SUCCEEDED, process backend
+//   gpufed-bench failover --runs 10 --jobs 8        cut a cluster off: time until its work moved
 //   gpufed-bench placement --gpus 100000 --clusters 1000
 //                                                   the placement engine and pool alone, in memory
 //
@@ -28,6 +29,7 @@
 #include "grpcpp/create_channel.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/process_harness.h"
+#include "tests/support/tcp_proxy.h"
 
 namespace {
 
@@ -327,6 +329,157 @@ int BenchE2e(Target& t, int jobs, int clients, const std::string& topology) {
   return succeeded.load() == jobs ? 0 : 1;
 }
 
+// Fenced failover with the server's default timings: two clusters, each agent behind a proxy the
+// bench can partition. Each run cuts off the cluster that holds the work and measures how long
+// after the cut every workload is placed on the other cluster (its next attempt), then heals the
+// cut and waits for the cluster to come back; the next run cuts off the other one.
+int BenchFailover(Target& t, int runs, int jobs) {
+  struct Side {
+    std::string cluster;
+    std::string topology;
+    std::unique_ptr<gpufed::testing::TcpProxy> proxy;
+    std::unique_ptr<ChildProcess> agent;
+  };
+  Side sides[2] = {{"edge-l4", "edge-l4"}, {"cloud-eu-a100", "cloud-a100"}};
+  std::vector<std::string> ids;
+  auto channel = gpufed::testing::Connect(t.address);
+  auto clusters = gpufed::v1::ClusterService::NewStub(channel);
+  auto workloads = gpufed::v1::WorkloadService::NewStub(channel);
+  auto cluster_state = [&](const std::string& name, uint64_t* epoch) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + t.server.admin_token);
+    gpufed::v1::GetClusterRequest req;
+    req.set_name(name);
+    gpufed::v1::Cluster c;
+    if (!clusters->GetCluster(&ctx, req, &c).ok()) return gpufed::v1::CLUSTER_STATE_UNSPECIFIED;
+    if (epoch != nullptr) *epoch = c.epoch();
+    return c.state();
+  };
+  auto wait_for = [](const std::function<bool()>& pred, std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (!pred()) {
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  };
+  for (int i = 0; i < 2; ++i) {
+    auto proxy = gpufed::testing::TcpProxy::Start(t.server.grpc_port);
+    if (!proxy.ok()) return Fail(proxy.status().ToString());
+    sides[i].proxy = *std::move(proxy);
+    auto token =
+        gpufed::testing::CreateAgentToken(t.address, t.server.admin_token, sides[i].cluster);
+    if (!token.ok()) return Fail(token.status().ToString());
+    gpufed::testing::AgentOptions ao;
+    ao.server_address = "127.0.0.1:" + std::to_string(sides[i].proxy->port());
+    ao.token = *token;
+    ao.topology =
+        gpufed::testing::SourceDir() + "/deploy/topologies/" + sides[i].topology + ".yaml";
+    ao.work_dir = t.dir->path() + "/" + sides[i].cluster;
+    ao.log_path = t.dir->path() + "/" + sides[i].cluster + ".log";
+    auto agent = gpufed::testing::StartAgent(ao);
+    if (!agent.ok()) return Fail(agent.status().ToString());
+    sides[i].agent = *std::move(agent);
+    if (!wait_for(
+            [&] {
+              return cluster_state(sides[i].cluster, nullptr) == gpufed::v1::CLUSTER_STATE_READY;
+            },
+            std::chrono::seconds(30))) {
+      return Fail("agent of " + sides[i].cluster + " did not register");
+    }
+    if (i == 0) {
+      // The work starts on the first cluster: submit before the second exists.
+      for (int j = 0; j < jobs; ++j) {
+        grpc::ClientContext ctx;
+        ctx.AddMetadata("authorization", "Bearer " + t.token);
+        gpufed::v1::SubmitRequest req = MakeRequest("bench", absl::StrCat("failover-", j), {});
+        req.mutable_spec()->mutable_estimated_duration()->set_seconds(24 * 3600);
+        req.mutable_spec()->mutable_retry()->set_max_attempts(100);
+        gpufed::v1::SubmitResponse resp;
+        if (!workloads->Submit(&ctx, req, &resp).ok()) return Fail("submit failed");
+        ids.push_back(resp.workload().id());
+      }
+    }
+  }
+  // Where each workload is placed now, and at which attempt.
+  auto placed_on = [&](const std::string& id, uint32_t* attempts) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + t.token);
+    gpufed::v1::GetWorkloadRequest req;
+    req.set_id(id);
+    gpufed::v1::Workload w;
+    if (!workloads->Get(&ctx, req, &w).ok()) return std::string();
+    if (attempts != nullptr) *attempts = w.attempts();
+    const bool holds = w.state() == gpufed::v1::WORKLOAD_STATE_PLACED ||
+                       w.state() == gpufed::v1::WORKLOAD_STATE_RUNNING;
+    return holds ? w.assignment().cluster() : std::string();
+  };
+  if (!wait_for([&] { return placed_on(ids.back(), nullptr) == sides[0].cluster; },
+                std::chrono::seconds(30))) {
+    return Fail("the work was not placed on " + sides[0].cluster);
+  }
+  std::vector<double> moved_s;
+  std::vector<double> run_s;
+  int holder = 0;
+  for (int run = 0; run < runs; ++run) {
+    Side& lost = sides[holder];
+    Side& other = sides[1 - holder];
+    uint64_t epoch = 0;
+    cluster_state(lost.cluster, &epoch);
+    std::vector<uint32_t> before(ids.size());
+    for (size_t j = 0; j < ids.size(); ++j) placed_on(ids[j], &before[j]);
+    const auto cut = Clock::now();
+    lost.proxy->Partition();
+    std::vector<bool> done(ids.size(), false);
+    size_t left = ids.size();
+    const auto deadline = cut + std::chrono::seconds(120);
+    while (left > 0 && Clock::now() < deadline) {
+      for (size_t j = 0; j < ids.size(); ++j) {
+        uint32_t attempts = 0;
+        if (done[j] || placed_on(ids[j], &attempts) != other.cluster || attempts <= before[j]) {
+          continue;
+        }
+        done[j] = true;
+        --left;
+        moved_s.push_back(std::chrono::duration<double>(Clock::now() - cut).count());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (left > 0) return Fail("work did not move within 120 s");
+    run_s.push_back(
+        *std::max_element(moved_s.end() - static_cast<long>(ids.size()), moved_s.end()));
+    std::cerr << "run " << run + 1 << ": " << lost.cluster << " cut off; all " << ids.size()
+              << " workloads placed on " << other.cluster << " after " << run_s.back() << " s\n";
+    lost.proxy->Heal();
+    if (!wait_for(
+            [&] {
+              uint64_t now = 0;
+              return cluster_state(lost.cluster, &now) == gpufed::v1::CLUSTER_STATE_READY &&
+                     now > epoch;
+            },
+            std::chrono::seconds(60))) {
+      return Fail(lost.cluster + " did not come back after the cut healed");
+    }
+    holder = 1 - holder;
+  }
+  nlohmann::json out = {
+      {"bench", "failover"},
+      {"runs", runs},
+      {"workloads", jobs},
+      {"heartbeat_interval_s", 2},
+      {"agent_lease_s", 8},
+      {"heartbeat_timeout_s", 20},
+      {"cut_to_placed_elsewhere_s_p50", Percentile(moved_s, 0.50)},
+      {"cut_to_placed_elsewhere_s_p99", Percentile(moved_s, 0.99)},
+      {"cut_to_placed_elsewhere_s_max", *std::max_element(moved_s.begin(), moved_s.end())},
+      // The last heartbeat that got through was sent at most one interval before the cut.
+      {"last_heartbeat_to_placed_s_p99_at_most", Percentile(moved_s, 0.99) + 2},
+  };
+  for (Side& side : sides) side.agent->Stop();
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,6 +494,13 @@ int main(int argc, char** argv) {
   submit->add_option("--paced-rate", paced_rate, "second phase: submissions/s (0: skip)");
   submit->add_option("--paced-seconds", paced_seconds);
   auto* e2e = app.add_subcommand("e2e", "one agent, process backend, one-GPU jobs running true");
+  int runs = 10;
+  auto* failover =
+      app.add_subcommand("failover", "two clusters, default timings, cut one off: time to move");
+  failover->add_option("--runs", runs, "cuts, alternating between the clusters")
+      ->check(CLI::Range(1, 1000));
+  failover->add_option("--jobs", jobs, "one-GPU workloads that move (at most 8)")
+      ->check(CLI::Range(1, 8));
   e2e->add_option("--jobs", jobs)->check(CLI::Range(1, 1000000));
   e2e->add_option("--clients", clients)->check(CLI::Range(1, 256));
   e2e->add_option("--topology", topology);
@@ -377,8 +537,9 @@ int main(int argc, char** argv) {
   if (placement->parsed()) return gpufed::bench::RunPlacementBench(pb);
   Target target;
   if (absl::Status s = StartTarget(&target, "bench"); !s.ok()) return Fail(s.ToString());
-  int rc = submit->parsed() ? BenchSubmit(target, clients, count, paced_rate, paced_seconds)
-                            : BenchE2e(target, jobs, clients, topology);
+  int rc = submit->parsed()     ? BenchSubmit(target, clients, count, paced_rate, paced_seconds)
+           : failover->parsed() ? BenchFailover(target, runs, jobs)
+                                : BenchE2e(target, jobs, clients, topology);
   target.server.process->Stop();
   return rc;
 }
