@@ -109,6 +109,7 @@ std::optional<v1::TopologyRequirement> ParseTopology(absl::string_view name) {
 }
 std::vector<std::string> TopologyNames() { return Names(TopologySpelling()); }
 
+std::string RetryOnName(v1::RetryOn value) { return Format(RetryOnSpelling(), value); }
 std::optional<v1::RetryOn> ParseRetryOn(absl::string_view name) {
   return ParseAs<v1::RetryOn>(RetryOnSpelling(), name);
 }
@@ -128,7 +129,8 @@ std::vector<std::string> WorkloadStateNames() { return Names(StateSpelling()); }
 
 bool IsTerminalState(v1::WorkloadState value) {
   return value == v1::WORKLOAD_STATE_SUCCEEDED || value == v1::WORKLOAD_STATE_FAILED ||
-         value == v1::WORKLOAD_STATE_CANCELLED;
+         value == v1::WORKLOAD_STATE_CANCELLED || value == v1::WORKLOAD_STATE_PREEMPTED ||
+         value == v1::WORKLOAD_STATE_LOST;
 }
 
 std::string ClusterStateName(v1::ClusterState value) {

@@ -34,6 +34,7 @@ std::optional<v1::TopologyRequirement> ParseTopology(absl::string_view name);
 std::vector<std::string> TopologyNames();
 
 // RETRY_ON_CLUSTER_LOST -> "cluster_lost"
+std::string RetryOnName(v1::RetryOn value);
 std::optional<v1::RetryOn> ParseRetryOn(absl::string_view name);
 std::vector<std::string> RetryOnNames();
 
@@ -44,8 +45,8 @@ std::vector<std::string> SimOutcomeNames();
 std::string WorkloadStateName(v1::WorkloadState value);
 std::optional<v1::WorkloadState> ParseWorkloadState(absl::string_view name);
 std::vector<std::string> WorkloadStateNames();
-// SUCCEEDED, FAILED or CANCELLED: the workload will not change again (PREEMPTED and LOST
-// return it to PENDING).
+// SUCCEEDED, FAILED, CANCELLED, PREEMPTED or LOST: the workload will not change again (a
+// restartable one whose attempt ends goes back to PENDING instead of PREEMPTED or LOST).
 bool IsTerminalState(v1::WorkloadState value);
 
 std::string ClusterStateName(v1::ClusterState value);

@@ -244,6 +244,18 @@ void WriteWorkloadTable(const google::protobuf::RepeatedPtrField<v1::Workload>& 
   table.Render(out);
 }
 
+// "up to 3 attempts, on cluster_lost"
+std::string RetryText(const v1::RetryPolicy& retry) {
+  std::vector<std::string> on;
+  for (int i = 0; i < retry.on_size(); ++i) {
+    on.push_back(RetryOnName(static_cast<v1::RetryOn>(retry.on(i))));
+  }
+  const uint32_t attempts = retry.max_attempts() != 0 ? retry.max_attempts() : (on.empty() ? 1 : 3);
+  return absl::StrCat(
+      "up to ", attempts, " attempts, on ",
+      on.empty() ? "any cluster loss, preemption or node failure" : absl::StrJoin(on, ", "));
+}
+
 void WriteWorkloadDetail(const v1::Workload& w, absl::Time now, std::ostream& out) {
   const v1::WorkloadSpec& spec = w.spec();
   Details d;
@@ -275,6 +287,7 @@ void WriteWorkloadDetail(const v1::Workload& w, absl::Time now, std::ostream& ou
     d.Add("Duration", DurationToText(DurationFromProto(spec.estimated_duration())));
   }
   d.Add("Idempotency key", spec.idempotency_key());
+  if (spec.has_retry()) d.Add("Retry", RetryText(spec.retry()));
   d.Add("Image", spec.run().image());
   d.Add("Command", JoinCommand(spec.run().command()));
   std::vector<std::pair<std::string, std::string>> env(spec.run().env().begin(),
@@ -295,6 +308,8 @@ void WriteWorkloadDetail(const v1::Workload& w, absl::Time now, std::ostream& ou
       d.Add(absl::StrCat("Repartition ", i), RepartitionText(w.assignment().repartitions(i)));
     }
   }
+  // Placements so far: shown once there was more than one.
+  if (w.attempts() > 1) d.Add("Attempts", absl::StrCat(w.attempts()));
   if (w.cancel_requested()) d.Add("Cancel requested", "yes");
   if (IsTerminalState(w.state())) d.Add("Exit code", absl::StrCat(w.exit_code()));
   d.Add("Message", w.message());

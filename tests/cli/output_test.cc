@@ -13,6 +13,7 @@ namespace gpufed::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const absl::Time kNow = absl::FromUnixSeconds(1'767'323'045);  // 2026-01-02T03:04:05Z
 
@@ -226,6 +227,21 @@ TEST(WorkloadDetailTest, ShowsMigInstanceShareAndRepartitions) {
   std::ostringstream share;
   WriteWorkloadDetail(w, kNow, share);
   EXPECT_THAT(share.str(), HasSubstr("GPU share:        500 milli-GPU per replica\n"));
+}
+
+TEST(WorkloadDetailTest, ShowsTheRetryPolicyAndAttemptsBeyondTheFirst) {
+  v1::Workload w = SampleWorkload();
+  w.mutable_spec()->mutable_retry()->set_max_attempts(3);
+  w.mutable_spec()->mutable_retry()->add_on(v1::RETRY_ON_CLUSTER_LOST);
+  w.set_attempts(1);
+  std::ostringstream first;
+  WriteWorkloadDetail(w, kNow, first);
+  EXPECT_THAT(first.str(), HasSubstr("Retry:            up to 3 attempts, on cluster_lost\n"));
+  EXPECT_THAT(first.str(), Not(HasSubstr("Attempts:")));
+  w.set_attempts(2);
+  std::ostringstream second;
+  WriteWorkloadDetail(w, kNow, second);
+  EXPECT_THAT(second.str(), HasSubstr("Attempts:         2\n"));
 }
 
 TEST(WatchEventTest, OneLinePerEvent) {
