@@ -44,6 +44,20 @@ bool Eventually(const std::function<bool()>& pred, std::chrono::seconds timeout)
   return pred();
 }
 
+// The cluster as the server reports it to `token` (5 s deadline); state UNSPECIFIED when the
+// call fails.
+v1::Cluster ClusterAsServed(v1::ClusterService::Stub& clusters, const std::string& token,
+                            const std::string& name) {
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + token);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::GetClusterRequest req;
+  req.set_name(name);
+  v1::Cluster out;
+  if (!clusters.GetCluster(&ctx, req, &out).ok()) out.Clear();
+  return out;
+}
+
 class FaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -77,16 +91,8 @@ class FaultTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(agent_, testing::StartAgent(ao));
   }
 
-  // The cluster as the server reports it; state UNSPECIFIED when the call fails.
   v1::Cluster GetCluster(const std::string& name) {
-    grpc::ClientContext ctx;
-    ctx.AddMetadata("authorization", "Bearer " + server_.admin_token);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    v1::GetClusterRequest req;
-    req.set_name(name);
-    v1::Cluster out;
-    if (!clusters_->GetCluster(&ctx, req, &out).ok()) out.Clear();
-    return out;
+    return ClusterAsServed(*clusters_, server_.admin_token, name);
   }
 
   testing::TempDir dir_{"gpufed-fault"};
@@ -207,14 +213,7 @@ class FailoverTest : public ::testing::Test {
   }
 
   v1::Cluster GetCluster(const std::string& name) {
-    grpc::ClientContext ctx;
-    ctx.AddMetadata("authorization", "Bearer " + server_.admin_token);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    v1::GetClusterRequest req;
-    req.set_name(name);
-    v1::Cluster out;
-    if (!clusters_->GetCluster(&ctx, req, &out).ok()) out.Clear();
-    return out;
+    return ClusterAsServed(*clusters_, server_.admin_token, name);
   }
 
   // Submits a 1-GPU job of `seconds` (on the sim backend; `command` on the process backend)
