@@ -33,4 +33,29 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::GetCluster(grpc::CallbackServerCon
   });
 }
 
+grpc::ServerUnaryReactor* ClusterServiceImpl::Cordon(grpc::CallbackServerContext* context,
+                                                     const v1::CordonRequest* request,
+                                                     v1::Cluster* response) {
+  return SetCordon(context, request, response, true);
+}
+
+grpc::ServerUnaryReactor* ClusterServiceImpl::Uncordon(grpc::CallbackServerContext* context,
+                                                       const v1::CordonRequest* request,
+                                                       v1::Cluster* response) {
+  return SetCordon(context, request, response, false);
+}
+
+grpc::ServerUnaryReactor* ClusterServiceImpl::SetCordon(grpc::CallbackServerContext* context,
+                                                        const v1::CordonRequest* request,
+                                                        v1::Cluster* response, bool cordoned) {
+  return RunOnExecutor(ctx_, context, [=, this]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    ASSIGN_OR_RETURN(ClusterListing listing,
+                     ctx_.plane->Cordon(who, request->name(), request->node(), cordoned));
+    const Cluster& c = listing.clusters.front();
+    *response = ClusterToProto(c, listing.pool->FindCluster(c.info.name), /*include_nodes=*/true);
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace gpufed::api

@@ -8,6 +8,7 @@ namespace gpufed::api {
 
 // gpufed.v1.ClusterService: clusters from the store, allocation and free capacity from the
 // scheduler's latest pool snapshot. Any authenticated person may look at the pool; agents may not.
+// Platform admins may cordon a cluster or a node.
 class ClusterServiceImpl final : public v1::ClusterService::CallbackService {
  public:
   explicit ClusterServiceImpl(ApiContext context) : ctx_(context) {}
@@ -18,8 +19,17 @@ class ClusterServiceImpl final : public v1::ClusterService::CallbackService {
   grpc::ServerUnaryReactor* GetCluster(grpc::CallbackServerContext* context,
                                        const v1::GetClusterRequest* request,
                                        v1::Cluster* response) override;
+  grpc::ServerUnaryReactor* Cordon(grpc::CallbackServerContext* context,
+                                   const v1::CordonRequest* request,
+                                   v1::Cluster* response) override;
+  grpc::ServerUnaryReactor* Uncordon(grpc::CallbackServerContext* context,
+                                     const v1::CordonRequest* request,
+                                     v1::Cluster* response) override;
 
  private:
+  grpc::ServerUnaryReactor* SetCordon(grpc::CallbackServerContext* context,
+                                      const v1::CordonRequest* request, v1::Cluster* response,
+                                      bool cordoned);
   ApiContext ctx_;
 };
 

@@ -528,6 +528,7 @@ v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool inc
   for (const auto& l : c.info.compliance_labels) info->add_compliance_labels(l);
   p.set_state(ClusterStateToProto(c.state));
   p.set_epoch(c.epoch);
+  p.set_cordoned(c.cordoned);
   if (c.last_heartbeat) *p.mutable_last_heartbeat_time() = ToProto(*c.last_heartbeat);
   if (slots != nullptr) {
     ClusterCapacity cap = Pool::CapacityOf(*slots);
@@ -550,6 +551,7 @@ v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool inc
     pn->set_memory_mib(node.memory_mib);
     for (const auto& [k, v] : node.labels) (*pn->mutable_labels())[k] = v;
     pn->set_schedulable(node.schedulable);
+    pn->set_cordoned(node.cordoned);
     const NodeSlots* node_slots = slots != nullptr ? slots->FindNode(node.name) : nullptr;
     for (const GpuInfo& g : node.gpus) {
       auto* pg = pn->add_gpus();

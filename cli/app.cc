@@ -91,6 +91,8 @@ struct Flags {
   uint32_t limit = 100;
 
   bool nodes = false;
+  std::string cordon_cluster;
+  std::string cordon_node;
 
   std::string tenant_name;
   std::string display_name;
@@ -198,6 +200,13 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
 
   CLI::App* clusters = app.add_subcommand("clusters", "List clusters and their free GPUs");
   clusters->add_flag("--nodes", f.nodes, "Also list every GPU and what holds it");
+  CLI::App* cordon = app.add_subcommand(
+      "cordon", "No new placements on a cluster (or one node) until uncordon (platform admin)");
+  CLI::App* uncordon = app.add_subcommand("uncordon", "Lift a cordon (platform admin)");
+  for (CLI::App* c : {cordon, uncordon}) {
+    c->add_option("cluster", f.cordon_cluster, "Cluster name")->required();
+    c->add_option("--node", f.cordon_node, "Only this node of the cluster");
+  }
 
   // tenants, projects, tokens
   CLI::App* tenants = app.add_subcommand("tenants", "Create and list tenants");
@@ -319,6 +328,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.Watch(f.id);
   } else if (clusters->parsed()) {
     status = commands.Clusters(f.nodes);
+  } else if (cordon->parsed() || uncordon->parsed()) {
+    status = commands.Cordon(f.cordon_cluster, f.cordon_node, cordon->parsed());
   } else if (tenants_create->parsed()) {
     status = commands.CreateTenant(f.tenant_name, f.display_name);
   } else if (tenants_list->parsed()) {

@@ -376,6 +376,24 @@ absl::Status Commands::Clusters(bool include_nodes) {
   return absl::OkStatus();
 }
 
+absl::Status Commands::Cordon(absl::string_view cluster, absl::string_view node, bool cordoned) {
+  v1::CordonRequest request;
+  request.set_name(std::string(cluster));
+  request.set_node(std::string(node));
+  v1::Cluster response;
+  // Idempotent on the server: safe to retry.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return cordoned ? clusters_->Cordon(context, request, &response)
+                    : clusters_->Uncordon(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  *env_.out << (node.empty() ? "cluster/" : "node/") << SanitizeForTerminal(std::string(cluster))
+            << (node.empty() ? "" : "/") << SanitizeForTerminal(std::string(node))
+            << (cordoned ? " cordoned" : " uncordoned") << " (cluster "
+            << ClusterStateName(response.state()) << ")\n";
+  return absl::OkStatus();
+}
+
 absl::Status Commands::CreateTenant(absl::string_view name, absl::string_view display_name) {
   v1::CreateTenantRequest request;
   request.set_name(std::string(name));

@@ -154,6 +154,8 @@ class Commands {
   // The cluster table; with include_nodes also the per-GPU table. In JSON, nodes are present
   // only with include_nodes.
   absl::Status Clusters(bool include_nodes);
+  // Puts (or lifts) an operator's cordon on `cluster`, or on its node `node`.
+  absl::Status Cordon(absl::string_view cluster, absl::string_view node, bool cordoned);
 
   absl::Status CreateTenant(absl::string_view name, absl::string_view display_name);
   absl::Status ListTenants();

@@ -191,6 +191,20 @@ absl::StatusOr<ClusterListing> ControlPlane::ListClusters(const auth::Principal&
   return out;
 }
 
+absl::StatusOr<ClusterListing> ControlPlane::Cordon(const auth::Principal& who,
+                                                    const std::string& cluster,
+                                                    const std::string& node, bool cordoned) {
+  if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(ValidateName("name", cluster));
+  if (!node.empty()) RETURN_IF_ERROR(ValidateLabel("node", node));
+  ASSIGN_OR_RETURN(Cluster stored, ports_.clusters->SetCordon(cluster, node, cordoned));
+  AfterClusterCommit(std::cref(stored));
+  ClusterListing out;
+  out.clusters.push_back(std::move(stored));
+  out.pool = ports_.scheduler->Snapshot();
+  return out;
+}
+
 absl::StatusOr<ClusterListing> ControlPlane::GetCluster(const auth::Principal& who,
                                                         const std::string& name) {
   if (!who.CanViewPool()) return absl::PermissionDeniedError("permission denied");

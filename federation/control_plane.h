@@ -142,6 +142,14 @@ class ControlPlane {
   // PERMISSION_DENIED for agents. Nodes only when asked.
   absl::StatusOr<ClusterListing> ListClusters(const auth::Principal& who, bool include_nodes);
   absl::StatusOr<ClusterListing> GetCluster(const auth::Principal& who, const std::string& name);
+  // Puts an operator's cordon on `cluster` (`node` empty) or one of its nodes, or lifts it
+  // (`cordoned` false): no new placements there while it holds; what runs there keeps running.
+  // The scheduler sees the change at once. Returns the cluster as stored, with its nodes, and
+  // the scheduler's view (as GetCluster).
+  // PERMISSION_DENIED unless `who` is a platform admin; INVALID_ARGUMENT naming `name` or `node`;
+  // NOT_FOUND (ClusterStore::SetCordon).
+  absl::StatusOr<ClusterListing> Cordon(const auth::Principal& who, const std::string& cluster,
+                                        const std::string& node, bool cordoned);
 
   // ---- Agents ----
 

@@ -156,6 +156,15 @@ class ClusterStore {
   };
   virtual absl::StatusOr<LossResult> LoseCluster(const std::string& cluster,
                                                  const LossPlan& plan) = 0;
+  // An operator's cordon on `cluster` (`node` empty) or on one of its nodes: no new placements
+  // there while it holds (`cordoned` false lifts it). A cordoned cluster is `draining` (unless
+  // unreachable) and stays so when its agent registers again; lifting it makes it `ready`
+  // (unless unreachable). A cordoned node reads as not schedulable whatever its agent reports.
+  // Idempotent. Returns the cluster as stored, with its nodes. NOT_FOUND for an unknown cluster,
+  // or a node the cluster does not have (lifting a cordon on a node its agent no longer reports
+  // is allowed).
+  virtual absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
+                                            bool cordoned) = 0;
   virtual absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) = 0;
   virtual absl::StatusOr<Cluster> GetCluster(const std::string& name) = 0;
 };

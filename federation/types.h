@@ -218,7 +218,10 @@ struct NodeInfo {
   uint64_t cpu_millis = 0;
   uint64_t memory_mib = 0;
   std::map<std::string, std::string> labels;
+  // As stored: false when the agent reports it so or an operator cordoned it.
   bool schedulable = true;
+  // An operator's cordon (ClusterStore::SetCordon); agents never set it.
+  bool cordoned = false;
   std::vector<GpuInfo> gpus;
 
   bool operator==(const NodeInfo&) const = default;
@@ -245,6 +248,8 @@ struct Cluster {
   ClusterState state = ClusterState::kReady;
   uint64_t epoch = 1;  // bumped when the cluster is declared lost; fences stale agents
   std::optional<Timestamp> last_heartbeat;
+  // An operator's cordon: no new placements; the cluster is `draining` unless unreachable.
+  bool cordoned = false;
   std::vector<NodeInfo> nodes;
 };
 

@@ -55,7 +55,7 @@ using nlohmann::json;
 #define GPUFED_CLUSTER_COLUMNS                                                  \
   " c.name, c.provider, c.region, c.zone, c.jurisdiction,"                      \
   " to_json(c.compliance_labels)::text AS compliance_labels, c.state, c.epoch," \
-  " epoch_us(c.last_heartbeat) AS heartbeat_us "
+  " epoch_us(c.last_heartbeat) AS heartbeat_us, c.cordoned "
 
 // One group of submits. Input: [{"ord": n, "spec": {...}, "reason": {"code", "figures",
 // "message"}}]. Tenant and project are resolved in the same statement so that an unknown one
@@ -233,7 +233,8 @@ constexpr const char* kUpsertCluster =
     "now()) "
     "ON CONFLICT (name) DO UPDATE SET provider = EXCLUDED.provider, region = EXCLUDED.region, "
     "zone = EXCLUDED.zone, jurisdiction = EXCLUDED.jurisdiction, "
-    "compliance_labels = EXCLUDED.compliance_labels, state = 'ready', "
+    "compliance_labels = EXCLUDED.compliance_labels, "
+    "state = CASE WHEN c.cordoned THEN 'draining' ELSE 'ready' END, "
     "last_heartbeat = now(), updated_at = now() "
     "RETURNING" GPUFED_CLUSTER_COLUMNS;
 constexpr const char* kDeleteGpus = "DELETE FROM gpus WHERE cluster = $1";
@@ -256,9 +257,25 @@ constexpr const char* kListClusters =
 constexpr const char* kGetCluster =
     "SELECT" GPUFED_CLUSTER_COLUMNS "FROM clusters c WHERE c.name = $1";
 // $1 = '' means every cluster (the inventory is read as a whole and the plan is the same).
+// A cordoned node reads as not schedulable.
 constexpr const char* kListNodes =
-    "SELECT cluster, name, rack, block, cpu_millis, memory_mib, labels::text AS labels, "
-    "schedulable FROM nodes WHERE $1 = '' OR cluster = $1 ORDER BY cluster, name";
+    "SELECT n.cluster, n.name, n.rack, n.block, n.cpu_millis, n.memory_mib, "
+    "n.labels::text AS labels, n.schedulable AND k.node IS NULL AS schedulable, "
+    "k.node IS NOT NULL AS cordoned "
+    "FROM nodes n LEFT JOIN node_cordons k ON k.cluster = n.cluster AND k.node = n.name "
+    "WHERE $1 = '' OR n.cluster = $1 ORDER BY n.cluster, n.name";
+// An operator's cordon on a whole cluster ($2: on or off); an unreachable cluster stays so.
+constexpr const char* kCordonCluster =
+    "UPDATE clusters SET cordoned = $2, "
+    "state = CASE WHEN state = 'unreachable' THEN state WHEN $2 THEN 'draining' ELSE 'ready' END, "
+    "updated_at = now() WHERE name = $1 RETURNING name";
+constexpr const char* kNodeExists = "SELECT 1 FROM nodes WHERE cluster = $1 AND name = $2";
+constexpr const char* kNodeKnown =
+    "SELECT 1 FROM nodes WHERE cluster = $1 AND name = $2 "
+    "UNION ALL SELECT 1 FROM node_cordons WHERE cluster = $1 AND node = $2";
+constexpr const char* kCordonNode =
+    "INSERT INTO node_cordons (cluster, node) VALUES ($1, $2) ON CONFLICT DO NOTHING";
+constexpr const char* kUncordonNode = "DELETE FROM node_cordons WHERE cluster = $1 AND node = $2";
 constexpr const char* kListGpus =
     "SELECT cluster, node, uuid, index, model, memory_mib, nvlink_domain, numa_node, "
     "pcie_switch, mig_capable, healthy, mig_enabled, mig_layout::text AS mig_layout "
@@ -336,6 +353,11 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_clusters", kListClusters},
     {"get_cluster", kGetCluster},
     {"list_nodes", kListNodes},
+    {"cordon_cluster", kCordonCluster},
+    {"node_exists", kNodeExists},
+    {"node_known", kNodeKnown},
+    {"cordon_node", kCordonNode},
+    {"uncordon_node", kUncordonNode},
     {"list_gpus", kListGpus},
     {"record_heartbeat", kRecordHeartbeat},
     {"set_cluster_state", kSetClusterState},
@@ -482,6 +504,7 @@ absl::StatusOr<Cluster> ClusterFromRow(const pqxx::row& row) {
   c.state = *state;
   c.epoch = row["epoch"].as<uint64_t>();
   c.last_heartbeat = OptionalMicros(row["heartbeat_us"]);
+  c.cordoned = row["cordoned"].as<bool>();
   return c;
 }
 
@@ -500,6 +523,7 @@ absl::Status ReadInventory(pqxx::transaction_base& txn, const std::string& clust
     node.memory_mib = row["memory_mib"].as<uint64_t>();
     ASSIGN_OR_RETURN(node.labels, LabelsFromJson(row["labels"].c_str()));
     node.schedulable = row["schedulable"].as<bool>();
+    node.cordoned = row["cordoned"].as<bool>();
     it->second->nodes.push_back(std::move(node));
   }
   // Pointers are taken only once every vector has stopped growing.
@@ -1287,6 +1311,34 @@ absl::StatusOr<ClusterStore::LossResult> PgStore::LoseCluster(const std::string&
         ASSIGN_OR_RETURN(out.transitions, RunTransitions(txn, transitions, prepared));
         return out;
       });
+}
+
+absl::StatusOr<Cluster> PgStore::SetCordon(const std::string& cluster, const std::string& node,
+                                           bool cordoned) {
+  return control_pool_->Transact("set cordon", [&](pqxx::work& txn) -> absl::StatusOr<Cluster> {
+    auto not_found = [&] {
+      return absl::NotFoundError(node.empty() ? absl::StrCat("cluster \"", cluster, "\" not found")
+                                              : absl::StrCat("node \"", node, "\" of cluster \"",
+                                                             cluster, "\" not found"));
+    };
+    if (node.empty()) {
+      if (txn.exec_prepared("cordon_cluster", cluster, cordoned).empty()) return not_found();
+    } else {
+      if (txn.exec_prepared("get_cluster", cluster).empty()) {
+        return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
+      }
+      // A cordon goes on a node the cluster has; one may be lifted from a node it lost.
+      if (txn.exec_prepared(cordoned ? "node_exists" : "node_known", cluster, node).empty()) {
+        return not_found();
+      }
+      txn.exec_prepared(cordoned ? "cordon_node" : "uncordon_node", cluster, node);
+    }
+    pqxx::result r = txn.exec_prepared("get_cluster", cluster);
+    ASSIGN_OR_RETURN(Cluster out, ClusterFromRow(r[0]));
+    std::map<std::string, Cluster*> by_name = {{out.info.name, &out}};
+    RETURN_IF_ERROR(ReadInventory(txn, cluster, by_name));
+    return out;
+  });
 }
 
 absl::StatusOr<std::vector<Cluster>> PgStore::ListClusters(bool include_nodes) {

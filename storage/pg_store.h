@@ -133,6 +133,8 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
   absl::Status RecordHeartbeat(const std::string& cluster, Timestamp at) override;
   absl::Status SetClusterState(const std::string& cluster, ClusterState state) override;
   absl::StatusOr<LossResult> LoseCluster(const std::string& cluster, const LossPlan& plan) override;
+  absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
+                                    bool cordoned) override;
   absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) override;
   absl::StatusOr<Cluster> GetCluster(const std::string& name) override;
 

@@ -376,6 +376,49 @@ TEST_F(ServiceTest, AgentInventoryUpdateReplacesTheInventory) {
       << ended.error_message();
 }
 
+TEST_F(ServiceTest, APlatformAdminCordonsAClusterOrANode) {
+  auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
+  ASSERT_OK(agent_token);
+  FakeAgentStream agent(address_, *agent_token);
+  ASSERT_TRUE(agent.Write(Registration("dgx", 2, 2, "H100-80GB")));
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+
+  v1::CordonRequest req;
+  req.set_name("dgx");
+  v1::Cluster cluster;
+  EXPECT_EQ(Call(user_, [&](grpc::ClientContext* c) { return clusters_->Cordon(c, req, &cluster); })
+                .error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_OK(
+      Call(admin_, [&](grpc::ClientContext* c) { return clusters_->Cordon(c, req, &cluster); }));
+  EXPECT_TRUE(cluster.cordoned());
+  EXPECT_EQ(cluster.state(), v1::CLUSTER_STATE_DRAINING);
+  ASSERT_OK(
+      Call(admin_, [&](grpc::ClientContext* c) { return clusters_->Uncordon(c, req, &cluster); }));
+  EXPECT_EQ(cluster.state(), v1::CLUSTER_STATE_READY);
+
+  req.set_node(cluster.nodes(1).name());
+  ASSERT_OK(
+      Call(admin_, [&](grpc::ClientContext* c) { return clusters_->Cordon(c, req, &cluster); }));
+  EXPECT_EQ(cluster.state(), v1::CLUSTER_STATE_READY);
+  EXPECT_TRUE(cluster.nodes(1).cordoned());
+  EXPECT_FALSE(cluster.nodes(1).schedulable());
+  EXPECT_FALSE(cluster.nodes(0).cordoned());
+
+  req.set_node("no such node");
+  EXPECT_EQ(
+      Call(admin_, [&](grpc::ClientContext* c) { return clusters_->Cordon(c, req, &cluster); })
+          .error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
+  req.set_node("");
+  req.set_name("elsewhere");
+  EXPECT_EQ(
+      Call(admin_, [&](grpc::ClientContext* c) { return clusters_->Cordon(c, req, &cluster); })
+          .error_code(),
+      grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(ServiceTest, TenantsAreIsolatedAndTokensRequired) {
   v1::SubmitResponse mine;
   ASSERT_OK(Submit(Spec("mine"), &mine));

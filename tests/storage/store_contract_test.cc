@@ -1452,6 +1452,66 @@ TEST_P(StoreContractTest, LostAndPreemptedAreEndStates) {
   }
 }
 
+TEST_P(StoreContractTest, ACordonedClusterDrainsAndStaysSoWhenItsAgentRegistersAgain) {
+  ASSERT_OK(clusters().RegisterCluster(Info("c1"), {Node("c1", "n1", 2)}));
+  ASSERT_OK_AND_ASSIGN(Cluster c, clusters().SetCordon("c1", "", true));
+  EXPECT_TRUE(c.cordoned);
+  EXPECT_EQ(c.state, ClusterState::kDraining);
+  ASSERT_EQ(c.nodes.size(), 1u);                                  // returned with its nodes
+  ASSERT_OK_AND_ASSIGN(c, clusters().SetCordon("c1", "", true));  // idempotent
+  EXPECT_EQ(c.state, ClusterState::kDraining);
+  ASSERT_OK_AND_ASSIGN(c, clusters().RegisterCluster(Info("c1"), {Node("c1", "n1", 2)}));
+  EXPECT_EQ(c.state, ClusterState::kDraining);
+  EXPECT_TRUE(c.cordoned);
+
+  // Lost while cordoned: unreachable; back: draining again.
+  std::vector<WorkloadId> shown;
+  uint64_t epoch_seen = 0;
+  ASSERT_OK(clusters().LoseCluster("c1", RequeueAll(&shown, &epoch_seen)));
+  ASSERT_OK_AND_ASSIGN(c, clusters().SetCordon("c1", "", false));
+  EXPECT_EQ(c.state, ClusterState::kUnreachable);
+  ASSERT_OK_AND_ASSIGN(c, clusters().SetCordon("c1", "", true));
+  ASSERT_OK_AND_ASSIGN(c, clusters().RegisterCluster(Info("c1"), {Node("c1", "n1", 2)}));
+  EXPECT_EQ(c.state, ClusterState::kDraining);
+  ASSERT_OK_AND_ASSIGN(c, clusters().SetCordon("c1", "", false));
+  EXPECT_EQ(c.state, ClusterState::kReady);
+  EXPECT_FALSE(c.cordoned);
+  ASSERT_OK_AND_ASSIGN(std::vector<Cluster> all, clusters().ListClusters(false));
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_FALSE(all[0].cordoned);
+
+  EXPECT_THAT(clusters().SetCordon("c9", "", true), StatusIs(Code::kNotFound));
+}
+
+TEST_P(StoreContractTest, ACordonedNodeIsNotSchedulableWhateverItsAgentSays) {
+  ASSERT_OK(clusters().RegisterCluster(Info("c1"), {Node("c1", "n1", 2), Node("c1", "n2", 2)}));
+  ASSERT_OK_AND_ASSIGN(Cluster c, clusters().SetCordon("c1", "n2", true));
+  EXPECT_FALSE(c.cordoned);
+  EXPECT_EQ(c.state, ClusterState::kReady);
+  ASSERT_EQ(c.nodes.size(), 2u);
+  EXPECT_TRUE(c.nodes[0].schedulable);
+  EXPECT_FALSE(c.nodes[0].cordoned);
+  EXPECT_FALSE(c.nodes[1].schedulable);
+  EXPECT_TRUE(c.nodes[1].cordoned);
+  // The agent reports it schedulable again: the cordon holds.
+  ASSERT_OK_AND_ASSIGN(
+      c, clusters().RegisterCluster(Info("c1"), {Node("c1", "n1", 2), Node("c1", "n2", 2)}));
+  EXPECT_FALSE(c.nodes[1].schedulable);
+  ASSERT_OK_AND_ASSIGN(c, clusters().GetCluster("c1"));
+  EXPECT_FALSE(c.nodes[1].schedulable);
+  ASSERT_OK_AND_ASSIGN(std::vector<Cluster> all, clusters().ListClusters(true));
+  EXPECT_FALSE(all[0].nodes[1].schedulable);
+
+  EXPECT_THAT(clusters().SetCordon("c1", "n9", true), StatusIs(Code::kNotFound));
+  // A node its agent no longer reports may still be uncordoned.
+  ASSERT_OK(clusters().RegisterCluster(Info("c1"), {Node("c1", "n1", 2)}));
+  ASSERT_OK(clusters().SetCordon("c1", "n2", false));
+  EXPECT_THAT(clusters().SetCordon("c1", "n2", false), StatusIs(Code::kNotFound));
+  ASSERT_OK_AND_ASSIGN(
+      c, clusters().RegisterCluster(Info("c1"), {Node("c1", "n1", 2), Node("c1", "n2", 2)}));
+  EXPECT_TRUE(c.nodes[1].schedulable);
+}
+
 TEST_P(StoreContractTest, HeartbeatsMoveForwardOnly) {
   ASSERT_OK(clusters().RegisterCluster(Info("c1"), {}));
   const Timestamp later = backend_->Now() + std::chrono::hours(1) + microseconds(7);

@@ -320,7 +320,7 @@ absl::StatusOr<Cluster> MemoryStore::RegisterCluster(const ClusterInfo& info,
   absl::MutexLock lock(&mu_);
   Cluster& c = clusters_[info.name];  // a new one starts at epoch 1
   c.info = info;
-  c.state = ClusterState::kReady;
+  c.state = c.cordoned ? ClusterState::kDraining : ClusterState::kReady;
   c.last_heartbeat = Now();
   // Stored order, as PgStore reads it back: nodes by name, GPUs by index.
   c.nodes = nodes;
@@ -330,7 +330,45 @@ absl::StatusOr<Cluster> MemoryStore::RegisterCluster(const ClusterInfo& info,
     std::sort(node.gpus.begin(), node.gpus.end(),
               [](const GpuInfo& a, const GpuInfo& b) { return a.index < b.index; });
   }
+  return AsStored(c);
+}
+
+Cluster MemoryStore::AsStored(Cluster c) const {
+  for (NodeInfo& node : c.nodes) {
+    node.cordoned = node_cordons_.contains({c.info.name, node.name});
+    node.schedulable = node.schedulable && !node.cordoned;
+  }
   return c;
+}
+
+absl::StatusOr<Cluster> MemoryStore::SetCordon(const std::string& cluster, const std::string& node,
+                                               bool cordoned) {
+  absl::MutexLock lock(&mu_);
+  auto it = clusters_.find(cluster);
+  if (it == clusters_.end()) {
+    return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
+  }
+  Cluster& c = it->second;
+  if (node.empty()) {
+    c.cordoned = cordoned;
+    if (c.state != ClusterState::kUnreachable) {
+      c.state = cordoned ? ClusterState::kDraining : ClusterState::kReady;
+    }
+    return AsStored(c);
+  }
+  const bool has = std::any_of(c.nodes.begin(), c.nodes.end(),
+                               [&](const NodeInfo& n) { return n.name == node; });
+  // As PgStore: a cordon goes on a node the cluster has; one may be lifted from a node it lost.
+  if (cordoned ? !has : !has && !node_cordons_.contains({cluster, node})) {
+    return absl::NotFoundError(
+        absl::StrCat("node \"", node, "\" of cluster \"", cluster, "\" not found"));
+  }
+  if (cordoned) {
+    node_cordons_.insert({cluster, node});
+  } else {
+    node_cordons_.erase({cluster, node});
+  }
+  return AsStored(c);
 }
 
 absl::Status MemoryStore::RecordHeartbeat(const std::string& cluster, Timestamp at) {
@@ -392,7 +430,7 @@ absl::StatusOr<std::vector<Cluster>> MemoryStore::ListClusters(bool include_node
   std::vector<Cluster> out;
   out.reserve(clusters_.size());
   for (const auto& [name, c] : clusters_) {
-    out.push_back(c);
+    out.push_back(AsStored(c));
     if (!include_nodes) out.back().nodes.clear();
   }
   return out;
@@ -404,7 +442,7 @@ absl::StatusOr<Cluster> MemoryStore::GetCluster(const std::string& name) {
   if (it == clusters_.end()) {
     return absl::NotFoundError(absl::StrCat("cluster \"", name, "\" not found"));
   }
-  return it->second;
+  return AsStored(it->second);
 }
 
 // ---- Tenancy ---------------------------------------------------------------------------------

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,6 +89,8 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
   absl::Status RecordHeartbeat(const std::string& cluster, Timestamp at) override;
   absl::Status SetClusterState(const std::string& cluster, ClusterState state) override;
   absl::StatusOr<LossResult> LoseCluster(const std::string& cluster, const LossPlan& plan) override;
+  absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
+                                    bool cordoned) override;
   absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) override;
   absl::StatusOr<Cluster> GetCluster(const std::string& name) override;
 
@@ -106,6 +109,8 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A move to PLACED on a cluster that is unreachable or at another epoch (PgStore's fence).
   bool Fenced(const Transition& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `c` as the store hands it out: node cordons applied to its nodes.
+  Cluster AsStored(Cluster c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The clock's time, to the microsecond.
   Timestamp Now() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -117,6 +122,8 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
   std::map<std::pair<std::string, std::string>, Project> projects_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, TokenRecord> tokens_ ABSL_GUARDED_BY(mu_);  // by hash
   std::map<std::string, Cluster> clusters_ ABSL_GUARDED_BY(mu_);
+  // (cluster, node) an operator cordoned; applied when a cluster is read (AsStored).
+  std::set<std::pair<std::string, std::string>> node_cordons_ ABSL_GUARDED_BY(mu_);
   std::map<WorkloadId, Workload> workloads_ ABSL_GUARDED_BY(mu_);
   // (tenant, idempotency key) -> workload.
   std::map<std::pair<std::string, std::string>, WorkloadId> keys_ ABSL_GUARDED_BY(mu_);

@@ -390,6 +390,60 @@ TEST_F(ControlPlaneTest, ASilentClusterIsMarkedUnreachableAndGetsNoNewWork) {
   EXPECT_EQ(w.state, WorkloadState::kPending);
 }
 
+// ---- Cordons ----------------------------------------------------------------------------------
+
+TEST_F(ControlPlaneTest, ACordonedClusterGetsNoNewWorkUntilUncordoned) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult running, Submit(User("acme"), Job()));
+  Step();
+  ASSERT_OK_AND_ASSIGN(ClusterListing cordoned, plane_.Cordon(Admin(), "c1", "", true));
+  EXPECT_EQ(cordoned.clusters.front().state, ClusterState::kDraining);
+  ASSERT_OK_AND_ASSIGN(SubmitResult waits, Submit(User("acme"), Job()));
+  EXPECT_EQ(Step().cycle->stats.placed, 0);
+  EXPECT_EQ(MustGet(waits.workload.id).state, WorkloadState::kPending);
+  EXPECT_EQ(MustGet(running.workload.id).state, WorkloadState::kPlaced);  // keeps its place
+
+  Register("c1");  // its agent comes back: still cordoned
+  EXPECT_EQ(Step().cycle->stats.placed, 0);
+  ASSERT_OK(plane_.Cordon(Admin(), "c1", "", false));
+  EXPECT_EQ(Step().cycle->stats.placed, 1);
+  EXPECT_EQ(MustGet(waits.workload.id).state, WorkloadState::kPlaced);
+}
+
+TEST_F(ControlPlaneTest, ACordonedNodeGetsNoNewWork) {
+  Register("c1", 2);  // c1-n0 and c1-n1, 8 GPUs each
+  ASSERT_OK_AND_ASSIGN(ClusterListing listing, plane_.Cordon(Admin(), "c1", "c1-n0", true));
+  ASSERT_EQ(listing.clusters.front().nodes.size(), 2u);
+  EXPECT_TRUE(listing.clusters.front().nodes[0].cordoned);
+  ASSERT_OK_AND_ASSIGN(SubmitResult a, Submit(User("acme"), Job("acme", 8)));
+  ASSERT_OK_AND_ASSIGN(SubmitResult b, Submit(User("acme"), Job("acme", 8)));
+  Step();
+  Step();
+  const Workload placed_a = MustGet(a.workload.id);
+  ASSERT_EQ(placed_a.state, WorkloadState::kPlaced);
+  EXPECT_EQ(placed_a.assignment.replicas.front().node, "c1-n1");
+  EXPECT_EQ(MustGet(b.workload.id).state, WorkloadState::kPending);  // c1-n0 is cordoned
+  ASSERT_OK(plane_.Cordon(Admin(), "c1", "c1-n0", false));
+  Step();
+  EXPECT_EQ(MustGet(b.workload.id).assignment.replicas.front().node, "c1-n0");
+}
+
+TEST_F(ControlPlaneTest, OnlyAPlatformAdminMayCordonAndBadNamesAreRefused) {
+  Register("c1");
+  EXPECT_THAT(plane_.Cordon(User("acme"), "c1", "", true),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(plane_.Cordon(AgentOf("c1"), "c1", "", true),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(plane_.Cordon(Admin(), "C1!", "", true),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(plane_.Cordon(Admin(), "c1", "no de", true),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(plane_.Cordon(Admin(), "c9", "", true), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK_AND_ASSIGN(Cluster c, store_.GetCluster("c1"));
+  EXPECT_FALSE(c.cordoned);
+  EXPECT_EQ(c.state, ClusterState::kReady);
+}
+
 // Registering, a new inventory and a state change each reach the scheduler (its next cycle
 // decides by them) and wake the loop.
 TEST_F(ControlPlaneTest, EveryClusterChangeReachesTheSchedulerAndWakesTheLoop) {
