@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -24,9 +25,14 @@ constexpr uint64_t kLinesPerLive = 4;
 
 std::string Key(const std::string& id, uint32_t attempt) { return absl::StrCat(id, " ", attempt); }
 
-// Ids are the server's decimal ids; anything with a space or a line break cannot be a field.
+// Only the server's workload ids (the canonical decimal spelling of 1..2^63-1) are kept: the
+// server refuses a registration that reports anything else, so a ledger holding one would keep
+// the agent from ever registering again.
 bool Writable(const std::string& id) {
-  return !id.empty() && id.find_first_of(" \t\r\n") == std::string::npos;
+  uint64_t n = 0;
+  return !id.empty() && id.size() <= 19 && id[0] != '0' &&
+         id.find_first_not_of("0123456789") == std::string::npos && absl::SimpleAtoi(id, &n) &&
+         n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
 }
 
 int OpenAppend(const std::string& path) {

@@ -4,7 +4,8 @@
 // The agent's record of what it runs, in a file of its state folder, so that its own restart
 // neither loses nor repeats work (docs/agent.md#ledger). One line per event, appended: a run
 // started, a run ended (state and exit code), an end the server acknowledged. On open, the
-// runs not acknowledged as ended are returned and the file is rewritten with only them.
+// runs not acknowledged as ended are returned and the file is rewritten with only them. Only
+// the server's workload ids (canonical decimal) are recorded; others are ignored.
 //
 // Appends are write(2) calls without fsync: they survive the agent being killed (the kernel
 // holds them) but not the machine losing power, after which the runs are gone anyway.

@@ -380,6 +380,7 @@ for c in "${CLUSTERS[@]}"; do
     --token-file "$DEMO_DIR/agents/$c.token" \
     --topology "${TOPOLOGY_OF[$c]}" \
     --backend sim \
+    --work-dir "$DATA_DIR/agent-$c" \
     --log-level "$LOG_LEVEL" \
     </dev/null >"$LOG_DIR/agent-$c.log" 2>&1 &
   AGENT_PIDS[$c]=$!

@@ -792,11 +792,11 @@ TEST_F(AgentTest, ARestartedAgentReportsWhatRanAndNeverStartsItAgain) {
   options.state_dir = templ;
   StartAgent(options);
   ASSERT_TRUE(WaitRegistered(0));
-  v1::WorkAssignment long_run = SimWork("long", absl::Hours(1));
-  long_run.set_attempt(1);
-  ASSERT_TRUE(server_->Send(Assign({long_run})));
+  v1::WorkAssignment run = SimWork("41", absl::Hours(1));
+  run.set_attempt(1);
+  ASSERT_TRUE(server_->Send(Assign({run})));
   ASSERT_TRUE(server_->WaitFor(
-      [](const Log& log) { return ReportedAttempt(log, "long", v1::WORKLOAD_STATE_RUNNING, 1); }));
+      [](const Log& log) { return ReportedAttempt(log, "41", v1::WORKLOAD_STATE_RUNNING, 1); }));
   StopAgent();
 
   StartAgent(options);
@@ -804,14 +804,14 @@ TEST_F(AgentTest, ARestartedAgentReportsWhatRanAndNeverStartsItAgain) {
   const Log log = server_->Snapshot();
   const v1::Register& reg = log.streams[1].messages[0].register_();
   ASSERT_EQ(reg.known_workloads_size(), 1);
-  EXPECT_EQ(reg.known_workloads(0).workload_id(), "long");
+  EXPECT_EQ(reg.known_workloads(0).workload_id(), "41");
   EXPECT_EQ(reg.known_workloads(0).state(), v1::WORKLOAD_STATE_LOST);
   EXPECT_EQ(reg.known_workloads(0).attempt(), 1u);
-  ASSERT_TRUE(server_->Send(Assign({long_run})));
+  ASSERT_TRUE(server_->Send(Assign({run})));
   ASSERT_TRUE(server_->Send(Cancel({"marker"})));
   ASSERT_TRUE(server_->WaitFor(
       [](const Log& log) { return Reported(log, "marker", v1::WORKLOAD_STATE_CANCELLED, 1); }));
-  EXPECT_EQ(counts_->Get("long"), 1);
+  EXPECT_EQ(counts_->Get("41"), 1);
   StopAgent();
   std::error_code ec;
   std::filesystem::remove_all(templ, ec);

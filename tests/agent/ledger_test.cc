@@ -83,6 +83,21 @@ TEST_F(LedgerTest, AnotherAttemptIsAnotherRun) {
   EXPECT_EQ(unfinished[0].state, v1::WORKLOAD_STATE_PLACED);
 }
 
+// The server refuses a registration that reports an id it could not have issued: a ledger
+// holding one would keep the agent from ever registering again.
+TEST_F(LedgerTest, OnlyTheServersWorkloadIdsAreKept) {
+  std::vector<Ledger::Entry> unfinished;
+  {
+    std::unique_ptr<Ledger> ledger = Open(&unfinished);
+    for (const char* id : {"w1", "", "01", "1 2", "-1", "99999999999999999999", "7"}) {
+      ledger->Started(id, 1, 1);
+    }
+  }
+  Open(&unfinished);
+  ASSERT_EQ(unfinished.size(), 1u);
+  EXPECT_EQ(unfinished[0].workload_id, "7");
+}
+
 TEST_F(LedgerTest, ATornLastLineIsIgnored) {
   std::vector<Ledger::Entry> unfinished;
   { Open(&unfinished)->Started("5", 1, 1); }
@@ -101,12 +116,12 @@ TEST_F(LedgerTest, TheFileStaysSmallWhileRunsComeAndGo) {
     ledger->Ended(id, 1, v1::WORKLOAD_STATE_SUCCEEDED, 0);
     ledger->Acked(id, 1);
   }
-  ledger->Started("last", 1, 1);
+  ledger->Started("99999", 1, 1);
   EXPECT_LT(std::filesystem::file_size(dir_ + "/ledger"), 200u << 10);
   ledger.reset();
   Open(&unfinished);
   ASSERT_EQ(unfinished.size(), 1u);
-  EXPECT_EQ(unfinished[0].workload_id, "last");
+  EXPECT_EQ(unfinished[0].workload_id, "99999");
 }
 
 }  // namespace

@@ -158,7 +158,11 @@ TEST_F(AgentBinaryTest, BadTopologyIsOneLineExitTwo) {
 TEST_F(AgentBinaryTest, RepeatedSigtermStillStopsCleanly) {
   std::unique_ptr<TestAgentServer> server = TestAgentServer::Start();
   ASSERT_NE(server, nullptr);
-  AgentProcess p({"--server", server->address(), "--token", "t", "--topology", Topology()}, dir_);
+  // A work dir of its own: the default one ($TMPDIR/gpufed-agent-<cluster>) is shared with
+  // whatever else runs an agent for that cluster here, and would keep this test's ledger.
+  AgentProcess p({"--server", server->address(), "--token", "t", "--topology", Topology(),
+                  "--work-dir", dir_ + "/work"},
+                 dir_);
   ASSERT_TRUE(p.started());
   ASSERT_TRUE(server->WaitFor([](const Log& log) {
     return !log.streams.empty() && log.streams[0].messages.size() >= 2;
