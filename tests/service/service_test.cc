@@ -201,6 +201,25 @@ v1::AgentMessage Registration(const std::string& cluster, int nodes, int gpus,
   return m;
 }
 
+// An agent stream for `cluster` (a token made by `admin`) that registered `nodes` nodes of
+// `gpus` GPUs of `model`; null, with a test failure, if it did not.
+std::unique_ptr<FakeAgentStream> RegisteredAgent(const std::string& address,
+                                                 const std::string& admin,
+                                                 const std::string& cluster, int nodes, int gpus,
+                                                 const std::string& model) {
+  absl::StatusOr<std::string> token = testing::CreateAgentToken(address, admin, cluster);
+  EXPECT_OK(token);
+  if (!token.ok()) return nullptr;
+  auto agent = std::make_unique<FakeAgentStream>(address, *token);
+  v1::ServerMessage m;
+  if (!agent->Write(Registration(cluster, nodes, gpus, model)) ||
+      !agent->ReadUntil(v1::ServerMessage::kRegistered, &m)) {
+    ADD_FAILURE() << "agent for " << cluster << " did not register";
+    return nullptr;
+  }
+  return agent;
+}
+
 v1::AgentMessage Status(const std::string& id, v1::WorkloadState state, int exit_code = 0) {
   v1::AgentMessage m;
   auto* u = m.mutable_status()->add_updates();
@@ -377,12 +396,9 @@ TEST_F(ServiceTest, AgentInventoryUpdateReplacesTheInventory) {
 }
 
 TEST_F(ServiceTest, APlatformAdminCordonsAClusterOrANode) {
-  auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
-  ASSERT_OK(agent_token);
-  FakeAgentStream agent(address_, *agent_token);
-  ASSERT_TRUE(agent.Write(Registration("dgx", 2, 2, "H100-80GB")));
-  v1::ServerMessage m;
-  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+  std::unique_ptr<FakeAgentStream> agent =
+      RegisteredAgent(address_, admin_, "dgx", 2, 2, "H100-80GB");
+  ASSERT_NE(agent, nullptr);
 
   v1::CordonRequest req;
   req.set_name("dgx");
@@ -604,12 +620,8 @@ TEST_F(ServiceTest, AWatcherThatNeverReadsIsEndedNotBuffered) {
 }
 
 TEST_F(ServiceTest, GangLargerThanAnyClusterStaysPendingWithAReason) {
-  auto agent_token = testing::CreateAgentToken(address_, admin_, "edge");
-  ASSERT_OK(agent_token);
-  FakeAgentStream agent(address_, *agent_token);
-  ASSERT_TRUE(agent.Write(Registration("edge", 2, 4, "L4")));
-  v1::ServerMessage m;
-  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+  std::unique_ptr<FakeAgentStream> agent = RegisteredAgent(address_, admin_, "edge", 2, 4, "L4");
+  ASSERT_NE(agent, nullptr);
 
   v1::SubmitResponse huge;
   ASSERT_OK(Submit(Spec("huge", 4, 8), &huge));
@@ -628,13 +640,11 @@ TEST_F(ServiceTest, GangLargerThanAnyClusterStaysPendingWithAReason) {
 // Explain over the real API: the engine's words for a PENDING workload, a one-line summary for
 // a placed one, tenant isolation and a bad id naming the field.
 TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
-  auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
-  ASSERT_OK(agent_token);
-  FakeAgentStream agent(address_, *agent_token);
   // Two nodes of 8 H100, each node its own NVLink domain.
-  ASSERT_TRUE(agent.Write(Registration("dgx", 2, 8, "H100-80GB")));
+  std::unique_ptr<FakeAgentStream> agent =
+      RegisteredAgent(address_, admin_, "dgx", 2, 8, "H100-80GB");
+  ASSERT_NE(agent, nullptr);
   v1::ServerMessage m;
-  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
 
   // A model no cluster has: waiting will not help.
   v1::WorkloadSpec h200 = Spec("h200", 1, 8);
@@ -673,9 +683,9 @@ TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
   // domain waits, and Explain says so without "never".
   v1::SubmitResponse first, second, third;
   ASSERT_OK(Submit(Spec("first", 1, 8), &first));
-  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
+  ASSERT_TRUE(agent->ReadUntil(v1::ServerMessage::kAssign, &m));
   ASSERT_OK(Submit(Spec("second", 1, 8), &second));
-  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
+  ASSERT_TRUE(agent->ReadUntil(v1::ServerMessage::kAssign, &m));
   WaitFor(second.workload().id(), v1::WORKLOAD_STATE_PLACED);
   ASSERT_OK(Submit(Spec("third", 1, 8), &third));
   deadline = Clock::now() + std::chrono::seconds(10);
@@ -700,7 +710,7 @@ TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
   EXPECT_EQ(e.workload().state(), v1::WORKLOAD_STATE_PLACED);
   EXPECT_EQ(e.explanation(), "PLACED on dgx (1 replica)");
   EXPECT_FALSE(e.never_fits());
-  ASSERT_TRUE(agent.Write(Status(first.workload().id(), v1::WORKLOAD_STATE_RUNNING)));
+  ASSERT_TRUE(agent->Write(Status(first.workload().id(), v1::WORKLOAD_STATE_RUNNING)));
   WaitFor(first.workload().id(), v1::WORKLOAD_STATE_RUNNING);
   ASSERT_OK(Explain(first.workload().id(), &e));
   EXPECT_EQ(e.explanation(), "RUNNING on dgx (1 replica)");
@@ -742,12 +752,8 @@ std::map<std::string, v1::Assignment> ReadAssignments(FakeAgentStream& agent,
 
 // Two workloads that each ask for part of a GPU share one GPU; the assignment says how much.
 TEST_F(ServiceTest, GpuSharesLandTwoWorkloadsOnOneGpu) {
-  auto agent_token = testing::CreateAgentToken(address_, admin_, "infer");
-  ASSERT_OK(agent_token);
-  FakeAgentStream agent(address_, *agent_token);
-  ASSERT_TRUE(agent.Write(Registration("infer", 1, 1, "L4")));
-  v1::ServerMessage m;
-  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+  std::unique_ptr<FakeAgentStream> agent = RegisteredAgent(address_, admin_, "infer", 1, 1, "L4");
+  ASSERT_NE(agent, nullptr);
 
   v1::WorkloadSpec big = Spec("big-share");
   big.mutable_per_replica()->set_gpu_milli(600);
@@ -757,7 +763,7 @@ TEST_F(ServiceTest, GpuSharesLandTwoWorkloadsOnOneGpu) {
   ASSERT_OK(Submit(big, &a));
   ASSERT_OK(Submit(small, &b));
   const std::map<std::string, v1::Assignment> got =
-      ReadAssignments(agent, {a.workload().id(), b.workload().id()});
+      ReadAssignments(*agent, {a.workload().id(), b.workload().id()});
   ASSERT_EQ(got.size(), 2u);
   const v1::Assignment& ga = got.at(a.workload().id());
   const v1::Assignment& gb = got.at(b.workload().id());
@@ -884,25 +890,24 @@ TEST_F(ServiceTest, CancelPendingAndRunning) {
       Call(user_, [&](grpc::ClientContext* c) { return workloads_->Cancel(c, cr, &w); });
   EXPECT_EQ(again.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 
-  auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
-  FakeAgentStream agent(address_, *agent_token);
-  ASSERT_TRUE(agent.Write(Registration("dgx", 1, 8, "H100-80GB")));
+  std::unique_ptr<FakeAgentStream> agent =
+      RegisteredAgent(address_, admin_, "dgx", 1, 8, "H100-80GB");
+  ASSERT_NE(agent, nullptr);
   v1::ServerMessage m;
-  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
   v1::SubmitResponse running;
   ASSERT_OK(Submit(Spec("runs"), &running));
   const std::string id = running.workload().id();
-  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
-  ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_RUNNING)));
+  ASSERT_TRUE(agent->ReadUntil(v1::ServerMessage::kAssign, &m));
+  ASSERT_TRUE(agent->Write(Status(id, v1::WORKLOAD_STATE_RUNNING)));
   WaitFor(id, v1::WORKLOAD_STATE_RUNNING);
 
   cr.set_id(id);
   ASSERT_OK(Call(user_, [&](grpc::ClientContext* c) { return workloads_->Cancel(c, cr, &w); }));
   EXPECT_TRUE(w.cancel_requested());
   EXPECT_EQ(w.state(), v1::WORKLOAD_STATE_RUNNING) << "the agent confirms the stop";
-  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kCancel, &m));
+  ASSERT_TRUE(agent->ReadUntil(v1::ServerMessage::kCancel, &m));
   EXPECT_EQ(m.cancel().workload_ids(0), id);
-  ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_CANCELLED)));
+  ASSERT_TRUE(agent->Write(Status(id, v1::WORKLOAD_STATE_CANCELLED)));
   WaitFor(id, v1::WORKLOAD_STATE_CANCELLED);
 }
 
