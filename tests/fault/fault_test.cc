@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "federation/status_macros.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -58,16 +59,23 @@ v1::Cluster ClusterAsServed(v1::ClusterService::Stub& clusters, const std::strin
   return out;
 }
 
+// A gpufed-server in `data_dir` on a fresh database of the test binary's PostgreSQL.
+absl::StatusOr<testing::ServerProcess> StartServerOnTestDatabase(
+    const std::string& data_dir, std::vector<std::string> extra_args) {
+  ASSIGN_OR_RETURN(testing::TestPostgres * pg, testing::TestPostgres::Get());
+  testing::ServerOptions options;
+  ASSIGN_OR_RETURN(options.database_url, pg->CreateEmptyDatabase());
+  options.data_dir = data_dir;
+  options.extra_args = std::move(extra_args);
+  return testing::StartServer(options);
+}
+
 class FaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_OK_AND_ASSIGN(testing::TestPostgres * pg, testing::TestPostgres::Get());
-    ASSERT_OK_AND_ASSIGN(std::string dsn, pg->CreateEmptyDatabase());
-    testing::ServerOptions options;
-    options.data_dir = dir_.path() + "/server";
-    options.database_url = dsn;
-    options.extra_args = {"--heartbeat-timeout=2", "--heartbeat-interval-ms=200"};
-    ASSERT_OK_AND_ASSIGN(server_, testing::StartServer(options));
+    ASSERT_OK_AND_ASSIGN(server_, StartServerOnTestDatabase(
+                                      dir_.path() + "/server",
+                                      {"--heartbeat-timeout=2", "--heartbeat-interval-ms=200"}));
     clusters_ = v1::ClusterService::NewStub(testing::Connect(server_.address()));
   }
 
@@ -170,14 +178,10 @@ std::vector<AgentRun> RunsInLog(const std::string& path) {
 class FailoverTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_OK_AND_ASSIGN(testing::TestPostgres * pg, testing::TestPostgres::Get());
-    ASSERT_OK_AND_ASSIGN(std::string dsn, pg->CreateEmptyDatabase());
-    testing::ServerOptions options;
-    options.data_dir = dir_.path() + "/server";
-    options.database_url = dsn;
-    options.extra_args = {"--heartbeat-timeout=3", "--heartbeat-interval-ms=200",
-                          "--agent-lease-ms=1200"};
-    ASSERT_OK_AND_ASSIGN(server_, testing::StartServer(options));
+    ASSERT_OK_AND_ASSIGN(
+        server_, StartServerOnTestDatabase(dir_.path() + "/server",
+                                           {"--heartbeat-timeout=3", "--heartbeat-interval-ms=200",
+                                            "--agent-lease-ms=1200"}));
     ASSERT_OK_AND_ASSIGN(proxy_, testing::TcpProxy::Start(server_.grpc_port));
     ASSERT_OK_AND_ASSIGN(
         token_, testing::BootstrapTenant(server_.address(), server_.admin_token, "t", "p"));
