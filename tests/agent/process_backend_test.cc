@@ -395,6 +395,9 @@ pid_t SpawnSleepGroup() {
     execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
     _exit(127);
   }
+  // In the parent too: the group must exist before the test records it (the child may not have
+  // run yet).
+  if (pid > 0) setpgid(pid, pid);
   return pid;
 }
 
@@ -418,6 +421,7 @@ TEST_F(ProcessBackendTest, ProcessGroupsAnEarlierAgentLeftAreKilledAtStart) {
   EXPECT_FALSE(IsDead(other_boot));
   EXPECT_FALSE(std::filesystem::exists(running + "/17"));
   kill(-other_boot, SIGKILL);
+  kill(orphan, SIGKILL);  // never hang below if the backend missed it
   waitpid(orphan, nullptr, 0);
   waitpid(other_boot, nullptr, 0);
 }
