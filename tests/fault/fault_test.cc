@@ -10,21 +10,19 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "federation/status_macros.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "tests/fault/fault_support.h"
 #include "tests/support/postgres_harness.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_matchers.h"
@@ -33,17 +31,10 @@
 namespace gpufed {
 namespace {
 
+using testing::AgentRun;
 using testing::ChildProcess;
-
-// Polls `pred` every 50 ms for up to `timeout`; true once it holds.
-bool Eventually(const std::function<bool()>& pred, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
-}
+using testing::Eventually;
+using testing::RunsInLog;
 
 // The cluster as the server reports it to `token` (5 s deadline); state UNSPECIFIED when the
 // call fails.
@@ -132,46 +123,6 @@ TEST_F(FaultTest, AnAgentFrozenPastTheTimeoutComesBackAtANewEpoch) {
 }
 
 // ---- Fenced failover ------------------------------------------------------------------------
-
-// One run of one attempt of a workload as an agent's own log records it.
-struct AgentRun {
-  std::string workload;
-  int attempt = 0;
-  absl::Time start = absl::InfinitePast();
-  absl::Time end = absl::InfiniteFuture();  // still running when the log was read
-  std::string end_state;
-};
-
-// The runs in an agent's log: its lines "<time> info workload <id> attempt <n>: RUNNING" and
-// "... : <END STATE> <message>".
-std::vector<AgentRun> RunsInLog(const std::string& path) {
-  std::ifstream in(path);
-  std::map<std::pair<std::string, int>, AgentRun> runs;
-  std::string line;
-  while (std::getline(in, line)) {
-    const std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (words.size() < 6 || words[2] != "workload" || words[4] != "attempt") continue;
-    absl::Time at;
-    std::string err;
-    if (!absl::ParseTime("%Y-%m-%dT%H:%M:%E*S%Ez", words[0], &at, &err)) continue;
-    int attempt = 0;
-    std::string attempt_text = words[5];
-    if (!attempt_text.empty() && attempt_text.back() == ':') attempt_text.pop_back();
-    if (!absl::SimpleAtoi(attempt_text, &attempt) || words.size() < 7) continue;
-    AgentRun& run = runs[{words[3], attempt}];
-    run.workload = words[3];
-    run.attempt = attempt;
-    if (words[6] == "RUNNING") {
-      run.start = at;
-    } else {
-      run.end = at;
-      run.end_state = words[6];
-    }
-  }
-  std::vector<AgentRun> out;
-  for (auto& [key, run] : runs) out.push_back(std::move(run));
-  return out;
-}
 
 // Two clusters on the sim backend; the first reaches the server through a proxy the test can
 // partition. Short timings: heartbeats every 200 ms, a 1.2 s lease, a 3 s timeout.
