@@ -93,6 +93,16 @@ absl::StatusOr<TestPostgres*> TestPostgres::Get() {
   return holder.postgres.get();
 }
 
+absl::StatusOr<std::unique_ptr<TestPostgres>> TestPostgres::StartOwn() {
+  std::unique_ptr<TestPostgres> postgres(new TestPostgres());
+  RETURN_IF_ERROR(postgres->Start());
+  return postgres;
+}
+
+absl::Status TestPostgres::Stop() { return server_->Stop(); }
+
+absl::Status TestPostgres::Restart() { return server_->Restart(); }
+
 absl::Status TestPostgres::Start() {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern =

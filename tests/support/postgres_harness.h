@@ -18,6 +18,9 @@
 //
 // or, outside a fixture, gpufed::testing::CreateTestDatabase().
 //
+// A test that stops and starts PostgreSQL under a running server (a fault test) takes one of
+// its own, TestPostgres::StartOwn(), so that the binary's shared server stays up for the rest.
+//
 // In CMake: include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake) and link
 // gpufed_test_support.
 
@@ -41,6 +44,9 @@ class TestPostgres {
   // The process-wide instance, started on first call. An error here means PostgreSQL 15 is
   // missing or cannot start; its message says why.
   static absl::StatusOr<TestPostgres*> Get();
+  // A server of the caller's own in a fresh temporary folder, like the shared one; stopped and
+  // removed when the object is destroyed (or the binary exits).
+  static absl::StatusOr<std::unique_ptr<TestPostgres>> StartOwn();
 
   // A new database with every migration applied; returns its libpq DSN.
   absl::StatusOr<std::string> CreateDatabase();
@@ -48,6 +54,14 @@ class TestPostgres {
   absl::StatusOr<std::string> CreateEmptyDatabase();
   // Drops the database a DSN from this harness points at, closing its remaining sessions.
   absl::Status DropDatabase(const std::string& dsn);
+
+  // Stops the server at once, as a crash would (`pg_ctl stop -m immediate`): sessions are cut
+  // and nothing is checkpointed. Idempotent. Not thread-safe with Restart().
+  absl::Status Stop();
+  // Starts it again after Stop() on the same data folder, socket and port, so that existing DSNs
+  // reach it again; PostgreSQL first replays its WAL, so every committed transaction is there.
+  // UNAVAILABLE when it does not come up.
+  absl::Status Restart();
 
   // DSN of the maintenance database "postgres" (superuser).
   [[nodiscard]] std::string AdminDsn() const;
