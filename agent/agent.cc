@@ -157,6 +157,25 @@ AgentStats Agent::Stats() const {
   return s;
 }
 
+void Agent::ReplaceInventory(v1::Inventory inventory) {
+  absl::MutexLock lock(&mu_);
+  absl::flat_hash_map<std::string, const v1::Gpu*> applied;
+  for (const v1::Node& node : inventory_.nodes()) {
+    for (const v1::Gpu& g : node.gpus()) applied[g.uuid()] = &g;
+  }
+  for (v1::Node& node : *inventory.mutable_nodes()) {
+    for (v1::Gpu& g : *node.mutable_gpus()) {
+      auto it = applied.find(g.uuid());
+      if (it == applied.end()) continue;
+      g.set_mig_enabled(it->second->mig_enabled());
+      *g.mutable_mig_layout() = it->second->mig_layout();
+    }
+  }
+  inventory_ = std::move(inventory);
+  inventory_dirty_ = true;
+  changed_.SignalAll();
+}
+
 v1::Inventory Agent::Inventory() const {
   absl::MutexLock lock(&mu_);
   return inventory_;

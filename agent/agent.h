@@ -123,6 +123,11 @@ class Agent {
   // are looked at again now rather than when their real-time remainder runs out.
   void ClockMoved();
 
+  // The hardware changed (a node left, a GPU failed or came back; gpufed-agent re-reads its
+  // topology file on SIGHUP): reports `inventory` to the server, which stops the work on what
+  // failed and moves or ends it. GPUs still there keep the MIG layout the agent applied.
+  void ReplaceInventory(v1::Inventory inventory);
+
   [[nodiscard]] AgentStats Stats() const;
   // The inventory as the agent reports it now (the topology's, after any repartitions).
   [[nodiscard]] v1::Inventory Inventory() const;

@@ -46,6 +46,25 @@ std::string DefaultWorkDir(const std::string& cluster) {
   return (base / absl::StrCat("gpufed-agent-", cluster)).string();
 }
 
+// SIGHUP: the operator (or a health checker) changed the topology file, e.g. took out a node
+// that died or marked a GPU `healthy: false`. The new inventory goes to the server; a file that
+// does not load, or names another cluster, changes nothing.
+void Reload(const std::string& path, const std::string& cluster, Agent& agent) {
+  absl::StatusOr<ClusterTopology> topology = LoadClusterTopology(path);
+  if (!topology.ok()) {
+    spdlog::error("SIGHUP: {} not reloaded: {}", path, topology.status().ToString());
+    return;
+  }
+  if (topology->cluster != cluster) {
+    spdlog::error("SIGHUP: {} names cluster {}, this agent serves {}; not reloaded", path,
+                  topology->cluster, cluster);
+    return;
+  }
+  spdlog::info("SIGHUP: {} reloaded ({} nodes, {} GPUs); reporting the new inventory", path,
+               topology->inventory.nodes_size(), CountGpus(topology->inventory));
+  agent.ReplaceInventory(std::move(topology->inventory));
+}
+
 int Main(int argc, char** argv) {
   FlagsOutcome parsed = ParseAgentFlags(argc, argv);
   if (!parsed.flags.has_value()) {
@@ -73,6 +92,7 @@ int Main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // re-read the topology file (Reload below)
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   // A write to a socket the server closed must fail, not kill the agent.
   signal(SIGPIPE, SIG_IGN);
@@ -123,6 +143,10 @@ int Main(int argc, char** argv) {
     while (!done.load()) {
       const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
       if (sig < 0) continue;
+      if (sig == SIGHUP) {
+        Reload(flags.topology, cluster, **agent);
+        continue;
+      }
       const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
       if (first.has_value()) {
         // A person pressing Ctrl-C again means "now". Repeated SIGTERMs come from supervisors

@@ -1,5 +1,6 @@
 #include "api/cluster_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "api/convert.h"
 #include "api/workload_service.h"
 #include "federation/status_macros.h"
@@ -54,6 +55,22 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::SetCordon(grpc::CallbackServerCont
                      ctx_.plane->Cordon(who, request->name(), request->node(), cordoned));
     const Cluster& c = listing.clusters.front();
     *response = ClusterToProto(c, listing.pool->FindCluster(c.info.name), /*include_nodes=*/true);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* ClusterServiceImpl::Drain(grpc::CallbackServerContext* context,
+                                                    const v1::DrainRequest* request,
+                                                    v1::DrainResponse* response) {
+  return RunOnExecutor(ctx_, context, [=, this]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    ASSIGN_OR_RETURN(DrainResult drained,
+                     ctx_.plane->Drain(who, request->name(), request->node(), request->evict()));
+    const Cluster& c = drained.listing.clusters.front();
+    *response->mutable_cluster() =
+        ClusterToProto(c, drained.listing.pool->FindCluster(c.info.name), /*include_nodes=*/true);
+    for (WorkloadId id : drained.evicted) response->add_evicted_workload_ids(absl::StrCat(id));
+    for (WorkloadId id : drained.staying) response->add_staying_workload_ids(absl::StrCat(id));
     return absl::OkStatus();
   });
 }

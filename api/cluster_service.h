@@ -25,6 +25,9 @@ class ClusterServiceImpl final : public v1::ClusterService::CallbackService {
   grpc::ServerUnaryReactor* Uncordon(grpc::CallbackServerContext* context,
                                      const v1::CordonRequest* request,
                                      v1::Cluster* response) override;
+  grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* context,
+                                  const v1::DrainRequest* request,
+                                  v1::DrainResponse* response) override;
 
  private:
   grpc::ServerUnaryReactor* SetCordon(grpc::CallbackServerContext* context,

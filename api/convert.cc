@@ -112,6 +112,18 @@ absl::StatusOr<RetryPolicy> RetryPolicyFromProto(const v1::RetryPolicy& p) {
   return r;
 }
 
+v1::RetryOn RetryOnToProto(AttemptEnd why) {
+  switch (why) {
+    case AttemptEnd::kClusterLost:
+      return v1::RETRY_ON_CLUSTER_LOST;
+    case AttemptEnd::kPreempted:
+      return v1::RETRY_ON_PREEMPTION;
+    case AttemptEnd::kNodeFailure:
+      return v1::RETRY_ON_NODE_FAILURE;
+  }
+  return v1::RETRY_ON_UNSPECIFIED;
+}
+
 }  // namespace
 
 absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& p) {
@@ -446,6 +458,7 @@ v1::Workload WorkloadToProto(const Workload& w) {
   if (w.end_time) *p.mutable_end_time() = ToProto(*w.end_time);
   p.set_version(w.version);
   p.set_attempts(w.attempts);
+  if (w.evicting) p.set_evicting(RetryOnToProto(*w.evicting));
   return p;
 }
 

@@ -65,6 +65,11 @@ Metrics::Metrics(prometheus::Registry& registry)
                                "what became of them")
                          .Register(registry)),
       lost_workloads_requeued(lost_workloads.Add({{"outcome", "requeued"}})),
-      lost_workloads_ended(lost_workloads.Add({{"outcome", "ended"}})) {}
+      lost_workloads_ended(lost_workloads.Add({{"outcome", "ended"}})),
+      evictions(prometheus::BuildCounter()
+                    .Name("gpufed_evictions_total")
+                    .Help("Workloads told to stop so that they run elsewhere, by cause "
+                          "(preemption: a drain; node_failure: a failed node or GPU)")
+                    .Register(registry)) {}
 
 }  // namespace gpufed::api

@@ -33,8 +33,9 @@ struct Metrics {
   prometheus::Counter& agent_status_updates;
   prometheus::Counter& clusters_lost;  // clusters declared lost (heartbeat timeout)
   prometheus::Family<prometheus::Counter>& lost_workloads;
-  prometheus::Counter& lost_workloads_requeued;  // back to PENDING for another attempt
-  prometheus::Counter& lost_workloads_ended;     // LOST (no retry left) or CANCELLED
+  prometheus::Counter& lost_workloads_requeued;        // back to PENDING for another attempt
+  prometheus::Counter& lost_workloads_ended;           // LOST (no retry left) or CANCELLED
+  prometheus::Family<prometheus::Counter>& evictions;  // by cause: preemption, node_failure
 };
 
 // The control plane's metrics port, exported to Prometheus.
@@ -58,6 +59,10 @@ class PrometheusControlMetrics final : public ControlMetrics {
     m_.clusters_lost.Increment();
     m_.lost_workloads_requeued.Increment(static_cast<double>(requeued));
     m_.lost_workloads_ended.Increment(static_cast<double>(ended));
+  }
+  void Evicted(AttemptEnd why, size_t count) override {
+    m_.evictions.Add({{"cause", std::string(AttemptEndName(why))}})
+        .Increment(static_cast<double>(count));
   }
   void WorkloadsInState(WorkloadState state, int64_t count) override {
     m_.workloads_by_state.Add({{"state", std::string(StateName(state))}})

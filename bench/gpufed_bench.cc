@@ -340,7 +340,8 @@ int BenchFailover(Target& t, int runs, int jobs) {
     std::unique_ptr<gpufed::testing::TcpProxy> proxy;
     std::unique_ptr<ChildProcess> agent;
   };
-  Side sides[2] = {{"edge-l4", "edge-l4"}, {"cloud-eu-a100", "cloud-a100"}};
+  Side sides[2] = {{"edge-l4", "edge-l4", nullptr, nullptr},
+                   {"cloud-eu-a100", "cloud-a100", nullptr, nullptr}};
   std::vector<std::string> ids;
   auto channel = gpufed::testing::Connect(t.address);
   auto clusters = gpufed::v1::ClusterService::NewStub(channel);

@@ -93,6 +93,7 @@ struct Flags {
   bool nodes = false;
   std::string cordon_cluster;
   std::string cordon_node;
+  bool evict = false;
 
   std::string tenant_name;
   std::string display_name;
@@ -203,7 +204,12 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   CLI::App* cordon = app.add_subcommand(
       "cordon", "No new placements on a cluster (or one node) until uncordon (platform admin)");
   CLI::App* uncordon = app.add_subcommand("uncordon", "Lift a cordon (platform admin)");
-  for (CLI::App* c : {cordon, uncordon}) {
+  CLI::App* drain = app.add_subcommand(
+      "drain", "Cordon, and with --evict move the restartable work elsewhere (platform admin)");
+  drain->add_flag("--evict", f.evict,
+                  "Stop the work whose retry policy restarts it after a preemption; it runs "
+                  "elsewhere as its next attempt");
+  for (CLI::App* c : {cordon, uncordon, drain}) {
     c->add_option("cluster", f.cordon_cluster, "Cluster name")->required();
     c->add_option("--node", f.cordon_node, "Only this node of the cluster");
   }
@@ -330,6 +336,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.Clusters(f.nodes);
   } else if (cordon->parsed() || uncordon->parsed()) {
     status = commands.Cordon(f.cordon_cluster, f.cordon_node, cordon->parsed());
+  } else if (drain->parsed()) {
+    status = commands.Drain(f.cordon_cluster, f.cordon_node, f.evict);
   } else if (tenants_create->parsed()) {
     status = commands.CreateTenant(f.tenant_name, f.display_name);
   } else if (tenants_list->parsed()) {

@@ -394,6 +394,33 @@ absl::Status Commands::Cordon(absl::string_view cluster, absl::string_view node,
   return absl::OkStatus();
 }
 
+absl::Status Commands::Drain(absl::string_view cluster, absl::string_view node, bool evict) {
+  v1::DrainRequest request;
+  request.set_name(std::string(cluster));
+  request.set_node(std::string(node));
+  request.set_evict(evict);
+  v1::DrainResponse response;
+  // Idempotent on the server (an eviction already asked for is not asked again): safe to retry.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return clusters_->Drain(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  *env_.out << (node.empty() ? "cluster/" : "node/") << SanitizeForTerminal(std::string(cluster))
+            << (node.empty() ? "" : "/") << SanitizeForTerminal(std::string(node))
+            << " draining (cluster " << ClusterStateName(response.cluster().state())
+            << "): " << response.evicted_workload_ids_size() << " workload(s) evicted, "
+            << response.staying_workload_ids_size() << " staying until they end\n";
+  const auto list = [&](absl::string_view what, const auto& ids) {
+    if (ids.empty()) return;
+    *env_.out << "  " << what << ":";
+    for (const std::string& id : ids) *env_.out << " " << SanitizeForTerminal(id);
+    *env_.out << "\n";
+  };
+  list("evicted", response.evicted_workload_ids());
+  list("staying", response.staying_workload_ids());
+  return absl::OkStatus();
+}
+
 absl::Status Commands::CreateTenant(absl::string_view name, absl::string_view display_name) {
   v1::CreateTenantRequest request;
   request.set_name(std::string(name));

@@ -156,6 +156,9 @@ class Commands {
   absl::Status Clusters(bool include_nodes);
   // Puts (or lifts) an operator's cordon on `cluster`, or on its node `node`.
   absl::Status Cordon(absl::string_view cluster, absl::string_view node, bool cordoned);
+  // Cordons `cluster` (or its node `node`) and, with `evict`, moves the restartable work there
+  // elsewhere; prints what was evicted and what stays.
+  absl::Status Drain(absl::string_view cluster, absl::string_view node, bool evict);
 
   absl::Status CreateTenant(absl::string_view name, absl::string_view display_name);
   absl::Status ListTenants();

@@ -38,10 +38,11 @@ absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
     return absl::PermissionDeniedError("permission denied: this token may not speak for cluster");
   }
   RETURN_IF_ERROR(ValidateInventory(info, nodes));
-  ASSIGN_OR_RETURN(Cluster cluster, ports_.clusters->RegisterCluster(info, nodes));
+  ASSIGN_OR_RETURN(const Cluster stored, ports_.clusters->RegisterCluster(info, nodes));
   // Waking the loop before the link is attached is safe: a placement committed before the
   // attach is in the active set read below.
-  AfterClusterCommit(std::cref(cluster));
+  AfterClusterCommit(std::cref(stored));
+  Cluster cluster = stored;
   cluster.nodes.clear();  // the link needs the name, info and epoch only
   auto link = std::make_shared<AgentLink>(cluster, std::move(channel));
   link->channel().SendRegistered(cluster);
@@ -53,6 +54,9 @@ absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
   link->Expect(IdsOf(active));
   // What the agent says it still runs or finished while the two were apart.
   RETURN_IF_ERROR(ApplyReports(*link, known));
+  // Hardware the agent no longer reports (or reports failed) takes its work with it.
+  ASSIGN_OR_RETURN(active, ports_.workloads->ListActive(info.name));
+  RETURN_IF_ERROR(Evict(FailedHardwareEvictions(stored, active)).status());
 
   // Re-send every assignment the cluster holds; the agent ignores those it already has.
   ASSIGN_OR_RETURN(active, ports_.workloads->ListActive(info.name));
@@ -60,7 +64,7 @@ absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
   absl::flat_hash_set<WorkloadId> active_ids;
   for (const Workload& w : active) {
     active_ids.insert(w.id);
-    if (w.cancel_requested) cancels.push_back(w.id);
+    if (w.cancel_requested || w.evicting) cancels.push_back(w.id);
   }
   // Work the agent runs that the server no longer wants on this cluster must stop.
   for (const AgentReport& r : known) {
@@ -78,7 +82,8 @@ absl::Status ControlPlane::UpdateInventory(const AgentLink& link,
   ports_.agents->Heard(link.cluster());
   ASSIGN_OR_RETURN(Cluster cluster, ports_.clusters->RegisterCluster(link.info(), nodes));
   AfterClusterCommit(std::cref(cluster));
-  return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<Workload> held, ports_.workloads->ListActive(link.cluster()));
+  return Evict(FailedHardwareEvictions(cluster, held)).status();
 }
 
 absl::Status ControlPlane::Heartbeat(AgentLink& link) {
@@ -130,6 +135,8 @@ absl::Status ControlPlane::ApplyReports(AgentLink& link, const std::vector<Agent
     t.actor = actor;
     t.reason = r.state == WorkloadState::kRunning ? "started" : r.message;
     if (IsTerminal(r.state)) t.exit_code = r.exit_code;
+    // A stop the server asked for to evict the workload ends its attempt instead (below).
+    t.unless_evicting = r.state == WorkloadState::kCancelled;
     t.message = r.message;
     t.time = r.time;
     // A report about an earlier attempt (the workload was requeued and placed here again)
@@ -141,10 +148,19 @@ absl::Status ControlPlane::ApplyReports(AgentLink& link, const std::vector<Agent
   ASSIGN_OR_RETURN(std::vector<TransitionResult> results,
                    ports_.workloads->ApplyTransitions(transitions));
   // A terminal report for work the store still has as PLACED (its RUNNING was never recorded):
-  // apply it from PLACED.
+  // apply it from PLACED. A confirmed stop of an eviction: end the attempt by its cause.
   std::vector<Transition> retry;
   for (size_t i = 0; i < results.size(); ++i) {
     const TransitionResult& r = results[i];
+    if (!r.applied && r.current && r.current->evicting && transitions[i].unless_evicting &&
+        HoldsCapacity(r.current->state) && r.current->assignment.cluster == link.cluster() &&
+        (transitions[i].at_attempt == 0 || transitions[i].at_attempt == r.current->attempts)) {
+      const AttemptEnded end{*r.current->evicting, link.cluster(),
+                             transitions[i].time.value_or(ports_.clock->Now()), r.current->message,
+                             actor};
+      retry.push_back(EndAttempt(*r.current, end));
+      continue;
+    }
     if (!r.applied && r.current && r.current->state == WorkloadState::kPlaced &&
         transitions[i].from == WorkloadState::kRunning && IsTerminal(transitions[i].to)) {
       Transition t = transitions[i];

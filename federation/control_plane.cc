@@ -1,5 +1,6 @@
 #include "federation/control_plane.h"
 
+#include <algorithm>
 #include <functional>
 #include <utility>
 #include <variant>
@@ -203,6 +204,46 @@ absl::StatusOr<ClusterListing> ControlPlane::Cordon(const auth::Principal& who,
   out.clusters.push_back(std::move(stored));
   out.pool = ports_.scheduler->Snapshot();
   return out;
+}
+
+absl::StatusOr<DrainResult> ControlPlane::Drain(const auth::Principal& who,
+                                                const std::string& cluster, const std::string& node,
+                                                bool evict) {
+  DrainResult out;
+  ASSIGN_OR_RETURN(out.listing, Cordon(who, cluster, node, true));
+  // Read after the cordon committed: a placement there either committed before it (and is read
+  // here) or is fenced by it (ClusterStore::SetCordon).
+  ASSIGN_OR_RETURN(std::vector<Workload> held, ports_.workloads->ListActive(cluster));
+  if (evict) {
+    const std::string message =
+        absl::StrCat(node.empty() ? "" : absl::StrCat("node ", node, " of "), "cluster ", cluster,
+                     " drained by user:", who.subject);
+    ASSIGN_OR_RETURN(std::vector<Workload> marked,
+                     Evict(DrainEvictions(cluster, node, held, message)));
+    for (const Workload& m : marked) {
+      for (Workload& w : held) {
+        if (w.id == m.id) w = m;
+      }
+    }
+  }
+  for (const Workload& w : held) {
+    if (!RunsOnNode(w, node) || w.cancel_requested) continue;
+    (w.evicting ? out.evicted : out.staying).push_back(w.id);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Workload>> ControlPlane::Evict(
+    const std::vector<WorkloadStore::Eviction>& evictions) {
+  if (evictions.empty()) return std::vector<Workload>{};
+  ASSIGN_OR_RETURN(std::vector<Workload> marked, ports_.workloads->RequestEvictions(evictions));
+  AfterCommit({}, marked);
+  for (AttemptEnd why : {AttemptEnd::kPreempted, AttemptEnd::kNodeFailure}) {
+    const auto n = std::count_if(marked.begin(), marked.end(),
+                                 [why](const Workload& w) { return w.evicting == why; });
+    if (n > 0) metrics_->Evicted(why, static_cast<size_t>(n));
+  }
+  return marked;
 }
 
 absl::StatusOr<ClusterListing> ControlPlane::GetCluster(const auth::Principal& who,

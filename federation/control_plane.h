@@ -86,6 +86,16 @@ struct ClusterListing {
   std::shared_ptr<const Pool> pool;  // never null
 };
 
+// What a drain did.
+struct DrainResult {
+  ClusterListing listing;  // the cluster as stored, with its nodes, and the scheduler's view
+  // Told to stop (now or by an earlier drain); each returns to PENDING once its agent confirms.
+  std::vector<WorkloadId> evicted;
+  // Keep running there until they end by themselves: not evicted (not asked, or their retry
+  // policy does not restart them after a preemption).
+  std::vector<WorkloadId> staying;
+};
+
 // A token to create: the caller gets the secret once; only its hash is stored.
 struct TokenRequest {
   std::string subject;
@@ -150,6 +160,12 @@ class ControlPlane {
   // NOT_FOUND (ClusterStore::SetCordon).
   absl::StatusOr<ClusterListing> Cordon(const auth::Principal& who, const std::string& cluster,
                                         const std::string& node, bool cordoned);
+  // Cordons `cluster` (or `node`) as Cordon does and, with `evict`, asks its agent to stop the
+  // restartable work there (retry on preemption, attempts left): each stop the agent confirms
+  // returns that workload to PENDING (reason Preempted) to run elsewhere as its next attempt.
+  // Work that cannot be restarted keeps running. Errors as Cordon's.
+  absl::StatusOr<DrainResult> Drain(const auth::Principal& who, const std::string& cluster,
+                                    const std::string& node, bool evict);
 
   // ---- Agents ----
 
@@ -169,7 +185,10 @@ class ControlPlane {
   // timeout (the cluster was marked unreachable and its epoch moved on). The agent must
   // register again; the transport ends the connection with that answer.
   //
-  // The agent changed its inventory on the scheduler's behalf (a MIG repartition).
+  // The agent's inventory changed: a MIG repartition done for the scheduler, or hardware that
+  // failed or came back. Work on a node or GPU the inventory lost or reports unhealthy is
+  // evicted (FailedHardwareEvictions): the agent is told to stop it, and its confirmed stop
+  // ends the attempt as a node failure.
   absl::Status UpdateInventory(const AgentLink& link, const std::vector<NodeInfo>& nodes);
   // The agent is alive.
   absl::Status Heartbeat(AgentLink& link);
@@ -250,6 +269,10 @@ class ControlPlane {
   void AfterClusterCommit(const ClusterChange& change);
   absl::Status ApplyReports(AgentLink& link, const std::vector<AgentReport>& reports);
   absl::StatusOr<Workload> GetVisible(const auth::Principal& who, WorkloadId id);
+  // Stores `evictions` and tells the agents to stop what was marked; returns it.
+  absl::StatusOr<std::vector<Workload>> Evict(
+      const std::vector<WorkloadStore::Eviction>& evictions);
+
   void Wake() {
     if (wake_) wake_();
   }

@@ -36,6 +36,8 @@ constexpr CodeName kCodeNames[] = {
     {ReasonCode::kNotLoaded, "NotLoaded"},
     {ReasonCode::kRequeued, "Requeued"},
     {ReasonCode::kClusterLost, "ClusterLost"},
+    {ReasonCode::kPreempted, "Preempted"},
+    {ReasonCode::kNodeFailed, "NodeFailed"},
     {ReasonCode::kUnclassified, "Unclassified"},
 };
 
@@ -248,6 +250,16 @@ std::string RenderReason(const PendingReason& r) {
     case ReasonCode::kClusterLost:
       return absl::StrCat("requeued: cluster ", r.Text(figure::kCluster), " was lost at ",
                           r.Text(figure::kLostAt), "; attempt ", r.Int(figure::kAttempt), " of ",
+                          r.Int(figure::kMaxAttempts), " ended there, waiting for the next");
+    case ReasonCode::kPreempted:
+      return absl::StrCat("requeued: stopped on cluster ", r.Text(figure::kCluster), " at ",
+                          r.Text(figure::kEndedAt), " (", r.Text(figure::kText), "); attempt ",
+                          r.Int(figure::kAttempt), " of ", r.Int(figure::kMaxAttempts),
+                          " ended there, waiting for the next");
+    case ReasonCode::kNodeFailed:
+      return absl::StrCat("requeued: hardware it ran on in cluster ", r.Text(figure::kCluster),
+                          " failed at ", r.Text(figure::kEndedAt), " (", r.Text(figure::kText),
+                          "); attempt ", r.Int(figure::kAttempt), " of ",
                           r.Int(figure::kMaxAttempts), " ended there, waiting for the next");
   }
   return "";

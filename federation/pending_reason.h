@@ -46,6 +46,8 @@ enum class ReasonCode {
   kNotLoaded,          // Explain only: this server's scheduler has not loaded the pool
   kRequeued,           // returned to PENDING by a transition, with the actor's words
   kClusterLost,        // returned to PENDING: the cluster it ran on was lost (it may retry)
+  kPreempted,          // returned to PENDING: its attempt was stopped to free its place
+  kNodeFailed,         // returned to PENDING: a node or GPU it ran on failed
   kUnclassified,       // stored before reasons had codes (or by a newer server): words only
 };
 
@@ -85,6 +87,7 @@ inline constexpr absl::string_view kCluster = "cluster";  // text: a cluster's n
 inline constexpr absl::string_view kLostAt = "lost_at";   // text: RFC 3339 time, UTC
 inline constexpr absl::string_view kAttempt = "attempt";  // the attempt that ended
 inline constexpr absl::string_view kMaxAttempts = "max_attempts";  // its retry policy's limit
+inline constexpr absl::string_view kEndedAt = "ended_at";          // text: RFC 3339 time, UTC
 }  // namespace figure
 
 struct ReasonFigure {

@@ -69,6 +69,8 @@ class ControlMetrics {
   // A cluster was declared lost: `requeued` workloads went back to PENDING for another attempt,
   // `ended` ended (LOST, or CANCELLED when a cancel was pending).
   virtual void ClusterLost(size_t /*requeued*/, size_t /*ended*/) {}
+  // `count` workloads were told to stop so that their attempts end by `why` (evictions).
+  virtual void Evicted(AttemptEnd /*why*/, size_t /*count*/) {}
 };
 
 }  // namespace gpufed

@@ -58,6 +58,7 @@ struct Transition {
   std::optional<Timestamp> time;  // when it happened (agent clock); default: now
   std::string on_cluster;         // guard: the workload holds capacity there; empty: anywhere
   uint32_t at_attempt = 0;        // guard: the workload is at this attempt; 0: any
+  bool unless_evicting = false;   // guard: no eviction is pending (Workload::evicting unset)
   // to == PENDING: why it waits now. Unset: kRequeued with `reason` as its words.
   std::optional<PendingReason> pending_reason;
 };
@@ -124,6 +125,22 @@ class WorkloadStore {
   virtual absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
                                                      const std::string& reason) = 0;
 
+  // Asks for PLACED/RUNNING workloads to be stopped so that their attempts end by `why` once
+  // their agents confirm the stop (Workload::evicting; the agent's CANCELLED report is then
+  // turned into EndAttempt's transition). Marks, in one transaction, each workload that still
+  // holds capacity on `cluster` at `attempt`, has no cancel pending and no eviction already;
+  // sets its message to `message`. Not a state change: the version moves, no event is written.
+  // Returns the workloads marked. INVALID_ARGUMENT as ValidateEviction says (nothing marked).
+  struct Eviction {
+    WorkloadId id = 0;
+    std::string cluster;
+    uint32_t attempt = 0;
+    AttemptEnd why = AttemptEnd::kPreempted;
+    std::string message;
+  };
+  virtual absl::StatusOr<std::vector<Workload>> RequestEvictions(
+      const std::vector<Eviction>& evictions) = 0;
+
   // Number of workloads per state (for metrics); states with none may be absent.
   virtual absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() = 0;
 };
@@ -157,12 +174,13 @@ class ClusterStore {
   virtual absl::StatusOr<LossResult> LoseCluster(const std::string& cluster,
                                                  const LossPlan& plan) = 0;
   // An operator's cordon on `cluster` (`node` empty) or on one of its nodes: no new placements
-  // there while it holds (`cordoned` false lifts it). A cordoned cluster is `draining` (unless
-  // unreachable) and stays so when its agent registers again; lifting it makes it `ready`
-  // (unless unreachable). A cordoned node reads as not schedulable whatever its agent reports.
-  // Idempotent. Returns the cluster as stored, with its nodes. NOT_FOUND for an unknown cluster,
-  // or a node the cluster does not have (lifting a cordon on a node its agent no longer reports
-  // is allowed).
+  // there while it holds (a placement naming a cordoned cluster or node is fenced like one on an
+  // unreachable cluster, so that none decided before the cordon was seen slips in after it)
+  // (`cordoned` false lifts it). A cordoned cluster is `draining` (unless unreachable) and stays so
+  // when its agent registers again; lifting it makes it `ready` (unless unreachable). A cordoned
+  // node reads as not schedulable whatever its agent reports. Idempotent. Returns the cluster as
+  // stored, with its nodes. NOT_FOUND for an unknown cluster, or a node the cluster does not have
+  // (lifting a cordon on a node its agent no longer reports is allowed).
   virtual absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
                                             bool cordoned) = 0;
   virtual absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) = 0;

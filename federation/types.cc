@@ -67,6 +67,26 @@ bool IsTerminal(WorkloadState state) {
          state == WorkloadState::kLost;
 }
 
+absl::string_view AttemptEndName(AttemptEnd why) {
+  switch (why) {
+    case AttemptEnd::kClusterLost:
+      return "cluster_lost";
+    case AttemptEnd::kPreempted:
+      return "preemption";
+    case AttemptEnd::kNodeFailure:
+      return "node_failure";
+  }
+  return "";
+}
+
+std::optional<AttemptEnd> ParseAttemptEnd(absl::string_view name) {
+  for (AttemptEnd why :
+       {AttemptEnd::kClusterLost, AttemptEnd::kPreempted, AttemptEnd::kNodeFailure}) {
+    if (AttemptEndName(why) == name) return why;
+  }
+  return std::nullopt;
+}
+
 bool Workload::MayRetry(AttemptEnd why) const {
   const RetryPolicy& p = spec.retry;
   const bool on = (why == AttemptEnd::kClusterLost && p.on_cluster_lost) ||

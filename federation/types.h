@@ -79,6 +79,9 @@ struct RetryPolicy {
 
 // Why an attempt ended through no fault of the workload.
 enum class AttemptEnd { kClusterLost, kPreempted, kNodeFailure };
+// "cluster_lost", "preemption", "node_failure": the retry policy's words, as stored.
+absl::string_view AttemptEndName(AttemptEnd why);
+std::optional<AttemptEnd> ParseAttemptEnd(absl::string_view name);
 
 // What a user asks for; immutable once submitted.
 struct WorkloadSpec {
@@ -177,6 +180,10 @@ struct Workload {
   uint64_t version = 0;
   // Placements so far: 0 until first PLACED, then 1, 2, ... (each requeue and placement adds one).
   uint32_t attempts = 0;
+  // Set while the server waits for the agent to confirm it stopped this attempt, which then ends
+  // by this cause (EndAttempt): kPreempted for a drain's eviction, kNodeFailure for a failed node
+  // or GPU. Cleared when the workload leaves PLACED/RUNNING.
+  std::optional<AttemptEnd> evicting;
 
   // Whether an attempt that ends by `why` sends the workload back to PENDING (its policy retries
   // on that and attempts remain) rather than ending it.

@@ -523,6 +523,15 @@ absl::Status ValidateTransition(const Transition& t, size_t i) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateEviction(const WorkloadStore::Eviction& e, size_t i) {
+  const std::string field = absl::StrCat("evictions[", i, "]");
+  if (e.id <= 0) return absl::InvalidArgumentError(absl::StrCat(field, ".id: required"));
+  if (e.cluster.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".cluster: required"));
+  }
+  return ValidateText(field + ".message", e.message, kMaxReasonBytes);
+}
+
 absl::Status ValidateTokenRecord(absl::string_view token_hash, const TokenRecord& record) {
   if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
   if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");

@@ -129,6 +129,9 @@ absl::Status ValidateStorableInventory(const ClusterInfo& info, const std::vecto
 // to differs from from, PLACED carries an assignment with a cluster, and its epoch fits in an
 // int64.
 absl::Status ValidateTransition(const Transition& t, size_t i);
+// An eviction both stores accept (`i` names it in the message, "evictions[i].field"): a
+// positive id, a cluster, a message of at most kMaxReasonBytes.
+absl::Status ValidateEviction(const WorkloadStore::Eviction& e, size_t i);
 
 // CreateToken's input: token_hash and subject set, a role inside auth::Role, a tenant for the
 // tenant roles and a cluster for agents.

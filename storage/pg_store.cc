@@ -50,7 +50,7 @@ using nlohmann::json;
   " w.pending_reason_figures::text AS pending_reason_figures, w.assignment::text AS assignment," \
   " w.cancel_requested, w.exit_code, w.message, epoch_us(w.created_at) AS created_us,"           \
   " epoch_us(w.updated_at) AS updated_us, epoch_us(w.started_at) AS started_us,"                 \
-  " epoch_us(w.ended_at) AS ended_us, w.version, w.attempts "
+  " epoch_us(w.ended_at) AS ended_us, w.version, w.attempts, w.evicting "
 
 #define GPUFED_CLUSTER_COLUMNS                                                  \
   " c.name, c.provider, c.region, c.zone, c.jurisdiction,"                      \
@@ -138,15 +138,16 @@ constexpr const char* kShareClusters =
 // [{"ord", "id", "from_state", "to_state", "actor", "reason", "assignment", "exit_code",
 //   "message", "at_us", "on_cluster", "at_attempt", "pending_code", "pending_figures",
 //   "pending_message"}]; the pending_* fields are the reason a workload returning to PENDING
-// gets (empty for every other state); on_cluster and at_attempt are optional guards. A move to
-// PLACED is fenced by its cluster's row: not when the cluster is unreachable or at another
-// epoch.
+// gets (empty for every other state); on_cluster, at_attempt and unless_evicting are optional
+// guards. A move to PLACED is fenced by its cluster's row and cordons: not when the cluster is
+// unreachable, at another epoch or cordoned, nor onto a cordoned node.
 constexpr const char* kApplyTransitions = R"sql(
 WITH input AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(
     ord integer, id bigint, from_state text, to_state text, actor text, reason text,
     assignment jsonb, exit_code integer, message text, at_us bigint, on_cluster text,
-    at_attempt integer, pending_code text, pending_figures jsonb, pending_message text)),
+    at_attempt integer, unless_evicting boolean, pending_code text, pending_figures jsonb,
+    pending_message text)),
 changed AS (
   UPDATE workloads w SET
     state = i.to_state,
@@ -166,16 +167,22 @@ changed AS (
     exit_code = coalesce(i.exit_code, w.exit_code),
     message = CASE WHEN i.message <> '' THEN i.message ELSE w.message END,
     attempts = w.attempts + CASE WHEN i.to_state = 'PLACED' THEN 1 ELSE 0 END,
+    evicting = CASE WHEN i.to_state IN ('PLACED', 'RUNNING') THEN w.evicting END,
     updated_at = now(),
     version = w.version + 1
   FROM input i
   WHERE w.id = i.id AND w.state = i.from_state
     AND (i.on_cluster IS NULL OR w.cluster = i.on_cluster)
     AND (i.at_attempt IS NULL OR w.attempts = i.at_attempt)
+    AND (i.unless_evicting IS NOT TRUE OR w.evicting IS NULL)
     AND (i.to_state <> 'PLACED' OR NOT EXISTS (
            SELECT 1 FROM clusters c
            WHERE c.name = i.assignment->>'cluster'
-             AND (c.state = 'unreachable' OR c.epoch <> (i.assignment->>'epoch')::bigint)))
+             AND (c.state = 'unreachable' OR c.cordoned
+                  OR c.epoch <> (i.assignment->>'epoch')::bigint)))
+    AND (i.to_state <> 'PLACED' OR NOT EXISTS (
+           SELECT 1 FROM node_cordons k, jsonb_array_elements(i.assignment->'replicas') rep
+           WHERE k.cluster = i.assignment->>'cluster' AND k.node = rep->>'node'))
   RETURNING )sql" GPUFED_WORKLOAD_COLUMNS R"sql(, i.ord, i.from_state AS event_from,
     i.actor AS event_actor, i.reason AS event_reason,
     epoch_us(coalesce(from_epoch_us(i.at_us), now())) AS event_us),
@@ -220,6 +227,24 @@ events AS (
   SELECT id, now(), $4, 'CANCELLED', $2, $3 FROM changed)
 SELECT * FROM changed
 )sql";
+
+// Marks evictions (WorkloadStore::RequestEvictions), rows locked in id order. Input:
+// [{"id", "cluster", "attempt", "why", "message"}].
+constexpr const char* kRequestEvictions = R"sql(
+WITH input AS (
+  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(id bigint, cluster text, attempt integer,
+                                                    why text, message text)),
+target AS (
+  SELECT w.id, i.why, i.message FROM workloads w JOIN input i ON i.id = w.id
+  WHERE w.state IN ('PLACED', 'RUNNING') AND w.cluster = i.cluster AND w.attempts = i.attempt
+    AND NOT w.cancel_requested AND w.evicting IS NULL
+  ORDER BY w.id
+  FOR UPDATE OF w)
+UPDATE workloads w
+SET evicting = t.why, message = t.message, updated_at = now(), version = w.version + 1
+FROM target t
+WHERE w.id = t.id
+RETURNING )sql" GPUFED_WORKLOAD_COLUMNS;
 
 constexpr const char* kRequestCancel =
     "UPDATE workloads w SET cancel_requested = true, updated_at = now(), "
@@ -269,6 +294,10 @@ constexpr const char* kCordonCluster =
     "UPDATE clusters SET cordoned = $2, "
     "state = CASE WHEN state = 'unreachable' THEN state WHEN $2 THEN 'draining' ELSE 'ready' END, "
     "updated_at = now() WHERE name = $1 RETURNING name";
+// Taken by a node's cordon: placements share-lock the clusters they name, so one that began
+// before the cordon commits first (and is seen by an eviction read after it), and one after
+// sees the cordon.
+constexpr const char* kLockCluster = "SELECT 1 FROM clusters WHERE name = $1 FOR UPDATE";
 constexpr const char* kNodeExists = "SELECT 1 FROM nodes WHERE cluster = $1 AND name = $2";
 constexpr const char* kNodeKnown =
     "SELECT 1 FROM nodes WHERE cluster = $1 AND name = $2 "
@@ -345,6 +374,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"set_pending_reasons", kSetPendingReasons},
     {"cancel_now", kCancelNow},
     {"request_cancel", kRequestCancel},
+    {"request_evictions", kRequestEvictions},
     {"upsert_cluster", kUpsertCluster},
     {"delete_gpus", kDeleteGpus},
     {"delete_nodes", kDeleteNodes},
@@ -354,6 +384,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"get_cluster", kGetCluster},
     {"list_nodes", kListNodes},
     {"cordon_cluster", kCordonCluster},
+    {"lock_cluster", kLockCluster},
     {"node_exists", kNodeExists},
     {"node_known", kNodeKnown},
     {"cordon_node", kCordonNode},
@@ -469,6 +500,13 @@ absl::StatusOr<Workload> WorkloadFromRow(const pqxx::row& row) {
   w.end_time = OptionalMicros(row["ended_us"]);
   w.version = row["version"].as<uint64_t>();
   w.attempts = row["attempts"].as<uint32_t>();
+  if (!row["evicting"].is_null()) {
+    w.evicting = ParseAttemptEnd(row["evicting"].c_str());
+    if (!w.evicting) {
+      return absl::InternalError(absl::StrCat("workload ", w.id, " is evicting for unknown cause ",
+                                              row["evicting"].c_str()));
+    }
+  }
   return w;
 }
 
@@ -1071,6 +1109,7 @@ absl::StatusOr<PreparedTransitions> PrepareTransitions(const std::vector<Transit
         {"at_us", t.time ? json(ToMicros(*t.time)) : json(nullptr)},
         {"on_cluster", t.on_cluster.empty() ? json(nullptr) : json(t.on_cluster)},
         {"at_attempt", t.at_attempt == 0 ? json(nullptr) : json(t.at_attempt)},
+        {"unless_evicting", t.unless_evicting},
     };
     // Back to PENDING (a requeue): the reason given, else the actor's words until the scheduler
     // has a better one.
@@ -1201,6 +1240,26 @@ absl::StatusOr<WorkloadStore::CancelResult> PgStore::RequestCancel(WorkloadId id
   });
 }
 
+absl::StatusOr<std::vector<Workload>> PgStore::RequestEvictions(
+    const std::vector<Eviction>& evictions) {
+  json input = json::array();
+  for (size_t i = 0; i < evictions.size(); ++i) {
+    const Eviction& e = evictions[i];
+    RETURN_IF_ERROR(ValidateEviction(e, i));
+    input.push_back({{"id", e.id},
+                     {"cluster", e.cluster},
+                     {"attempt", e.attempt},
+                     {"why", std::string(AttemptEndName(e.why))},
+                     {"message", e.message}});
+  }
+  if (evictions.empty()) return std::vector<Workload>{};
+  const std::string text = input.dump(-1, ' ', false, json::error_handler_t::replace);
+  return control_pool_->Transact(
+      "request evictions", [&text](pqxx::work& txn) -> absl::StatusOr<std::vector<Workload>> {
+        return WorkloadsFromResult(txn.exec_prepared("request_evictions", text));
+      });
+}
+
 absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> PgStore::CountByState() {
   using Counts = std::vector<std::pair<WorkloadState, int64_t>>;
   return pool_->Transact<pqxx::nontransaction>(
@@ -1324,7 +1383,7 @@ absl::StatusOr<Cluster> PgStore::SetCordon(const std::string& cluster, const std
     if (node.empty()) {
       if (txn.exec_prepared("cordon_cluster", cluster, cordoned).empty()) return not_found();
     } else {
-      if (txn.exec_prepared("get_cluster", cluster).empty()) {
+      if (txn.exec_prepared("lock_cluster", cluster).empty()) {
         return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
       }
       // A cordon goes on a node the cluster has; one may be lifted from a node it lost.

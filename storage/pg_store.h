@@ -125,6 +125,8 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
       const std::vector<std::pair<WorkloadId, PendingReason>>& reasons) override;
   absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
                                              const std::string& reason) override;
+  absl::StatusOr<std::vector<Workload>> RequestEvictions(
+      const std::vector<Eviction>& evictions) override;
   absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override;
 
   // ---- ClusterStore ----

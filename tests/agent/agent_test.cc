@@ -315,13 +315,17 @@ TEST_F(AgentTest, HeartbeatsFollowAnInjectedClock) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_TRUE(agent_->Stats().registered);
-  EXPECT_EQ(Heartbeats(server_->Snapshot()), 0);
+  // A registration slowed by a loaded machine may have let the fake clock pass the first
+  // heartbeat already (it counts from the Register sent); so count from here on.
   fake_clock_.Advance(std::chrono::milliseconds(50));
   agent_->ClockMoved();
   ASSERT_TRUE(server_->WaitFor([](const Log& log) { return Heartbeats(log) >= 1; }));
-  // Four intervals of real time pass; the fake clock does not, so no second heartbeat.
+  absl::SleepFor(absl::Milliseconds(100));  // one that was due with it reaches the server too
+  const int seen = Heartbeats(server_->Snapshot());
+  EXPECT_LE(seen, 2);
+  // Four intervals of real time pass; the fake clock does not, so no further heartbeat.
   absl::SleepFor(absl::Milliseconds(200));
-  EXPECT_EQ(Heartbeats(server_->Snapshot()), 1);
+  EXPECT_EQ(Heartbeats(server_->Snapshot()), seen);
 }
 
 TEST_F(AgentTest, RunsAssignmentsAndResendsStatusesUntilAcked) {

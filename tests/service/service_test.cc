@@ -435,6 +435,55 @@ TEST_F(ServiceTest, APlatformAdminCordonsAClusterOrANode) {
       grpc::StatusCode::NOT_FOUND);
 }
 
+// A drain with eviction: the restartable workload is stopped by its agent first and requeued
+// only once the agent confirms; the other keeps running.
+TEST_F(ServiceTest, APlatformAdminDrainsAClusterAndItsRestartableWorkIsStoppedThenRequeued) {
+  std::unique_ptr<FakeAgentStream> agent =
+      RegisteredAgent(address_, admin_, "dgx", 1, 8, "H100-80GB");
+  ASSERT_NE(agent, nullptr);
+  v1::WorkloadSpec restartable = Spec("moves");
+  restartable.mutable_retry()->set_max_attempts(3);
+  restartable.mutable_retry()->add_on(v1::RETRY_ON_PREEMPTION);
+  v1::SubmitResponse moves, stays;
+  ASSERT_OK(Submit(restartable, &moves));
+  ASSERT_OK(Submit(Spec("stays"), &stays));
+  const std::string moves_id = moves.workload().id();
+  WaitFor(moves_id, v1::WORKLOAD_STATE_PLACED);
+  WaitFor(stays.workload().id(), v1::WORKLOAD_STATE_PLACED);
+
+  v1::DrainRequest req;
+  req.set_name("dgx");
+  req.set_evict(true);
+  v1::DrainResponse drained;
+  EXPECT_EQ(Call(user_, [&](grpc::ClientContext* c) { return clusters_->Drain(c, req, &drained); })
+                .error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_FALSE(Get(moves_id).evicting());
+  req.set_node("not a node!");
+  EXPECT_EQ(Call(admin_, [&](grpc::ClientContext* c) { return clusters_->Drain(c, req, &drained); })
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  req.clear_node();
+  ASSERT_OK(
+      Call(admin_, [&](grpc::ClientContext* c) { return clusters_->Drain(c, req, &drained); }));
+  EXPECT_EQ(drained.cluster().state(), v1::CLUSTER_STATE_DRAINING);
+  EXPECT_THAT(drained.evicted_workload_ids(), ::testing::ElementsAre(moves_id));
+  EXPECT_THAT(drained.staying_workload_ids(), ::testing::ElementsAre(stays.workload().id()));
+  v1::Workload w = Get(moves_id);
+  EXPECT_EQ(w.state(), v1::WORKLOAD_STATE_PLACED) << "not requeued before the agent stops it";
+  EXPECT_EQ(w.evicting(), v1::RETRY_ON_PREEMPTION);
+
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent->ReadUntil(v1::ServerMessage::kCancel, &m));
+  EXPECT_THAT(m.cancel().workload_ids(), ::testing::ElementsAre(moves_id));
+  ASSERT_TRUE(agent->Write(Status(moves_id, v1::WORKLOAD_STATE_CANCELLED)));
+  WaitFor(moves_id, v1::WORKLOAD_STATE_PENDING);
+  w = Get(moves_id);
+  EXPECT_EQ(w.evicting(), v1::RETRY_ON_UNSPECIFIED);
+  EXPECT_EQ(w.attempts(), 1u);
+  EXPECT_EQ(Get(stays.workload().id()).state(), v1::WORKLOAD_STATE_PLACED);
+}
+
 TEST_F(ServiceTest, TenantsAreIsolatedAndTokensRequired) {
   v1::SubmitResponse mine;
   ASSERT_OK(Submit(Spec("mine"), &mine));

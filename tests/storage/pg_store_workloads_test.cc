@@ -815,12 +815,18 @@ TEST_F(WorkloadStoreTest, CountByStateKeepsExactCountsWithoutScanningWorkloads) 
     writers.emplace_back([this, t] {
       for (int i = 0; i < 25; ++i) {
         const Workload w = MustSubmit(Spec(absl::StrCat("w", t, "-", i)));
-        if (i % 3 == 1) Advance(w.id, S::kRunning);
-        if (i % 3 == 2) Advance(w.id, S::kSucceeded);
+        if (i % 3 == 1) {
+          Advance(w.id, S::kRunning);
+        }
+        if (i % 3 == 2) {
+          Advance(w.id, S::kSucceeded);
+        }
         if (i % 3 == 0 && i % 2 == 0) {  // still PENDING
           EXPECT_OK(store_->RequestCancel(w.id, "user:alice", "no longer needed"));
         }
-        if (i % 10 == 0) EXPECT_OK(store_->CountByState());  // folds while others write
+        if (i % 10 == 0) {
+          EXPECT_OK(store_->CountByState());  // folds while others write
+        }
       }
     });
   }

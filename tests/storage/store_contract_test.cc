@@ -1512,6 +1512,76 @@ TEST_P(StoreContractTest, ACordonedNodeIsNotSchedulableWhateverItsAgentSays) {
   EXPECT_TRUE(c.nodes[1].schedulable);
 }
 
+TEST_P(StoreContractTest, APlacementOnACordonedClusterOrNodeIsFenced) {
+  AddTenants();
+  ASSERT_OK(
+      clusters().RegisterCluster(Info("c1"), {Node("c1", "node-01", 2), Node("c1", "node-02", 2)}));
+  const WorkloadId id = MustSubmit(Spec("a")).id;
+  const Transition place = Step(id, S::kPending, S::kPlaced);  // replicas on node-01 and node-02
+  ASSERT_OK(clusters().SetCordon("c1", "node-02", true));
+  ASSERT_OK_AND_ASSIGN(auto r, workloads().ApplyTransitions({place}));
+  EXPECT_FALSE(r[0].applied);
+  ASSERT_OK(clusters().SetCordon("c1", "node-02", false));
+  ASSERT_OK(clusters().SetCordon("c1", "", true));
+  ASSERT_OK_AND_ASSIGN(r, workloads().ApplyTransitions({place}));
+  EXPECT_FALSE(r[0].applied);
+  EXPECT_EQ(MustGet(id).state, S::kPending);
+  EXPECT_EQ(MustGet(id).attempts, 0u);
+
+  ASSERT_OK(clusters().SetCordon("c1", "", false));
+  ASSERT_OK_AND_ASSIGN(r, workloads().ApplyTransitions({place}));
+  EXPECT_TRUE(r[0].applied);
+}
+
+TEST_P(StoreContractTest, EvictionsMarkOnlyWorkStillInItsPlaceAndEndWithIt) {
+  AddTenants();
+  const WorkloadId running = MustSubmit(Spec("a")).id;
+  const WorkloadId cancelling = MustSubmit(Spec("b")).id;
+  const WorkloadId pending = MustSubmit(Spec("c")).id;
+  Advance(running, S::kRunning);  // on c1, attempt 1
+  Advance(cancelling, S::kRunning);
+  ASSERT_OK(workloads().RequestCancel(cancelling, "user:u", "stop"));
+  const uint64_t version = MustGet(running).version;
+  const auto evict = [](WorkloadId id, const std::string& cluster, uint32_t attempt) {
+    return WorkloadStore::Eviction{id, cluster, attempt, AttemptEnd::kPreempted, "drained"};
+  };
+
+  // Another cluster, another attempt, a cancel pending, not placed, unknown: nothing marked.
+  EXPECT_THAT(workloads().RequestEvictions({evict(running, "c2", 1), evict(running, "c1", 2),
+                                            evict(cancelling, "c1", 1), evict(pending, "c1", 0),
+                                            evict(987654, "c1", 1)}),
+              IsOkAndHolds(IsEmpty()));
+  EXPECT_FALSE(MustGet(running).evicting.has_value());
+  // A bad one refuses the whole call.
+  EXPECT_THAT(workloads().RequestEvictions({evict(running, "c1", 1), evict(0, "c1", 1)}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_FALSE(MustGet(running).evicting.has_value());
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> marked,
+                       workloads().RequestEvictions({evict(running, "c1", 1)}));
+  ASSERT_EQ(marked.size(), 1u);
+  EXPECT_EQ(marked[0].id, running);
+  EXPECT_EQ(marked[0].evicting, AttemptEnd::kPreempted);
+  EXPECT_EQ(marked[0].message, "drained");
+  EXPECT_EQ(marked[0].state, S::kRunning);
+  EXPECT_GT(marked[0].version, version);
+  EXPECT_EQ(MustGet(running).evicting, AttemptEnd::kPreempted);
+  // Asked again (a drain retried): already marked, nothing changes.
+  EXPECT_THAT(workloads().RequestEvictions({evict(running, "c1", 1)}), IsOkAndHolds(IsEmpty()));
+
+  // A stop guarded by "no eviction pending" does not apply; the attempt's end does, and clears it.
+  Transition stopped = Step(running, S::kRunning, S::kCancelled);
+  stopped.unless_evicting = true;
+  ASSERT_OK_AND_ASSIGN(auto r, workloads().ApplyTransitions({stopped}));
+  EXPECT_FALSE(r[0].applied);
+  ASSERT_TRUE(r[0].current.has_value());
+  EXPECT_EQ(r[0].current->evicting, AttemptEnd::kPreempted);
+  ASSERT_OK_AND_ASSIGN(r, workloads().ApplyTransitions({Step(running, S::kRunning, S::kPending)}));
+  ASSERT_TRUE(r[0].applied);
+  EXPECT_FALSE(r[0].current->evicting.has_value());
+  EXPECT_FALSE(MustGet(running).evicting.has_value());
+}
+
 TEST_P(StoreContractTest, HeartbeatsMoveForwardOnly) {
   ASSERT_OK(clusters().RegisterCluster(Info("c1"), {}));
   const Timestamp later = backend_->Now() + std::chrono::hours(1) + microseconds(7);

@@ -174,8 +174,15 @@ bool MemoryStore::Fenced(const Transition& t) const {
   if (t.to != WorkloadState::kPlaced) return false;
   auto it = clusters_.find(t.assignment->cluster);
   // As PgStore: a cluster the store does not know does not fence.
-  return it != clusters_.end() && (it->second.state == ClusterState::kUnreachable ||
-                                   it->second.epoch != t.assignment->epoch);
+  if (it == clusters_.end()) return false;
+  const Cluster& c = it->second;
+  if (c.state == ClusterState::kUnreachable || c.cordoned || c.epoch != t.assignment->epoch) {
+    return true;
+  }
+  for (const ReplicaAssignment& r : t.assignment->replicas) {
+    if (node_cordons_.contains({c.info.name, r.node})) return true;
+  }
+  return false;
 }
 
 std::vector<TransitionResult> MemoryStore::ApplyLocked(const std::vector<Transition>& transitions) {
@@ -192,6 +199,7 @@ std::vector<TransitionResult> MemoryStore::ApplyLocked(const std::vector<Transit
     Workload& w = it->second;
     if (!t.on_cluster.empty() && w.assignment.cluster != t.on_cluster) continue;
     if (t.at_attempt != 0 && w.attempts != t.at_attempt) continue;
+    if (t.unless_evicting && w.evicting) continue;
     if (Fenced(t)) continue;
     const Timestamp at = t.time ? ToMicros(*t.time) : now;
     w.state = t.to;
@@ -213,6 +221,7 @@ std::vector<TransitionResult> MemoryStore::ApplyLocked(const std::vector<Transit
     } else if (t.to == WorkloadState::kPending) {
       w.start_time.reset();
     }
+    if (!HoldsCapacity(t.to)) w.evicting.reset();
     if (IsTerminal(t.to)) w.end_time = at;
     if (t.exit_code) w.exit_code = *t.exit_code;
     if (!t.message.empty()) w.message = t.message;
@@ -259,6 +268,34 @@ absl::Status MemoryStore::SetPendingReasons(
     ++w.version;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Workload>> MemoryStore::RequestEvictions(
+    const std::vector<Eviction>& evictions) {
+  for (size_t i = 0; i < evictions.size(); ++i) {
+    RETURN_IF_ERROR(ValidateEviction(evictions[i], i));
+  }
+  absl::MutexLock lock(&mu_);
+  const Timestamp now = Now();
+  std::map<WorkloadId, Workload*> marked;  // returned in id order, as PgStore's
+  for (const Eviction& e : evictions) {
+    auto it = workloads_.find(e.id);
+    if (it == workloads_.end()) continue;
+    Workload& w = it->second;
+    if (!HoldsCapacity(w.state) || w.assignment.cluster != e.cluster || w.attempts != e.attempt ||
+        w.cancel_requested || w.evicting) {
+      continue;
+    }
+    w.evicting = e.why;
+    w.message = e.message;
+    w.update_time = now;
+    ++w.version;
+    marked[w.id] = &w;
+  }
+  std::vector<Workload> out;
+  out.reserve(marked.size());
+  for (const auto& [id, w] : marked) out.push_back(*w);
+  return out;
 }
 
 absl::StatusOr<WorkloadStore::CancelResult> MemoryStore::RequestCancel(WorkloadId id,

@@ -97,6 +97,17 @@ WorkloadSpec Restartable(uint32_t attempts = 3, uint32_t gpus = 1) {
   return s;
 }
 
+// A job that may be placed again after a preemption and/or a node failure, up to `attempts`
+// placements.
+WorkloadSpec RetriedOn(bool preemption, bool node_failure, uint32_t attempts = 3,
+                       uint32_t gpus = 1) {
+  WorkloadSpec s = Job("acme", gpus);
+  s.retry.max_attempts = attempts;
+  s.retry.on_preemption = preemption;
+  s.retry.on_node_failure = node_failure;
+  return s;
+}
+
 class ControlPlaneTest : public testing::PlaneTestBase {
  protected:
   ControlPlaneTest()
@@ -442,6 +453,152 @@ TEST_F(ControlPlaneTest, OnlyAPlatformAdminMayCordonAndBadNamesAreRefused) {
   ASSERT_OK_AND_ASSIGN(Cluster c, store_.GetCluster("c1"));
   EXPECT_FALSE(c.cordoned);
   EXPECT_EQ(c.state, ClusterState::kReady);
+}
+
+// A drain with eviction stops the restartable work first and requeues it only when the agent
+// confirms the stop, so that it never runs in two places; the rest keeps running.
+TEST_F(ControlPlaneTest, ADrainEvictsRestartableWorkOnlyOnceItsAgentConfirmsTheStop) {
+  std::shared_ptr<FakeChannel> c1 = Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult moves, Submit(User("acme"), RetriedOn(true, false)));
+  ASSERT_OK_AND_ASSIGN(SubmitResult stays, Submit(User("acme"), RetriedOn(false, true)));
+  Step();
+  ASSERT_OK(Report("c1", moves.workload.id, WorkloadState::kRunning));
+  ASSERT_OK(Report("c1", stays.workload.id, WorkloadState::kRunning));
+  std::shared_ptr<FakeChannel> c2 = Register("c2");
+
+  ASSERT_OK_AND_ASSIGN(DrainResult drained, plane_.Drain(Admin(), "c1", "", /*evict=*/true));
+  EXPECT_EQ(drained.listing.clusters.front().state, ClusterState::kDraining);
+  EXPECT_THAT(drained.evicted, ElementsAre(moves.workload.id));
+  EXPECT_THAT(drained.staying, ElementsAre(stays.workload.id));
+  EXPECT_THAT(c1->cancelled, ElementsAre(moves.workload.id));
+  Workload w = MustGet(moves.workload.id);
+  EXPECT_EQ(w.state, WorkloadState::kRunning) << "not requeued before the stop is confirmed";
+  EXPECT_EQ(w.evicting, AttemptEnd::kPreempted);
+  EXPECT_EQ(Step().cycle->stats.placed, 0);
+
+  // Drained again: nothing new is asked; the eviction already asked for still counts.
+  ASSERT_OK_AND_ASSIGN(drained, plane_.Drain(Admin(), "c1", "", true));
+  EXPECT_THAT(drained.evicted, ElementsAre(moves.workload.id));
+  EXPECT_THAT(c1->cancelled, ElementsAre(moves.workload.id));
+
+  ASSERT_OK(Report("c1", moves.workload.id, WorkloadState::kCancelled));
+  w = MustGet(moves.workload.id);
+  EXPECT_EQ(w.state, WorkloadState::kPending);
+  EXPECT_FALSE(w.evicting.has_value());
+  Step();
+  w = MustGet(moves.workload.id);
+  EXPECT_EQ(w.state, WorkloadState::kPlaced);
+  EXPECT_EQ(w.assignment.cluster, "c2");
+  EXPECT_EQ(w.attempts, 2u);
+  EXPECT_EQ(MustGet(stays.workload.id).state, WorkloadState::kRunning);
+  const auto requeue =
+      std::find_if(events_.events.begin(), events_.events.end(), [&](const WorkloadEvent& e) {
+        return e.workload.id == moves.workload.id && e.to == WorkloadState::kPending &&
+               e.from == WorkloadState::kRunning;
+      });
+  ASSERT_NE(requeue, events_.events.end());
+  EXPECT_EQ(requeue->workload.pending_reason.code, ReasonCode::kPreempted);
+  EXPECT_EQ(requeue->workload.pending_reason.Text(figure::kCluster), "c1");
+  EXPECT_EQ(requeue->workload.pending_reason.Int(figure::kAttempt), 1);
+}
+
+TEST_F(ControlPlaneTest, ADrainWithoutEvictionOnlyCordonsAndAUserCancelStillWins) {
+  std::shared_ptr<FakeChannel> c1 = Register("c1", 2);
+  ASSERT_OK_AND_ASSIGN(SubmitResult a, Submit(User("acme"), RetriedOn(true, false, 3, 8)));
+  ASSERT_OK_AND_ASSIGN(SubmitResult b, Submit(User("acme"), RetriedOn(true, false, 3, 8)));
+  Step();
+  ASSERT_EQ(MustGet(a.workload.id).state, WorkloadState::kPlaced);
+  ASSERT_EQ(MustGet(b.workload.id).state, WorkloadState::kPlaced);
+  const std::string node_a = MustGet(a.workload.id).assignment.replicas.front().node;
+
+  ASSERT_OK_AND_ASSIGN(DrainResult drained, plane_.Drain(Admin(), "c1", node_a, false));
+  EXPECT_THAT(drained.evicted, IsEmpty());
+  EXPECT_THAT(drained.staying, ElementsAre(a.workload.id));  // only the node's work
+  EXPECT_THAT(c1->cancelled, IsEmpty());
+  EXPECT_EQ(drained.listing.clusters.front().state, ClusterState::kReady);
+
+  ASSERT_OK_AND_ASSIGN(drained, plane_.Drain(Admin(), "c1", node_a, true));
+  EXPECT_THAT(drained.evicted, ElementsAre(a.workload.id));
+  // The user cancels before the agent confirms: the stop ends it CANCELLED, not requeued.
+  ASSERT_OK(plane_.Cancel(User("acme"), a.workload.id, "no longer needed"));
+  ASSERT_OK(Report("c1", a.workload.id, WorkloadState::kCancelled));
+  EXPECT_EQ(MustGet(a.workload.id).state, WorkloadState::kCancelled);
+  EXPECT_EQ(MustGet(b.workload.id).state, WorkloadState::kPlaced);
+}
+
+TEST_F(ControlPlaneTest, OnlyAPlatformAdminMayDrain) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult a, Submit(User("acme"), RetriedOn(true, false)));
+  Step();
+  EXPECT_THAT(plane_.Drain(User("acme"), "c1", "", true),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(plane_.Drain(Admin(), "c9", "", true), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_FALSE(MustGet(a.workload.id).evicting.has_value());
+  ASSERT_OK_AND_ASSIGN(Cluster c, store_.GetCluster("c1"));
+  EXPECT_FALSE(c.cordoned);
+}
+
+// A node that leaves the agent's inventory, or a GPU it reports unhealthy, is handled like a
+// small lost cluster: its capacity leaves the pool, and the work on it is stopped and then
+// requeued (retry on node failure) or ended LOST.
+TEST_F(ControlPlaneTest, WorkOnAFailedNodeOrGpuIsStoppedThenRequeuedOrEnded) {
+  std::shared_ptr<FakeChannel> c1 = Register("c1", 2);
+  ASSERT_OK_AND_ASSIGN(SubmitResult on_n0, Submit(User("acme"), RetriedOn(false, true, 3, 8)));
+  ASSERT_OK_AND_ASSIGN(SubmitResult on_n1, Submit(User("acme"), RetriedOn(false, false, 1, 4)));
+  ASSERT_OK_AND_ASSIGN(SubmitResult safe, Submit(User("acme"), RetriedOn(false, true, 3, 4)));
+  Step();
+  const auto node_of = [&](WorkloadId id) { return MustGet(id).assignment.replicas.front().node; };
+  ASSERT_NE(node_of(on_n0.workload.id), node_of(on_n1.workload.id));
+  ASSERT_EQ(node_of(on_n1.workload.id), node_of(safe.workload.id));
+  const std::string failed_node = node_of(on_n0.workload.id);
+
+  // The agent reports one node gone and, on the other, the GPU under on_n1 unhealthy.
+  Cluster now = testing::MakeCluster("c1", 2, 8, "H100-80GB");
+  std::vector<NodeInfo> nodes;
+  const std::string bad_gpu = MustGet(on_n1.workload.id).assignment.replicas.front().gpu_uuids[0];
+  for (NodeInfo& n : now.nodes) {
+    if (n.name == failed_node) continue;
+    for (GpuInfo& g : n.gpus) g.healthy = g.uuid != bad_gpu;
+    nodes.push_back(n);
+  }
+  ASSERT_OK(plane_.UpdateInventory(*links_.at("c1"), nodes));
+  EXPECT_THAT(c1->cancelled, ::testing::UnorderedElementsAre(on_n0.workload.id, on_n1.workload.id));
+  EXPECT_EQ(MustGet(on_n0.workload.id).evicting, AttemptEnd::kNodeFailure);
+  EXPECT_EQ(MustGet(on_n0.workload.id).state, WorkloadState::kPlaced);
+  EXPECT_FALSE(MustGet(safe.workload.id).evicting.has_value());
+
+  ASSERT_OK(Report("c1", on_n0.workload.id, WorkloadState::kCancelled));
+  ASSERT_OK(Report("c1", on_n1.workload.id, WorkloadState::kCancelled));
+  const Workload requeued = MustGet(on_n0.workload.id);
+  EXPECT_EQ(requeued.state, WorkloadState::kPending);
+  EXPECT_EQ(MustGet(on_n1.workload.id).state, WorkloadState::kLost);
+  EXPECT_EQ(MustGet(safe.workload.id).state, WorkloadState::kPlaced);
+  // The failed node's capacity is gone: 8 GPUs on one node, 4 held, 1 unhealthy.
+  Step();
+  EXPECT_EQ(MustGet(on_n0.workload.id).state, WorkloadState::kPending);
+}
+
+// Registering again with hardware missing evicts its work the same way.
+TEST_F(ControlPlaneTest, AnAgentRegisteringWithoutANodeHasItsWorkStopped) {
+  Register("c1", 2);
+  ASSERT_OK_AND_ASSIGN(SubmitResult a, Submit(User("acme"), RetriedOn(false, true, 3, 8)));
+  ASSERT_OK_AND_ASSIGN(SubmitResult b, Submit(User("acme"), RetriedOn(false, true, 3, 8)));
+  Step();
+  ASSERT_OK(Report("c1", a.workload.id, WorkloadState::kRunning));
+  const std::string node_b = MustGet(b.workload.id).assignment.replicas.front().node;
+  Cluster smaller = testing::MakeCluster("c1", 2, 8, "H100-80GB");
+  std::vector<NodeInfo> nodes;
+  for (const NodeInfo& n : smaller.nodes) {
+    if (n.name != node_b) nodes.push_back(n);
+  }
+  auto channel = std::make_shared<FakeChannel>();
+  ASSERT_OK_AND_ASSIGN(links_["c1"],
+                       plane_.RegisterAgent(AgentOf("c1"), smaller.info, nodes, {}, channel));
+  EXPECT_THAT(channel->cancelled, ::testing::Contains(b.workload.id));
+  EXPECT_THAT(channel->cancelled, ::testing::Not(::testing::Contains(a.workload.id)));
+  ASSERT_OK(Report("c1", b.workload.id, WorkloadState::kCancelled));
+  EXPECT_EQ(MustGet(b.workload.id).state, WorkloadState::kPending);
+  EXPECT_EQ(MustGet(a.workload.id).state, WorkloadState::kRunning);
 }
 
 // Registering, a new inventory and a state change each reach the scheduler (its next cycle

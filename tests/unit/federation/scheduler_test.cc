@@ -66,6 +66,10 @@ class RecordingWorkloads final : public WorkloadStore {
                                              const std::string& reason) override {
     return store_->RequestCancel(id, actor, reason);
   }
+  absl::StatusOr<std::vector<Workload>> RequestEvictions(
+      const std::vector<Eviction>& evictions) override {
+    return store_->RequestEvictions(evictions);
+  }
   absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override {
     return store_->CountByState();
   }
