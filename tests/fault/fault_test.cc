@@ -5,11 +5,13 @@
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "federation/status_macros.h"
+#include "gmock/gmock.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -171,10 +174,12 @@ class FailoverTest : public ::testing::Test {
     return ClusterAsServed(*clusters_, server_.admin_token, name);
   }
 
-  // Submits a 1-GPU job of `seconds` (on the sim backend; `command` on the process backend)
-  // that may run `attempts` times; returns its id ("" on failure).
+  // Submits a job of `gpus` GPUs that runs `seconds` (on the sim backend; `command` on the
+  // process backend) and may run `attempts` times after the event `on`; returns its id ("" on
+  // failure).
   std::string SubmitRestartable(const std::string& name, int seconds, uint32_t attempts = 3,
-                                const std::string& command = "") {
+                                const std::string& command = "",
+                                v1::RetryOn on = v1::RETRY_ON_CLUSTER_LOST, uint32_t gpus = 1) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer " + token_);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -184,10 +189,10 @@ class FailoverTest : public ::testing::Test {
     spec->set_project("p");
     spec->set_name(name);
     spec->set_replicas(1);
-    spec->mutable_per_replica()->set_gpus(1);
+    spec->mutable_per_replica()->set_gpus(gpus);
     spec->mutable_estimated_duration()->set_seconds(seconds);
     spec->mutable_retry()->set_max_attempts(attempts);
-    spec->mutable_retry()->add_on(v1::RETRY_ON_CLUSTER_LOST);
+    spec->mutable_retry()->add_on(on);
     if (!command.empty()) spec->mutable_run()->add_command(command);
     v1::SubmitResponse resp;
     return workloads_->Submit(&ctx, req, &resp).ok() ? resp.workload().id() : "";
@@ -294,6 +299,151 @@ TEST_F(FailoverTest, APartitionedClustersWorkMovesAndNeverRunsInTwoPlacesAtOnce)
   std::cout << "failover: work running elsewhere " << absl::FormatDuration(moved_after)
             << " after the partition; closest gap between the two runs of a workload "
             << absl::FormatDuration(closest) << "\n";
+}
+
+// Every run of `ids` in `from`'s log ended (`end_state`) before its next attempt started in
+// `to`'s, which holds one run of each at attempt 2.
+void ExpectMovedWithoutOverlap(const std::vector<std::string>& ids, const std::string& from,
+                               const std::string& to, const std::string& end_state) {
+  const std::vector<AgentRun> first = RunsInLog(from);
+  const std::vector<AgentRun> second = RunsInLog(to);
+  for (const std::string& id : ids) {
+    int seen = 0;
+    for (const AgentRun& a : first) {
+      if (a.workload != id) continue;
+      ++seen;
+      EXPECT_EQ(a.attempt, 1);
+      EXPECT_EQ(a.starts, 1);
+      EXPECT_EQ(a.end_state, end_state) << "workload " << id;
+      for (const AgentRun& b : second) {
+        if (b.workload != id) continue;
+        EXPECT_EQ(b.attempt, 2);
+        EXPECT_EQ(b.starts, 1);
+        EXPECT_LT(a.end, b.start) << "workload " << id << " ran on both clusters at once";
+      }
+    }
+    EXPECT_EQ(seen, 1) << "workload " << id;
+  }
+}
+
+// A drain with eviction: the agent stops the restartable work first, and only then does it run
+// on the other cluster, as attempt 2; work that may not be restarted keeps running.
+TEST_F(FailoverTest, ADrainedClustersRestartableWorkMovesOnlyAfterItsAgentStopsIt) {
+  agents_.push_back(StartAgent("edge-l4", "edge-l4", server_.address()));
+  ASSERT_TRUE(Eventually([&] { return GetCluster("edge-l4").state() == v1::CLUSTER_STATE_READY; },
+                         std::chrono::seconds(20)));
+  std::vector<std::string> moves;
+  for (int i = 0; i < 3; ++i) {
+    moves.push_back(
+        SubmitRestartable(absl::StrCat("moves-", i), 600, 3, "", v1::RETRY_ON_PREEMPTION));
+    ASSERT_FALSE(moves.back().empty());
+  }
+  const std::string stays = SubmitRestartable("stays", 600, 1);
+  ASSERT_FALSE(stays.empty());
+  auto running_on = [&](const std::string& id, const std::string& cluster, uint32_t attempts) {
+    const v1::Workload w = GetWorkload(id);
+    return w.state() == v1::WORKLOAD_STATE_RUNNING && w.assignment().cluster() == cluster &&
+           w.attempts() == attempts;
+  };
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return running_on(stays, "edge-l4", 1) &&
+               std::all_of(moves.begin(), moves.end(),
+                           [&](const std::string& id) { return running_on(id, "edge-l4", 1); });
+      },
+      std::chrono::seconds(20)));
+  agents_.push_back(StartAgent("cloud-eu-a100", "cloud-a100", server_.address()));
+  ASSERT_TRUE(
+      Eventually([&] { return GetCluster("cloud-eu-a100").state() == v1::CLUSTER_STATE_READY; },
+                 std::chrono::seconds(20)));
+
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + server_.admin_token);
+  v1::DrainRequest req;
+  req.set_name("edge-l4");
+  req.set_evict(true);
+  v1::DrainResponse drained;
+  ASSERT_OK(clusters_->Drain(&ctx, req, &drained));
+  EXPECT_THAT(drained.evicted_workload_ids(), ::testing::UnorderedElementsAreArray(moves));
+  EXPECT_THAT(drained.staying_workload_ids(), ::testing::ElementsAre(stays));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return std::all_of(moves.begin(), moves.end(), [&](const std::string& id) {
+          return running_on(id, "cloud-eu-a100", 2);
+        });
+      },
+      std::chrono::seconds(30)))
+      << "the evicted work must run on the other cluster";
+  EXPECT_TRUE(running_on(stays, "edge-l4", 1));
+  for (auto& agent : agents_) agent->Stop();
+  ExpectMovedWithoutOverlap(moves, dir_.path() + "/edge-l4.log", dir_.path() + "/cloud-eu-a100.log",
+                            "CANCELLED");
+}
+
+// A node that dies (gone from the agent's topology, reloaded on SIGHUP): its work is stopped,
+// then runs on another cluster as attempt 2; the work on the other node stays.
+TEST_F(FailoverTest, WorkOnANodeThatDiedMovesOnlyAfterItsAgentStopsIt) {
+  const std::string source = testing::SourceDir() + "/deploy/topologies/edge-l4.yaml";
+  const std::string topology = dir_.path() + "/edge-l4.yaml";
+  std::string yaml;
+  {
+    std::ifstream in(source);
+    yaml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_NE(yaml.find("count: 2"), std::string::npos);
+  {
+    std::ofstream out(topology);
+    out << yaml;
+  }
+  testing::AgentOptions ao;
+  ASSERT_OK_AND_ASSIGN(
+      ao.token, testing::CreateAgentToken(server_.address(), server_.admin_token, "edge-l4"));
+  ao.server_address = server_.address();
+  ao.topology = topology;
+  ao.backend = "sim";
+  ao.work_dir = dir_.path() + "/edge-l4";
+  ao.log_path = dir_.path() + "/edge-l4.log";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> edge, testing::StartAgent(ao));
+  agents_.push_back(std::move(edge));
+  ASSERT_TRUE(Eventually([&] { return GetCluster("edge-l4").state() == v1::CLUSTER_STATE_READY; },
+                         std::chrono::seconds(20)));
+  // Each takes one node's four L4s.
+  const std::string a = SubmitRestartable("a", 600, 3, "", v1::RETRY_ON_NODE_FAILURE, 4);
+  const std::string b = SubmitRestartable("b", 600, 3, "", v1::RETRY_ON_NODE_FAILURE, 4);
+  auto running = [&](const std::string& id) {
+    return GetWorkload(id).state() == v1::WORKLOAD_STATE_RUNNING;
+  };
+  ASSERT_TRUE(Eventually([&] { return running(a) && running(b); }, std::chrono::seconds(20)));
+  const std::string on_dead = GetWorkload(a).assignment().replicas(0).node() == "edge-02" ? a : b;
+  const std::string on_live = on_dead == a ? b : a;
+  agents_.push_back(StartAgent("cloud-eu-a100", "cloud-a100", server_.address()));
+  ASSERT_TRUE(
+      Eventually([&] { return GetCluster("cloud-eu-a100").state() == v1::CLUSTER_STATE_READY; },
+                 std::chrono::seconds(20)));
+
+  // edge-02 dies: the operator (or a health checker) takes it out of the topology.
+  yaml.replace(yaml.find("count: 2"), 8, "count: 1");
+  {
+    std::ofstream out(topology);
+    out << yaml;
+  }
+  ASSERT_EQ(kill(agents_.front()->pid(), SIGHUP), 0);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const v1::Workload w = GetWorkload(on_dead);
+        return w.state() == v1::WORKLOAD_STATE_RUNNING &&
+               w.assignment().cluster() == "cloud-eu-a100" && w.attempts() == 2;
+      },
+      std::chrono::seconds(30)))
+      << "the dead node's work must run on the other cluster";
+  EXPECT_EQ(GetCluster("edge-l4").nodes_size(), 1);
+  const v1::Workload live = GetWorkload(on_live);
+  EXPECT_EQ(live.state(), v1::WORKLOAD_STATE_RUNNING);
+  EXPECT_EQ(live.assignment().cluster(), "edge-l4");
+  EXPECT_EQ(live.attempts(), 1u);
+  for (auto& agent : agents_) agent->Stop();
+  ExpectMovedWithoutOverlap({on_dead}, dir_.path() + "/edge-l4.log",
+                            dir_.path() + "/cloud-eu-a100.log", "CANCELLED");
 }
 
 // An agent killed with -9 while its work runs, then started again on the same state folder: the
