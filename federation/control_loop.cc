@@ -78,6 +78,15 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
     if (absl::Status s = plane_->RefreshGauges(); !s.ok()) {
       spdlog::warn("workload counts: {}", s.ToString());
     }
+    if (options_.archive_after > std::chrono::nanoseconds::zero()) {
+      absl::StatusOr<int> archived = plane_->ArchiveFinished(
+          options_.archive_after, options_.archive_batch, options_.archive_max_batches);
+      if (!archived.ok()) {
+        spdlog::warn("archiving finished workloads: {}", archived.status().ToString());
+      } else if (*archived > 0) {
+        spdlog::info("archived {} finished workload(s)", *archived);
+      }
+    }
   }
   const MonotonicTime start = clock_->Monotonic();
   absl::StatusOr<CycleResult> cycle = scheduler_->RunCycle();

@@ -29,6 +29,11 @@ struct ControlLoopOptions {
   // How often the pending queue is re-read (catches work submitted through other API replicas)
   // and the workload-state gauges are refreshed (which keeps the store's count deltas folded).
   std::chrono::nanoseconds reload_interval = std::chrono::seconds(10);
+  // Workloads that ended this long ago leave the hot table (ControlPlane::ArchiveFinished), at
+  // each reload, up to archive_batch x archive_max_batches at a time. Zero: never.
+  std::chrono::nanoseconds archive_after = std::chrono::hours(24 * 7);
+  int archive_batch = 5000;
+  int archive_max_batches = 10;
   // Run(): at least this long between the starts of two cycles, so that a stream of
   // submissions is decided (and committed) in batches instead of one transaction each.
   std::chrono::nanoseconds min_cycle_interval = std::chrono::milliseconds(10);

@@ -333,6 +333,19 @@ absl::Status ControlPlane::ResumeClusterLosses() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int> ControlPlane::ArchiveFinished(std::chrono::nanoseconds after, int batch,
+                                                  int max_batches) {
+  const Timestamp before =
+      ports_.clock->Now() - std::chrono::duration_cast<Timestamp::duration>(after);
+  int moved = 0;
+  for (int i = 0; i < max_batches; ++i) {
+    ASSIGN_OR_RETURN(int n, ports_.workloads->ArchiveFinished(before, batch));
+    moved += n;
+    if (n < batch) break;
+  }
+  return moved;
+}
+
 void ControlPlane::Placed(const std::vector<Workload>& placed) {
   std::vector<WorkloadEvent> events;
   events.reserve(placed.size());

@@ -244,6 +244,11 @@ class ControlPlane {
   // Finishes the losses a crash interrupted: every cluster stored unreachable whose workloads
   // still hold capacity there. The control loop calls it when it becomes the active scheduler.
   absl::Status ResumeClusterLosses();
+  // Moves workloads that ended more than `after` ago out of the hot table
+  // (WorkloadStore::ArchiveFinished), `batch` at a time, at most `max_batches` batches so that a
+  // backlog does not hold up scheduling; returns how many moved. The store's error (UNAVAILABLE)
+  // after the batches that committed.
+  absl::StatusOr<int> ArchiveFinished(std::chrono::nanoseconds after, int batch, int max_batches);
   // Placements the scheduler committed.
   void Placed(const std::vector<Workload>& placed);
 

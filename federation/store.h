@@ -141,6 +141,13 @@ class WorkloadStore {
   virtual absl::StatusOr<std::vector<Workload>> RequestEvictions(
       const std::vector<Eviction>& evictions) = 0;
 
+  // Moves up to `limit` finished workloads (terminal states) that ended before `ended_before`
+  // out of the hot table into the archive, in one transaction; returns how many moved. An
+  // archived workload is still found by Get (and refused by RequestCancel as already ended); it
+  // leaves List, CountByState and idempotency-key matching. INVALID_ARGUMENT for a limit that is
+  // not positive.
+  virtual absl::StatusOr<int> ArchiveFinished(Timestamp ended_before, int limit) = 0;
+
   // Number of workloads per state (for metrics); states with none may be absent.
   virtual absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() = 0;
 };

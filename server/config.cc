@@ -49,7 +49,8 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "placement_policy",
                                 "placement_seed",
                                 "mig_partitioning",
-                                "agent_executor_threads"};
+                                "agent_executor_threads",
+                                "archive_after_hours"};
   for (const auto& kv : root) {
     const auto key = kv.first.as<std::string>();
     bool known = false;
@@ -74,7 +75,8 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "agent_executor_threads", &config->agent_executor_threads),
         ReadKey(root, file, "placement_policy", &config->placement_policy),
         ReadKey(root, file, "placement_seed", &config->placement_seed),
-        ReadKey(root, file, "mig_partitioning", &config->mig_partitioning)}) {
+        ReadKey(root, file, "mig_partitioning", &config->mig_partitioning),
+        ReadKey(root, file, "archive_after_hours", &config->archive_after_hours)}) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -132,6 +134,10 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                  "how often agents heartbeat")
       ->check(CLI::Range(50, 600000))
       ->capture_default_str();
+  app.add_option("--archive-after-hours", config.archive_after_hours,
+                 "finished workloads older than this leave the hot table (0: never)")
+      ->check(CLI::Range(0, 24 * 3650))
+      ->capture_default_str();
   app.add_option("--agent-lease-ms", config.agent_lease_ms,
                  "an agent that cannot renew its lease this long stops its restartable work; "
                  "0: 40% of the heartbeat timeout")
@@ -181,6 +187,11 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(absl::StrCat(
         "agent_lease_ms: must be at least two heartbeat intervals (", config.agent_lease_ms,
         " ms < 2 x ", config.heartbeat_interval_ms, " ms): one late heartbeat would stop work"));
+  }
+  // The flag's range check does not see a value from the file.
+  if (config.archive_after_hours < 0 || config.archive_after_hours > 24 * 3650) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "archive_after_hours: must be 0 (never) to 87600, got ", config.archive_after_hours));
   }
   if (config.admin_token_file.empty()) config.admin_token_file = config.data_dir + "/admin.token";
   return config;

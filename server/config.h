@@ -35,6 +35,9 @@ struct ServerConfig {
   std::string placement_policy = "gpufed";
   int64_t placement_seed = 1;
   bool mig_partitioning = true;
+  // Workloads that ended this many hours ago move from the hot table to the archive (docs/
+  // storage.md#archive); Get still finds them, List no longer does. 0: never.
+  int archive_after_hours = 24 * 7;
 };
 
 // Parses argv (with --config FILE and env vars). On --help, prints usage and returns

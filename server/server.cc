@@ -154,6 +154,7 @@ absl::Status Server::Start() {
   leader_lock_ = std::make_unique<storage::LeaderLock>(dsn_, storage::LeaderLock::kSchedulerKey);
   ControlLoopOptions loop_options;
   loop_options.heartbeat_timeout = std::chrono::seconds(config_.heartbeat_timeout_seconds);
+  loop_options.archive_after = std::chrono::hours(config_.archive_after_hours);
   loop_ = std::make_unique<ControlLoop>(plane_.get(), scheduler_.get(), agents_.get(),
                                         leader_lock_.get(), clock_.get(), control_metrics_.get(),
                                         loop_options);

@@ -108,6 +108,20 @@ constexpr const char* kSubmitLookup =
 
 constexpr const char* kGetWorkload =
     "SELECT" GPUFED_WORKLOAD_COLUMNS "FROM workloads w WHERE w.id = $1";
+constexpr const char* kGetArchivedWorkload =
+    "SELECT" GPUFED_WORKLOAD_COLUMNS "FROM workloads_archive w WHERE w.id = $1";
+// WorkloadStore::ArchiveFinished: rows another transaction holds are left for the next batch.
+constexpr const char* kArchiveFinished = R"sql(
+WITH moved AS (
+  DELETE FROM workloads w WHERE w.id IN (
+    SELECT id FROM workloads
+    WHERE state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'PREEMPTED', 'LOST')
+      AND ended_at < from_epoch_us($1)
+    ORDER BY ended_at, id LIMIT $2
+    FOR UPDATE SKIP LOCKED)
+  RETURNING w.*)
+INSERT INTO workloads_archive SELECT * FROM moved
+)sql";
 constexpr const char* kGetWorkloads =
     "SELECT" GPUFED_WORKLOAD_COLUMNS "FROM workloads w WHERE w.id = ANY($1::bigint[])";
 constexpr const char* kLockWorkload =
@@ -364,6 +378,8 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"submit_lookup", kSubmitLookup},
     {"get_workload", kGetWorkload},
     {"get_workloads", kGetWorkloads},
+    {"get_archived_workload", kGetArchivedWorkload},
+    {"archive_finished", kArchiveFinished},
     {"lock_workload", kLockWorkload},
     {"list_pending", kListPending},
     {"list_active", kListActive},
@@ -978,6 +994,7 @@ absl::StatusOr<Workload> PgStore::Get(WorkloadId id) {
   return pool_->Transact<pqxx::nontransaction>(
       "get workload", [id](pqxx::nontransaction& txn) -> absl::StatusOr<Workload> {
         pqxx::result r = txn.exec_prepared("get_workload", id);
+        if (r.empty()) r = txn.exec_prepared("get_archived_workload", id);
         if (r.empty()) return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
         return WorkloadFromRow(r[0]);
       });
@@ -1210,7 +1227,15 @@ absl::StatusOr<WorkloadStore::CancelResult> PgStore::RequestCancel(WorkloadId id
   if (id <= 0) return absl::InvalidArgumentError("id: must be positive");
   return pool_->Transact("cancel workload", [&](pqxx::work& txn) -> absl::StatusOr<CancelResult> {
     pqxx::result locked = txn.exec_prepared("lock_workload", id);
-    if (locked.empty()) return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
+    if (locked.empty()) {
+      // An archived workload has ended: say so, as for one still in the hot table.
+      pqxx::result archived = txn.exec_prepared("get_archived_workload", id);
+      if (archived.empty()) {
+        return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
+      }
+      return absl::FailedPreconditionError(
+          absl::StrCat("workload ", id, " is already ", archived[0]["state"].c_str()));
+    }
     ASSIGN_OR_RETURN(Workload before, WorkloadFromRow(locked[0]));
     if (IsTerminal(before.state)) {
       return absl::FailedPreconditionError(
@@ -1257,6 +1282,15 @@ absl::StatusOr<std::vector<Workload>> PgStore::RequestEvictions(
   return control_pool_->Transact(
       "request evictions", [&text](pqxx::work& txn) -> absl::StatusOr<std::vector<Workload>> {
         return WorkloadsFromResult(txn.exec_prepared("request_evictions", text));
+      });
+}
+
+absl::StatusOr<int> PgStore::ArchiveFinished(Timestamp ended_before, int limit) {
+  if (limit <= 0) return absl::InvalidArgumentError("limit: must be positive");
+  return control_pool_->Transact(
+      "archive finished workloads", [&](pqxx::work& txn) -> absl::StatusOr<int> {
+        pqxx::result r = txn.exec_prepared("archive_finished", ToMicros(ended_before), limit);
+        return static_cast<int>(r.affected_rows());
       });
 }
 

@@ -127,6 +127,7 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
                                              const std::string& reason) override;
   absl::StatusOr<std::vector<Workload>> RequestEvictions(
       const std::vector<Eviction>& evictions) override;
+  absl::StatusOr<int> ArchiveFinished(Timestamp ended_before, int limit) override;
   absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override;
 
   // ---- ClusterStore ----

@@ -87,7 +87,8 @@ TEST(ServerExampleConfigTest, HoldsExactlyTheDocumentedKeys) {
                                           "log_level",
                                           "heartbeat_timeout_seconds",
                                           "heartbeat_interval_ms",
-                                          "agent_lease_ms"};
+                                          "agent_lease_ms",
+                                          "archive_after_hours"};
   EXPECT_EQ(Keys(config), expected);
   ExpectKeysAreDocumentedFlags(Keys(config));
 }

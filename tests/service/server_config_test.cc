@@ -76,6 +76,21 @@ TEST_F(ServerConfigTest, PlacementKeysFromTheFileAndFlagsWin) {
   EXPECT_EQ(config->placement_policy, "gpu-packing") << "the environment beats the file";
 }
 
+TEST_F(ServerConfigTest, ArchiveAfterHoursFromTheFileOrAFlagAndItsRange) {
+  absl::StatusOr<ServerConfig> config = Load({});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->archive_after_hours, 24 * 7);
+  config = Load({"--config", WriteConfig("archive_after_hours: 0\n")});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->archive_after_hours, 0);
+  EXPECT_THAT(Load({"--config", WriteConfig("archive_after_hours: -1\n")}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Load({"--archive-after-hours", "-5"}), StatusIs(absl::StatusCode::kInvalidArgument));
+  config = Load({"--archive-after-hours", "48"});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->archive_after_hours, 48);
+}
+
 TEST_F(ServerConfigTest, EveryPolicyNameIsAccepted) {
   for (const char* policy :
        {"random", "first-fit", "best-fit", "dot-product", "gpu-packing", "fgd", "gpufed"}) {

@@ -1582,6 +1582,51 @@ TEST_P(StoreContractTest, EvictionsMarkOnlyWorkStillInItsPlaceAndEndWithIt) {
   EXPECT_FALSE(MustGet(running).evicting.has_value());
 }
 
+TEST_P(StoreContractTest, FinishedWorkloadsAreArchivedOldestFirstAndStillFoundById) {
+  AddTenants();
+  const Timestamp now = backend_->Now();
+  const auto finish = [&](const std::string& name, WorkloadState end, Timestamp at) {
+    WorkloadSpec spec = Spec(name);
+    spec.idempotency_key = name;
+    const WorkloadId id = MustSubmit(spec).id;
+    Advance(id, S::kRunning);
+    Transition t = Step(id, S::kRunning, end);
+    t.time = at;
+    EXPECT_OK(workloads().ApplyTransitions({t}));
+    return id;
+  };
+  const WorkloadId oldest = finish("oldest", S::kSucceeded, now - std::chrono::hours(30));
+  const WorkloadId older = finish("older", S::kFailed, now - std::chrono::hours(20));
+  const WorkloadId recent = finish("recent", S::kCancelled, now - std::chrono::hours(1));
+  const WorkloadId running = MustSubmit(Spec("running")).id;
+  Advance(running, S::kRunning);
+  const Timestamp cutoff = now - std::chrono::hours(10);
+
+  EXPECT_THAT(workloads().ArchiveFinished(cutoff, 0), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().ArchiveFinished(cutoff, 1), IsOkAndHolds(1));  // the oldest first
+  EXPECT_THAT(ListIds(Filter("acme")), ::testing::UnorderedElementsAre(older, recent, running));
+  EXPECT_THAT(workloads().ArchiveFinished(cutoff, 10), IsOkAndHolds(1));
+  EXPECT_THAT(workloads().ArchiveFinished(cutoff, 10), IsOkAndHolds(0));
+  EXPECT_THAT(ListIds(Filter("acme")), ::testing::UnorderedElementsAre(recent, running));
+
+  // Still found by id, as they ended; a cancel is refused as for any ended workload.
+  EXPECT_EQ(MustGet(oldest).state, S::kSucceeded);
+  EXPECT_EQ(MustGet(older).state, S::kFailed);
+  EXPECT_THAT(workloads().RequestCancel(older, "user:u", "late"),
+              StatusIs(Code::kFailedPrecondition));
+  ASSERT_OK_AND_ASSIGN(auto counts, workloads().CountByState());
+  for (const auto& [state, n] : counts) {
+    EXPECT_NE(state, S::kSucceeded) << n;
+    EXPECT_NE(state, S::kFailed) << n;
+  }
+  // The key of an archived workload is free again.
+  WorkloadSpec again = Spec("oldest");
+  again.idempotency_key = "oldest";
+  ASSERT_OK_AND_ASSIGN(SubmitResult r, workloads().Submit(again));
+  EXPECT_TRUE(r.created);
+  EXPECT_NE(r.workload.id, oldest);
+}
+
 TEST_P(StoreContractTest, HeartbeatsMoveForwardOnly) {
   ASSERT_OK(clusters().RegisterCluster(Info("c1"), {}));
   const Timestamp later = backend_->Now() + std::chrono::hours(1) + microseconds(7);

@@ -62,7 +62,9 @@ absl::StatusOr<SubmitResult> MemoryStore::Submit(const WorkloadSpec& spec,
                                             "\" does not exist in tenant \"", spec.tenant, "\""));
   }
   if (!spec.idempotency_key.empty()) {
-    if (auto it = keys_.find({spec.tenant, spec.idempotency_key}); it != keys_.end()) {
+    // As PgStore: a key whose workload was archived is free again.
+    if (auto it = keys_.find({spec.tenant, spec.idempotency_key});
+        it != keys_.end() && workloads_.contains(it->second)) {
       const Workload& existing = workloads_.at(it->second);
       if (existing.spec == spec) return SubmitResult{existing, false};
       return absl::AlreadyExistsError(absl::StrCat("spec.idempotency_key: \"", spec.idempotency_key,
@@ -90,9 +92,9 @@ absl::StatusOr<Workload> MemoryStore::Get(WorkloadId id) {
   if (id <= 0) return absl::InvalidArgumentError("id: must be positive");
   absl::MutexLock lock(&mu_);
   auto it = workloads_.find(id);
-  if (it == workloads_.end())
-    return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
-  return it->second;
+  if (it != workloads_.end()) return it->second;
+  if (auto archived = archive_.find(id); archived != archive_.end()) return archived->second;
+  return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
 }
 
 absl::StatusOr<WorkloadPage> MemoryStore::List(const ListFilter& filter) {
@@ -304,8 +306,13 @@ absl::StatusOr<WorkloadStore::CancelResult> MemoryStore::RequestCancel(WorkloadI
   if (id <= 0) return absl::InvalidArgumentError("id: must be positive");
   absl::MutexLock lock(&mu_);
   auto it = workloads_.find(id);
-  if (it == workloads_.end())
+  if (it == workloads_.end()) {
+    if (auto archived = archive_.find(id); archived != archive_.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("workload ", id, " is already ", StateName(archived->second.state)));
+    }
     return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
+  }
   Workload& w = it->second;
   if (IsTerminal(w.state)) {
     return absl::FailedPreconditionError(
@@ -340,6 +347,24 @@ absl::StatusOr<WorkloadStore::CancelResult> MemoryStore::RequestCancel(WorkloadI
   event.time = now;
   out.event = std::move(event);
   return out;
+}
+
+absl::StatusOr<int> MemoryStore::ArchiveFinished(Timestamp ended_before, int limit) {
+  if (limit <= 0) return absl::InvalidArgumentError("limit: must be positive");
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<Timestamp, WorkloadId>> due;  // oldest end first, as PgStore
+  for (const auto& [id, w] : workloads_) {
+    if (IsTerminal(w.state) && w.end_time && *w.end_time < ended_before) {
+      due.emplace_back(*w.end_time, id);
+    }
+  }
+  std::sort(due.begin(), due.end());
+  if (due.size() > static_cast<size_t>(limit)) due.resize(static_cast<size_t>(limit));
+  for (const auto& [ended, id] : due) {
+    archive_[id] = std::move(workloads_.at(id));
+    workloads_.erase(id);
+  }
+  return static_cast<int>(due.size());
 }
 
 absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> MemoryStore::CountByState() {

@@ -81,6 +81,7 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
       const std::vector<std::pair<WorkloadId, PendingReason>>& reasons) override;
   absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
                                              const std::string& reason) override;
+  absl::StatusOr<int> ArchiveFinished(Timestamp ended_before, int limit) override;
   absl::StatusOr<std::vector<Workload>> RequestEvictions(
       const std::vector<Eviction>& evictions) override;
   absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override;
@@ -127,6 +128,7 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
   // (cluster, node) an operator cordoned; applied when a cluster is read (AsStored).
   std::set<std::pair<std::string, std::string>> node_cordons_ ABSL_GUARDED_BY(mu_);
   std::map<WorkloadId, Workload> workloads_ ABSL_GUARDED_BY(mu_);
+  std::map<WorkloadId, Workload> archive_ ABSL_GUARDED_BY(mu_);  // ArchiveFinished
   // (tenant, idempotency key) -> workload.
   std::map<std::pair<std::string, std::string>, WorkloadId> keys_ ABSL_GUARDED_BY(mu_);
   std::vector<EventRow> events_ ABSL_GUARDED_BY(mu_);

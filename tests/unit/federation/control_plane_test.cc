@@ -601,6 +601,38 @@ TEST_F(ControlPlaneTest, AnAgentRegisteringWithoutANodeHasItsWorkStopped) {
   EXPECT_EQ(MustGet(a.workload.id).state, WorkloadState::kRunning);
 }
 
+// The control loop moves workloads that ended more than archive_after ago out of the hot table;
+// they are still found by id.
+TEST_F(ControlPlaneTest, TheLoopArchivesWorkThatEndedLongAgo) {
+  Register("c1");
+  ASSERT_OK_AND_ASSIGN(SubmitResult done, Submit(User("acme"), Job()));
+  ASSERT_OK_AND_ASSIGN(SubmitResult live, Submit(User("acme"), Job()));
+  Step();
+  ASSERT_OK(Report("c1", done.workload.id, WorkloadState::kRunning));
+  ASSERT_OK(Report("c1", done.workload.id, WorkloadState::kSucceeded));
+  const auto listed = [&] {
+    ListFilter f;
+    f.tenant = "acme";
+    absl::StatusOr<WorkloadPage> page = store_.List(f);
+    EXPECT_OK(page);
+    std::vector<WorkloadId> ids;
+    if (page.ok()) {
+      for (const Workload& w : page->workloads) ids.push_back(w.id);
+    }
+    return ids;
+  };
+  clock_.Advance(std::chrono::hours(24 * 7) - std::chrono::minutes(1));
+  Heartbeat("c1");
+  Step();
+  EXPECT_THAT(listed(), ::testing::UnorderedElementsAre(done.workload.id, live.workload.id));
+  clock_.Advance(std::chrono::minutes(2));
+  Heartbeat("c1");
+  Step();
+  EXPECT_THAT(listed(), ElementsAre(live.workload.id));
+  EXPECT_EQ(MustGet(done.workload.id).state, WorkloadState::kSucceeded);
+  EXPECT_EQ(MustGet(live.workload.id).state, WorkloadState::kPlaced);
+}
+
 // Registering, a new inventory and a state change each reach the scheduler (its next cycle
 // decides by them) and wake the loop.
 TEST_F(ControlPlaneTest, EveryClusterChangeReachesTheSchedulerAndWakesTheLoop) {

@@ -66,6 +66,9 @@ class RecordingWorkloads final : public WorkloadStore {
                                              const std::string& reason) override {
     return store_->RequestCancel(id, actor, reason);
   }
+  absl::StatusOr<int> ArchiveFinished(Timestamp ended_before, int limit) override {
+    return store_->ArchiveFinished(ended_before, limit);
+  }
   absl::StatusOr<std::vector<Workload>> RequestEvictions(
       const std::vector<Eviction>& evictions) override {
     return store_->RequestEvictions(evictions);
