@@ -322,5 +322,33 @@ TEST_F(AppTest, ClustersWithNodes) {
   EXPECT_TRUE(server_->cluster_requests().back().include_nodes());
 }
 
+TEST_F(AppTest, DrainEvictsAndListsWhatStays) {
+  WriteHomeConfig();
+  v1::Cluster c;
+  c.set_name("sim-a");
+  server_->SetClusters({c});
+  v1::Workload moves;
+  moves.mutable_assignment()->set_cluster("sim-a");
+  moves.mutable_spec()->mutable_retry()->set_max_attempts(3);
+  const std::string moves_id = server_->AddWorkload(moves);
+  v1::Workload stays;
+  stays.mutable_assignment()->set_cluster("sim-a");
+  const std::string stays_id = server_->AddWorkload(stays);
+
+  ASSERT_EQ(Run({"drain", "sim-a", "--node", "n1", "--evict"}), 0) << err_.str();
+  ASSERT_EQ(server_->drain_requests().size(), 1u);
+  const v1::DrainRequest sent = server_->drain_requests().front();
+  EXPECT_EQ(sent.name(), "sim-a");
+  EXPECT_EQ(sent.node(), "n1");
+  EXPECT_TRUE(sent.evict());
+  EXPECT_THAT(out_.str(), HasSubstr("1 workload(s) evicted, 1 staying"));
+  EXPECT_THAT(out_.str(), HasSubstr("evicted: " + moves_id));
+  EXPECT_THAT(out_.str(), HasSubstr("staying: " + stays_id));
+
+  ASSERT_EQ(Run({"drain", "sim-a"}), 0) << err_.str();
+  EXPECT_FALSE(server_->drain_requests().back().evict());
+  EXPECT_NE(Run({"drain", "elsewhere"}), 0);
+}
+
 }  // namespace
 }  // namespace gpufed::cli

@@ -124,6 +124,11 @@ std::vector<v1::CreateTokenRequest> FakeGpufedServer::token_requests() const {
   return token_requests_;
 }
 
+std::vector<v1::DrainRequest> FakeGpufedServer::drain_requests() const {
+  absl::MutexLock lock(&mu_);
+  return drain_requests_;
+}
+
 std::vector<std::string> FakeGpufedServer::authorizations() const {
   absl::MutexLock lock(&mu_);
   return authorizations_;
@@ -353,6 +358,28 @@ grpc::Status FakeGpufedServer::GetCluster(grpc::ServerContext* context,
       *response = c;
       return grpc::Status::OK;
     }
+  }
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such cluster");
+}
+
+grpc::Status FakeGpufedServer::Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
+                                     v1::DrainResponse* response) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  drain_requests_.push_back(*request);
+  for (const v1::Cluster& c : clusters_) {
+    if (c.name() != request->name()) continue;
+    *response->mutable_cluster() = c;
+    response->mutable_cluster()->set_state(v1::CLUSTER_STATE_DRAINING);
+    for (const auto& [id, w] : workloads_) {
+      if (w.assignment().cluster() != c.name()) continue;
+      if (request->evict() && w.spec().retry().max_attempts() > 1) {
+        response->add_evicted_workload_ids(w.id());
+      } else {
+        response->add_staying_workload_ids(w.id());
+      }
+    }
+    return grpc::Status::OK;
   }
   return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such cluster");
 }

@@ -68,6 +68,7 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   [[nodiscard]] std::vector<v1::ListWorkloadsRequest> list_requests() const;
   [[nodiscard]] std::vector<v1::ListClustersRequest> cluster_requests() const;
   [[nodiscard]] std::vector<v1::CreateTokenRequest> token_requests() const;
+  [[nodiscard]] std::vector<v1::DrainRequest> drain_requests() const;
   // The authorization metadata of every call, in order ("" when absent).
   [[nodiscard]] std::vector<std::string> authorizations() const;
   // The deadline of every call, in order (time_point::max() when it had none).
@@ -94,6 +95,10 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
                             v1::ListClustersResponse* response) override;
   grpc::Status GetCluster(grpc::ServerContext* context, const v1::GetClusterRequest* request,
                           v1::Cluster* response) override;
+  // A cluster set by SetClusters: its workloads (by assignment) with more than one attempt are
+  // evicted when asked, the rest stay; else NOT_FOUND.
+  grpc::Status Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
+                     v1::DrainResponse* response) override;
 
   // TenantService
   grpc::Status CreateTenant(grpc::ServerContext* context, const v1::CreateTenantRequest* request,
@@ -133,6 +138,7 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   std::vector<v1::SubmitRequest> submits_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ListWorkloadsRequest> list_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ListClustersRequest> cluster_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::DrainRequest> drain_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::CreateTokenRequest> token_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> authorizations_ ABSL_GUARDED_BY(mu_);
   std::vector<std::chrono::system_clock::time_point> deadlines_ ABSL_GUARDED_BY(mu_);
