@@ -153,7 +153,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
         write = TakeNextLocked(&finish);
       }
     }
-    if (write) StartWrite(&current_);
+    if (write) StartWrite(current_.get());
     if (finish) FinishOnce(*finish);
   }
 
@@ -184,17 +184,20 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   }
 
  private:
+  using Message = std::shared_ptr<const v1::WorkloadEvent>;
+
   struct Shared {
     absl::Mutex mu;
     WatchReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
   };
 
-  // A live event waiting to be written, with what the catch-up check needs.
+  // A live event waiting to be written, with what the catch-up check needs. The message is
+  // shared with every other stream that queued it (WatchHub).
   struct Queued {
-    v1::WorkloadEvent event;
+    Message event;
     WorkloadId id = 0;
     uint64_t version = 0;
-    Timestamp time{};
+    size_t bytes = 0;
   };
 
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
@@ -247,31 +250,31 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       if (finishing_) return;
       filter_.emplace(*who, only_id, request_.after_version());
       who_ = *who;
-      every_workload_ = only_id == 0;
       if (request_.has_resume_after()) {
         resync_from_ = WatchResumePoint(FromProto(request_.resume_after()));
         fetching_ = true;
       }
       shared_ = shared;
       // Subscribe before reading the current state so no change slips between the two.
-      subscribed = ctx_.watch->Subscribe(who->subject, [shared](const WorkloadEvent& e) {
-        WatchReactor* reactor = nullptr;
-        {
-          absl::MutexLock l(&shared->mu);
-          reactor = shared->reactor;
-          if (reactor != nullptr) reactor->Ref();
-        }
-        if (reactor == nullptr) return;
-        reactor->Offer(e);
-        reactor->Unref();
-      });
+      subscribed = ctx_.watch->Subscribe(who->subject,
+                                         [shared](const WorkloadEvent& e, const Message& message) {
+                                           WatchReactor* reactor = nullptr;
+                                           {
+                                             absl::MutexLock l(&shared->mu);
+                                             reactor = shared->reactor;
+                                             if (reactor != nullptr) reactor->Ref();
+                                           }
+                                           if (reactor == nullptr) return;
+                                           reactor->Offer(e, message);
+                                           reactor->Unref();
+                                         });
       if (subscribed.ok()) handle_ = *subscribed;
     }
     if (!subscribed.ok()) return FinishOnce(ToGrpcStatus(subscribed.status()));
     if (only_id != 0) {
       absl::StatusOr<WorkloadEvent> first = ctx_.plane->WatchSnapshot(*who, only_id);
       if (!first.ok()) return FinishOnce(ToGrpcStatus(first.status()));
-      Offer(*first);
+      Offer(*first, WatchHub::ToMessage(*first));
     }
     if (request_.has_resume_after()) ReadResyncPage();
   }
@@ -321,11 +324,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
         write = TakeNextLocked(&finish);
       }
     }
-    if (write) StartWrite(&current_);
+    if (write) StartWrite(current_.get());
     if (finish) FinishOnce(*finish);
   }
 
-  void Offer(const WorkloadEvent& e) {
+  void Offer(const WorkloadEvent& e, const Message& message) {
     std::optional<grpc::Status> finish;
     bool write = false;
     {
@@ -335,8 +338,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       const WatchVerdict verdict = filter_->Offer(e);
       if (verdict.end) end_after_queue_ = true;
       if (verdict.deliver) {
-        v1::WorkloadEvent event = EventToProto(e);
-        const size_t size = event.ByteSizeLong();
+        const size_t size = message->ByteSizeLong();
         if (CatchingUpLocked())
           caught_up_floor_ = std::min(caught_up_floor_, e.workload.update_time);
         if (queue_.size() >= kMaxQueued || queued_bytes_ + size > kMaxQueuedBytes) {
@@ -349,13 +351,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
           overflow_ = true;
         } else {
           queued_bytes_ += size;
-          queue_.push_back(
-              Queued{std::move(event), e.workload.id, e.workload.version, e.workload.update_time});
+          queue_.push_back(Queued{message, e.workload.id, e.workload.version, size});
         }
       }
       write = TakeNextLocked(&finish);
     }
-    if (write) StartWrite(&current_);
+    if (write) StartWrite(current_.get());
     if (finish) FinishOnce(*finish);
   }
 
@@ -368,13 +369,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   bool TakeNextLocked(std::optional<grpc::Status>* finish) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || finishing_) return false;
     if (!resync_queue_.empty()) {
-      current_ = std::move(resync_queue_.front());
+      auto event = std::make_shared<v1::WorkloadEvent>(std::move(resync_queue_.front()));
       resync_queue_.pop_front();
       // A live event waiting behind the catch-up may be stamped earlier than this workload: the
       // reader must resume from before it (a later one is stamped after this read, less the
       // overlap).
-      *current_.mutable_resume_after() =
-          ToProto(std::min(FromProto(current_.workload().update_time()), caught_up_floor_));
+      *event->mutable_resume_after() =
+          ToProto(std::min(FromProto(event->workload().update_time()), caught_up_floor_));
+      current_ = std::move(event);
       writing_ = true;
       return true;
     }
@@ -394,11 +396,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
     while (!queue_.empty()) {
       Queued next = std::move(queue_.front());
       queue_.pop_front();
-      queued_bytes_ -= std::min(queued_bytes_, next.event.ByteSizeLong());
+      queued_bytes_ -= std::min(queued_bytes_, next.bytes);
       // The catch-up already sent this version or a newer one.
       if (filter_->Superseded(next.id, next.version)) continue;
       current_ = std::move(next.event);
-      if (every_workload_) *current_.mutable_resume_after() = ToProto(next.time);
       writing_ = true;
       return true;
     }
@@ -434,7 +435,6 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   std::optional<WatchFilter> filter_ ABSL_GUARDED_BY(mu_);
   // Set by Start before anything reads it; constant after.
   std::optional<auth::Principal> who_;
-  bool every_workload_ = false;
   uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Shared> shared_ ABSL_GUARDED_BY(mu_);
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
@@ -448,7 +448,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   std::deque<v1::WorkloadEvent> resync_queue_ ABSL_GUARDED_BY(mu_);
   int resynced_ ABSL_GUARDED_BY(mu_) = 0;
   Timestamp caught_up_floor_ ABSL_GUARDED_BY(mu_) = Timestamp::max();
-  v1::WorkloadEvent current_;  // owned by the write in flight
+  Message current_;  // the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool end_after_queue_ ABSL_GUARDED_BY(mu_) = false;
