@@ -83,10 +83,11 @@ class WatchResumeTest : public ::testing::Test {
     return w;
   }
 
-  // Every event of a Watch that ends by itself, and how it ended.
+  // Every event of a Watch that ends by itself (within 20 s), and how it ended.
   grpc::Status WatchToTheEnd(const v1::WatchRequest& request, std::vector<v1::WorkloadEvent>* out) {
     grpc::ClientContext ctx;
     Authorize(&ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     auto reader = workloads_->Watch(&ctx, request);
     v1::WorkloadEvent e;
     while (reader->Read(&e)) out->push_back(e);
