@@ -4,7 +4,10 @@
 #include <atomic>
 #include <deque>
 #include <optional>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "api/convert.h"
 #include "federation/status_macros.h"
 #include "federation/watch_filter.h"
@@ -100,10 +103,19 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Cancel(grpc::CallbackServerContex
 
 namespace {
 
+// The largest resume_after a Timestamp (nanoseconds since 1970 in 64 bits) can hold.
+constexpr int64_t kMaxResumeSeconds = 9223372035;
+
 // Streams events to one Watch caller. Publishers (any thread) queue events; writes go out one at
 // a time. gRPC may run reactions inline, so StartWrite and Finish are only ever called with no
-// lock held. The reactor is reference-counted: gRPC's OnDone, the pending Start task and each
-// publisher delivery hold a reference, so nobody touches it after it is deleted.
+// lock held. The reactor is reference-counted: gRPC's OnDone, the pending Start task, a pending
+// catch-up read and each publisher delivery hold a reference, so nobody touches it after it is
+// deleted.
+//
+// A resumed Watch of every workload catches up first (federation/watch_filter.h): one page of
+// the workloads changed since the resume point is read (on the executor) whenever the previous
+// page has been written, and all of it goes out before the live events published meanwhile,
+// which wait in the bounded queue.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
  public:
   // A watcher that does not read holds at most this much (besides what gRPC's flow-control window
@@ -112,6 +124,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   // out as fast as gRPC takes them.
   static constexpr size_t kMaxQueued = 1000;
   static constexpr size_t kMaxQueuedBytes = 128 << 10;
+  // Workloads read per page of a catch-up: what waits for the reader besides the queue.
+  static constexpr int kResyncPage = 64;
 
   WatchReactor(const ApiContext& ctx, grpc::CallbackServerContext* context,
                v1::WatchRequest request)
@@ -139,7 +153,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
         write = TakeNextLocked(&finish);
       }
     }
-    if (write) StartWrite(&current_);
+    if (write) StartWrite(current_.get());
     if (finish) FinishOnce(*finish);
   }
 
@@ -170,14 +184,45 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   }
 
  private:
+  using Message = std::shared_ptr<const v1::WorkloadEvent>;
+
   struct Shared {
     absl::Mutex mu;
     WatchReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
   };
 
+  // A live event waiting to be written, with what the catch-up check needs. The message is
+  // shared with every other stream that queued it (WatchHub).
+  struct Queued {
+    Message event;
+    WorkloadId id = 0;
+    uint64_t version = 0;
+    size_t bytes = 0;
+  };
+
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Unref() {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  // The request's resume fields; INVALID_ARGUMENT naming the field.
+  absl::Status ParseResume(bool one_workload) {
+    if (request_.after_version() != 0 && !one_workload) {
+      return absl::InvalidArgumentError("after_version: only with workload_id");
+    }
+    if (!request_.has_resume_after()) return absl::OkStatus();
+    if (one_workload) {
+      return absl::InvalidArgumentError(
+          "resume_after: only without workload_id (a Watch of one workload resumes with "
+          "after_version)");
+    }
+    const google::protobuf::Timestamp& t = request_.resume_after();
+    if (t.seconds() < 0 || t.seconds() > kMaxResumeSeconds || t.nanos() < 0 ||
+        t.nanos() > 999999999) {
+      return absl::InvalidArgumentError(
+          "resume_after: not a valid time (seconds 0..9223372035, nanos 0..999999999)");
+    }
+    return absl::OkStatus();
   }
 
   void Start() {
@@ -188,6 +233,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       absl::StatusOr<WorkloadId> id = WorkloadIdFromProto("workload_id", request_.workload_id());
       if (!id.ok()) return FinishOnce(ToGrpcStatus(id.status()));
       only_id = *id;
+    }
+    if (absl::Status resume = ParseResume(only_id != 0); !resume.ok()) {
+      return FinishOnce(ToGrpcStatus(resume));
     }
     auto shared = std::make_shared<Shared>();
     absl::StatusOr<uint64_t> subscribed = absl::UnknownError("not subscribed");
@@ -200,31 +248,87 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       // Finish, nothing subscribes any more.
       absl::MutexLock lock(&mu_);
       if (finishing_) return;
-      filter_.emplace(*who, only_id);
+      filter_.emplace(*who, only_id, request_.after_version());
+      who_ = *who;
+      if (request_.has_resume_after()) {
+        resync_from_ = WatchResumePoint(FromProto(request_.resume_after()));
+        fetching_ = true;
+      }
       shared_ = shared;
       // Subscribe before reading the current state so no change slips between the two.
-      subscribed = ctx_.watch->Subscribe(who->subject, [shared](const WorkloadEvent& e) {
-        WatchReactor* reactor = nullptr;
-        {
-          absl::MutexLock l(&shared->mu);
-          reactor = shared->reactor;
-          if (reactor != nullptr) reactor->Ref();
-        }
-        if (reactor == nullptr) return;
-        reactor->Offer(e);
-        reactor->Unref();
-      });
+      subscribed = ctx_.watch->Subscribe(who->subject,
+                                         [shared](const WorkloadEvent& e, const Message& message) {
+                                           WatchReactor* reactor = nullptr;
+                                           {
+                                             absl::MutexLock l(&shared->mu);
+                                             reactor = shared->reactor;
+                                             if (reactor != nullptr) reactor->Ref();
+                                           }
+                                           if (reactor == nullptr) return;
+                                           reactor->Offer(e, message);
+                                           reactor->Unref();
+                                         });
       if (subscribed.ok()) handle_ = *subscribed;
     }
     if (!subscribed.ok()) return FinishOnce(ToGrpcStatus(subscribed.status()));
     if (only_id != 0) {
       absl::StatusOr<WorkloadEvent> first = ctx_.plane->WatchSnapshot(*who, only_id);
       if (!first.ok()) return FinishOnce(ToGrpcStatus(first.status()));
-      Offer(*first);
+      Offer(*first, WatchHub::ToMessage(*first));
     }
+    if (request_.has_resume_after()) ReadResyncPage();
   }
 
-  void Offer(const WorkloadEvent& e) {
+  // Reads the next page of the catch-up (on an executor thread) and queues what the filter
+  // lets through.
+  void ReadResyncPage() {
+    ChangeCursor from;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finishing_ || !resync_from_) return;
+      from = *resync_from_;
+    }
+    absl::StatusOr<std::vector<Workload>> page = ctx_.plane->WatchResync(*who_, from, kResyncPage);
+    if (!page.ok()) return FinishOnce(ToGrpcStatus(page.status()));
+    std::optional<grpc::Status> finish;
+    bool write = false;
+    {
+      absl::MutexLock lock(&mu_);
+      fetching_ = false;
+      if (finishing_) return;
+      // The queue overflowed meanwhile: the stream ends once what was written is done.
+      if (overflow_) page->clear();
+      if (overflow_ || page->size() < static_cast<size_t>(kResyncPage)) {
+        resync_from_.reset();  // the last page
+      } else {
+        resync_from_ = ChangeCursor{page->back().update_time, page->back().id};
+      }
+      for (Workload& w : *page) {
+        if (!filter_->OfferResync(w).deliver) continue;
+        if (++resynced_ > kMaxWatchResync) {
+          finish = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                absl::StrCat("resume_after: more than ", kMaxWatchResync,
+                                             " workloads changed since; list and watch again"));
+          break;
+        }
+        const WorkloadState state = w.state;
+        const Timestamp time = w.update_time;
+        v1::WorkloadEvent event = EventToProto(WorkloadEvent{std::move(w), state, state, time});
+        event.set_resync(true);
+        resync_queue_.push_back(std::move(event));
+      }
+      if (finish) {
+        resync_queue_.clear();
+        resync_from_.reset();
+      } else {
+        write = TakeNextLocked(&finish);
+      }
+    }
+    if (write) StartWrite(current_.get());
+    if (finish) FinishOnce(*finish);
+  }
+
+  void Offer(const WorkloadEvent& e, const Message& message) {
     std::optional<grpc::Status> finish;
     bool write = false;
     {
@@ -232,38 +336,77 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       if (finishing_) return;
       // The filter decides under mu_, so events are queued in the order it decided them.
       const WatchVerdict verdict = filter_->Offer(e);
-      if (!verdict.deliver) return;
       if (verdict.end) end_after_queue_ = true;
-      v1::WorkloadEvent event = EventToProto(e);
-      const size_t size = event.ByteSizeLong();
-      if (queue_.size() >= kMaxQueued || queued_bytes_ + size > kMaxQueuedBytes) {
-        queue_.clear();
-        queued_bytes_ = 0;
-        end_after_queue_ = true;
-        overflow_ = true;
-      } else {
-        queued_bytes_ += size;
-        queue_.push_back(std::move(event));
+      if (verdict.deliver) {
+        const size_t size = message->ByteSizeLong();
+        if (CatchingUpLocked())
+          caught_up_floor_ = std::min(caught_up_floor_, e.workload.update_time);
+        if (queue_.size() >= kMaxQueued || queued_bytes_ + size > kMaxQueuedBytes) {
+          // Dropped: the reader resumes from the last event it got.
+          std::deque<Queued>().swap(queue_);
+          std::deque<v1::WorkloadEvent>().swap(resync_queue_);
+          resync_from_.reset();
+          queued_bytes_ = 0;
+          end_after_queue_ = true;
+          overflow_ = true;
+        } else {
+          queued_bytes_ += size;
+          queue_.push_back(Queued{message, e.workload.id, e.workload.version, size});
+        }
       }
       write = TakeNextLocked(&finish);
     }
-    if (write) StartWrite(&current_);
+    if (write) StartWrite(current_.get());
     if (finish) FinishOnce(*finish);
   }
 
+  bool CatchingUpLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return resync_from_.has_value() || fetching_ || !resync_queue_.empty();
+  }
+
   // Picks the next event to write (true) or decides to finish; only when no write is in flight.
+  // While catching up: the catch-up first, reading its next page when one was written.
   bool TakeNextLocked(std::optional<grpc::Status>* finish) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || finishing_) return false;
-    if (!queue_.empty()) {
-      current_ = std::move(queue_.front());
+    if (!resync_queue_.empty()) {
+      auto event = std::make_shared<v1::WorkloadEvent>(std::move(resync_queue_.front()));
+      resync_queue_.pop_front();
+      // A live event waiting behind the catch-up may be stamped earlier than this workload: the
+      // reader must resume from before it (a later one is stamped after this read, less the
+      // overlap).
+      *event->mutable_resume_after() =
+          ToProto(std::min(FromProto(event->workload().update_time()), caught_up_floor_));
+      current_ = std::move(event);
+      writing_ = true;
+      return true;
+    }
+    if (fetching_) return false;
+    if (resync_from_) {
+      fetching_ = true;
+      Ref();
+      if (!ctx_.executor->TrySubmit([this] {
+            ReadResyncPage();
+            Unref();
+          })) {
+        Unref();
+        *finish = grpc::Status(grpc::StatusCode::UNAVAILABLE, "server busy; watch again");
+      }
+      return false;
+    }
+    while (!queue_.empty()) {
+      Queued next = std::move(queue_.front());
       queue_.pop_front();
-      queued_bytes_ -= std::min(queued_bytes_, current_.ByteSizeLong());
+      queued_bytes_ -= std::min(queued_bytes_, next.bytes);
+      // The catch-up already sent this version or a newer one.
+      if (filter_->Superseded(next.id, next.version)) continue;
+      current_ = std::move(next.event);
       writing_ = true;
       return true;
     }
     if (end_after_queue_) {
       *finish = overflow_ ? grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                         "watcher too slow; events dropped, watch again")
+                                         "watcher too slow; events dropped, watch again "
+                                         "(resume_after or after_version: the last event's)")
                           : grpc::Status::OK;
     }
     return false;
@@ -274,6 +417,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       absl::MutexLock lock(&mu_);
       if (finishing_) return;
       finishing_ = true;
+      // Nothing more is written: give the memory back now, not when gRPC lets go of the call.
+      std::deque<Queued>().swap(queue_);
+      std::deque<v1::WorkloadEvent>().swap(resync_queue_);
+      queued_bytes_ = 0;
     }
     Finish(status);
   }
@@ -286,11 +433,22 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   absl::Mutex mu_;
   // What this caller gets (federation/watch_filter.h); set by Start before it subscribes.
   std::optional<WatchFilter> filter_ ABSL_GUARDED_BY(mu_);
+  // Set by Start before anything reads it; constant after.
+  std::optional<auth::Principal> who_;
   uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Shared> shared_ ABSL_GUARDED_BY(mu_);
-  std::deque<v1::WorkloadEvent> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  v1::WorkloadEvent current_;  // owned by the write in flight
+  // The catch-up of a resumed Watch of every workload: the next page starts after
+  // `resync_from_` (unset: none left), `fetching_` while a page is being read, the page read
+  // waiting to be written, how many workloads it sent, and the earliest stamp of a live event
+  // queued while it ran.
+  std::optional<ChangeCursor> resync_from_ ABSL_GUARDED_BY(mu_);
+  bool fetching_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<v1::WorkloadEvent> resync_queue_ ABSL_GUARDED_BY(mu_);
+  int resynced_ ABSL_GUARDED_BY(mu_) = 0;
+  Timestamp caught_up_floor_ ABSL_GUARDED_BY(mu_) = Timestamp::max();
+  Message current_;  // the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool end_after_queue_ ABSL_GUARDED_BY(mu_) = false;

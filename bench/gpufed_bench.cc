@@ -5,6 +5,8 @@
 //   gpufed-bench failover --runs 10 --jobs 8        cut a cluster off: time until its work moved
 //   gpufed-bench placement --gpus 100000 --clusters 1000
 //                                                   the placement engine and pool alone, in memory
+//   gpufed-bench watch-flood --streams 1000         Watch streams that never read: the server's
+//                                                   memory, other callers' latency
 //
 // submit and e2e start their own gpufed-server (embedded PostgreSQL, fsync on, in a temporary
 // folder). Each prints its figures as one JSON object on its last line.
@@ -14,9 +16,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -25,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "bench/placement_bench.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
+#include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "nlohmann/json.hpp"
@@ -481,6 +487,240 @@ int BenchFailover(Target& t, int runs, int jobs) {
   return 0;
 }
 
+// The resident memory of process `pid` in MiB (VmRSS in /proc/<pid>/status); -1 if unreadable.
+double RssMiB(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    double kib = 0;
+    fields >> kib;
+    return kib / 1024;
+  }
+  return -1;
+}
+
+absl::StatusOr<std::string> CreateViewerToken(const Target& t, const std::string& subject) {
+  auto stub = gpufed::v1::TenantService::NewStub(gpufed::testing::Connect(t.address));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + t.server.admin_token);
+  gpufed::v1::CreateTokenRequest req;
+  req.set_subject(subject);
+  req.set_role(gpufed::v1::ROLE_VIEWER);  // no tenant: sees every workload
+  gpufed::v1::CreateTokenResponse resp;
+  grpc::Status s = stub->CreateToken(&ctx, req, &resp);
+  if (!s.ok()) return absl::UnavailableError("CreateToken: " + s.error_message());
+  return resp.token();
+}
+
+// One phase of the watch-flood bench: submissions paced at `rate`/s for `seconds` by the bench
+// tenant's user, and a watcher of every workload (another caller, reading) timing each
+// workload's first event from the start of its Submit.
+struct LoadFigures {
+  std::vector<double> submit_ms;
+  std::vector<double> deliver_ms;
+  int errors = 0;
+  int undelivered = 0;
+};
+
+LoadFigures RunWatchedLoad(const Target& t, const std::string& watcher_token, double rate,
+                           double seconds, const std::string& prefix) {
+  LoadFigures out;
+  std::mutex mu;
+  std::map<std::string, Clock::time_point> sent, seen;  // by idempotency key
+  grpc::ChannelArguments args;
+  args.SetInt("gpufed.bench.observer", 1);
+  auto stub = gpufed::v1::WorkloadService::NewStub(
+      grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext watch_ctx;
+  watch_ctx.AddMetadata("authorization", "Bearer " + watcher_token);
+  auto reader = stub->Watch(&watch_ctx, gpufed::v1::WatchRequest());
+  std::atomic<bool> watching{false};
+  std::thread watcher([&] {
+    gpufed::v1::WorkloadEvent e;
+    while (reader->Read(&e)) {
+      watching = true;
+      const std::string& key = e.workload().spec().idempotency_key();
+      if (key.rfind(prefix, 0) != 0) continue;
+      std::lock_guard<std::mutex> lock(mu);
+      seen.emplace(key, Clock::now());
+    }
+  });
+  // The stream is subscribed a moment after it opens: poke until it delivers.
+  for (int i = 0; !watching.load() && i < 200; ++i) {
+    // A plain blocking call. One run of this bench aborted in gRPC ("ref_counted.h: prior > 0")
+    // in its first seconds while these pokes went through RunClosedLoop, whose last callback
+    // can still be running when it returns (suspected, not proven).
+    auto req = MakeRequest("bench", absl::StrCat(prefix, "poke-", i), {"true"});
+    gpufed::v1::SubmitResponse resp;
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + t.token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    stub->Submit(&ctx, req, &resp);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const int count = static_cast<int>(rate * seconds);
+  std::atomic<int> next{0};
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&, c] {
+      grpc::ChannelArguments client_args;
+      client_args.SetInt("gpufed.bench.client", c);
+      auto submit_stub = gpufed::v1::WorkloadService::NewStub(
+          grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), client_args));
+      for (int i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+        std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(i / rate)));
+        const std::string key = absl::StrCat(prefix, i);
+        auto req = MakeRequest("bench", key, {"true"});
+        gpufed::v1::SubmitResponse resp;
+        grpc::ClientContext ctx;
+        ctx.AddMetadata("authorization", "Bearer " + t.token);
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        const Clock::time_point t0 = Clock::now();
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          sent.emplace(key, t0);
+        }
+        grpc::Status s = submit_stub->Submit(&ctx, req, &resp);
+        std::lock_guard<std::mutex> lock(mu);
+        if (!s.ok()) {
+          if (++out.errors <= 3) std::cerr << "submit: " << s.error_message() << "\n";
+          continue;
+        }
+        out.submit_ms.push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  // What is still on its way, for at most 10 s.
+  const Clock::time_point wait_until = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < wait_until) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (seen.size() >= out.submit_ms.size()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  watch_ctx.TryCancel();
+  watcher.join();
+  reader->Finish();
+  for (const auto& [key, t0] : sent) {
+    auto it = seen.find(key);
+    if (it == seen.end()) {
+      ++out.undelivered;
+      continue;
+    }
+    out.deliver_ms.push_back(std::chrono::duration<double, std::milli>(it->second - t0).count());
+  }
+  return out;
+}
+
+nlohmann::json LoadJson(const LoadFigures& f) {
+  return {{"submits", f.submit_ms.size()},
+          {"submit_errors", f.errors},
+          {"submit_p50_ms", Percentile(f.submit_ms, 0.50)},
+          {"submit_p99_ms", Percentile(f.submit_ms, 0.99)},
+          {"deliver_p50_ms", Percentile(f.deliver_ms, 0.50)},
+          {"deliver_p99_ms", Percentile(f.deliver_ms, 0.99)},
+          {"undelivered", f.undelivered}};
+}
+
+// `streams` Watch streams of every workload that never read (64 per caller, the most one caller
+// may hold, over one connection each with a small flow-control window, as a client that stops
+// reading its socket), while another caller submits at `rate`/s and a third watches: the
+// server's RSS before, during and after the streams are cancelled, and the other callers' p99,
+// without and with the flood.
+int BenchWatchFlood(Target& t, int streams, double rate, double seconds) {
+  const pid_t pid = t.server.process->pid();
+  auto observer = CreateViewerToken(t, "bench-observer");
+  if (!observer.ok()) return Fail(observer.status().ToString());
+  RunWatchedLoad(t, *observer, rate, 2, "warm-");
+  const double rss_before = RssMiB(pid);
+  LoadFigures quiet = RunWatchedLoad(t, *observer, rate, seconds, "quiet-");
+  const double rss_after_quiet = RssMiB(pid);
+  std::cerr << "without the flood: RSS " << rss_before << " -> " << rss_after_quiet << " MiB\n";
+
+  struct Stream {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<gpufed::v1::WorkloadEvent>> reader;
+  };
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<Stream>> flood;
+  flood.reserve(static_cast<size_t>(streams));
+  constexpr int kPerCaller = 64;
+  for (int caller = 0; caller * kPerCaller < streams; ++caller) {
+    auto token = CreateViewerToken(t, absl::StrCat("bench-flood-", caller));
+    if (!token.ok()) return Fail(token.status().ToString());
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 10);
+    args.SetInt("gpufed.bench.flood", caller);
+    channels.push_back(
+        grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), args));
+    auto stub = gpufed::v1::WorkloadService::NewStub(channels.back());
+    for (int i = 0; i < kPerCaller && static_cast<int>(flood.size()) < streams; ++i) {
+      auto s = std::make_unique<Stream>();
+      s->ctx.AddMetadata("authorization", "Bearer " + *token);
+      s->reader = stub->Watch(&s->ctx, gpufed::v1::WatchRequest());
+      flood.push_back(std::move(s));
+    }
+  }
+  std::atomic<bool> sampling{true};
+  std::atomic<double> rss_peak{0};
+  std::thread sampler([&] {
+    while (sampling.load()) {
+      const double rss = RssMiB(pid);
+      if (rss > rss_peak.load()) rss_peak = rss;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  LoadFigures flooded = RunWatchedLoad(t, *observer, rate, seconds, "flood-");
+  const double rss_flooded = RssMiB(pid);
+  std::cerr << "with " << streams << " unread streams: RSS " << rss_flooded << " MiB\n";
+
+  const Clock::time_point cancel_start = Clock::now();
+  for (auto& s : flood) s->ctx.TryCancel();
+  int ended_by_server = 0;
+  for (auto& s : flood) {
+    if (s->reader->Finish().error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++ended_by_server;
+    }
+  }
+  flood.clear();
+  channels.clear();
+  const double cancel_seconds = std::chrono::duration<double>(Clock::now() - cancel_start).count();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const double rss_after_2s = RssMiB(pid);
+  std::this_thread::sleep_for(std::chrono::seconds(8));
+  const double rss_after_10s = RssMiB(pid);
+  sampling = false;
+  sampler.join();
+  LoadFigures after = RunWatchedLoad(t, *observer, rate, seconds, "after-");
+  nlohmann::json out = {
+      {"bench", "watch-flood"},
+      {"streams", streams},
+      {"rate_per_second", rate},
+      {"seconds_per_phase", seconds},
+      {"rss_mib_before", rss_before},
+      {"rss_mib_after_quiet_load", rss_after_quiet},
+      {"rss_mib_peak_during_flood", rss_peak.load()},
+      {"rss_mib_end_of_flood", rss_flooded},
+      {"rss_mib_2s_after_cancel", rss_after_2s},
+      {"rss_mib_10s_after_cancel", rss_after_10s},
+      {"streams_ended_resource_exhausted", ended_by_server},
+      {"cancel_seconds", cancel_seconds},
+      {"without_flood", LoadJson(quiet)},
+      {"with_flood", LoadJson(flooded)},
+      {"after_flood", LoadJson(after)},
+  };
+  std::cout << out.dump() << std::endl;
+  return quiet.errors + flooded.errors + after.errors == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -530,6 +770,16 @@ int main(int argc, char** argv) {
                       "print a hash of every decision (same decisions, same digest)");
   placement->add_flag("!--no-accelerate", pb.accelerate,
                       "decide every request from scratch (no caches or bounds; same decisions)");
+  int streams = 1000;
+  double flood_rate = 200, flood_seconds = 10;
+  auto* watch_flood = app.add_subcommand(
+      "watch-flood", "Watch streams that never read: server memory, other callers' p99");
+  watch_flood->add_option("--streams", streams, "unread Watch streams, 64 per caller")
+      ->check(CLI::Range(1, 100000));
+  watch_flood->add_option("--rate", flood_rate, "submissions/s by another caller")
+      ->check(CLI::Range(1.0, 100000.0));
+  watch_flood->add_option("--seconds", flood_seconds, "length of each measured phase")
+      ->check(CLI::Range(1.0, 3600.0));
   CLI11_PARSE(app, argc, argv);
   // The client side of the measurement: Debian's Abseil checks lock order on every Mutex
   // acquisition (gRPC's included), a cost a production client does not pay.
@@ -538,9 +788,10 @@ int main(int argc, char** argv) {
   if (placement->parsed()) return gpufed::bench::RunPlacementBench(pb);
   Target target;
   if (absl::Status s = StartTarget(&target, "bench"); !s.ok()) return Fail(s.ToString());
-  int rc = submit->parsed()     ? BenchSubmit(target, clients, count, paced_rate, paced_seconds)
-           : failover->parsed() ? BenchFailover(target, runs, jobs)
-                                : BenchE2e(target, jobs, clients, topology);
+  int rc = submit->parsed()        ? BenchSubmit(target, clients, count, paced_rate, paced_seconds)
+           : failover->parsed()    ? BenchFailover(target, runs, jobs)
+           : watch_flood->parsed() ? BenchWatchFlood(target, streams, flood_rate, flood_seconds)
+                                   : BenchE2e(target, jobs, clients, topology);
   target.server.process->Stop();
   return rc;
 }

@@ -181,6 +181,14 @@ absl::StatusOr<WorkloadEvent> ControlPlane::WatchSnapshot(const auth::Principal&
   return WorkloadEvent{std::move(w), state, state, time};
 }
 
+absl::StatusOr<std::vector<Workload>> ControlPlane::WatchResync(const auth::Principal& who,
+                                                                ChangeCursor after, int limit) {
+  // A caller who sees no tenant (an agent) watches nothing.
+  if (!who.SeesAllTenants() && who.tenant.empty()) return std::vector<Workload>{};
+  return ports_.workloads->ListChangedAfter(who.SeesAllTenants() ? "" : who.tenant, after.time,
+                                            after.id, limit);
+}
+
 // ---- The pool --------------------------------------------------------------------------------
 
 absl::StatusOr<ClusterListing> ControlPlane::ListClusters(const auth::Principal& who,

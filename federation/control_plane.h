@@ -146,6 +146,13 @@ class ControlPlane {
   // WatchFilter (federation/watch_filter.h), which decides what the caller gets and when the
   // stream ends.
   absl::StatusOr<WorkloadEvent> WatchSnapshot(const auth::Principal& who, WorkloadId id);
+  // One page of the catch-up of a resumed Watch of every workload: up to `limit` (1..1000) of the
+  // workloads `who` may read, as they are now, in the order of their last change, after `after`
+  // (the first page: WatchResumePoint; the next: the last workload of the page before). A page
+  // shorter than `limit` is the last. The transport subscribes before reading the first page and
+  // passes each workload through its WatchFilter's OfferResync. UNAVAILABLE.
+  absl::StatusOr<std::vector<Workload>> WatchResync(const auth::Principal& who, ChangeCursor after,
+                                                    int limit);
 
   // ---- The pool ----
 

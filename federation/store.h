@@ -99,6 +99,15 @@ class WorkloadStore {
   virtual absl::StatusOr<Workload> Get(WorkloadId id) = 0;
   virtual absl::StatusOr<WorkloadPage> List(const ListFilter& filter) = 0;
 
+  // Up to `limit` (1..1000) workloads in the order of their last change, (update_time, id)
+  // ascending, strictly after `after`; only `tenant`'s unless it is empty. A resumed Watch reads
+  // its catch-up with it, page after page (federation/watch_filter.h). INVALID_ARGUMENT for a
+  // limit out of range.
+  virtual absl::StatusOr<std::vector<Workload>> ListChangedAfter(const std::string& tenant,
+                                                                 Timestamp after_time,
+                                                                 WorkloadId after_id,
+                                                                 int limit) = 0;
+
   // PENDING workloads in scheduling order (priority desc, id asc).
   virtual absl::StatusOr<std::vector<Workload>> ListPending(int limit) = 0;
   // Workloads that hold capacity (PLACED, RUNNING), optionally for one cluster.

@@ -129,6 +129,13 @@ constexpr const char* kLockWorkload =
 constexpr const char* kListPending =
     "SELECT" GPUFED_WORKLOAD_COLUMNS
     "FROM workloads w WHERE w.state = 'PENDING' ORDER BY w.priority DESC, w.id LIMIT $1";
+// A resumed Watch's catch-up: keyset pages in the order of the last change
+// (migrations/0010: index on (updated_at, id)). $1, $2: after this (microseconds, id); $3: one
+// tenant or NULL for all.
+constexpr const char* kListChangedAfter =
+    "SELECT" GPUFED_WORKLOAD_COLUMNS
+    "FROM workloads w WHERE (w.updated_at, w.id) > (from_epoch_us($1), $2)"
+    " AND ($3::text IS NULL OR w.tenant = $3) ORDER BY w.updated_at, w.id LIMIT $4";
 constexpr const char* kListActive =
     "SELECT" GPUFED_WORKLOAD_COLUMNS
     "FROM workloads w WHERE w.state IN ('PLACED', 'RUNNING') ORDER BY w.id";
@@ -382,6 +389,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"archive_finished", kArchiveFinished},
     {"lock_workload", kLockWorkload},
     {"list_pending", kListPending},
+    {"list_changed_after", kListChangedAfter},
     {"list_active", kListActive},
     {"list_active_on_cluster", kListActiveOnCluster},
     {"lock_workloads", kLockWorkloads},
@@ -1060,6 +1068,19 @@ absl::StatusOr<std::vector<Workload>> PgStore::ListPending(int limit) {
   return control_pool_->Transact<pqxx::nontransaction>(
       "list pending workloads", [limit](pqxx::nontransaction& txn) {
         return WorkloadsFromResult(txn.exec_prepared("list_pending", limit));
+      });
+}
+
+absl::StatusOr<std::vector<Workload>> PgStore::ListChangedAfter(const std::string& tenant,
+                                                                Timestamp after_time,
+                                                                WorkloadId after_id, int limit) {
+  if (limit < 1 || limit > 1000) return absl::InvalidArgumentError("limit: must be 1..1000");
+  std::optional<std::string> only;
+  if (!tenant.empty()) only = tenant;
+  return pool_->Transact<pqxx::nontransaction>(
+      "list changed workloads", [&](pqxx::nontransaction& txn) {
+        return WorkloadsFromResult(
+            txn.exec_prepared("list_changed_after", ToMicros(after_time), after_id, only, limit));
       });
 }
 

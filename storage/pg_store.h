@@ -117,6 +117,9 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
                    SubmitCallback done) override;
   absl::StatusOr<Workload> Get(WorkloadId id) override;
   absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override;
+  absl::StatusOr<std::vector<Workload>> ListChangedAfter(const std::string& tenant,
+                                                         Timestamp after_time, WorkloadId after_id,
+                                                         int limit) override;
   absl::StatusOr<std::vector<Workload>> ListPending(int limit) override;
   absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) override;
   absl::StatusOr<std::vector<TransitionResult>> ApplyTransitions(

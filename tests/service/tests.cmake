@@ -2,7 +2,7 @@ include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
 
 # Service tests: the real server in-process, called through real gRPC channels.
 add_executable(service_tests ${CMAKE_CURRENT_LIST_DIR}/service_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/listen_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/listen_test.cc ${CMAKE_CURRENT_LIST_DIR}/watch_resume_test.cc)
 target_link_libraries(service_tests PRIVATE gpufed_server gpufed_test_support GTest::gtest GTest::gtest_main
   PkgConfig::PQXX PkgConfig::HTTPLIB)
 gtest_discover_tests(service_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)

@@ -696,6 +696,64 @@ TEST_P(StoreContractTest, ListIsNewestFirstWithFiltersAndKeysetPages) {
               StatusIs(Code::kInvalidArgument));
 }
 
+// A resumed Watch catches up with ListChangedAfter: the workloads in the order of their last
+// change, strictly after a (time, id) position, everyone's or one tenant's, in keyset pages.
+TEST_P(StoreContractTest, ListChangedAfterIsInOrderOfLastChangeAfterAPosition) {
+  AddTenants();
+  const WorkloadId a = MustSubmit(Spec("a")).id;
+  backend_->Tick();
+  const WorkloadId b = MustSubmit(Spec("b")).id;
+  backend_->Tick();
+  const WorkloadId g = MustSubmit(Spec("g", "globex", "research")).id;
+  backend_->Tick();
+  Advance(a, S::kPlaced);  // a changed last
+  std::vector<Workload> stored = {MustGet(a), MustGet(b), MustGet(g)};
+  std::sort(stored.begin(), stored.end(), [](const Workload& x, const Workload& y) {
+    return std::pair(x.update_time, x.id) < std::pair(y.update_time, y.id);
+  });
+  ASSERT_EQ(stored.back().id, a);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> all,
+                       workloads().ListChangedAfter("", Timestamp{}, 0, 1000));
+  EXPECT_EQ(Ids(all), Ids(stored));
+  EXPECT_EQ(all.back().state, S::kPlaced) << "as it is now";
+  EXPECT_EQ(all.back().version, stored.back().version);
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> acme,
+                       workloads().ListChangedAfter("acme", Timestamp{}, 0, 1000));
+  EXPECT_THAT(Ids(acme), ElementsAre(b, a));
+
+  // Pages of one, each after the last of the page before: all of them once, in order.
+  std::vector<WorkloadId> paged;
+  Timestamp after_time{};
+  WorkloadId after_id = 0;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(std::vector<Workload> page,
+                         workloads().ListChangedAfter("", after_time, after_id, 1));
+    if (page.empty()) break;
+    ASSERT_EQ(page.size(), 1u);
+    paged.push_back(page[0].id);
+    after_time = page[0].update_time;
+    after_id = page[0].id;
+  }
+  EXPECT_EQ(paged, Ids(stored));
+
+  // Strictly after: the same time with a smaller id is before the position.
+  const Workload last = stored.back();
+  EXPECT_THAT(workloads().ListChangedAfter("", last.update_time, last.id, 10),
+              IsOkAndHolds(IsEmpty()));
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> same_time,
+                       workloads().ListChangedAfter("", last.update_time, 0, 10));
+  EXPECT_THAT(Ids(same_time), ElementsAre(a));
+  // A time past every change: nothing.
+  EXPECT_THAT(workloads().ListChangedAfter("", last.update_time + std::chrono::hours(1), 0, 10),
+              IsOkAndHolds(IsEmpty()));
+
+  EXPECT_THAT(workloads().ListChangedAfter("", Timestamp{}, 0, 0),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().ListChangedAfter("", Timestamp{}, 0, 1001),
+              StatusIs(Code::kInvalidArgument));
+}
+
 TEST_P(StoreContractTest, ListCapsThePageAtOneThousand) {
   AddTenants();
   for (int i = 0; i < 1002; ++i) MustSubmit(Spec("w" + std::to_string(i)));

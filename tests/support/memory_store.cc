@@ -134,6 +134,29 @@ absl::StatusOr<WorkloadPage> MemoryStore::List(const ListFilter& filter) {
   return page;
 }
 
+absl::StatusOr<std::vector<Workload>> MemoryStore::ListChangedAfter(const std::string& tenant,
+                                                                    Timestamp after_time,
+                                                                    WorkloadId after_id,
+                                                                    int limit) {
+  if (limit < 1 || limit > 1000) return absl::InvalidArgumentError("limit: must be 1..1000");
+  // To the microsecond, as PostgreSQL compares it.
+  const std::pair<Timestamp, WorkloadId> after{ToMicros(after_time), after_id};
+  absl::MutexLock lock(&mu_);
+  std::vector<const Workload*> changed;
+  for (const auto& [id, w] : workloads_) {
+    if (!tenant.empty() && w.spec.tenant != tenant) continue;
+    if (std::pair(w.update_time, w.id) > after) changed.push_back(&w);
+  }
+  std::sort(changed.begin(), changed.end(), [](const Workload* a, const Workload* b) {
+    return std::pair(a->update_time, a->id) < std::pair(b->update_time, b->id);
+  });
+  std::vector<Workload> out;
+  const size_t n = std::min(changed.size(), static_cast<size_t>(limit));
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(*changed[i]);
+  return out;
+}
+
 absl::StatusOr<std::vector<Workload>> MemoryStore::ListPending(int limit) {
   if (limit <= 0) return absl::InvalidArgumentError("limit: must be positive");
   absl::MutexLock lock(&mu_);

@@ -46,6 +46,11 @@ class RecordingWorkloads final : public WorkloadStore {
   absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override {
     return store_->List(filter);
   }
+  absl::StatusOr<std::vector<Workload>> ListChangedAfter(const std::string& tenant,
+                                                         Timestamp after_time, WorkloadId after_id,
+                                                         int limit) override {
+    return store_->ListChangedAfter(tenant, after_time, after_id, limit);
+  }
   absl::StatusOr<std::vector<Workload>> ListPending(int limit) override {
     return store_->ListPending(limit);
   }

@@ -90,6 +90,42 @@ TEST(WatchFilterTest, TheStreamEndsWithTheWorkloadAndNothingFollows) {
   EXPECT_EQ(filter.Offer(Event(7, "acme", 5, WorkloadState::kPending)), kSkip);
 }
 
+// A resumed Watch of one workload: nothing at or below the version the caller has; a terminal
+// state it has already seen ends the stream at once, delivering nothing.
+TEST(WatchFilterTest, AResumedWatchOfOneWorkloadSkipsWhatTheCallerHas) {
+  WatchFilter filter(User("acme"), 7, /*after_version=*/3);
+  EXPECT_EQ(filter.Offer(Event(7, "acme", 3, WorkloadState::kRunning)), kSkip);  // snapshot
+  EXPECT_EQ(filter.Offer(Event(7, "acme", 2, WorkloadState::kPlaced)), kSkip);
+  EXPECT_EQ(filter.Offer(Event(7, "acme", 4, WorkloadState::kSucceeded)), kDeliverAndEnd);
+
+  WatchFilter seen_the_end(User("acme"), 7, /*after_version=*/4);
+  EXPECT_EQ(seen_the_end.Offer(Event(7, "acme", 4, WorkloadState::kSucceeded)),
+            (WatchVerdict{.deliver = false, .end = true}));
+  EXPECT_EQ(seen_the_end.Offer(Event(7, "acme", 5, WorkloadState::kPending)), kSkip);
+}
+
+// A resumed Watch of every workload: the catch-up delivers what the caller may read, each
+// workload's version once; a live event written after it is superseded when the catch-up sent
+// that version or a newer one.
+TEST(WatchFilterTest, TheCatchUpOfEveryWorkloadSupersedesOlderLiveEvents) {
+  WatchFilter filter(User("acme"), 0);
+  EXPECT_EQ(filter.OfferResync(Event(1, "acme", 3, WorkloadState::kRunning).workload), kDeliver);
+  EXPECT_EQ(filter.OfferResync(Event(2, "other", 1, WorkloadState::kPending).workload), kSkip);
+  EXPECT_EQ(filter.OfferResync(Event(1, "acme", 3, WorkloadState::kRunning).workload), kSkip);
+  EXPECT_TRUE(filter.Superseded(1, 2));
+  EXPECT_TRUE(filter.Superseded(1, 3));
+  EXPECT_FALSE(filter.Superseded(1, 4));
+  EXPECT_FALSE(filter.Superseded(5, 1)) << "not in the catch-up";
+
+  WatchFilter one(User("acme"), 1);
+  EXPECT_EQ(one.OfferResync(Event(1, "acme", 3, WorkloadState::kRunning).workload), kSkip);
+}
+
+TEST(WatchFilterTest, TheResumePointReadsBackTheOverlap) {
+  const Timestamp t = Timestamp{} + std::chrono::hours(1000);
+  EXPECT_EQ(WatchResumePoint(t), (ChangeCursor{.time = t - kWatchResumeOverlap, .id = 0}));
+}
+
 // ---- With the use cases --------------------------------------------------------------------
 
 // The use cases publish into events_ (PlaneTestBase's RecordingSink); a test hands what was

@@ -1,0 +1,3 @@
+-- A resumed Watch catches up by reading the workloads changed since a point in time, in the
+-- order of their last change (PgStore::ListChangedAfter), a page at a time.
+CREATE INDEX workloads_changed ON workloads (updated_at, id);
