@@ -130,7 +130,7 @@ constexpr const char* kListPending =
     "SELECT" GPUFED_WORKLOAD_COLUMNS
     "FROM workloads w WHERE w.state = 'PENDING' ORDER BY w.priority DESC, w.id LIMIT $1";
 // A resumed Watch's catch-up: keyset pages in the order of the last change
-// (migrations/0010: index on (updated_at, id)). $1, $2: after this (microseconds, id); $3: one
+// (migrations/0011: index on (updated_at, id)). $1, $2: after this (microseconds, id); $3: one
 // tenant or NULL for all.
 constexpr const char* kListChangedAfter =
     "SELECT" GPUFED_WORKLOAD_COLUMNS
