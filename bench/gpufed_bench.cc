@@ -655,12 +655,8 @@ int BenchWatchFlood(Target& t, int streams, double rate, double seconds) {
   for (int caller = 0; caller * kPerCaller < streams; ++caller) {
     auto token = CreateViewerToken(t, absl::StrCat("bench-flood-", caller));
     if (!token.ok()) return Fail(token.status().ToString());
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 10);
-    args.SetInt("gpufed.bench.flood", caller);
-    channels.push_back(
-        grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), args));
+    // One connection per caller, taking no more than it reads.
+    channels.push_back(gpufed::testing::ConnectSlowReader(t.address, caller + 1));
     auto stub = gpufed::v1::WorkloadService::NewStub(channels.back());
     for (int i = 0; i < kPerCaller && static_cast<int>(flood.size()) < streams; ++i) {
       auto s = std::make_unique<Stream>();

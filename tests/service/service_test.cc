@@ -647,11 +647,7 @@ TEST_F(ServiceTest, AWatcherThatNeverReadsIsEndedNotBuffered) {
   // A client whose transport takes no more than it reads: no bandwidth probing, a small
   // window, so what the server sends past it waits on the server's side, as for a client that
   // stops reading its socket.
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 10);
-  auto slow = v1::WorkloadService::NewStub(
-      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args));
+  auto slow = v1::WorkloadService::NewStub(testing::ConnectSlowReader(address_));
   grpc::ClientContext ctx;
   ctx.AddMetadata("authorization", "Bearer " + user_);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));

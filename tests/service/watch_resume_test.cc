@@ -113,11 +113,7 @@ TEST_F(WatchResumeTest, AWatcherEndedForFallingBehindResumesWithoutMissingAChang
 
   // A client whose transport takes no more than it reads (as in
   // ServiceTest.AWatcherThatNeverReadsIsEndedNotBuffered).
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 10);
-  auto slow = v1::WorkloadService::NewStub(
-      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args));
+  auto slow = v1::WorkloadService::NewStub(testing::ConnectSlowReader(address_));
   grpc::ClientContext ctx;
   Authorize(&ctx);
   auto reader = slow->Watch(&ctx, v1::WatchRequest());

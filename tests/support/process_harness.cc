@@ -143,6 +143,15 @@ std::shared_ptr<grpc::Channel> Connect(const std::string& address) {
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
+std::shared_ptr<grpc::Channel> ConnectSlowReader(const std::string& address, int connection) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 10);
+  // Channels with different arguments get subchannels of their own.
+  args.SetInt("gpufed.test.connection", connection);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
 namespace {
 
 void Authorize(grpc::ClientContext* ctx, const std::string& token) {

@@ -80,6 +80,12 @@ absl::StatusOr<ServerProcess> StartServer(const ServerOptions& options);
 // A channel to `address` whose calls carry `token`.
 std::shared_ptr<grpc::Channel> Connect(const std::string& address);
 
+// A channel whose transport takes no more than its caller reads (no bandwidth probing, a 16 KiB
+// window), so that what a server sends past it waits on the server's side, as for a client that
+// stops reading its socket. Channels with different `connection` values do not share a
+// connection.
+std::shared_ptr<grpc::Channel> ConnectSlowReader(const std::string& address, int connection = 0);
+
 // Creates tenant + project (both may exist already) and a tenant-user token; returns the token.
 absl::StatusOr<std::string> BootstrapTenant(const std::string& address,
                                             const std::string& admin_token,
