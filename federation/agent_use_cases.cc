@@ -54,17 +54,20 @@ absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
   link->Expect(IdsOf(active));
   // What the agent says it still runs or finished while the two were apart.
   RETURN_IF_ERROR(ApplyReports(*link, known));
-  // Hardware the agent no longer reports (or reports failed) takes its work with it.
-  ASSIGN_OR_RETURN(active, ports_.workloads->ListActive(info.name));
-  RETURN_IF_ERROR(Evict(FailedHardwareEvictions(stored, active)).status());
-
   // Re-send every assignment the cluster holds; the agent ignores those it already has.
   ASSIGN_OR_RETURN(active, ports_.workloads->ListActive(info.name));
+  // Hardware the agent no longer reports (or reports failed) takes its work with it. The stop
+  // goes out with the other cancels below, after the assignments: a restarted agent that got
+  // a cancel before the assignment it names would start that work.
+  ASSIGN_OR_RETURN(std::vector<Workload> marked,
+                   MarkEvictions(FailedHardwareEvictions(stored, active)));
+  absl::flat_hash_set<WorkloadId> marked_ids;
+  for (const Workload& w : marked) marked_ids.insert(w.id);
   std::vector<WorkloadId> cancels;
   absl::flat_hash_set<WorkloadId> active_ids;
   for (const Workload& w : active) {
     active_ids.insert(w.id);
-    if (w.cancel_requested || w.evicting) cancels.push_back(w.id);
+    if (w.cancel_requested || w.evicting || marked_ids.contains(w.id)) cancels.push_back(w.id);
   }
   // Work the agent runs that the server no longer wants on this cluster must stop.
   for (const AgentReport& r : known) {

@@ -243,9 +243,15 @@ absl::StatusOr<DrainResult> ControlPlane::Drain(const auth::Principal& who,
 
 absl::StatusOr<std::vector<Workload>> ControlPlane::Evict(
     const std::vector<WorkloadStore::Eviction>& evictions) {
+  ASSIGN_OR_RETURN(std::vector<Workload> marked, MarkEvictions(evictions));
+  AfterCommit({}, marked);
+  return marked;
+}
+
+absl::StatusOr<std::vector<Workload>> ControlPlane::MarkEvictions(
+    const std::vector<WorkloadStore::Eviction>& evictions) {
   if (evictions.empty()) return std::vector<Workload>{};
   ASSIGN_OR_RETURN(std::vector<Workload> marked, ports_.workloads->RequestEvictions(evictions));
-  AfterCommit({}, marked);
   for (AttemptEnd why : {AttemptEnd::kPreempted, AttemptEnd::kNodeFailure}) {
     const auto n = std::count_if(marked.begin(), marked.end(),
                                  [why](const Workload& w) { return w.evicting == why; });

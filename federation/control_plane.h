@@ -284,6 +284,9 @@ class ControlPlane {
   // Stores `evictions` and tells the agents to stop what was marked; returns it.
   absl::StatusOr<std::vector<Workload>> Evict(
       const std::vector<WorkloadStore::Eviction>& evictions);
+  // Stores `evictions` and counts them; returns what was marked. The caller tells the agents.
+  absl::StatusOr<std::vector<Workload>> MarkEvictions(
+      const std::vector<WorkloadStore::Eviction>& evictions);
 
   void Wake() {
     if (wake_) wake_();

@@ -41,10 +41,14 @@ class FakeChannel final : public AgentChannel {
     registered_epochs.push_back(cluster.epoch);
   }
   void SendAssignments(const std::vector<Workload>& workloads) override {
-    for (const Workload& w : workloads) assigned.push_back(w.id);
+    for (const Workload& w : workloads) {
+      assigned.push_back(w.id);
+      sent.emplace_back('A', w.id);
+    }
   }
   void SendCancels(const std::vector<WorkloadId>& ids) override {
     cancelled.insert(cancelled.end(), ids.begin(), ids.end());
+    for (WorkloadId id : ids) sent.emplace_back('C', id);
   }
   void Close(CloseReason reason, const std::string& why) override {
     closed = true;
@@ -54,6 +58,7 @@ class FakeChannel final : public AgentChannel {
   std::vector<uint64_t> registered_epochs;
   std::vector<WorkloadId> assigned;
   std::vector<WorkloadId> cancelled;
+  std::vector<std::pair<char, WorkloadId>> sent;  // in order: 'A' assignment, 'C' cancel
   bool closed = false;
   std::vector<CloseReason> close_reasons;
 };
@@ -596,6 +601,13 @@ TEST_F(ControlPlaneTest, AnAgentRegisteringWithoutANodeHasItsWorkStopped) {
                        plane_.RegisterAgent(AgentOf("c1"), smaller.info, nodes, {}, channel));
   EXPECT_THAT(channel->cancelled, ::testing::Contains(b.workload.id));
   EXPECT_THAT(channel->cancelled, ::testing::Not(::testing::Contains(a.workload.id)));
+  // Its assignment goes out first: a restarted agent that got the cancel first would start it.
+  const auto assign =
+      std::find(channel->sent.begin(), channel->sent.end(), std::make_pair('A', b.workload.id));
+  const auto cancel =
+      std::find(channel->sent.begin(), channel->sent.end(), std::make_pair('C', b.workload.id));
+  ASSERT_NE(cancel, channel->sent.end());
+  EXPECT_LT(assign, cancel);
   ASSERT_OK(Report("c1", b.workload.id, WorkloadState::kCancelled));
   EXPECT_EQ(MustGet(b.workload.id).state, WorkloadState::kPending);
   EXPECT_EQ(MustGet(a.workload.id).state, WorkloadState::kRunning);
