@@ -143,18 +143,17 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
 
   void OnWriteDone(bool ok) override {
     std::optional<grpc::Status> finish;
-    bool write = false;
+    bool turn = false;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
       if (!ok) {
         finish = grpc::Status(grpc::StatusCode::CANCELLED, "stream closed");
       } else {
-        write = TakeNextLocked(&finish);
+        turn = AdvanceLocked(&finish);
       }
     }
-    if (write) StartWrite(current_.get());
-    if (finish) FinishOnce(*finish);
+    Continue(turn, finish);
   }
 
   void OnCancel() override {
@@ -176,19 +175,57 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       shared = shared_;
     }
     if (handle != 0) ctx_.watch->Unsubscribe(handle);
-    if (shared) {
-      absl::MutexLock lock(&shared->mu);
-      shared->reactor = nullptr;
-    }
+    if (shared) shared->Detach();
     Unref();
   }
 
  private:
-  using Message = std::shared_ptr<const v1::WorkloadEvent>;
+  using Message = WatchHub::Message;
 
-  struct Shared {
-    absl::Mutex mu;
-    WatchReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
+  // What the hub holds of this stream: it may outlive the reactor (OnDone clears the pointer),
+  // and hands each delivery to the reactor under a reference of its own.
+  class Shared final : public WatchHub::Subscriber {
+   public:
+    explicit Shared(WatchReactor* reactor) : reactor_(reactor) {}
+    bool OnEvent(const WorkloadEvent& e, const Message& message, size_t bytes) override {
+      // A stream that is ending takes nothing more: cheap to skip, even for a thousand of them.
+      if (done_.load(std::memory_order_relaxed)) return false;
+      WatchReactor* r = Acquire();
+      if (r == nullptr) return false;
+      const bool turn = r->Offer(e, message, bytes);
+      r->Unref();
+      return turn;
+    }
+    void OnTurn() override {
+      if (WatchReactor* r = Acquire()) {
+        r->Turn();
+        r->Unref();
+      }
+    }
+    void OnLost() override {
+      if (WatchReactor* r = Acquire()) {
+        r->Drop();
+        r->Unref();
+      }
+    }
+    // No more deliveries matter: the stream is ending (or has ended).
+    void Done() { done_.store(true, std::memory_order_relaxed); }
+    void Detach() {
+      Done();
+      absl::MutexLock lock(&mu_);
+      reactor_ = nullptr;
+    }
+
+   private:
+    WatchReactor* Acquire() {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ != nullptr) reactor_->Ref();
+      return reactor_;
+    }
+
+    std::atomic<bool> done_{false};
+    absl::Mutex mu_;
+    WatchReactor* reactor_ ABSL_GUARDED_BY(mu_);
   };
 
   // A live event waiting to be written, with what the catch-up check needs. The message is
@@ -237,12 +274,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
     if (absl::Status resume = ParseResume(only_id != 0); !resume.ok()) {
       return FinishOnce(ToGrpcStatus(resume));
     }
-    auto shared = std::make_shared<Shared>();
+    auto shared = std::make_shared<Shared>(this);
     absl::StatusOr<uint64_t> subscribed = absl::UnknownError("not subscribed");
-    {
-      absl::MutexLock shared_lock(&shared->mu);
-      shared->reactor = this;
-    }
     {
       // Under mu_ so OnDone (which reads handle_) cannot interleave with subscribing; after a
       // Finish, nothing subscribes any more.
@@ -256,25 +289,15 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       }
       shared_ = shared;
       // Subscribe before reading the current state so no change slips between the two.
-      subscribed = ctx_.watch->Subscribe(who->subject,
-                                         [shared](const WorkloadEvent& e, const Message& message) {
-                                           WatchReactor* reactor = nullptr;
-                                           {
-                                             absl::MutexLock l(&shared->mu);
-                                             reactor = shared->reactor;
-                                             if (reactor != nullptr) reactor->Ref();
-                                           }
-                                           if (reactor == nullptr) return;
-                                           reactor->Offer(e, message);
-                                           reactor->Unref();
-                                         });
+      subscribed = ctx_.watch->Subscribe(who->subject, shared);
       if (subscribed.ok()) handle_ = *subscribed;
     }
     if (!subscribed.ok()) return FinishOnce(ToGrpcStatus(subscribed.status()));
     if (only_id != 0) {
       absl::StatusOr<WorkloadEvent> first = ctx_.plane->WatchSnapshot(*who, only_id);
       if (!first.ok()) return FinishOnce(ToGrpcStatus(first.status()));
-      Offer(*first, WatchHub::ToMessage(*first));
+      const Message message = WatchHub::ToMessage(*first);
+      Continue(Offer(*first, message, message->ByteSizeLong()), std::nullopt);
     }
     if (request_.has_resume_after()) ReadResyncPage();
   }
@@ -291,7 +314,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
     absl::StatusOr<std::vector<Workload>> page = ctx_.plane->WatchResync(*who_, from, kResyncPage);
     if (!page.ok()) return FinishOnce(ToGrpcStatus(page.status()));
     std::optional<grpc::Status> finish;
-    bool write = false;
+    bool turn = false;
     {
       absl::MutexLock lock(&mu_);
       fetching_ = false;
@@ -321,43 +344,105 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
         resync_queue_.clear();
         resync_from_.reset();
       } else {
-        write = TakeNextLocked(&finish);
+        turn = AdvanceLocked(&finish);
       }
+    }
+    Continue(turn, finish);
+  }
+
+  // Queues one live event; true when this stream now wants a turn to write (the hub's caller
+  // passes that on).
+  bool Offer(const WorkloadEvent& e, const Message& message, size_t bytes) {
+    std::optional<grpc::Status> finish;
+    bool turn = false;
+    {
+      absl::MutexLock lock(&mu_);
+      // After a drop nothing more is queued: the caller resumes from the last event it got, and
+      // an event after the gap would move that point past what it never saw.
+      if (finishing_ || overflow_) return false;
+      // The filter decides under mu_, so events are queued in the order it decided them.
+      const WatchVerdict verdict = filter_->Offer(e);
+      if (verdict.end) end_after_queue_ = true;
+      if (verdict.deliver) {
+        if (CatchingUpLocked())
+          caught_up_floor_ = std::min(caught_up_floor_, e.workload.update_time);
+        if (queue_.size() >= kMaxQueued || queued_bytes_ + bytes > kMaxQueuedBytes) {
+          DropLocked();
+        } else {
+          queued_bytes_ += bytes;
+          queue_.push_back(Queued{message, e.workload.id, e.workload.version, bytes});
+        }
+      }
+      turn = AdvanceLocked(&finish);
+    }
+    if (finish) FinishOnce(*finish);
+    return turn;
+  }
+
+  // Events for this stream were dropped (the hub fell behind).
+  void Drop() {
+    std::optional<grpc::Status> finish;
+    bool turn = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finishing_ || overflow_) return;
+      DropLocked();
+      turn = AdvanceLocked(&finish);
+    }
+    Continue(turn, finish);
+  }
+
+  // The hub's turn for this stream: the next write, if one is still due.
+  void Turn() {
+    std::optional<grpc::Status> finish;
+    bool write = false;
+    {
+      absl::MutexLock lock(&mu_);
+      turn_pending_ = false;
+      write = TakeNextLocked(&finish);
     }
     if (write) StartWrite(current_.get());
     if (finish) FinishOnce(*finish);
   }
 
-  void Offer(const WorkloadEvent& e, const Message& message) {
-    std::optional<grpc::Status> finish;
-    bool write = false;
-    {
-      absl::MutexLock lock(&mu_);
-      if (finishing_) return;
-      // The filter decides under mu_, so events are queued in the order it decided them.
-      const WatchVerdict verdict = filter_->Offer(e);
-      if (verdict.end) end_after_queue_ = true;
-      if (verdict.deliver) {
-        const size_t size = message->ByteSizeLong();
-        if (CatchingUpLocked())
-          caught_up_floor_ = std::min(caught_up_floor_, e.workload.update_time);
-        if (queue_.size() >= kMaxQueued || queued_bytes_ + size > kMaxQueuedBytes) {
-          // Dropped: the reader resumes from the last event it got.
-          std::deque<Queued>().swap(queue_);
-          std::deque<v1::WorkloadEvent>().swap(resync_queue_);
-          resync_from_.reset();
-          queued_bytes_ = 0;
-          end_after_queue_ = true;
-          overflow_ = true;
-        } else {
-          queued_bytes_ += size;
-          queue_.push_back(Queued{message, e.workload.id, e.workload.version, size});
-        }
-      }
-      write = TakeNextLocked(&finish);
+  // After anything changed what waits: asks for a turn (true) when a write is due, or else
+  // lets TakeNextLocked finish the stream or fetch the catch-up's next page. Writes start only
+  // in a turn, so that they take turns with every other caller's streams (WatchHub).
+  bool AdvanceLocked(std::optional<grpc::Status>* finish) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || turn_pending_ || finishing_) return false;
+    const bool due =
+        !resync_queue_.empty() || (!fetching_ && !resync_from_.has_value() && !queue_.empty());
+    if (due) {
+      turn_pending_ = true;
+      return true;
     }
-    if (write) StartWrite(current_.get());
+    TakeNextLocked(finish);  // no write is due: at most a fetch or the end
+    return false;
+  }
+
+  // What AdvanceLocked decided, done with no lock held: a turn asked of the hub, or the end.
+  void Continue(bool turn, const std::optional<grpc::Status>& finish) {
+    if (turn) {
+      uint64_t handle = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        handle = handle_;
+      }
+      ctx_.watch->Ready(handle);
+    }
     if (finish) FinishOnce(*finish);
+  }
+
+  // Too slow, or events lost: what waits is dropped, and once the write in flight (if any) is
+  // done the stream ends RESOURCE_EXHAUSTED; the reader resumes from the last event it got.
+  void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::deque<Queued>().swap(queue_);
+    std::deque<v1::WorkloadEvent>().swap(resync_queue_);
+    resync_from_.reset();
+    queued_bytes_ = 0;
+    end_after_queue_ = true;
+    overflow_ = true;
+    if (shared_) shared_->Done();
   }
 
   bool CatchingUpLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -417,6 +502,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       absl::MutexLock lock(&mu_);
       if (finishing_) return;
       finishing_ = true;
+      if (shared_) shared_->Done();
       // Nothing more is written: give the memory back now, not when gRPC lets go of the call.
       std::deque<Queued>().swap(queue_);
       std::deque<v1::WorkloadEvent>().swap(resync_queue_);
@@ -450,6 +536,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   Timestamp caught_up_floor_ ABSL_GUARDED_BY(mu_) = Timestamp::max();
   Message current_;  // the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  // Waiting for the hub to give this stream its turn to write (Turn).
+  bool turn_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool end_after_queue_ ABSL_GUARDED_BY(mu_) = false;
   bool overflow_ ABSL_GUARDED_BY(mu_) = false;

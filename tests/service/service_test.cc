@@ -642,8 +642,12 @@ TEST_F(ServiceTest, WatchStreamsPerCallerAreCapped) {
 }
 
 // A watcher that never reads is ended with RESOURCE_EXHAUSTED once what waits for it passes the
-// per-stream bound; what it had been sent is still readable first.
-TEST_F(ServiceTest, AWatcherThatNeverReadsIsEndedNotBuffered) {
+// per-stream bound; what it had been sent is still readable first. Once its events were dropped,
+// nothing published after the drop reaches it: it resumes from the last event it got, so an
+// event from after the gap would move its resume point past the workloads it never saw. What it
+// gets of a run of submissions is therefore a prefix of them. (Found by review: after a drop the
+// stream went on queueing, and the reader got the newest events after a gap.)
+TEST_F(ServiceTest, AWatcherThatNeverReadsIsEndedAndGetsNothingFromAfterTheDrop) {
   // A client whose transport takes no more than it reads: no bandwidth probing, a small
   // window, so what the server sends past it waits on the server's side, as for a client that
   // stops reading its socket.
@@ -654,14 +658,41 @@ TEST_F(ServiceTest, AWatcherThatNeverReadsIsEndedNotBuffered) {
   auto reader = slow->Watch(&ctx, v1::WatchRequest());
   v1::SubmitResponse r;
   v1::WorkloadEvent e;
+  // The stream is subscribed a moment after it opens: submit until its first event comes.
+  {
+    std::atomic<bool> got{false};
+    std::thread poker([&] {
+      for (int i = 0; !got.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (!got.load()) {
+          ASSERT_OK(Submit(Spec("poke-" + std::to_string(i)), &r));
+        }
+      }
+    });
+    ASSERT_TRUE(reader->Read(&e));
+    got = true;
+    poker.join();
+  }
   // Far more than the bound (1,000 events or 128 KiB) plus gRPC's flow-control window.
+  std::vector<std::string> flood;
   v1::WorkloadSpec big = Spec("big");
   (*big.mutable_run()->mutable_env())["PAD"] = std::string(2000, 'x');
-  for (int i = 0; i < 1500; ++i) ASSERT_OK(Submit(big, &r));
-  int read = 0;
-  while (reader->Read(&e)) ++read;
+  for (int i = 0; i < 1500; ++i) {
+    ASSERT_OK(Submit(big, &r));
+    flood.push_back(r.workload().id());
+  }
+  std::set<std::string> submitted_seen;
+  while (reader->Read(&e)) {
+    if (e.from_state() == v1::WORKLOAD_STATE_UNSPECIFIED) submitted_seen.insert(e.workload().id());
+  }
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_LT(read, 1500);
+  size_t prefix = 0;
+  while (prefix < flood.size() && submitted_seen.count(flood[prefix]) == 1) ++prefix;
+  ASSERT_LT(prefix, flood.size()) << "nothing was dropped: the test proves nothing";
+  for (size_t i = prefix; i < flood.size(); ++i) {
+    EXPECT_EQ(submitted_seen.count(flood[i]), 0u)
+        << "submission " << i << " delivered after submission " << prefix << " was dropped";
+  }
 }
 
 TEST_F(ServiceTest, GangLargerThanAnyClusterStaysPendingWithAReason) {

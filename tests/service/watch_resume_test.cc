@@ -112,7 +112,7 @@ TEST_F(WatchResumeTest, AWatcherEndedForFallingBehindResumesWithoutMissingAChang
   std::this_thread::sleep_for(kWatchResumeOverlap + std::chrono::seconds(1));
 
   // A client whose transport takes no more than it reads (as in
-  // ServiceTest.AWatcherThatNeverReadsIsEndedNotBuffered).
+  // ServiceTest.AWatcherThatNeverReadsIsEndedAndGetsNothingFromAfterTheDrop).
   auto slow = v1::WorkloadService::NewStub(testing::ConnectSlowReader(address_));
   grpc::ClientContext ctx;
   Authorize(&ctx);
