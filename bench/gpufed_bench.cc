@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -26,7 +27,10 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/placement_bench.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
@@ -552,7 +556,8 @@ LoadFigures RunWatchedLoad(const Target& t, const std::string& watcher_token, do
     // A plain blocking call. One run of this bench aborted in gRPC ("ref_counted.h: prior > 0")
     // in its first seconds while these pokes went through RunClosedLoop, whose last callback
     // can still be running when it returns (suspected, not proven).
-    auto req = MakeRequest("bench", absl::StrCat(prefix, "poke-", i), {"true"});
+    // Not under `prefix`: the pokes are not part of what is timed or waited for.
+    auto req = MakeRequest("bench", absl::StrCat("poke-", prefix, i), {"true"});
     gpufed::v1::SubmitResponse resp;
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer " + t.token);
@@ -629,6 +634,59 @@ nlohmann::json LoadJson(const LoadFigures& f) {
           {"undelivered", f.undelivered}};
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+constexpr int kFloodStreamsPerCaller = 64;  // the most one caller may hold
+
+// The flooding client of watch-flood, in a process of its own: `streams` Watch streams of every
+// workload, 64 per token of GPUFED_BENCH_FLOOD_TOKENS (comma-separated), each caller on one
+// connection that takes no more than it reads, never read. Prints "open" once they are opened;
+// on SIGTERM cancels them and prints how many the server had ended RESOURCE_EXHAUSTED.
+int RunFloodStreams(const std::string& address, int streams) {
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, nullptr);  // before gRPC starts its threads
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once, before gRPC starts any thread
+  const char* env = std::getenv("GPUFED_BENCH_FLOOD_TOKENS");
+  const std::vector<std::string> tokens = absl::StrSplit(env == nullptr ? "" : env, ',');
+  struct Stream {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<gpufed::v1::WorkloadEvent>> reader;
+  };
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<Stream>> flood;
+  flood.reserve(static_cast<size_t>(streams));
+  for (size_t caller = 0; static_cast<int>(flood.size()) < streams; ++caller) {
+    if (caller >= tokens.size()) return Fail("watch-flood-streams: too few tokens");
+    channels.push_back(gpufed::testing::ConnectSlowReader(address, static_cast<int>(caller) + 1));
+    auto stub = gpufed::v1::WorkloadService::NewStub(channels.back());
+    for (int i = 0; i < kFloodStreamsPerCaller && static_cast<int>(flood.size()) < streams; ++i) {
+      auto s = std::make_unique<Stream>();
+      s->ctx.AddMetadata("authorization", "Bearer " + tokens[caller]);
+      s->reader = stub->Watch(&s->ctx, gpufed::v1::WatchRequest());
+      flood.push_back(std::move(s));
+    }
+  }
+  std::cout << "open " << flood.size() << std::endl;
+  int signal = 0;
+  sigwait(&term, &signal);
+  for (auto& s : flood) s->ctx.TryCancel();
+  int ended_by_server = 0;
+  for (auto& s : flood) {
+    if (s->reader->Finish().error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++ended_by_server;
+    }
+  }
+  std::cout << "ended_resource_exhausted " << ended_by_server << std::endl;
+  return 0;
+}
+
 // `streams` Watch streams of every workload that never read (64 per caller, the most one caller
 // may hold, over one connection each with a small flow-control window, as a client that stops
 // reading its socket), while another caller submits at `rate`/s and a third watches: the
@@ -644,26 +702,25 @@ int BenchWatchFlood(Target& t, int streams, double rate, double seconds) {
   const double rss_after_quiet = RssMiB(pid);
   std::cerr << "without the flood: RSS " << rss_before << " -> " << rss_after_quiet << " MiB\n";
 
-  struct Stream {
-    grpc::ClientContext ctx;
-    std::unique_ptr<grpc::ClientReader<gpufed::v1::WorkloadEvent>> reader;
-  };
-  std::vector<std::shared_ptr<grpc::Channel>> channels;
-  std::vector<std::unique_ptr<Stream>> flood;
-  flood.reserve(static_cast<size_t>(streams));
-  constexpr int kPerCaller = 64;
-  for (int caller = 0; caller * kPerCaller < streams; ++caller) {
+  // The flood comes from a process of its own, as from another client: in this one its gRPC
+  // threads, taking in 1,000 streams' windows, would slow the measured callers' own calls.
+  std::vector<std::string> tokens;
+  for (int caller = 0; caller * kFloodStreamsPerCaller < streams; ++caller) {
     auto token = CreateViewerToken(t, absl::StrCat("bench-flood-", caller));
     if (!token.ok()) return Fail(token.status().ToString());
-    // One connection per caller, taking no more than it reads.
-    channels.push_back(gpufed::testing::ConnectSlowReader(t.address, caller + 1));
-    auto stub = gpufed::v1::WorkloadService::NewStub(channels.back());
-    for (int i = 0; i < kPerCaller && static_cast<int>(flood.size()) < streams; ++i) {
-      auto s = std::make_unique<Stream>();
-      s->ctx.AddMetadata("authorization", "Bearer " + *token);
-      s->reader = stub->Watch(&s->ctx, gpufed::v1::WatchRequest());
-      flood.push_back(std::move(s));
-    }
+    tokens.push_back(*token);
+  }
+  const std::string flood_log = t.dir->path() + "/flood.log";
+  auto flooder = gpufed::testing::ChildProcess::Spawn(
+      {"/proc/self/exe", "watch-flood-streams", "--address", t.address, "--streams",
+       std::to_string(streams)},
+      flood_log, {{"GPUFED_BENCH_FLOOD_TOKENS", absl::StrJoin(tokens, ",")}});
+  if (!flooder.ok()) return Fail(flooder.status().ToString());
+  for (int i = 0; i < 600 && ReadFile(flood_log).find("open") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (ReadFile(flood_log).find("open") == std::string::npos) {
+    return Fail("the flooding process did not open its streams: " + ReadFile(flood_log));
   }
   std::atomic<bool> sampling{true};
   std::atomic<double> rss_peak{0};
@@ -679,15 +736,15 @@ int BenchWatchFlood(Target& t, int streams, double rate, double seconds) {
   std::cerr << "with " << streams << " unread streams: RSS " << rss_flooded << " MiB\n";
 
   const Clock::time_point cancel_start = Clock::now();
-  for (auto& s : flood) s->ctx.TryCancel();
-  int ended_by_server = 0;
-  for (auto& s : flood) {
-    if (s->reader->Finish().error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-      ++ended_by_server;
+  (*flooder)->Stop(std::chrono::seconds(60));
+  int ended_by_server = -1;
+  {
+    std::istringstream lines(ReadFile(flood_log));
+    for (std::string line; std::getline(lines, line);) {
+      constexpr absl::string_view kEnded = "ended_resource_exhausted ";
+      if (absl::StartsWith(line, kEnded)) ended_by_server = std::stoi(line.substr(kEnded.size()));
     }
   }
-  flood.clear();
-  channels.clear();
   const double cancel_seconds = std::chrono::duration<double>(Clock::now() - cancel_start).count();
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const double rss_after_2s = RssMiB(pid);
@@ -767,6 +824,11 @@ int main(int argc, char** argv) {
   placement->add_flag("!--no-accelerate", pb.accelerate,
                       "decide every request from scratch (no caches or bounds; same decisions)");
   int streams = 1000;
+  std::string flood_address;
+  auto* flood_streams = app.add_subcommand("watch-flood-streams", "")  // watch-flood's flooder
+                            ->group("");
+  flood_streams->add_option("--address", flood_address)->required();
+  flood_streams->add_option("--streams", streams)->check(CLI::Range(1, 100000));
   double flood_rate = 200, flood_seconds = 10;
   auto* watch_flood = app.add_subcommand(
       "watch-flood", "Watch streams that never read: server memory, other callers' p99");
@@ -782,6 +844,7 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   if (placement->parsed()) return gpufed::bench::RunPlacementBench(pb);
+  if (flood_streams->parsed()) return RunFloodStreams(flood_address, streams);
   Target target;
   if (absl::Status s = StartTarget(&target, "bench"); !s.ok()) return Fail(s.ToString());
   int rc = submit->parsed()        ? BenchSubmit(target, clients, count, paced_rate, paced_seconds)
