@@ -143,6 +143,20 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
       ->envname("GPUFED_KILL_GRACE")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--health-command", f.health_command,
+                 "GPU health probe, run with /bin/sh -c: nvidia-smi CSV and driver Xid lines "
+                 "(docs/agent.md)")
+      ->envname("GPUFED_HEALTH_COMMAND");
+  app.add_option("--health-interval", f.health_interval_seconds,
+                 "seconds between GPU health probes")
+      ->envname("GPUFED_HEALTH_INTERVAL")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  app.add_option("--health-timeout", f.health_timeout_seconds,
+                 "seconds a GPU health probe may take before it is killed")
+      ->envname("GPUFED_HEALTH_TIMEOUT")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
 
   FlagsOutcome outcome;
   auto fail = [&outcome](absl::string_view message) {

@@ -20,6 +20,10 @@ struct AgentFlags {
   std::string work_dir;
   // process backend: seconds between SIGTERM and SIGKILL.
   double kill_grace_seconds = 10;
+  // GPU health probe (agent/gpu_health.h): run with /bin/sh -c every interval; empty: none.
+  std::string health_command;
+  double health_interval_seconds = 30;
+  double health_timeout_seconds = 10;
 };
 
 // What ParseAgentFlags decided: run with `flags`, or exit with `exit_code` after printing

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/flags.h"
+#include "agent/gpu_health.h"
 #include "agent/process_backend.h"
 #include "agent/sim_backend.h"
 #include "agent/topology.h"
@@ -49,7 +50,8 @@ std::string DefaultWorkDir(const std::string& cluster) {
 // SIGHUP: the operator (or a health checker) changed the topology file, e.g. took out a node
 // that died or marked a GPU `healthy: false`. The new inventory goes to the server; a file that
 // does not load, or names another cluster, changes nothing.
-void Reload(const std::string& path, const std::string& cluster, Agent& agent) {
+void Reload(const std::string& path, const std::string& cluster, Agent& agent,
+            GpuHealthMonitor* health) {
   absl::StatusOr<ClusterTopology> topology = LoadClusterTopology(path);
   if (!topology.ok()) {
     spdlog::error("SIGHUP: {} not reloaded: {}", path, topology.status().ToString());
@@ -62,7 +64,13 @@ void Reload(const std::string& path, const std::string& cluster, Agent& agent) {
   }
   spdlog::info("SIGHUP: {} reloaded ({} nodes, {} GPUs); reporting the new inventory", path,
                topology->inventory.nodes_size(), CountGpus(topology->inventory));
-  agent.ReplaceInventory(std::move(topology->inventory));
+  // The file is the operator's word: GPUs the health probe failed are back until it fails them
+  // again.
+  if (health != nullptr) {
+    health->Reset(std::move(topology->inventory));
+  } else {
+    agent.ReplaceInventory(std::move(topology->inventory));
+  }
 }
 
 int Main(int argc, char** argv) {
@@ -126,6 +134,7 @@ int Main(int argc, char** argv) {
   options.token = flags.token;
   options.agent_version = GPUFED_VERSION;
   options.clock = &clock;
+  const v1::Inventory inventory = topology->inventory;
   const int gpus = CountGpus(topology->inventory);
   const int nodes = topology->inventory.nodes_size();
   const std::string cluster = topology->cluster;
@@ -134,6 +143,23 @@ int Main(int argc, char** argv) {
   if (!agent.ok()) return ConfigError(agent.status().message());
   spdlog::info("gpufed-agent {}: cluster {} ({} nodes, {} GPUs), {} backend, server {}",
                GPUFED_VERSION, cluster, nodes, gpus, flags.backend, flags.server);
+
+  std::unique_ptr<GpuHealthMonitor> health;
+  if (!flags.health_command.empty()) {
+    GpuHealthMonitor::Options health_options;
+    health_options.command = flags.health_command;
+    health_options.interval =
+        std::chrono::milliseconds(static_cast<int64_t>(flags.health_interval_seconds * 1000));
+    health_options.timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(flags.health_timeout_seconds * 1000));
+    health = std::make_unique<GpuHealthMonitor>(health_options, inventory,
+                                                [agent = agent->get()](v1::Inventory changed) {
+                                                  agent->ReplaceInventory(std::move(changed));
+                                                });
+    health->Start();
+    spdlog::info("GPU health probe every {} s: {}", flags.health_interval_seconds,
+                 flags.health_command);
+  }
 
   std::atomic<bool> done{false};
   std::thread shutdown;  // written by the signal thread, joined after it
@@ -144,7 +170,7 @@ int Main(int argc, char** argv) {
       const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
       if (sig < 0) continue;
       if (sig == SIGHUP) {
-        Reload(flags.topology, cluster, **agent);
+        Reload(flags.topology, cluster, **agent, health.get());
         continue;
       }
       const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
@@ -168,6 +194,7 @@ int Main(int argc, char** argv) {
   });
 
   (*agent)->Run();
+  if (health) health->Stop();
   (*agent)->Shutdown();  // no-op after a signal; covers Run returning for any other reason
   done.store(true);
   signals.join();

@@ -170,6 +170,41 @@ class FailoverTest : public ::testing::Test {
     return agent.ok() ? *std::move(agent) : nullptr;
   }
 
+  // Starts edge-l4's agent with `ao` (its topology and extra arguments; the rest is filled in
+  // here), runs one job on each of its two nodes (four L4s each, retried on a node failure), then
+  // starts the cloud cluster's agent as somewhere for them to go. Returns {the job on edge-02,
+  // the job on edge-01}; empty ids if any step failed.
+  std::pair<std::string, std::string> OneJobPerEdgeNode(testing::AgentOptions ao) {
+    absl::StatusOr<std::string> token =
+        testing::CreateAgentToken(server_.address(), server_.admin_token, "edge-l4");
+    EXPECT_OK(token);
+    if (!token.ok()) return {};
+    ao.token = *token;
+    ao.server_address = server_.address();
+    ao.backend = "sim";
+    ao.work_dir = dir_.path() + "/edge-l4";
+    ao.log_path = dir_.path() + "/edge-l4.log";
+    absl::StatusOr<std::unique_ptr<ChildProcess>> edge = testing::StartAgent(ao);
+    EXPECT_OK(edge);
+    if (!edge.ok()) return {};
+    agents_.push_back(*std::move(edge));
+    auto ready = [&](const std::string& cluster) {
+      return Eventually([&] { return GetCluster(cluster).state() == v1::CLUSTER_STATE_READY; },
+                        std::chrono::seconds(20));
+    };
+    if (!ready("edge-l4")) return {};
+    const std::string a = SubmitRestartable("a", 600, 3, "", v1::RETRY_ON_NODE_FAILURE, 4);
+    const std::string b = SubmitRestartable("b", 600, 3, "", v1::RETRY_ON_NODE_FAILURE, 4);
+    auto running = [&](const std::string& id) {
+      return GetWorkload(id).state() == v1::WORKLOAD_STATE_RUNNING;
+    };
+    if (!Eventually([&] { return running(a) && running(b); }, std::chrono::seconds(20))) return {};
+    const bool a_on_02 = GetWorkload(a).assignment().replicas(0).node() == "edge-02";
+    agents_.push_back(StartAgent("cloud-eu-a100", "cloud-a100", server_.address()));
+    if (!ready("cloud-eu-a100")) return {};
+    return a_on_02 ? std::make_pair(a, b) : std::make_pair(b, a);
+  }
+
   v1::Cluster GetCluster(const std::string& name) {
     return ClusterAsServed(*clusters_, server_.admin_token, name);
   }
@@ -396,30 +431,9 @@ TEST_F(FailoverTest, WorkOnANodeThatDiedMovesOnlyAfterItsAgentStopsIt) {
     out << yaml;
   }
   testing::AgentOptions ao;
-  ASSERT_OK_AND_ASSIGN(
-      ao.token, testing::CreateAgentToken(server_.address(), server_.admin_token, "edge-l4"));
-  ao.server_address = server_.address();
   ao.topology = topology;
-  ao.backend = "sim";
-  ao.work_dir = dir_.path() + "/edge-l4";
-  ao.log_path = dir_.path() + "/edge-l4.log";
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> edge, testing::StartAgent(ao));
-  agents_.push_back(std::move(edge));
-  ASSERT_TRUE(Eventually([&] { return GetCluster("edge-l4").state() == v1::CLUSTER_STATE_READY; },
-                         std::chrono::seconds(20)));
-  // Each takes one node's four L4s.
-  const std::string a = SubmitRestartable("a", 600, 3, "", v1::RETRY_ON_NODE_FAILURE, 4);
-  const std::string b = SubmitRestartable("b", 600, 3, "", v1::RETRY_ON_NODE_FAILURE, 4);
-  auto running = [&](const std::string& id) {
-    return GetWorkload(id).state() == v1::WORKLOAD_STATE_RUNNING;
-  };
-  ASSERT_TRUE(Eventually([&] { return running(a) && running(b); }, std::chrono::seconds(20)));
-  const std::string on_dead = GetWorkload(a).assignment().replicas(0).node() == "edge-02" ? a : b;
-  const std::string on_live = on_dead == a ? b : a;
-  agents_.push_back(StartAgent("cloud-eu-a100", "cloud-a100", server_.address()));
-  ASSERT_TRUE(
-      Eventually([&] { return GetCluster("cloud-eu-a100").state() == v1::CLUSTER_STATE_READY; },
-                 std::chrono::seconds(20)));
+  const auto [on_dead, on_live] = OneJobPerEdgeNode(ao);
+  ASSERT_FALSE(on_dead.empty());
 
   // edge-02 dies: the operator (or a health checker) takes it out of the topology.
   yaml.replace(yaml.find("count: 2"), 8, "count: 1");
@@ -443,6 +457,60 @@ TEST_F(FailoverTest, WorkOnANodeThatDiedMovesOnlyAfterItsAgentStopsIt) {
   EXPECT_EQ(live.attempts(), 1u);
   for (auto& agent : agents_) agent->Stop();
   ExpectMovedWithoutOverlap({on_dead}, dir_.path() + "/edge-l4.log",
+                            dir_.path() + "/cloud-eu-a100.log", "CANCELLED");
+}
+
+// A GPU that fails as the agent's health probe sees it (nvidia-smi reads "[GPU requires reset]"):
+// the work on that GPU is stopped and runs on another cluster as attempt 2, the GPU shows
+// unhealthy, and the work on the other node stays.
+TEST_F(FailoverTest, WorkOnAGpuTheHealthProbeFailsMovesOnlyAfterItsAgentStopsIt) {
+  const std::string probe = dir_.path() + "/nvidia-smi.csv";
+  auto write_probe = [&](const std::string& failed_uuid) {
+    std::ofstream out(probe, std::ios::trunc);
+    out << "uuid, pci.bus_id, ecc.errors.uncorrected.volatile.total\n";
+    int bus = 0x18;
+    for (const char* node : {"edge-01", "edge-02"}) {
+      for (int i = 0; i < 4; ++i) {
+        const std::string uuid = absl::StrCat("GPU-edge-l4-", node, "-", i);
+        out << absl::StrCat(uuid, ", 00000000:", absl::Hex(bus++, absl::kZeroPad2), ":00.0, ",
+                            uuid == failed_uuid ? "[GPU requires reset]" : "0", "\n");
+      }
+    }
+  };
+  write_probe("");
+  testing::AgentOptions ao;
+  ao.topology = testing::SourceDir() + "/deploy/topologies/edge-l4.yaml";
+  ao.extra_args = {"--health-command", "cat '" + probe + "'", "--health-interval", "1"};
+  const auto [on_failed, on_well] = OneJobPerEdgeNode(ao);
+  ASSERT_FALSE(on_failed.empty());
+  EXPECT_EQ(GetWorkload(on_failed).attempts(), 1u) << "a probe that finds all well moves nothing";
+
+  write_probe("GPU-edge-l4-edge-02-2");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const v1::Workload w = GetWorkload(on_failed);
+        return w.state() == v1::WORKLOAD_STATE_RUNNING &&
+               w.assignment().cluster() == "cloud-eu-a100" && w.attempts() == 2;
+      },
+      std::chrono::seconds(30)))
+      << "the failed GPU's work must run on the other cluster";
+  int unhealthy = 0;
+  const v1::Cluster edge_now = GetCluster("edge-l4");
+  for (const v1::Node& node : edge_now.nodes()) {
+    for (const v1::Gpu& gpu : node.gpus()) {
+      if (!gpu.healthy()) {
+        ++unhealthy;
+        EXPECT_EQ(gpu.uuid(), "GPU-edge-l4-edge-02-2");
+      }
+    }
+  }
+  EXPECT_EQ(unhealthy, 1);
+  const v1::Workload well = GetWorkload(on_well);
+  EXPECT_EQ(well.state(), v1::WORKLOAD_STATE_RUNNING);
+  EXPECT_EQ(well.assignment().cluster(), "edge-l4");
+  EXPECT_EQ(well.attempts(), 1u);
+  for (auto& agent : agents_) agent->Stop();
+  ExpectMovedWithoutOverlap({on_failed}, dir_.path() + "/edge-l4.log",
                             dir_.path() + "/cloud-eu-a100.log", "CANCELLED");
 }
 
