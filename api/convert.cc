@@ -604,6 +604,26 @@ v1::Project ProjectToProto(const Project& pr) {
   return p;
 }
 
+v1::Quota QuotaToProto(const Quota& q) {
+  v1::Quota out;
+  out.set_tenant(q.key.tenant);
+  out.set_project(q.key.project);
+  out.set_resource(q.key.resource);
+  out.set_guaranteed_milli(q.guaranteed_milli);
+  if (q.limit_milli.has_value()) out.set_limit_milli(*q.limit_milli);
+  out.set_overcommitted(q.overcommitted);
+  *out.mutable_update_time() = ToProto(q.update_time);
+  return out;
+}
+
+Quota QuotaFromProto(const v1::Quota& q) {
+  Quota out;
+  out.key = QuotaKey{q.tenant(), q.project(), q.resource()};
+  out.guaranteed_milli = q.guaranteed_milli();
+  if (q.has_limit_milli()) out.limit_milli = q.limit_milli();
+  return out;
+}
+
 // ---- Use-case inputs and outputs --------------------------------------------------------------
 
 namespace {

@@ -9,10 +9,12 @@
 #include "auth/principal.h"
 #include "federation/control_plane.h"
 #include "federation/pool.h"
+#include "federation/quota.h"
 #include "federation/types.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "gpufed/v1/agent_service.pb.h"
 #include "gpufed/v1/cluster_service.pb.h"
+#include "gpufed/v1/quota_service.pb.h"
 #include "gpufed/v1/tenant_service.pb.h"
 #include "gpufed/v1/types.pb.h"
 #include "gpufed/v1/workload_service.pb.h"
@@ -58,6 +60,9 @@ v1::Cluster ClusterToProto(const Cluster& cluster, const ClusterSlots* slots, bo
 
 v1::Tenant TenantToProto(const Tenant& t);
 v1::Project ProjectToProto(const Project& p);
+v1::Quota QuotaToProto(const Quota& q);
+// update_time and overcommitted are not read.
+Quota QuotaFromProto(const v1::Quota& q);
 
 // ---- Use-case inputs and outputs ----
 

@@ -102,6 +102,8 @@ struct Flags {
 
   std::string role;
   TokenOptions token_options;
+
+  QuotaOptions quota;
 };
 
 }  // namespace
@@ -242,6 +244,30 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   tokens_create->add_option("--tenant", f.token_options.tenant, "Tenant (tenant roles)");
   tokens_create->add_option("--cluster", f.token_options.cluster, "Cluster (agent role)");
 
+  CLI::App* quota = app.add_subcommand("quota", "Set, show and delete quotas");
+  quota->require_subcommand(1);
+  CLI::App* quota_set = quota->add_subcommand(
+      "set", "Set a tenant's quota (platform admin) or a project's (--project; tenant admin too)");
+  quota_set->add_option("tenant", f.quota.tenant, "Tenant")->required();
+  quota_set
+      ->add_option("resource", f.quota.resource,
+                   "gpu (GPU-equivalents), a GPU model (H100-80GB) or a MIG profile")
+      ->required();
+  quota_set->add_option("--project", f.quota.project, "A project of the tenant");
+  quota_set->add_option("--guaranteed", f.quota.guaranteed, "Guaranteed amount, e.g. 32 or 0.5")
+      ->required();
+  quota_set->add_option("--limit", f.quota.limit, "Most it may hold by borrowing (default: none)");
+  quota_set->add_flag("--overcommit", f.quota.overcommit,
+                      "Accept guarantees that add up to more than the pool has");
+  CLI::App* quota_get = quota->add_subcommand("get", "Show quotas");
+  CLI::Option* quota_get_tenant = quota_get->add_option(
+      "tenant", f.quota.tenant,
+      "Tenant (default: the configured tenant, else every tenant you may see)");
+  CLI::App* quota_delete = quota->add_subcommand("delete", "Delete a quota");
+  quota_delete->add_option("tenant", f.quota.tenant, "Tenant")->required();
+  quota_delete->add_option("resource", f.quota.resource, "Resource")->required();
+  quota_delete->add_option("--project", f.quota.project, "A project of the tenant");
+
   // sim: runs locally (cli/sim_command.h).
   SimCommand sim(app);
 
@@ -346,6 +372,12 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.CreateProject(f.project_tenant, f.project_name);
   } else if (projects_list->parsed()) {
     status = commands.ListProjects(f.project_tenant);
+  } else if (quota_set->parsed()) {
+    status = commands.SetQuota(f.quota);
+  } else if (quota_get->parsed()) {
+    status = commands.GetQuotas(quota_get_tenant->count() > 0 ? f.quota.tenant : config->tenant);
+  } else if (quota_delete->parsed()) {
+    status = commands.DeleteQuota(f.quota.tenant, f.quota.project, f.quota.resource);
   } else if (tokens_create->parsed()) {
     f.token_options.role = *ParseRole(f.role);
     status = commands.CreateToken(f.token_options);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/duration.h"
 #include "cli/enum_names.h"
+#include "federation/quota.h"
 #include "federation/status_macros.h"
 #include "grpcpp/client_context.h"
 
@@ -123,7 +124,8 @@ Commands::Commands(CommandEnv env)
     : env_(std::move(env)),
       workloads_(v1::WorkloadService::NewStub(env_.channel)),
       clusters_(v1::ClusterService::NewStub(env_.channel)),
-      tenants_(v1::TenantService::NewStub(env_.channel)) {}
+      tenants_(v1::TenantService::NewStub(env_.channel)),
+      quotas_(v1::QuotaService::NewStub(env_.channel)) {}
 
 void Commands::PrepareContext(grpc::ClientContext& context, bool with_deadline) const {
   if (with_deadline) context.set_deadline(absl::ToChronoTime(absl::Now() + env_.timeout));
@@ -467,6 +469,64 @@ absl::Status Commands::ListProjects(absl::string_view tenant) {
   }));
   if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
   WriteProjectTable(response.projects(), env_.now(), *env_.out);
+  return absl::OkStatus();
+}
+
+absl::Status Commands::SetQuota(const QuotaOptions& options) {
+  v1::SetQuotaRequest request;
+  v1::Quota* quota = request.mutable_quota();
+  quota->set_tenant(options.tenant);
+  quota->set_project(options.project);
+  quota->set_resource(options.resource);
+  int64_t milli = 0;
+  RETURN_IF_ERROR(ParseQuotaAmount("--guaranteed", options.guaranteed, &milli));
+  quota->set_guaranteed_milli(milli);
+  if (!options.limit.empty()) {
+    RETURN_IF_ERROR(ParseQuotaAmount("--limit", options.limit, &milli));
+    quota->set_limit_milli(milli);
+  }
+  request.set_overcommit(options.overcommit);
+  v1::Quota set;
+  // Setting the same quota again changes nothing: safe to retry.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return quotas_->SetQuota(context, request, &set);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(set, *env_.out);
+  google::protobuf::RepeatedPtrField<v1::Quota> one;
+  *one.Add() = set;
+  WriteQuotaTable(one, *env_.out);
+  if (set.overcommitted()) {
+    *env_.err << "warning: the guarantees on " << SanitizeForTerminal(set.resource())
+              << " add up to more than the pool has\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Commands::GetQuotas(absl::string_view tenant) {
+  v1::ListQuotasRequest request;
+  request.set_tenant(std::string(tenant));
+  v1::ListQuotasResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return quotas_->ListQuotas(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  WriteQuotaTable(response.quotas(), *env_.out);
+  return absl::OkStatus();
+}
+
+absl::Status Commands::DeleteQuota(absl::string_view tenant, absl::string_view project,
+                                   absl::string_view resource) {
+  v1::DeleteQuotaRequest request;
+  request.set_tenant(std::string(tenant));
+  request.set_project(std::string(project));
+  request.set_resource(std::string(resource));
+  v1::DeleteQuotaResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/false, [&](grpc::ClientContext* context) {
+    return quotas_->DeleteQuota(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  *env_.out << "quota " << SanitizeForTerminal(tenant) << (project.empty() ? "" : "/")
+            << SanitizeForTerminal(project) << " " << SanitizeForTerminal(resource) << " deleted\n";
   return absl::OkStatus();
 }
 

@@ -32,6 +32,7 @@
 #include "cli/output.h"
 #include "cli/workload_yaml.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
+#include "gpufed/v1/quota_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "grpcpp/channel.h"
@@ -124,6 +125,15 @@ struct TokenOptions {
   std::string cluster;
 };
 
+struct QuotaOptions {
+  std::string tenant;
+  std::string project;
+  std::string resource;
+  std::string guaranteed;
+  std::string limit;  // empty: no borrowing
+  bool overcommit = false;
+};
+
 class Commands {
  public:
   explicit Commands(CommandEnv env);
@@ -165,6 +175,13 @@ class Commands {
   absl::Status CreateProject(absl::string_view tenant, absl::string_view name);
   absl::Status ListProjects(absl::string_view tenant);
 
+  // Sets the quota of `tenant` (or of its `project`) on `resource`: amounts as "32" or "0.5"
+  // (GPUs, or instances of a MIG profile); `limit` empty: no borrowing.
+  absl::Status SetQuota(const QuotaOptions& options);
+  absl::Status GetQuotas(absl::string_view tenant);
+  absl::Status DeleteQuota(absl::string_view tenant, absl::string_view project,
+                           absl::string_view resource);
+
   // The table form prints only the secret on env.out (so `$(gpufedctl tokens create ...)`
   // captures it) and a reminder on env.err that it is shown once.
   absl::Status CreateToken(const TokenOptions& options);
@@ -181,6 +198,7 @@ class Commands {
   std::unique_ptr<v1::WorkloadService::Stub> workloads_;
   std::unique_ptr<v1::ClusterService::Stub> clusters_;
   std::unique_ptr<v1::TenantService::Stub> tenants_;
+  std::unique_ptr<v1::QuotaService::Stub> quotas_;
 };
 
 }  // namespace gpufed::cli

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/duration.h"
 #include "cli/enum_names.h"
+#include "federation/quota.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace gpufed::cli {
@@ -403,6 +404,18 @@ void WriteTenantTable(const google::protobuf::RepeatedPtrField<v1::Tenant>& tena
   Table table({"NAME", "DISPLAY NAME", "AGE"});
   for (const v1::Tenant& t : tenants) {
     table.AddRow({t.name(), OrDash(t.display_name()), Age(t.create_time(), now)});
+  }
+  table.Render(out);
+}
+
+void WriteQuotaTable(const google::protobuf::RepeatedPtrField<v1::Quota>& quotas,
+                     std::ostream& out) {
+  Table table({"TENANT", "PROJECT", "RESOURCE", "GUARANTEED", "LIMIT", "NOTE"});
+  for (const v1::Quota& q : quotas) {
+    table.AddRow({q.tenant(), q.project().empty() ? "-" : q.project(), q.resource(),
+                  FormatQuotaAmount(q.guaranteed_milli()),
+                  q.has_limit_milli() ? FormatQuotaAmount(q.limit_milli()) : "-",
+                  q.overcommitted() ? "overcommitted" : ""});
   }
   table.Render(out);
 }

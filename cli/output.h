@@ -26,6 +26,7 @@
 #include "google/protobuf/repeated_ptr_field.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "gpufed/v1/cluster_service.pb.h"
+#include "gpufed/v1/quota_service.pb.h"
 #include "gpufed/v1/tenant_service.pb.h"
 #include "gpufed/v1/workload_service.pb.h"
 
@@ -102,6 +103,10 @@ void WriteTenantTable(const google::protobuf::RepeatedPtrField<v1::Tenant>& tena
                       std::ostream& out);
 
 // TENANT NAME AGE
+// TENANT PROJECT RESOURCE GUARANTEED LIMIT NOTE; amounts in GPUs (instances for MIG profiles),
+// LIMIT "-" for no borrowing.
+void WriteQuotaTable(const google::protobuf::RepeatedPtrField<v1::Quota>& quotas,
+                     std::ostream& out);
 void WriteProjectTable(const google::protobuf::RepeatedPtrField<v1::Project>& projects,
                        absl::Time now, std::ostream& out);
 

@@ -40,6 +40,7 @@ struct ControlPlanePorts {
   WorkloadStore* workloads = nullptr;
   ClusterStore* clusters = nullptr;
   TenantStore* tenants = nullptr;
+  QuotaStore* quotas = nullptr;
   EventSink* events = nullptr;
   AgentRegistry* agents = nullptr;
   Scheduler* scheduler = nullptr;
@@ -223,6 +224,22 @@ class ControlPlane {
   // token exists that nobody can use. Returns whether one was made.
   absl::StatusOr<bool> BootstrapAdminToken(
       const std::function<absl::Status(const std::string& secret)>& keep);
+
+  // ---- Quotas (federation/quota.h, docs/quotas.md) ----
+
+  // Sets a tenant's quota (platform admins) or a project's (its tenant's admins too). The
+  // guarantees on a resource must fit the capacity the pool has of it now (FAILED_PRECONDITION
+  // naming the resource and the shortfall) unless `overcommit`; a project's must fit inside its
+  // tenant's. INVALID_ARGUMENT naming the field; PERMISSION_DENIED; NOT_FOUND (tenant, project);
+  // RESOURCE_EXHAUSTED past kMaxQuotasPerTenant.
+  absl::StatusOr<Quota> SetQuota(const auth::Principal& who, const Quota& quota, bool overcommit);
+  // The same callers as SetQuota; NOT_FOUND when there is none.
+  absl::Status DeleteQuota(const auth::Principal& who, const QuotaKey& key);
+  // The quotas of `tenant` (its own and its projects'), for those who may read the tenant
+  // (NOT_FOUND otherwise, as for a tenant that does not exist); `tenant` empty: every tenant's,
+  // for callers who see every tenant (PERMISSION_DENIED otherwise).
+  absl::StatusOr<std::vector<Quota>> ListQuotas(const auth::Principal& who,
+                                                const std::string& tenant);
 
   // ---- Operations ----
 

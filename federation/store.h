@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "auth/principal.h"
+#include "federation/quota.h"
 #include "federation/types.h"
 
 namespace gpufed {
@@ -201,6 +202,27 @@ class ClusterStore {
                                             bool cordoned) = 0;
   virtual absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) = 0;
   virtual absl::StatusOr<Cluster> GetCluster(const std::string& name) = 0;
+};
+
+class QuotaStore {
+ public:
+  virtual ~QuotaStore() = default;
+
+  // Sets `quota` (creates it, or replaces the one stored under its key) in one transaction in
+  // which `check` sees every quota on the same resource as stored, while no other quota write on
+  // that resource runs; `check` may refuse (its status comes back, nothing changed) or mark the
+  // quota (overcommitted). Returns the quota as stored (update_time set). NOT_FOUND for an
+  // unknown tenant, or a project the tenant does not have; RESOURCE_EXHAUSTED when the tenant
+  // already has kMaxQuotasPerTenant quotas and this is a new one; INVALID_ARGUMENT for what
+  // ValidateQuota refuses.
+  using QuotaCheck =
+      std::function<absl::Status(Quota& proposed, const std::vector<Quota>& same_resource)>;
+  virtual absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) = 0;
+  // NOT_FOUND when there is none under `key`.
+  virtual absl::Status DeleteQuota(const QuotaKey& key) = 0;
+  // The quotas of `tenant` (its own and its projects'), or of every tenant when it is empty;
+  // ordered by tenant, project (the tenant's own first), resource.
+  virtual absl::StatusOr<std::vector<Quota>> ListQuotas(const std::string& tenant) = 0;
 };
 
 // An API token as stored: only the hash of the secret is kept.

@@ -19,6 +19,7 @@
 #include "api/executor.h"
 #include "api/metrics.h"
 #include "api/parse_errors.h"
+#include "api/quota_service.h"
 #include "api/tenant_service.h"
 #include "api/watch_hub.h"
 #include "api/workload_service.h"
@@ -144,6 +145,7 @@ absl::Status Server::Start() {
   ports.workloads = store_.get();
   ports.clusters = store_.get();
   ports.tenants = store_.get();
+  ports.quotas = store_.get();
   ports.events = watch_.get();
   ports.agents = agents_.get();
   ports.scheduler = scheduler_.get();
@@ -174,6 +176,7 @@ absl::Status Server::Start() {
   workload_service_ = std::make_unique<api::WorkloadServiceImpl>(ctx);
   cluster_service_ = std::make_unique<api::ClusterServiceImpl>(ctx);
   tenant_service_ = std::make_unique<api::TenantServiceImpl>(ctx);
+  quota_service_ = std::make_unique<api::QuotaServiceImpl>(ctx);
   agent_service_ = std::make_unique<api::AgentServiceImpl>(ctx);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -188,6 +191,7 @@ absl::Status Server::Start() {
   builder.RegisterService(workload_service_.get());
   builder.RegisterService(cluster_service_.get());
   builder.RegisterService(tenant_service_.get());
+  builder.RegisterService(quota_service_.get());
   builder.RegisterService(agent_service_.get());
   // The largest legitimate message is an agent's inventory (~200 bytes a GPU). A user request is
   // far smaller (a spec is at most 64 KiB), but one up to this size still gets

@@ -38,6 +38,7 @@ class Executor;
 struct Metrics;
 class PrometheusControlMetrics;
 class TenantServiceImpl;
+class QuotaServiceImpl;
 class WatchHub;
 class WorkloadServiceImpl;
 }  // namespace api
@@ -95,6 +96,7 @@ class Server {
   std::unique_ptr<api::WorkloadServiceImpl> workload_service_;
   std::unique_ptr<api::ClusterServiceImpl> cluster_service_;
   std::unique_ptr<api::TenantServiceImpl> tenant_service_;
+  std::unique_ptr<api::QuotaServiceImpl> quota_service_;
   std::unique_ptr<api::AgentServiceImpl> agent_service_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<httplib::Server> http_;

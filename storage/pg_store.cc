@@ -365,6 +365,33 @@ constexpr const char* kLookupToken =
     "SELECT subject, role, coalesce(tenant, '') AS tenant, coalesce(cluster, '') AS cluster "
     "FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL";
 constexpr const char* kCountTokens = "SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL";
+// ---- Quotas ----
+#define GPUFED_QUOTA_COLUMNS                                                                 \
+  " tenant, project, resource, guaranteed_milli, coalesce(limit_milli, -1) AS limit_milli, " \
+  "overcommitted, epoch_us(updated_at) AS updated_us "
+constexpr const char* kLockQuotaTenant =
+    "SELECT pg_advisory_xact_lock(hashtext('gpufed.quota.tenant:' || $1))";
+constexpr const char* kLockQuotaResource =
+    "SELECT pg_advisory_xact_lock(hashtext('gpufed.quota.resource:' || $1))";
+constexpr const char* kProjectExists = "SELECT 1 FROM projects WHERE tenant = $1 AND name = $2";
+constexpr const char* kQuotasOnResource =
+    "SELECT" GPUFED_QUOTA_COLUMNS "FROM quotas WHERE resource = $1 ORDER BY tenant, project";
+constexpr const char* kTenantQuotaCount =
+    "SELECT count(*) AS n, count(*) FILTER (WHERE project = $2 AND resource = $3) AS mine "
+    "FROM quotas WHERE tenant = $1";
+constexpr const char* kUpsertQuota =
+    "INSERT INTO quotas (tenant, project, resource, guaranteed_milli, limit_milli, overcommitted) "
+    "VALUES ($1, $2, $3, $4, NULLIF($5, -1), $6) ON CONFLICT (tenant, project, resource) DO "
+    "UPDATE SET guaranteed_milli = EXCLUDED.guaranteed_milli, limit_milli = EXCLUDED.limit_milli, "
+    "overcommitted = EXCLUDED.overcommitted, updated_at = now() "
+    "RETURNING epoch_us(updated_at) AS updated_us";
+constexpr const char* kDeleteQuota =
+    "DELETE FROM quotas WHERE tenant = $1 AND project = $2 AND resource = $3";
+constexpr const char* kListTenantQuotas = "SELECT" GPUFED_QUOTA_COLUMNS
+                                          "FROM quotas WHERE tenant = $1 ORDER BY tenant, project, "
+                                          "resource";
+constexpr const char* kListAllQuotas =
+    "SELECT" GPUFED_QUOTA_COLUMNS "FROM quotas ORDER BY tenant, project, resource";
 // A full scan: fine while finished workloads are archived out of the hot table (docs/storage.md).
 // Counts per state from the deltas the workloads triggers append (migrations/0006), not from a
 // scan of workloads. Folding first, in its own statement, keeps the deltas few; a concurrent fold
@@ -425,6 +452,15 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"create_token", kCreateToken},
     {"lookup_token", kLookupToken},
     {"count_tokens", kCountTokens},
+    {"lock_quota_tenant", kLockQuotaTenant},
+    {"lock_quota_resource", kLockQuotaResource},
+    {"project_exists", kProjectExists},
+    {"quotas_on_resource", kQuotasOnResource},
+    {"tenant_quota_count", kTenantQuotaCount},
+    {"upsert_quota", kUpsertQuota},
+    {"delete_quota", kDeleteQuota},
+    {"list_tenant_quotas", kListTenantQuotas},
+    {"list_all_quotas", kListAllQuotas},
     {"fold_state_counts", kFoldStateCounts},
     {"count_by_state", kCountByState},
     {"schema_version", kSchemaVersion},
@@ -1586,6 +1622,77 @@ absl::StatusOr<int64_t> PgStore::CountTokens() {
   return pool_->Transact<pqxx::nontransaction>(
       "count tokens", [](pqxx::nontransaction& txn) -> absl::StatusOr<int64_t> {
         return txn.exec_prepared1("count_tokens")[0].as<int64_t>();
+      });
+}
+
+namespace {
+
+Quota QuotaFromRow(const pqxx::row& row) {
+  Quota q;
+  q.key = QuotaKey{row["tenant"].c_str(), row["project"].c_str(), row["resource"].c_str()};
+  q.guaranteed_milli = row["guaranteed_milli"].as<int64_t>();
+  const int64_t limit = row["limit_milli"].as<int64_t>();
+  if (limit >= 0) q.limit_milli = limit;
+  q.overcommitted = row["overcommitted"].as<bool>();
+  q.update_time = FromMicros(row["updated_us"].as<int64_t>());
+  return q;
+}
+
+}  // namespace
+
+absl::StatusOr<Quota> PgStore::SetQuota(const Quota& quota, const QuotaCheck& check) {
+  RETURN_IF_ERROR(ValidateQuota(quota));
+  const QuotaKey& key = quota.key;
+  return pool_->Transact("set quota", [&](pqxx::work& txn) -> absl::StatusOr<Quota> {
+    txn.exec_prepared("lock_quota_tenant", key.tenant);
+    txn.exec_prepared("lock_quota_resource", key.resource);
+    if (txn.exec_prepared("tenant_exists", key.tenant).empty()) {
+      return absl::NotFoundError(absl::StrCat("tenant: \"", key.tenant, "\" does not exist"));
+    }
+    if (!key.project.empty() &&
+        txn.exec_prepared("project_exists", key.tenant, key.project).empty()) {
+      return absl::NotFoundError(absl::StrCat("project: \"", key.project,
+                                              "\" does not exist in tenant \"", key.tenant, "\""));
+    }
+    const pqxx::row count =
+        txn.exec_prepared1("tenant_quota_count", key.tenant, key.project, key.resource);
+    if (count["mine"].as<int64_t>() == 0 && count["n"].as<int64_t>() >= kMaxQuotasPerTenant) {
+      return absl::ResourceExhaustedError(absl::StrCat("quota: tenant ", key.tenant, " has ",
+                                                       kMaxQuotasPerTenant, " quotas already"));
+    }
+    std::vector<Quota> same;
+    for (const pqxx::row& row : txn.exec_prepared("quotas_on_resource", key.resource)) {
+      same.push_back(QuotaFromRow(row));
+    }
+    Quota out = quota;
+    RETURN_IF_ERROR(check(out, same));
+    pqxx::row r =
+        txn.exec_prepared1("upsert_quota", key.tenant, key.project, key.resource,
+                           out.guaranteed_milli, out.limit_milli.value_or(-1), out.overcommitted);
+    out.update_time = FromMicros(r["updated_us"].as<int64_t>());
+    return out;
+  });
+}
+
+absl::Status PgStore::DeleteQuota(const QuotaKey& key) {
+  return pool_->Transact("delete quota", [&](pqxx::work& txn) -> absl::Status {
+    if (txn.exec_prepared("delete_quota", key.tenant, key.project, key.resource).affected_rows() ==
+        0) {
+      return absl::NotFoundError("quota not found");
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<Quota>> PgStore::ListQuotas(const std::string& tenant) {
+  return pool_->Transact<pqxx::nontransaction>(
+      "list quotas", [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<Quota>> {
+        std::vector<Quota> out;
+        pqxx::result rows = tenant.empty() ? txn.exec_prepared("list_all_quotas")
+                                           : txn.exec_prepared("list_tenant_quotas", tenant);
+        out.reserve(rows.size());
+        for (const pqxx::row& row : rows) out.push_back(QuotaFromRow(row));
+        return out;
       });
 }
 

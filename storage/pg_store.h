@@ -45,6 +45,9 @@
 //     or an agent token without cluster; NOT_FOUND for an unknown tenant. Roles are stored by
 //     auth::RoleName and read back with auth::ParseRole (INTERNAL for a name it does not know).
 //   - ListProjects: NOT_FOUND for an unknown tenant.
+//   - SetQuota takes transaction-scoped advisory locks on the tenant's quotas and then on the
+//     resource (always in that order), so the per-tenant cap and `check` see every other write
+//     to them committed or not yet started.
 
 #include <cstdint>
 #include <deque>
@@ -93,7 +96,10 @@ struct PgStoreOptions {
   const Clock* clock = nullptr;
 };
 
-class PgStore final : public WorkloadStore, public ClusterStore, public TenantStore {
+class PgStore final : public WorkloadStore,
+                      public ClusterStore,
+                      public TenantStore,
+                      public QuotaStore {
  public:
   using Options = PgStoreOptions;
 
@@ -152,6 +158,11 @@ class PgStore final : public WorkloadStore, public ClusterStore, public TenantSt
   absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) override;
   absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) override;
   absl::StatusOr<int64_t> CountTokens() override;
+
+  // ---- QuotaStore ----
+  absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) override;
+  absl::Status DeleteQuota(const QuotaKey& key) override;
+  absl::StatusOr<std::vector<Quota>> ListQuotas(const std::string& tenant) override;
 
   // ---- Operations ----
   // The applied schema version, read through the pool (for /readyz): proves the database

@@ -467,6 +467,40 @@ TEST_F(CommandsTest, TenantsProjectsAndTokens) {
   EXPECT_EQ(commands.CreateTenant("acme", "").code(), absl::StatusCode::kAlreadyExists);
 }
 
+TEST_F(CommandsTest, QuotasAreSetShownAndDeletedInGpus) {
+  Commands commands(Env());
+  QuotaOptions set;
+  set.tenant = "acme";
+  set.resource = "H100-80GB";
+  set.guaranteed = "32";
+  set.limit = "48.5";
+  ASSERT_OK(commands.SetQuota(set));
+  QuotaOptions project = set;
+  project.project = "research";
+  project.resource = "1g.10gb";
+  project.guaranteed = "0.5";
+  project.limit = "";
+  project.overcommit = true;
+  ASSERT_OK(commands.SetQuota(project));
+  ASSERT_OK(commands.GetQuotas("acme"));
+  EXPECT_EQ(out_.contents(),
+            "TENANT   PROJECT   RESOURCE    GUARANTEED   LIMIT   NOTE\n"
+            "acme     -         H100-80GB   32           48.5\n"
+            "TENANT   PROJECT    RESOURCE   GUARANTEED   LIMIT   NOTE\n"
+            "acme     research   1g.10gb    0.5          -       overcommitted\n"
+            "TENANT   PROJECT    RESOURCE    GUARANTEED   LIMIT   NOTE\n"
+            "acme     -          H100-80GB   32           48.5\n"
+            "acme     research   1g.10gb     0.5          -       overcommitted\n");
+  EXPECT_THAT(err_.str(), HasSubstr("warning"));
+  // Amounts are checked before anything is sent.
+  QuotaOptions bad = set;
+  bad.guaranteed = "1.2345";
+  EXPECT_EQ(commands.SetQuota(bad).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_OK(commands.DeleteQuota("acme", "research", "1g.10gb"));
+  EXPECT_EQ(commands.DeleteQuota("acme", "research", "1g.10gb").code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(CommandsTest, TokenSecretAloneOnStdout) {
   Commands commands(Env());
   TokenOptions options;

@@ -38,6 +38,7 @@ std::unique_ptr<FakeGpufedServer> FakeGpufedServer::Start() {
   builder.RegisterService(static_cast<v1::WorkloadService::Service*>(fake.get()));
   builder.RegisterService(static_cast<v1::ClusterService::Service*>(fake.get()));
   builder.RegisterService(static_cast<v1::TenantService::Service*>(fake.get()));
+  builder.RegisterService(static_cast<v1::QuotaService::Service*>(fake.get()));
   fake->server_ = builder.BuildAndStart();
   if (fake->server_ == nullptr || port == 0) return nullptr;
   fake->address_ = absl::StrCat("127.0.0.1:", port);
@@ -432,6 +433,47 @@ grpc::Status FakeGpufedServer::ListProjects(grpc::ServerContext* context,
   absl::MutexLock lock(&mu_);
   for (const v1::Project& p : projects_) {
     if (p.tenant() == request->tenant()) *response->add_projects() = p;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeGpufedServer::SetQuota(grpc::ServerContext* context,
+                                        const v1::SetQuotaRequest* request, v1::Quota* response) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  const v1::Quota& q = request->quota();
+  auto same = [&](const v1::Quota& o) {
+    return o.tenant() == q.tenant() && o.project() == q.project() && o.resource() == q.resource();
+  };
+  quotas_.erase(std::remove_if(quotas_.begin(), quotas_.end(), same), quotas_.end());
+  quotas_.push_back(q);
+  quotas_.back().set_overcommitted(request->overcommit());
+  *response = quotas_.back();
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeGpufedServer::DeleteQuota(grpc::ServerContext* context,
+                                           const v1::DeleteQuotaRequest* request,
+                                           v1::DeleteQuotaResponse* /*response*/) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  auto same = [&](const v1::Quota& o) {
+    return o.tenant() == request->tenant() && o.project() == request->project() &&
+           o.resource() == request->resource();
+  };
+  auto it = std::remove_if(quotas_.begin(), quotas_.end(), same);
+  if (it == quotas_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "quota not found");
+  quotas_.erase(it, quotas_.end());
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeGpufedServer::ListQuotas(grpc::ServerContext* context,
+                                          const v1::ListQuotasRequest* request,
+                                          v1::ListQuotasResponse* response) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  for (const v1::Quota& q : quotas_) {
+    if (request->tenant().empty() || q.tenant() == request->tenant()) *response->add_quotas() = q;
   }
   return grpc::Status::OK;
 }

@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
+#include "gpufed/v1/quota_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "grpcpp/server.h"
@@ -27,7 +28,8 @@ namespace gpufed::cli::testing {
 
 class FakeGpufedServer final : public v1::WorkloadService::Service,
                                public v1::ClusterService::Service,
-                               public v1::TenantService::Service {
+                               public v1::TenantService::Service,
+                               public v1::QuotaService::Service {
  public:
   // Starts listening; the server stops when the object is destroyed.
   static std::unique_ptr<FakeGpufedServer> Start();
@@ -105,6 +107,13 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
                             v1::Tenant* response) override;
   grpc::Status ListTenants(grpc::ServerContext* context, const v1::ListTenantsRequest* request,
                            v1::ListTenantsResponse* response) override;
+  // QuotaService: quotas kept by (tenant, project, resource); no checks against a pool.
+  grpc::Status SetQuota(grpc::ServerContext* context, const v1::SetQuotaRequest* request,
+                        v1::Quota* response) override;
+  grpc::Status DeleteQuota(grpc::ServerContext* context, const v1::DeleteQuotaRequest* request,
+                           v1::DeleteQuotaResponse* response) override;
+  grpc::Status ListQuotas(grpc::ServerContext* context, const v1::ListQuotasRequest* request,
+                          v1::ListQuotasResponse* response) override;
   grpc::Status CreateProject(grpc::ServerContext* context, const v1::CreateProjectRequest* request,
                              v1::Project* response) override;
   grpc::Status ListProjects(grpc::ServerContext* context, const v1::ListProjectsRequest* request,
@@ -134,6 +143,7 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   std::map<std::string, v1::ExplainResponse> explanations_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Tenant> tenants_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Project> projects_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Quota> quotas_ ABSL_GUARDED_BY(mu_);
   int watch_all_cancelled_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<v1::SubmitRequest> submits_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ListWorkloadsRequest> list_requests_ ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <map>
+#include <optional>
 #include <pqxx/pqxx>
 #include <set>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpufed/v1/agent_service.grpc.pb.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
+#include "gpufed/v1/quota_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -693,6 +695,76 @@ TEST_F(ServiceTest, AWatcherThatNeverReadsIsEndedAndGetsNothingFromAfterTheDrop)
     EXPECT_EQ(submitted_seen.count(flood[i]), 0u)
         << "submission " << i << " delivered after submission " << prefix << " was dropped";
   }
+}
+
+// Quotas over the real API: who may set them, guarantees that must fit the pool (or be set with
+// overcommit), and a tenant's quotas hidden from another tenant.
+TEST_F(ServiceTest, QuotasAreSetByAdminsAndMustFitThePool) {
+  std::unique_ptr<FakeAgentStream> agent =
+      RegisteredAgent(address_, admin_, "dgx", 2, 8, "H100-80GB");  // 16 H100
+  ASSERT_NE(agent, nullptr);
+  auto quotas = v1::QuotaService::NewStub(channel_);
+  auto set = [&](const std::string& token, const std::string& tenant, int64_t guaranteed,
+                 std::optional<int64_t> limit, bool overcommit, v1::Quota* out) {
+    v1::SetQuotaRequest req;
+    req.mutable_quota()->set_tenant(tenant);
+    req.mutable_quota()->set_resource("H100-80GB");
+    req.mutable_quota()->set_guaranteed_milli(guaranteed);
+    if (limit) req.mutable_quota()->set_limit_milli(*limit);
+    req.set_overcommit(overcommit);
+    return Call(token, [&](grpc::ClientContext* c) { return quotas->SetQuota(c, req, out); });
+  };
+  v1::Quota q;
+  ASSERT_OK(set(admin_, "acme", 8000, 16000, false, &q));
+  EXPECT_EQ(q.tenant(), "acme");
+  EXPECT_EQ(q.guaranteed_milli(), 8000);
+  EXPECT_TRUE(q.has_limit_milli());
+  EXPECT_EQ(q.limit_milli(), 16000);
+  EXPECT_FALSE(q.overcommitted());
+  EXPECT_EQ(set(user_, "acme", 16000, std::nullopt, false, &q).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(set(admin_, "globex", 12000, std::nullopt, false, &q).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  ASSERT_OK(set(admin_, "globex", 12000, std::nullopt, true, &q));
+  EXPECT_TRUE(q.overcommitted());
+  EXPECT_FALSE(q.has_limit_milli());
+  EXPECT_EQ(set(admin_, "acme", 8000, 4000, false, &q).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  v1::SetQuotaRequest empty;
+  EXPECT_EQ(Call(admin_, [&](grpc::ClientContext* c) { return quotas->SetQuota(c, empty, &q); })
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  auto list = [&](const std::string& token, const std::string& tenant,
+                  v1::ListQuotasResponse* out) {
+    v1::ListQuotasRequest req;
+    req.set_tenant(tenant);
+    return Call(token, [&](grpc::ClientContext* c) { return quotas->ListQuotas(c, req, out); });
+  };
+  v1::ListQuotasResponse listed;
+  ASSERT_OK(list(user_, "acme", &listed));
+  ASSERT_EQ(listed.quotas_size(), 1);
+  EXPECT_EQ(listed.quotas(0).guaranteed_milli(), 8000);
+  EXPECT_EQ(list(other_, "acme", &listed).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(list(user_, "", &listed).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  listed.Clear();
+  ASSERT_OK(list(admin_, "", &listed));
+  EXPECT_EQ(listed.quotas_size(), 2);
+
+  v1::DeleteQuotaRequest del;
+  del.set_tenant("globex");
+  del.set_resource("H100-80GB");
+  v1::DeleteQuotaResponse deleted;
+  EXPECT_EQ(
+      Call(other_, [&](grpc::ClientContext* c) { return quotas->DeleteQuota(c, del, &deleted); })
+          .error_code(),
+      grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_OK(
+      Call(admin_, [&](grpc::ClientContext* c) { return quotas->DeleteQuota(c, del, &deleted); }));
+  EXPECT_EQ(
+      Call(admin_, [&](grpc::ClientContext* c) { return quotas->DeleteQuota(c, del, &deleted); })
+          .error_code(),
+      grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(ServiceTest, GangLargerThanAnyClusterStaysPendingWithAReason) {

@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <string>
@@ -32,6 +33,7 @@
 #include "tests/storage/store_test_util.h"
 #include "tests/support/memory_store.h"
 #include "tests/support/postgres_harness.h"
+#include "tests/support/quota_fixtures.h"
 #include "tests/support/replicas.h"
 #include "tests/support/status_matchers.h"
 
@@ -39,6 +41,7 @@ namespace gpufed {
 namespace {
 
 using ::gpufed::testing::IsOkAndHolds;
+using ::gpufed::testing::MakeQuota;
 using ::gpufed::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -64,6 +67,7 @@ class Backend {
   virtual WorkloadStore& workloads() = 0;
   virtual ClusterStore& clusters() = 0;
   virtual TenantStore& tenants() = 0;
+  virtual QuotaStore& quotas() = 0;
   // The event rows of one workload, oldest first.
   virtual std::vector<EventRow> Events(WorkloadId id) = 0;
   // The store's clock now (to the microsecond). Times the store writes itself during a call
@@ -82,6 +86,7 @@ class MemoryBackend final : public Backend {
   WorkloadStore& workloads() override { return store_; }
   ClusterStore& clusters() override { return store_; }
   TenantStore& tenants() override { return store_; }
+  QuotaStore& quotas() override { return store_; }
   std::vector<EventRow> Events(WorkloadId id) override {
     std::vector<EventRow> out;
     for (const auto& row : store_.Events(id)) {
@@ -118,6 +123,7 @@ class PostgresBackend final : public Backend {
   WorkloadStore& workloads() override { return *store_; }
   ClusterStore& clusters() override { return *store_; }
   TenantStore& tenants() override { return *store_; }
+  QuotaStore& quotas() override { return *store_; }
   std::vector<EventRow> Events(WorkloadId id) override {
     pqxx::connection conn(dsn_);
     pqxx::nontransaction txn(conn);
@@ -238,6 +244,7 @@ class StoreContractTest : public ::testing::TestWithParam<Kind> {
   WorkloadStore& workloads() { return backend_->workloads(); }
   ClusterStore& clusters() { return backend_->clusters(); }
   TenantStore& tenants() { return backend_->tenants(); }
+  QuotaStore& quotas() { return backend_->quotas(); }
 
   // The tenants and projects most tests submit to.
   void AddTenants() {
@@ -1683,6 +1690,123 @@ TEST_P(StoreContractTest, FinishedWorkloadsAreArchivedOldestFirstAndStillFoundBy
   ASSERT_OK_AND_ASSIGN(SubmitResult r, workloads().Submit(again));
   EXPECT_TRUE(r.created);
   EXPECT_NE(r.workload.id, oldest);
+}
+
+// ---- Quotas ------------------------------------------------------------------------------------
+
+// A check that lets everything through, recording what it was shown.
+QuotaStore::QuotaCheck Accept(std::vector<Quota>* seen = nullptr) {
+  return [seen](Quota&, const std::vector<Quota>& same) {
+    if (seen != nullptr) *seen = same;
+    return absl::OkStatus();
+  };
+}
+
+TEST_P(StoreContractTest, QuotasAreSetReplacedListedAndDeleted) {
+  AddTenants();
+  const Timestamp before = backend_->Now();
+  ASSERT_OK_AND_ASSIGN(
+      Quota set, quotas().SetQuota(MakeQuota("acme", "", "H100-80GB", 32000, 48000), Accept()));
+  ExpectBetween(set.update_time, before, backend_->Now());
+  EXPECT_EQ(set.limit_milli, std::optional<int64_t>(48000));
+  ASSERT_OK(quotas().SetQuota(MakeQuota("acme", "research", "H100-80GB", 8000), Accept()));
+  ASSERT_OK(quotas().SetQuota(MakeQuota("globex", "", "gpu", 500), Accept()));
+  // Replacing: the limit goes (no borrowing), the guarantee changes.
+  std::vector<Quota> seen;
+  ASSERT_OK_AND_ASSIGN(Quota replaced,
+                       quotas().SetQuota(MakeQuota("acme", "", "H100-80GB", 16000), Accept(&seen)));
+  EXPECT_EQ(replaced.limit_milli, std::nullopt);
+  // The check saw every quota on the resource, of every tenant and project, as stored.
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].key, (QuotaKey{"acme", "", "H100-80GB"}));
+  EXPECT_EQ(seen[0].guaranteed_milli, 32000);
+  EXPECT_EQ(seen[1].key, (QuotaKey{"acme", "research", "H100-80GB"}));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Quota> acme, quotas().ListQuotas("acme"));
+  ASSERT_EQ(acme.size(), 2u);
+  EXPECT_EQ(acme[0].key, (QuotaKey{"acme", "", "H100-80GB"}));
+  EXPECT_EQ(acme[0].guaranteed_milli, 16000);
+  EXPECT_EQ(acme[0].limit_milli, std::nullopt);
+  EXPECT_EQ(acme[1].key, (QuotaKey{"acme", "research", "H100-80GB"}));
+  ASSERT_OK_AND_ASSIGN(std::vector<Quota> all, quotas().ListQuotas(""));
+  EXPECT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[2].key.tenant, "globex");
+
+  EXPECT_OK(quotas().DeleteQuota(QuotaKey{"acme", "research", "H100-80GB"}));
+  EXPECT_THAT(quotas().DeleteQuota(QuotaKey{"acme", "research", "H100-80GB"}),
+              StatusIs(Code::kNotFound));
+  ASSERT_OK_AND_ASSIGN(acme, quotas().ListQuotas("acme"));
+  EXPECT_EQ(acme.size(), 1u);
+}
+
+TEST_P(StoreContractTest, AQuotaTheCheckRefusesOrThatNamesNothingKnownChangesNothing) {
+  AddTenants();
+  ASSERT_OK(quotas().SetQuota(MakeQuota("acme", "", "gpu", 4000), Accept()));
+  auto refuse = [](Quota&, const std::vector<Quota>&) {
+    return absl::FailedPreconditionError("no room");
+  };
+  EXPECT_THAT(quotas().SetQuota(MakeQuota("acme", "", "gpu", 9000), refuse),
+              StatusIs(Code::kFailedPrecondition));
+  EXPECT_THAT(quotas().SetQuota(MakeQuota("initech", "", "gpu", 1000), Accept()),
+              StatusIs(Code::kNotFound));
+  EXPECT_THAT(quotas().SetQuota(MakeQuota("acme", "nope", "gpu", 1000), Accept()),
+              StatusIs(Code::kNotFound));
+  EXPECT_THAT(quotas().SetQuota(MakeQuota("acme", "", "gpu", 2000, 1000), Accept()),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(quotas().SetQuota(MakeQuota("acme", "", "H900", 1000), Accept()),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(quotas().SetQuota(MakeQuota("acme", "", "gpu", -1), Accept()),
+              StatusIs(Code::kInvalidArgument));
+  ASSERT_OK_AND_ASSIGN(std::vector<Quota> all, quotas().ListQuotas(""));
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].guaranteed_milli, 4000);
+}
+
+// What the check marks is stored; the mark is replaced with the quota.
+TEST_P(StoreContractTest, TheChecksOvercommitMarkIsKept) {
+  AddTenants();
+  auto mark = [](Quota& q, const std::vector<Quota>&) {
+    q.overcommitted = true;
+    return absl::OkStatus();
+  };
+  ASSERT_OK_AND_ASSIGN(Quota q, quotas().SetQuota(MakeQuota("acme", "", "3g.40gb", 3000), mark));
+  EXPECT_TRUE(q.overcommitted);
+  ASSERT_OK_AND_ASSIGN(std::vector<Quota> all, quotas().ListQuotas("acme"));
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_TRUE(all[0].overcommitted);
+  ASSERT_OK(quotas().SetQuota(MakeQuota("acme", "", "3g.40gb", 1000), Accept()));
+  ASSERT_OK_AND_ASSIGN(all, quotas().ListQuotas("acme"));
+  EXPECT_FALSE(all[0].overcommitted);
+}
+
+// Concurrent writers on one resource: each check sees the other's write committed or not
+// started, so a rule over the sum (here: at most 10 GPUs guaranteed in all) holds.
+TEST_P(StoreContractTest, ConcurrentQuotaWritesOnOneResourceSeeEachOther) {
+  AddTenants();
+  auto within_ten = [](Quota& q, const std::vector<Quota>& same) {
+    int64_t sum = q.guaranteed_milli;
+    for (const Quota& other : same) {
+      if (!(other.key == q.key)) sum += other.guaranteed_milli;
+    }
+    return sum <= 10000 ? absl::OkStatus() : absl::FailedPreconditionError("over");
+  };
+  std::atomic<int> accepted{0};
+  std::vector<std::thread> writers;
+  for (const char* tenant : {"acme", "globex"}) {
+    writers.emplace_back([&, tenant] {
+      for (int i = 1; i <= 10; ++i) {
+        if (quotas().SetQuota(MakeQuota(tenant, "", "L4", i * 1000), within_ten).ok()) {
+          ++accepted;
+        }
+      }
+    });
+  }
+  for (std::thread& w : writers) w.join();
+  EXPECT_GT(accepted.load(), 0);
+  ASSERT_OK_AND_ASSIGN(std::vector<Quota> all, quotas().ListQuotas(""));
+  int64_t sum = 0;
+  for (const Quota& q : all) sum += q.guaranteed_milli;
+  EXPECT_LE(sum, 10000);
 }
 
 TEST_P(StoreContractTest, HeartbeatsMoveForwardOnly) {

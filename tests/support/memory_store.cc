@@ -607,4 +607,52 @@ absl::StatusOr<int64_t> MemoryStore::CountTokens() {
   return static_cast<int64_t>(tokens_.size());
 }
 
+absl::StatusOr<Quota> MemoryStore::SetQuota(const Quota& quota, const QuotaCheck& check) {
+  RETURN_IF_ERROR(ValidateQuota(quota));
+  const QuotaKey& key = quota.key;
+  absl::MutexLock lock(&mu_);
+  if (!tenants_.contains(key.tenant)) {
+    return absl::NotFoundError(absl::StrCat("tenant: \"", key.tenant, "\" does not exist"));
+  }
+  if (!key.project.empty() && !projects_.contains({key.tenant, key.project})) {
+    return absl::NotFoundError(absl::StrCat("project: \"", key.project,
+                                            "\" does not exist in tenant \"", key.tenant, "\""));
+  }
+  const auto id = std::make_tuple(key.tenant, key.project, key.resource);
+  if (!quotas_.contains(id)) {
+    int held = 0;
+    for (const auto& [k, q] : quotas_) held += std::get<0>(k) == key.tenant ? 1 : 0;
+    if (held >= kMaxQuotasPerTenant) {
+      return absl::ResourceExhaustedError(absl::StrCat("quota: tenant ", key.tenant, " has ",
+                                                       kMaxQuotasPerTenant, " quotas already"));
+    }
+  }
+  std::vector<Quota> same;
+  for (const auto& [k, q] : quotas_) {
+    if (q.key.resource == key.resource) same.push_back(q);
+  }
+  Quota out = quota;
+  RETURN_IF_ERROR(check(out, same));
+  out.update_time = Now();
+  quotas_[id] = out;
+  return out;
+}
+
+absl::Status MemoryStore::DeleteQuota(const QuotaKey& key) {
+  absl::MutexLock lock(&mu_);
+  if (quotas_.erase(std::make_tuple(key.tenant, key.project, key.resource)) == 0) {
+    return absl::NotFoundError("quota not found");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Quota>> MemoryStore::ListQuotas(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  std::vector<Quota> out;
+  for (const auto& [k, q] : quotas_) {
+    if (tenant.empty() || q.key.tenant == tenant) out.push_back(q);
+  }
+  return out;
+}
+
 }  // namespace gpufed::testing

@@ -30,6 +30,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -43,7 +44,10 @@
 
 namespace gpufed::testing {
 
-class MemoryStore final : public WorkloadStore, public ClusterStore, public TenantStore {
+class MemoryStore final : public WorkloadStore,
+                          public ClusterStore,
+                          public TenantStore,
+                          public QuotaStore {
  public:
   // Time from the store's own FakeClock (clock()).
   MemoryStore();
@@ -109,6 +113,11 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
   absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) override;
   absl::StatusOr<int64_t> CountTokens() override;
 
+  // ---- QuotaStore ----
+  absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) override;
+  absl::Status DeleteQuota(const QuotaKey& key) override;
+  absl::StatusOr<std::vector<Quota>> ListQuotas(const std::string& tenant) override;
+
  private:
   // ApplyTransitions on valid transitions, with the lock held.
   std::vector<TransitionResult> ApplyLocked(const std::vector<Transition>& transitions)
@@ -127,6 +136,8 @@ class MemoryStore final : public WorkloadStore, public ClusterStore, public Tena
   std::map<std::string, Tenant> tenants_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, Project> projects_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, TokenRecord> tokens_ ABSL_GUARDED_BY(mu_);  // by hash
+  // By (tenant, project, resource): the order ListQuotas promises.
+  std::map<std::tuple<std::string, std::string, std::string>, Quota> quotas_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Cluster> clusters_ ABSL_GUARDED_BY(mu_);
   // (cluster, node) an operator cordoned; applied when a cluster is read (AsStored).
   std::set<std::pair<std::string, std::string>> node_cordons_ ABSL_GUARDED_BY(mu_);

@@ -65,6 +65,7 @@ class PlaneTestBase : public ::testing::Test {
     ports.workloads = &store_;
     ports.clusters = &store_;
     ports.tenants = &store_;
+    ports.quotas = &store_;
     ports.events = &events_;
     ports.agents = &agents_;
     ports.scheduler = &scheduler_;

@@ -1,0 +1,43 @@
+#include "api/quota_service.h"
+
+#include "api/convert.h"
+#include "api/workload_service.h"
+#include "federation/status_macros.h"
+
+namespace gpufed::api {
+
+grpc::ServerUnaryReactor* QuotaServiceImpl::SetQuota(grpc::CallbackServerContext* context,
+                                                     const v1::SetQuotaRequest* request,
+                                                     v1::Quota* response) {
+  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    if (!request->has_quota()) return absl::InvalidArgumentError("quota: required");
+    ASSIGN_OR_RETURN(Quota set, ctx_.plane->SetQuota(who, QuotaFromProto(request->quota()),
+                                                     request->overcommit()));
+    *response = QuotaToProto(set);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* QuotaServiceImpl::DeleteQuota(grpc::CallbackServerContext* context,
+                                                        const v1::DeleteQuotaRequest* request,
+                                                        v1::DeleteQuotaResponse* /*response*/) {
+  return RunOnExecutor(ctx_, context, [this, context, request]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    return ctx_.plane->DeleteQuota(
+        who, QuotaKey{request->tenant(), request->project(), request->resource()});
+  });
+}
+
+grpc::ServerUnaryReactor* QuotaServiceImpl::ListQuotas(grpc::CallbackServerContext* context,
+                                                       const v1::ListQuotasRequest* request,
+                                                       v1::ListQuotasResponse* response) {
+  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    ASSIGN_OR_RETURN(std::vector<Quota> quotas, ctx_.plane->ListQuotas(who, request->tenant()));
+    for (const Quota& q : quotas) *response->add_quotas() = QuotaToProto(q);
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace gpufed::api

@@ -1,0 +1,30 @@
+#ifndef GPUFED_API_QUOTA_SERVICE_H_
+#define GPUFED_API_QUOTA_SERVICE_H_
+
+#include "api/context.h"
+#include "gpufed/v1/quota_service.grpc.pb.h"
+
+namespace gpufed::api {
+
+// gpufed.v1.QuotaService: tenant and project quotas (federation/quota.h).
+class QuotaServiceImpl final : public v1::QuotaService::CallbackService {
+ public:
+  explicit QuotaServiceImpl(ApiContext context) : ctx_(context) {}
+
+  grpc::ServerUnaryReactor* SetQuota(grpc::CallbackServerContext* context,
+                                     const v1::SetQuotaRequest* request,
+                                     v1::Quota* response) override;
+  grpc::ServerUnaryReactor* DeleteQuota(grpc::CallbackServerContext* context,
+                                        const v1::DeleteQuotaRequest* request,
+                                        v1::DeleteQuotaResponse* response) override;
+  grpc::ServerUnaryReactor* ListQuotas(grpc::CallbackServerContext* context,
+                                       const v1::ListQuotasRequest* request,
+                                       v1::ListQuotasResponse* response) override;
+
+ private:
+  ApiContext ctx_;
+};
+
+}  // namespace gpufed::api
+
+#endif  // GPUFED_API_QUOTA_SERVICE_H_
