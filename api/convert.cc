@@ -616,6 +616,17 @@ v1::Quota QuotaToProto(const Quota& q) {
   return out;
 }
 
+v1::QuotaUsage QuotaUsageToProto(const QuotaUsage& u) {
+  v1::QuotaUsage out;
+  out.set_tenant(u.key.tenant);
+  out.set_project(u.key.project);
+  out.set_resource(u.key.resource);
+  if (u.quota) *out.mutable_quota() = QuotaToProto(*u.quota);
+  out.set_used_milli(u.used_milli);
+  out.set_borrowed_milli(u.borrowed_milli);
+  return out;
+}
+
 Quota QuotaFromProto(const v1::Quota& q) {
   Quota out;
   out.key = QuotaKey{q.tenant(), q.project(), q.resource()};

@@ -63,6 +63,7 @@ v1::Project ProjectToProto(const Project& p);
 v1::Quota QuotaToProto(const Quota& q);
 // update_time and overcommitted are not read.
 Quota QuotaFromProto(const v1::Quota& q);
+v1::QuotaUsage QuotaUsageToProto(const QuotaUsage& u);
 
 // ---- Use-case inputs and outputs ----
 

@@ -40,4 +40,16 @@ grpc::ServerUnaryReactor* QuotaServiceImpl::ListQuotas(grpc::CallbackServerConte
   });
 }
 
+grpc::ServerUnaryReactor* QuotaServiceImpl::GetQuotaUsage(grpc::CallbackServerContext* context,
+                                                          const v1::GetQuotaUsageRequest* request,
+                                                          v1::GetQuotaUsageResponse* response) {
+  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    ASSIGN_OR_RETURN(std::vector<QuotaUsage> usage,
+                     ctx_.plane->QuotaUsageOf(who, request->tenant()));
+    for (const QuotaUsage& u : usage) *response->add_usage() = QuotaUsageToProto(u);
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace gpufed::api

@@ -20,6 +20,9 @@ class QuotaServiceImpl final : public v1::QuotaService::CallbackService {
   grpc::ServerUnaryReactor* ListQuotas(grpc::CallbackServerContext* context,
                                        const v1::ListQuotasRequest* request,
                                        v1::ListQuotasResponse* response) override;
+  grpc::ServerUnaryReactor* GetQuotaUsage(grpc::CallbackServerContext* context,
+                                          const v1::GetQuotaUsageRequest* request,
+                                          v1::GetQuotaUsageResponse* response) override;
 
  private:
   ApiContext ctx_;

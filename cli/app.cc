@@ -263,6 +263,11 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   CLI::Option* quota_get_tenant = quota_get->add_option(
       "tenant", f.quota.tenant,
       "Tenant (default: the configured tenant, else every tenant you may see)");
+  CLI::App* quota_usage =
+      quota->add_subcommand("usage", "What tenants and projects hold against their quotas");
+  CLI::Option* quota_usage_tenant = quota_usage->add_option(
+      "tenant", f.quota.tenant,
+      "Tenant (default: the configured tenant, else every tenant you may see)");
   CLI::App* quota_delete = quota->add_subcommand("delete", "Delete a quota");
   quota_delete->add_option("tenant", f.quota.tenant, "Tenant")->required();
   quota_delete->add_option("resource", f.quota.resource, "Resource")->required();
@@ -376,6 +381,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.SetQuota(f.quota);
   } else if (quota_get->parsed()) {
     status = commands.GetQuotas(quota_get_tenant->count() > 0 ? f.quota.tenant : config->tenant);
+  } else if (quota_usage->parsed()) {
+    status = commands.QuotaUsage(quota_usage_tenant->count() > 0 ? f.quota.tenant : config->tenant);
   } else if (quota_delete->parsed()) {
     status = commands.DeleteQuota(f.quota.tenant, f.quota.project, f.quota.resource);
   } else if (tokens_create->parsed()) {

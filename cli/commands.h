@@ -179,6 +179,7 @@ class Commands {
   // (GPUs, or instances of a MIG profile); `limit` empty: no borrowing.
   absl::Status SetQuota(const QuotaOptions& options);
   absl::Status GetQuotas(absl::string_view tenant);
+  absl::Status QuotaUsage(absl::string_view tenant);
   absl::Status DeleteQuota(absl::string_view tenant, absl::string_view project,
                            absl::string_view resource);
 

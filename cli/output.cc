@@ -420,6 +420,24 @@ void WriteQuotaTable(const google::protobuf::RepeatedPtrField<v1::Quota>& quotas
   table.Render(out);
 }
 
+void WriteQuotaUsageTable(const google::protobuf::RepeatedPtrField<v1::QuotaUsage>& usage,
+                          std::ostream& out) {
+  Table table({"TENANT", "PROJECT", "RESOURCE", "USED", "GUARANTEED", "LIMIT", "BORROWED"});
+  for (const v1::QuotaUsage& u : usage) {
+    std::string guaranteed = "-";
+    std::string limit = "-";
+    if (u.has_quota()) {
+      guaranteed = FormatQuotaAmount(u.quota().guaranteed_milli());
+      limit = FormatQuotaAmount(u.quota().has_limit_milli() ? u.quota().limit_milli()
+                                                            : u.quota().guaranteed_milli());
+    }
+    table.AddRow({u.tenant(), u.project().empty() ? "-" : u.project(), u.resource(),
+                  FormatQuotaAmount(u.used_milli()), guaranteed, limit,
+                  FormatQuotaAmount(u.borrowed_milli())});
+  }
+  table.Render(out);
+}
+
 void WriteProjectTable(const google::protobuf::RepeatedPtrField<v1::Project>& projects,
                        absl::Time now, std::ostream& out) {
   Table table({"TENANT", "NAME", "AGE"});

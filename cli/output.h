@@ -107,6 +107,9 @@ void WriteTenantTable(const google::protobuf::RepeatedPtrField<v1::Tenant>& tena
 // LIMIT "-" for no borrowing.
 void WriteQuotaTable(const google::protobuf::RepeatedPtrField<v1::Quota>& quotas,
                      std::ostream& out);
+// TENANT PROJECT RESOURCE USED GUARANTEED LIMIT BORROWED; "-" where there is no quota.
+void WriteQuotaUsageTable(const google::protobuf::RepeatedPtrField<v1::QuotaUsage>& usage,
+                          std::ostream& out);
 void WriteProjectTable(const google::protobuf::RepeatedPtrField<v1::Project>& projects,
                        absl::Time now, std::ostream& out);
 

@@ -240,6 +240,12 @@ class ControlPlane {
   // for callers who see every tenant (PERMISSION_DENIED otherwise).
   absl::StatusOr<std::vector<Quota>> ListQuotas(const auth::Principal& who,
                                                 const std::string& tenant);
+  // What `tenant` (empty: every tenant, for callers who see all) and each of its projects hold
+  // now of every resource it holds or has a quota on, against its quotas: the workloads that
+  // hold capacity, as stored. Same callers and errors as ListQuotas. Ordered by tenant, project
+  // (the tenant's total first), resource.
+  absl::StatusOr<std::vector<QuotaUsage>> QuotaUsageOf(const auth::Principal& who,
+                                                       const std::string& tenant);
 
   // ---- Operations ----
 

@@ -178,6 +178,31 @@ absl::Status CheckQuotaFits(Quota& proposed, const std::vector<Quota>& same_reso
   return absl::OkStatus();
 }
 
+ResourceAmounts HeldResources(const Workload& w, const GpuModelLookup& model_of) {
+  ResourceAmounts held;
+  for (const ReplicaAssignment& r : w.assignment.replicas) {
+    if (!r.mig_profile.empty()) {
+      held[r.mig_profile] += 1000;
+      if (r.gpu_uuids.empty()) continue;
+      const std::string model = model_of(w.assignment.cluster, r.gpu_uuids.front());
+      const MigGeometry* g = FindMigGeometry(model);
+      const MigProfile* p = g == nullptr ? nullptr : g->Find(r.mig_profile);
+      const int64_t fraction =
+          p == nullptr ? 0 : int64_t{p->compute_slices} * 1000 / g->compute_slices;
+      held[kGpuEquivalents] += fraction;
+      if (!model.empty()) held[model] += fraction;
+      continue;
+    }
+    const int64_t each = r.gpu_milli > 0 ? int64_t{r.gpu_milli} : 1000;
+    for (const std::string& uuid : r.gpu_uuids) {
+      held[kGpuEquivalents] += each;
+      const std::string model = model_of(w.assignment.cluster, uuid);
+      if (!model.empty()) held[model] += each;
+    }
+  }
+  return held;
+}
+
 absl::Status ParseQuotaAmount(const std::string& field, const std::string& text, int64_t* milli) {
   const auto bad = [&] {
     return absl::InvalidArgumentError(

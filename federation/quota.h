@@ -14,6 +14,8 @@
 // `gpu`, 1000 in `1g.10gb`.
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +81,25 @@ int64_t QuotaCapacity(const std::vector<Cluster>& clusters, const std::string& r
 // up to 40 of 32 GPUs in the pool: 8 short").
 absl::Status CheckQuotaFits(Quota& proposed, const std::vector<Quota>& same_resource,
                             int64_t capacity, bool overcommit);
+
+// What a workload holding capacity holds of each resource, in milli: `gpu` (a whole GPU 1000, a
+// MIG instance its compute fraction, a share its milli), the model of each GPU it holds (the same
+// amounts), and its MIG profile (1000 per instance). `model_of(cluster, uuid)` names a GPU's model
+// ("" when unknown: counted in `gpu` only).
+using ResourceAmounts = std::map<std::string, int64_t>;
+using GpuModelLookup =
+    std::function<std::string(const std::string& cluster, const std::string& uuid)>;
+ResourceAmounts HeldResources(const Workload& w, const GpuModelLookup& model_of);
+
+// One row of a usage report: what `key` holds of its resource (project empty: the tenant in all)
+// against its quota, if it has one.
+struct QuotaUsage {
+  QuotaKey key;
+  std::optional<Quota> quota;
+  int64_t used_milli = 0;
+  // Held above the guarantee: all of it without a quota.
+  int64_t borrowed_milli = 0;
+};
 
 // "32", "0.5", "1.125" (thousandths at most) → milli; INVALID_ARGUMENT naming `field`.
 absl::Status ParseQuotaAmount(const std::string& field, const std::string& text, int64_t* milli);

@@ -1,5 +1,10 @@
 // The quota use cases of ControlPlane (control_plane.h): set, delete and list quotas.
 
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "federation/control_plane.h"
 #include "federation/quota.h"
@@ -12,6 +17,19 @@ namespace {
 // Tenant quotas are the platform's to set; a project's, its tenant admins' too.
 bool MaySetQuota(const auth::Principal& who, const QuotaKey& key) {
   return key.project.empty() ? who.IsPlatformAdmin() : who.CanAdminTenant(key.tenant);
+}
+
+// Whether `who` may read the quotas of `tenant` (empty: of every tenant).
+absl::Status MayReadQuotas(const auth::Principal& who, const std::string& tenant) {
+  if (tenant.empty()) {
+    if (!who.SeesAllTenants()) return absl::PermissionDeniedError("permission denied");
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  if (!who.CanRead(tenant)) {
+    return absl::NotFoundError(absl::StrCat("tenant ", tenant, " not found"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -40,15 +58,50 @@ absl::Status ControlPlane::DeleteQuota(const auth::Principal& who, const QuotaKe
 
 absl::StatusOr<std::vector<Quota>> ControlPlane::ListQuotas(const auth::Principal& who,
                                                             const std::string& tenant) {
-  if (tenant.empty()) {
-    if (!who.SeesAllTenants()) return absl::PermissionDeniedError("permission denied");
-  } else {
-    RETURN_IF_ERROR(ValidateName("tenant", tenant));
-    if (!who.CanRead(tenant)) {
-      return absl::NotFoundError(absl::StrCat("tenant ", tenant, " not found"));
+  RETURN_IF_ERROR(MayReadQuotas(who, tenant));
+  return ports_.quotas->ListQuotas(tenant);
+}
+
+absl::StatusOr<std::vector<QuotaUsage>> ControlPlane::QuotaUsageOf(const auth::Principal& who,
+                                                                   const std::string& tenant) {
+  RETURN_IF_ERROR(MayReadQuotas(who, tenant));
+  ASSIGN_OR_RETURN(std::vector<Quota> quotas, ports_.quotas->ListQuotas(tenant));
+  ASSIGN_OR_RETURN(std::vector<Workload> active, ports_.workloads->ListActive(""));
+  ASSIGN_OR_RETURN(std::vector<Cluster> clusters, ports_.clusters->ListClusters(true));
+  std::map<std::pair<std::string, std::string>, std::string> models;  // (cluster, uuid)
+  for (const Cluster& c : clusters) {
+    for (const NodeInfo& n : c.nodes) {
+      for (const GpuInfo& g : n.gpus) models[{c.info.name, g.uuid}] = g.model;
     }
   }
-  return ports_.quotas->ListQuotas(tenant);
+  const GpuModelLookup model_of = [&](const std::string& cluster, const std::string& uuid) {
+    auto it = models.find({cluster, uuid});
+    return it == models.end() ? std::string() : it->second;
+  };
+  // By (tenant, project, resource): the order the report promises.
+  std::map<std::tuple<std::string, std::string, std::string>, QuotaUsage> rows;
+  auto row = [&](const std::string& t, const std::string& p, const std::string& r) -> QuotaUsage& {
+    QuotaUsage& u = rows[{t, p, r}];
+    u.key = QuotaKey{t, p, r};
+    return u;
+  };
+  for (const Quota& q : quotas) row(q.key.tenant, q.key.project, q.key.resource).quota = q;
+  for (const Workload& w : active) {
+    if (!tenant.empty() && w.spec.tenant != tenant) continue;
+    if (!who.CanRead(w.spec.tenant)) continue;
+    for (const auto& [resource, milli] : HeldResources(w, model_of)) {
+      row(w.spec.tenant, "", resource).used_milli += milli;
+      row(w.spec.tenant, w.spec.project, resource).used_milli += milli;
+    }
+  }
+  std::vector<QuotaUsage> out;
+  out.reserve(rows.size());
+  for (auto& [key, u] : rows) {
+    const int64_t guaranteed = u.quota ? u.quota->guaranteed_milli : 0;
+    u.borrowed_milli = std::max<int64_t>(0, u.used_milli - guaranteed);
+    out.push_back(std::move(u));
+  }
+  return out;
 }
 
 }  // namespace gpufed

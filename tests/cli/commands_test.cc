@@ -496,6 +496,12 @@ TEST_F(CommandsTest, QuotasAreSetShownAndDeletedInGpus) {
   QuotaOptions bad = set;
   bad.guaranteed = "1.2345";
   EXPECT_EQ(commands.SetQuota(bad).code(), absl::StatusCode::kInvalidArgument);
+  const size_t before = out_.contents().size();
+  ASSERT_OK(commands.QuotaUsage("acme"));
+  EXPECT_EQ(out_.contents().substr(before),
+            "TENANT   PROJECT    RESOURCE    USED     GUARANTEED   LIMIT   BORROWED\n"
+            "acme     -          H100-80GB   36.375   32           48.5    4.375\n"
+            "acme     research   1g.10gb     0.375    0.5          0.5     0\n");
   ASSERT_OK(commands.DeleteQuota("acme", "research", "1g.10gb"));
   EXPECT_EQ(commands.DeleteQuota("acme", "research", "1g.10gb").code(),
             absl::StatusCode::kNotFound);

@@ -478,6 +478,26 @@ grpc::Status FakeGpufedServer::ListQuotas(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status FakeGpufedServer::GetQuotaUsage(grpc::ServerContext* context,
+                                             const v1::GetQuotaUsageRequest* request,
+                                             v1::GetQuotaUsageResponse* response) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  for (const v1::Quota& q : quotas_) {
+    if (!request->tenant().empty() && q.tenant() != request->tenant()) continue;
+    v1::QuotaUsage* u = response->add_usage();
+    u->set_tenant(q.tenant());
+    u->set_project(q.project());
+    u->set_resource(q.resource());
+    *u->mutable_quota() = q;
+    // As if each tenant held three quarters of its limit (or of its guarantee without one).
+    const int64_t limit = q.has_limit_milli() ? q.limit_milli() : q.guaranteed_milli();
+    u->set_used_milli(limit * 3 / 4);
+    u->set_borrowed_milli(std::max<int64_t>(0, u->used_milli() - q.guaranteed_milli()));
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status FakeGpufedServer::CreateToken(grpc::ServerContext* context,
                                            const v1::CreateTokenRequest* request,
                                            v1::CreateTokenResponse* response) {

@@ -114,6 +114,9 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
                            v1::DeleteQuotaResponse* response) override;
   grpc::Status ListQuotas(grpc::ServerContext* context, const v1::ListQuotasRequest* request,
                           v1::ListQuotasResponse* response) override;
+  // Each quota as if three quarters of its limit were held; borrowed above the guarantee.
+  grpc::Status GetQuotaUsage(grpc::ServerContext* context, const v1::GetQuotaUsageRequest* request,
+                             v1::GetQuotaUsageResponse* response) override;
   grpc::Status CreateProject(grpc::ServerContext* context, const v1::CreateProjectRequest* request,
                              v1::Project* response) override;
   grpc::Status ListProjects(grpc::ServerContext* context, const v1::ListProjectsRequest* request,

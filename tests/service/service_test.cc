@@ -751,6 +751,22 @@ TEST_F(ServiceTest, QuotasAreSetByAdminsAndMustFitThePool) {
   ASSERT_OK(list(admin_, "", &listed));
   EXPECT_EQ(listed.quotas_size(), 2);
 
+  // Usage: nothing runs yet, so each quota's row holds nothing.
+  v1::GetQuotaUsageRequest usage_req;
+  usage_req.set_tenant("acme");
+  v1::GetQuotaUsageResponse usage;
+  ASSERT_OK(Call(
+      user_, [&](grpc::ClientContext* c) { return quotas->GetQuotaUsage(c, usage_req, &usage); }));
+  ASSERT_EQ(usage.usage_size(), 1);
+  EXPECT_EQ(usage.usage(0).resource(), "H100-80GB");
+  EXPECT_TRUE(usage.usage(0).has_quota());
+  EXPECT_EQ(usage.usage(0).used_milli(), 0);
+  EXPECT_EQ(
+      Call(other_,
+           [&](grpc::ClientContext* c) { return quotas->GetQuotaUsage(c, usage_req, &usage); })
+          .error_code(),
+      grpc::StatusCode::NOT_FOUND);
+
   v1::DeleteQuotaRequest del;
   del.set_tenant("globex");
   del.set_resource("H100-80GB");

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/quota_fixtures.h"
 #include "tests/support/status_matchers.h"
+#include "tests/unit/federation/placement_fixtures.h"
 #include "tests/unit/federation/plane_test_base.h"
 #include "tests/unit/federation/test_pools.h"
 
@@ -137,6 +138,35 @@ TEST(QuotaTest, LoweringAGuaranteeIsAcceptedEvenWhenThePoolShrankBelowThem) {
   EXPECT_THAT(CheckQuotaFits(higher, stored, 16000, false), StatusIs(Code::kFailedPrecondition));
 }
 
+// A workload holds `gpu` (GPU-equivalents), the model of each GPU it holds, and its MIG profile.
+TEST(QuotaTest, WhatAPlacedWorkloadHolds) {
+  auto model_of = [](const std::string& cluster, const std::string& uuid) {
+    return cluster == "dgx" && uuid.rfind("GPU-h", 0) == 0 ? std::string("H100-80GB")
+                                                           : std::string();
+  };
+  Workload whole;
+  whole.assignment.cluster = "dgx";
+  whole.assignment.replicas = {testing::WholeGpus("h", {0, 1}), testing::WholeGpus("h", {2, 3})};
+  EXPECT_EQ(HeldResources(whole, model_of), (ResourceAmounts{{"gpu", 4000}, {"H100-80GB", 4000}}));
+  Workload share = whole;
+  share.assignment.replicas = {testing::WholeGpus("h", {0})};
+  share.assignment.replicas[0].gpu_milli = 250;
+  EXPECT_EQ(HeldResources(share, model_of), (ResourceAmounts{{"gpu", 250}, {"H100-80GB", 250}}));
+  Workload mig = whole;
+  mig.assignment.replicas = {testing::WholeGpus("h", {0}), testing::WholeGpus("h", {1})};
+  for (ReplicaAssignment& r : mig.assignment.replicas) {
+    r.mig_profile = "3g.40gb";
+    r.mig_start = 0;
+  }
+  // 3 of an H100's 7 compute slices, twice.
+  EXPECT_EQ(HeldResources(mig, model_of),
+            (ResourceAmounts{{"gpu", 856}, {"H100-80GB", 856}, {"3g.40gb", 2000}}));
+  // A GPU of unknown model counts in `gpu` only.
+  Workload unknown = whole;
+  unknown.assignment.cluster = "elsewhere";
+  EXPECT_EQ(HeldResources(unknown, model_of), (ResourceAmounts{{"gpu", 4000}}));
+}
+
 class QuotaUseCaseTest : public testing::PlaneTestBase {
  protected:
   QuotaUseCaseTest() : plane_(Ports()) {
@@ -187,6 +217,51 @@ TEST_F(QuotaUseCaseTest, GuaranteesBeyondThePoolAreRefusedNamingTheShortfall) {
   EXPECT_OK(plane_.SetQuota(Admin(), MakeQuota("acme", "", "A100-80GB", 0, 8000), false));
   EXPECT_THAT(plane_.SetQuota(Admin(), MakeQuota("acme", "", "H900", 1000), false),
               StatusIs(Code::kInvalidArgument, HasSubstr("resource")));
+}
+
+// Usage: what each tenant and project holds now, against its quotas; borrowed is what is held
+// above the guarantee.
+TEST_F(QuotaUseCaseTest, UsageIsWhatWorkloadsHoldAgainstTheQuotas) {
+  auto place = [&](WorkloadSpec spec, const std::string& node, std::vector<uint32_t> gpus) {
+    absl::StatusOr<SubmitResult> submitted = store_.Submit(spec);
+    ASSERT_OK(submitted);
+    Transition t;
+    t.id = submitted->workload.id;
+    t.from = WorkloadState::kPending;
+    t.to = WorkloadState::kPlaced;
+    t.actor = "scheduler";
+    Assignment a;
+    a.cluster = "dgx";
+    a.epoch = 1;
+    a.replicas = {testing::WholeGpus(node, std::move(gpus))};
+    t.assignment = a;
+    ASSERT_OK_AND_ASSIGN(std::vector<TransitionResult> r, store_.ApplyTransitions({t}));
+    ASSERT_TRUE(r[0].applied);
+  };
+  place(testing::Spec(1, 2), "dgx-n0", {0, 1});
+  WorkloadSpec other = testing::Spec(1, 1);
+  other.tenant = "other";
+  place(other, "dgx-n1", {0});
+  ASSERT_OK(plane_.SetQuota(Admin(), MakeQuota("acme", "", "gpu", 1000, 4000), false));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<QuotaUsage> usage, plane_.QuotaUsageOf(User("acme"), "acme"));
+  ASSERT_EQ(usage.size(), 4u);
+  EXPECT_EQ(usage[0].key, (QuotaKey{"acme", "", "H100-80GB"}));
+  EXPECT_EQ(usage[0].used_milli, 2000);
+  EXPECT_EQ(usage[0].borrowed_milli, 2000) << "no quota: all of it is borrowed";
+  EXPECT_EQ(usage[1].key, (QuotaKey{"acme", "", "gpu"}));
+  ASSERT_TRUE(usage[1].quota.has_value());
+  EXPECT_EQ(usage[1].used_milli, 2000);
+  EXPECT_EQ(usage[1].borrowed_milli, 1000);
+  EXPECT_EQ(usage[2].key, (QuotaKey{"acme", "p", "H100-80GB"}));
+  EXPECT_EQ(usage[3].key, (QuotaKey{"acme", "p", "gpu"}));
+  EXPECT_EQ(usage[3].used_milli, 2000);
+  // Another tenant's usage: as if it did not exist; every tenant's: for those who see all.
+  EXPECT_THAT(plane_.QuotaUsageOf(User("other"), "acme"), StatusIs(Code::kNotFound));
+  ASSERT_OK_AND_ASSIGN(usage, plane_.QuotaUsageOf(Admin(), ""));
+  EXPECT_EQ(usage.size(), 8u);
+  EXPECT_EQ(usage.back().key, (QuotaKey{"other", "p", "gpu"}));
+  EXPECT_EQ(usage.back().used_milli, 1000);
 }
 
 }  // namespace
