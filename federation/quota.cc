@@ -232,12 +232,17 @@ absl::Status ParseQuotaAmount(const std::string& field, const std::string& text,
 }
 
 std::string FormatQuotaAmount(int64_t milli) {
-  const int64_t whole = milli / 1000;
-  int64_t fraction = milli % 1000;
-  if (fraction == 0) return absl::StrCat(whole);
+  // Negative amounts only appear in messages about bad input; unsigned keeps INT64_MIN defined.
+  const bool negative = milli < 0;
+  const uint64_t magnitude =
+      negative ? uint64_t{0} - static_cast<uint64_t>(milli) : static_cast<uint64_t>(milli);
+  const uint64_t whole = magnitude / 1000;
+  const uint64_t fraction = magnitude % 1000;
+  std::string out = absl::StrCat(negative ? "-" : "", whole);
+  if (fraction == 0) return out;
   std::string digits = absl::StrCat(fraction + 1000).substr(1);  // three digits, zero-padded
   while (!digits.empty() && digits.back() == '0') digits.pop_back();
-  return absl::StrCat(whole, ".", digits);
+  return absl::StrCat(out, ".", digits);
 }
 
 }  // namespace gpufed

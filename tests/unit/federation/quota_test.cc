@@ -5,6 +5,7 @@
 
 #include "federation/quota.h"
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,11 @@ TEST(QuotaTest, AmountsAreThousandthsOfAGpuOrAnInstance) {
   EXPECT_EQ(FormatQuotaAmount(500), "0.5");
   EXPECT_EQ(FormatQuotaAmount(1125), "1.125");
   EXPECT_EQ(FormatQuotaAmount(1050), "1.05");
+  // Bad input is named in messages as given.
+  EXPECT_EQ(FormatQuotaAmount(-5), "-0.005");
+  EXPECT_EQ(FormatQuotaAmount(std::numeric_limits<int64_t>::min()), "-9223372036854775.808");
+  EXPECT_THAT(ValidateQuota(MakeQuota("acme", "", "gpu", 0, -5)),
+              StatusIs(Code::kInvalidArgument, HasSubstr("-0.005")));
 }
 
 TEST(QuotaTest, AResourceIsGpuAModelOrAMigProfile) {
