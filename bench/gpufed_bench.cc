@@ -634,13 +634,6 @@ nlohmann::json LoadJson(const LoadFigures& f) {
           {"undelivered", f.undelivered}};
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 constexpr int kFloodStreamsPerCaller = 64;  // the most one caller may hold
 
 // The flooding client of watch-flood, in a process of its own: `streams` Watch streams of every
@@ -716,11 +709,14 @@ int BenchWatchFlood(Target& t, int streams, double rate, double seconds) {
        std::to_string(streams)},
       flood_log, {{"GPUFED_BENCH_FLOOD_TOKENS", absl::StrJoin(tokens, ",")}});
   if (!flooder.ok()) return Fail(flooder.status().ToString());
-  for (int i = 0; i < 600 && ReadFile(flood_log).find("open") == std::string::npos; ++i) {
+  for (int i = 0;
+       i < 600 && gpufed::testing::ReadFileOrEmpty(flood_log).find("open") == std::string::npos;
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (ReadFile(flood_log).find("open") == std::string::npos) {
-    return Fail("the flooding process did not open its streams: " + ReadFile(flood_log));
+  if (gpufed::testing::ReadFileOrEmpty(flood_log).find("open") == std::string::npos) {
+    return Fail("the flooding process did not open its streams: " +
+                gpufed::testing::ReadFileOrEmpty(flood_log));
   }
   std::atomic<bool> sampling{true};
   std::atomic<double> rss_peak{0};
@@ -739,7 +735,7 @@ int BenchWatchFlood(Target& t, int streams, double rate, double seconds) {
   (*flooder)->Stop(std::chrono::seconds(60));
   int ended_by_server = -1;
   {
-    std::istringstream lines(ReadFile(flood_log));
+    std::istringstream lines(gpufed::testing::ReadFileOrEmpty(flood_log));
     for (std::string line; std::getline(lines, line);) {
       constexpr absl::string_view kEnded = "ended_resource_exhausted ";
       if (absl::StartsWith(line, kEnded)) ended_by_server = std::stoi(line.substr(kEnded.size()));

@@ -420,11 +420,7 @@ TEST_F(FailoverTest, ADrainedClustersRestartableWorkMovesOnlyAfterItsAgentStopsI
 TEST_F(FailoverTest, WorkOnANodeThatDiedMovesOnlyAfterItsAgentStopsIt) {
   const std::string source = testing::SourceDir() + "/deploy/topologies/edge-l4.yaml";
   const std::string topology = dir_.path() + "/edge-l4.yaml";
-  std::string yaml;
-  {
-    std::ifstream in(source);
-    yaml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  std::string yaml = testing::ReadFileOrEmpty(source);
   ASSERT_NE(yaml.find("count: 2"), std::string::npos);
   {
     std::ofstream out(topology);

@@ -31,6 +31,13 @@ std::string BinDir() { return std::filesystem::canonical("/proc/self/exe").paren
 
 std::string SourceDir() { return GPUFED_SOURCE_DIR; }
 
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     const std::vector<std::string>& argv, const std::string& log_path,
     const std::map<std::string, std::string>& extra_env) {

@@ -22,6 +22,8 @@ namespace gpufed::testing {
 std::string BinDir();
 // The source tree (for topology files and examples).
 std::string SourceDir();
+// The whole text of the file at `path`; empty if it cannot be read (a log not written yet).
+std::string ReadFileOrEmpty(const std::string& path);
 
 // What a program run to completion printed, and how it ended.
 struct RunResult {
