@@ -762,4 +762,43 @@ std::vector<v1::ServerMessage> CancelMessages(const std::vector<WorkloadId>& ids
   return messages;
 }
 
+v1::Preemption PreemptionToProto(const PreemptionRecord& r) {
+  v1::Preemption out;
+  out.set_id(r.id);
+  *out.mutable_time() = ToProto(r.time);
+  switch (r.cause) {
+    case PreemptionCause::kGuaranteeReclaim:
+      out.set_reason(v1::PREEMPTION_REASON_GUARANTEE_RECLAIM);
+      break;
+    case PreemptionCause::kFairShare:
+      out.set_reason(v1::PREEMPTION_REASON_FAIR_SHARE);
+      break;
+    case PreemptionCause::kPriority:
+      out.set_reason(v1::PREEMPTION_REASON_PRIORITY);
+      break;
+  }
+  out.set_preemptor_workload_id(absl::StrCat(r.preemptor));
+  out.set_tenant(r.tenant);
+  out.set_project(r.project);
+  out.set_resource(r.resource);
+  out.set_cluster(r.cluster);
+  out.set_needed_milli(r.needed_milli);
+  out.set_evicted_milli(r.evicted_milli);
+  out.set_gpu_seconds_lost(r.gpu_seconds_lost);
+  for (const PreemptionVictim& v : r.victims) {
+    v1::PreemptionVictim* p = out.add_victims();
+    if (v.id > 0) p->set_workload_id(absl::StrCat(v.id));
+    p->set_tenant(v.tenant);
+    p->set_project(v.project);
+    p->set_gpu_milli(v.gpu_milli);
+  }
+  for (const TenantShare& s : r.shares) {
+    v1::TenantShare* p = out.add_shares();
+    p->set_tenant(s.tenant);
+    p->set_before_milli(s.before_milli);
+    p->set_after_milli(s.after_milli);
+  }
+  return out;
+}
+
 }  // namespace gpufed::api

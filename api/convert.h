@@ -64,6 +64,7 @@ v1::Quota QuotaToProto(const Quota& q);
 // update_time and overcommitted are not read.
 Quota QuotaFromProto(const v1::Quota& q);
 v1::QuotaUsage QuotaUsageToProto(const QuotaUsage& u);
+v1::Preemption PreemptionToProto(const PreemptionRecord& r);
 
 // ---- Use-case inputs and outputs ----
 

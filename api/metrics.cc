@@ -1,5 +1,8 @@
 #include "api/metrics.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace gpufed::api {
 
 Metrics::Metrics(prometheus::Registry& registry)
@@ -69,7 +72,71 @@ Metrics::Metrics(prometheus::Registry& registry)
       evictions(prometheus::BuildCounter()
                     .Name("gpufed_evictions_total")
                     .Help("Workloads told to stop so that they run elsewhere, by cause "
-                          "(preemption: a drain; node_failure: a failed node or GPU)")
-                    .Register(registry)) {}
+                          "(preemption: a drain or a reclaim; node_failure: a failed node or GPU)")
+                    .Register(registry)),
+      preemptions(prometheus::BuildCounter()
+                      .Name("gpufed_preemptions_total")
+                      .Help("Preemptions decided, by reason (guarantee_reclaim, fair_share, "
+                            "priority); each is recorded (ListPreemptions)")
+                      .Register(registry)),
+      preempted_workloads(prometheus::BuildCounter()
+                              .Name("gpufed_preempted_workloads_total")
+                              .Help("Workloads stopped by preemptions, by reason")
+                              .Register(registry)),
+      gpu_seconds_lost(prometheus::BuildCounter()
+                           .Name("gpufed_gpu_seconds_lost_to_preemption_total")
+                           .Help("GPU-equivalent seconds of work preempted workloads lose (since "
+                                 "their start: no checkpoints are known), by reason")
+                           .Register(registry)),
+      quota_guaranteed(prometheus::BuildGauge()
+                           .Name("gpufed_quota_guaranteed")
+                           .Help("A quota's guarantee (GPUs, or MIG instances for a profile)")
+                           .Register(registry)),
+      quota_limit(prometheus::BuildGauge()
+                      .Name("gpufed_quota_limit")
+                      .Help("A quota's limit (GPUs, or MIG instances for a profile)")
+                      .Register(registry)),
+      quota_used(prometheus::BuildGauge()
+                     .Name("gpufed_quota_used")
+                     .Help("What the quota's holder holds of its resource (placed work)")
+                     .Register(registry)),
+      quota_borrowed(prometheus::BuildGauge()
+                         .Name("gpufed_quota_borrowed")
+                         .Help("What the quota's holder holds above its guarantee")
+                         .Register(registry)) {}
+
+void PrometheusControlMetrics::Preempted(PreemptionCause cause, size_t victims,
+                                         double gpu_seconds_lost) {
+  const prometheus::Labels labels{{"reason", std::string(PreemptionCauseName(cause))}};
+  m_.preemptions.Add(labels).Increment();
+  m_.preempted_workloads.Add(labels).Increment(static_cast<double>(victims));
+  m_.gpu_seconds_lost.Add(labels).Increment(gpu_seconds_lost);
+}
+
+void PrometheusControlMetrics::Quotas(const std::vector<QuotaUsage>& rows) {
+  absl::MutexLock lock(&quota_mu_);
+  std::vector<prometheus::Labels> now;
+  now.reserve(rows.size());
+  for (const QuotaUsage& u : rows) {
+    if (!u.quota) continue;
+    prometheus::Labels labels{{"tenant", u.key.tenant},
+                              {"project", u.key.project.empty() ? "-" : u.key.project},
+                              {"resource", u.key.resource}};
+    m_.quota_guaranteed.Add(labels).Set(static_cast<double>(u.quota->guaranteed_milli) / 1000);
+    m_.quota_limit.Add(labels).Set(static_cast<double>(u.quota->EffectiveLimit()) / 1000);
+    m_.quota_used.Add(labels).Set(static_cast<double>(u.used_milli) / 1000);
+    m_.quota_borrowed.Add(labels).Set(static_cast<double>(u.borrowed_milli) / 1000);
+    now.push_back(std::move(labels));
+  }
+  // A quota deleted since the last report leaves the series.
+  for (const prometheus::Labels& old : quota_labels_) {
+    if (std::find(now.begin(), now.end(), old) != now.end()) continue;
+    for (auto* family :
+         {&m_.quota_guaranteed, &m_.quota_limit, &m_.quota_used, &m_.quota_borrowed}) {
+      family->Remove(&family->Add(old));
+    }
+  }
+  quota_labels_ = std::move(now);
+}
 
 }  // namespace gpufed::api

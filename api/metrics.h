@@ -5,7 +5,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "federation/ports.h"
+#include "federation/quota.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -36,6 +39,15 @@ struct Metrics {
   prometheus::Counter& lost_workloads_requeued;        // back to PENDING for another attempt
   prometheus::Counter& lost_workloads_ended;           // LOST (no retry left) or CANCELLED
   prometheus::Family<prometheus::Counter>& evictions;  // by cause: preemption, node_failure
+  // Quotas (docs/quotas.md): preemptions by reason and what they cost; per tenant, project and
+  // resource the quota and what its holder holds (units: GPUs, or instances of a MIG profile).
+  prometheus::Family<prometheus::Counter>& preemptions;
+  prometheus::Family<prometheus::Counter>& preempted_workloads;
+  prometheus::Family<prometheus::Counter>& gpu_seconds_lost;
+  prometheus::Family<prometheus::Gauge>& quota_guaranteed;
+  prometheus::Family<prometheus::Gauge>& quota_limit;
+  prometheus::Family<prometheus::Gauge>& quota_used;
+  prometheus::Family<prometheus::Gauge>& quota_borrowed;
 };
 
 // The control plane's metrics port, exported to Prometheus.
@@ -64,6 +76,8 @@ class PrometheusControlMetrics final : public ControlMetrics {
     m_.evictions.Add({{"cause", std::string(AttemptEndName(why))}})
         .Increment(static_cast<double>(count));
   }
+  void Preempted(PreemptionCause cause, size_t victims, double gpu_seconds_lost) override;
+  void Quotas(const std::vector<QuotaUsage>& rows) override;
   void WorkloadsInState(WorkloadState state, int64_t count) override {
     m_.workloads_by_state.Add({{"state", std::string(StateName(state))}})
         .Set(static_cast<double>(count));
@@ -71,6 +85,8 @@ class PrometheusControlMetrics final : public ControlMetrics {
 
  private:
   Metrics& m_;
+  absl::Mutex quota_mu_;
+  std::vector<prometheus::Labels> quota_labels_ ABSL_GUARDED_BY(quota_mu_);  // reported last
 };
 
 }  // namespace gpufed::api

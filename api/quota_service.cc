@@ -1,5 +1,7 @@
 #include "api/quota_service.h"
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "api/convert.h"
 #include "api/workload_service.h"
 #include "federation/status_macros.h"
@@ -48,6 +50,27 @@ grpc::ServerUnaryReactor* QuotaServiceImpl::GetQuotaUsage(grpc::CallbackServerCo
     ASSIGN_OR_RETURN(std::vector<QuotaUsage> usage,
                      ctx_.plane->QuotaUsageOf(who, request->tenant()));
     for (const QuotaUsage& u : usage) *response->add_usage() = QuotaUsageToProto(u);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* QuotaServiceImpl::ListPreemptions(
+    grpc::CallbackServerContext* context, const v1::ListPreemptionsRequest* request,
+    v1::ListPreemptionsResponse* response) {
+  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    int64_t before = 0;
+    if (!request->page_token().empty() &&
+        (!absl::SimpleAtoi(request->page_token(), &before) || before <= 0)) {
+      return absl::InvalidArgumentError("page_token: not a token this server issued");
+    }
+    ASSIGN_OR_RETURN(
+        PreemptionPage page,
+        ctx_.plane->ListPreemptions(who, request->tenant(), before, request->page_size()));
+    for (const PreemptionRecord& r : page.records) {
+      *response->add_preemptions() = PreemptionToProto(r);
+    }
+    if (page.next_before > 0) response->set_next_page_token(absl::StrCat(page.next_before));
     return absl::OkStatus();
   });
 }

@@ -268,6 +268,11 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   CLI::Option* quota_usage_tenant = quota_usage->add_option(
       "tenant", f.quota.tenant,
       "Tenant (default: the configured tenant, else every tenant you may see)");
+  CLI::App* quota_preemptions = quota->add_subcommand(
+      "preemptions", "The latest preemptions: who took back what from whom, and why");
+  CLI::Option* quota_preemptions_tenant = quota_preemptions->add_option(
+      "tenant", f.quota.tenant,
+      "Tenant (default: the configured tenant, else every tenant you may see)");
   CLI::App* quota_delete = quota->add_subcommand("delete", "Delete a quota");
   quota_delete->add_option("tenant", f.quota.tenant, "Tenant")->required();
   quota_delete->add_option("resource", f.quota.resource, "Resource")->required();
@@ -383,6 +388,9 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.GetQuotas(quota_get_tenant->count() > 0 ? f.quota.tenant : config->tenant);
   } else if (quota_usage->parsed()) {
     status = commands.QuotaUsage(quota_usage_tenant->count() > 0 ? f.quota.tenant : config->tenant);
+  } else if (quota_preemptions->parsed()) {
+    status = commands.ListPreemptions(quota_preemptions_tenant->count() > 0 ? f.quota.tenant
+                                                                            : config->tenant);
   } else if (quota_delete->parsed()) {
     status = commands.DeleteQuota(f.quota.tenant, f.quota.project, f.quota.resource);
   } else if (tokens_create->parsed()) {

@@ -526,6 +526,18 @@ absl::Status Commands::QuotaUsage(absl::string_view tenant) {
   return absl::OkStatus();
 }
 
+absl::Status Commands::ListPreemptions(absl::string_view tenant) {
+  v1::ListPreemptionsRequest request;
+  request.set_tenant(std::string(tenant));
+  v1::ListPreemptionsResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return quotas_->ListPreemptions(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  WritePreemptionTable(response.preemptions(), env_.now(), *env_.out);
+  return absl::OkStatus();
+}
+
 absl::Status Commands::DeleteQuota(absl::string_view tenant, absl::string_view project,
                                    absl::string_view resource) {
   v1::DeleteQuotaRequest request;

@@ -180,6 +180,8 @@ class Commands {
   absl::Status SetQuota(const QuotaOptions& options);
   absl::Status GetQuotas(absl::string_view tenant);
   absl::Status QuotaUsage(absl::string_view tenant);
+  // The latest preemptions involving `tenant` (empty: every tenant's), newest first.
+  absl::Status ListPreemptions(absl::string_view tenant);
   absl::Status DeleteQuota(absl::string_view tenant, absl::string_view project,
                            absl::string_view resource);
 

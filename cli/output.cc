@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "cli/duration.h"
 #include "cli/enum_names.h"
 #include "federation/quota.h"
@@ -434,6 +436,25 @@ void WriteQuotaUsageTable(const google::protobuf::RepeatedPtrField<v1::QuotaUsag
     table.AddRow({u.tenant(), u.project().empty() ? "-" : u.project(), u.resource(),
                   FormatQuotaAmount(u.used_milli()), guaranteed, limit,
                   FormatQuotaAmount(u.borrowed_milli())});
+  }
+  table.Render(out);
+}
+
+void WritePreemptionTable(const google::protobuf::RepeatedPtrField<v1::Preemption>& preemptions,
+                          absl::Time now, std::ostream& out) {
+  Table table({"ID", "AGE", "REASON", "BY", "RESOURCE", "CLUSTER", "NEEDED", "EVICTED", "VICTIMS"});
+  for (const v1::Preemption& p : preemptions) {
+    std::vector<std::string> victims;
+    for (const v1::PreemptionVictim& v : p.victims()) {
+      victims.push_back(v.workload_id().empty() ? v.tenant()
+                                                : absl::StrCat(v.tenant(), ":", v.workload_id()));
+    }
+    absl::string_view reason = v1::PreemptionReason_Name(p.reason());
+    absl::ConsumePrefix(&reason, "PREEMPTION_REASON_");
+    table.AddRow({absl::StrCat(p.id()), Age(p.time(), now), absl::AsciiStrToLower(reason),
+                  absl::StrCat(p.tenant(), "/", p.project(), " ", p.preemptor_workload_id()),
+                  p.resource(), p.cluster(), FormatQuotaAmount(p.needed_milli()),
+                  FormatQuotaAmount(p.evicted_milli()), absl::StrJoin(victims, ",")});
   }
   table.Render(out);
 }

@@ -71,9 +71,12 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
   step.leading = true;
   if (now - last_reload_ >= options_.reload_interval) {
     last_reload_ = now;
+    // Quotas set through another API replica are read again too.
+    scheduler_->NotifyQuotasChanged();
     if (absl::Status s = scheduler_->ReloadPending(); !s.ok()) {
       spdlog::warn("scheduler: reload of the pending queue failed: {}", s.ToString());
     }
+    metrics_->Quotas(scheduler_->QuotaReport());
     // Keeps the state gauges fresh without a scrape, and the store's count deltas folded.
     if (absl::Status s = plane_->RefreshGauges(); !s.ok()) {
       spdlog::warn("workload counts: {}", s.ToString());
@@ -102,10 +105,15 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
                    r.reason);
     }
   }
-  if (!cycle->placed.empty()) {
-    plane_->Placed(cycle->placed);
-    // The cycle considers a bounded slice of the queue: more may fit.
-    step.more = true;
+  if (!cycle->events.empty()) plane_->Scheduled(cycle->events);
+  // The cycle considers a bounded slice of the queue: more may fit.
+  if (!cycle->placed.empty()) step.more = true;
+  if (!cycle->reclaims.empty()) {
+    if (absl::StatusOr<std::vector<Workload>> marked = plane_->Reclaim(cycle->reclaims);
+        !marked.ok()) {
+      spdlog::warn("reclaim: cannot stop the victims: {}", marked.status().ToString());
+      scheduler_->NotifyReclaimFailed(cycle->reclaims);
+    }
   }
   metrics_->PendingQueue(scheduler_->pending_count());
   step.cycle = std::move(*cycle);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "federation/failover.h"
+#include "federation/quota.h"
 #include "federation/status_macros.h"
 #include "federation/validation.h"
 #include "spdlog/spdlog.h"
@@ -37,6 +38,8 @@ void ControlPlane::AfterCommit(const std::vector<WorkloadEvent>& events,
       wake = true;
     } else if (e.to == WorkloadState::kPlaced) {
       placed.push_back(w);
+    } else if (e.to == WorkloadState::kRunning) {
+      ports_.scheduler->NotifyStarted(w.id, w.start_time.value_or(e.time));
     } else if (IsTerminal(e.to)) {
       // Frees its capacity, or drops it from the queue if it never left it.
       ports_.scheduler->NotifyReleased(w.id);
@@ -124,7 +127,14 @@ absl::StatusOr<Explanation> ControlPlane::Explain(const auth::Principal& who, Wo
   ASSIGN_OR_RETURN(Workload w, GetVisible(who, id));
   Explanation out;
   switch (w.state) {
-    case WorkloadState::kPending: {
+    case WorkloadState::kPending:
+    case WorkloadState::kAdmitted: {
+      if (IsQuotaReason(w.pending_reason.code)) {
+        // Quota and reclaim are the scheduler's verdicts, stored with the workload.
+        out.text = RenderReason(w.pending_reason);
+        out.reason = w.pending_reason;
+        break;
+      }
       PlacementDecision d = ports_.scheduler->Explain(w.spec);
       if (d.assignment) {
         out.fits_now_on = d.assignment->cluster;
@@ -360,14 +370,28 @@ absl::StatusOr<int> ControlPlane::ArchiveFinished(std::chrono::nanoseconds after
   return moved;
 }
 
-void ControlPlane::Placed(const std::vector<Workload>& placed) {
-  std::vector<WorkloadEvent> events;
-  events.reserve(placed.size());
-  for (const Workload& w : placed) {
-    events.push_back(
-        WorkloadEvent{w, WorkloadState::kPending, WorkloadState::kPlaced, w.update_time});
+void ControlPlane::Scheduled(const std::vector<WorkloadEvent>& events) { AfterCommit(events); }
+
+absl::StatusOr<std::vector<Workload>> ControlPlane::Reclaim(
+    const std::vector<ReclaimPlan>& reclaims) {
+  if (reclaims.empty()) return std::vector<Workload>{};
+  std::vector<WorkloadStore::Preemption> preemptions;
+  preemptions.reserve(reclaims.size());
+  for (const ReclaimPlan& plan : reclaims) preemptions.push_back({plan.record, plan.victims});
+  ASSIGN_OR_RETURN(WorkloadStore::PreemptionResult result,
+                   ports_.workloads->RequestPreemptions(preemptions));
+  for (const PreemptionRecord& r : result.recorded) {
+    spdlog::info(
+        "preemption {} ({}): workload {} of tenant {} reclaims {} on {}, stopping {} "
+        "workload(s), {} of {} GPU-equivalents",
+        r.id, std::string(PreemptionCauseName(r.cause)), r.preemptor, r.tenant, r.resource,
+        r.cluster, r.victims.size(), FormatQuotaAmount(r.evicted_milli),
+        FormatQuotaAmount(r.needed_milli));
+    metrics_->Preempted(r.cause, r.victims.size(), r.gpu_seconds_lost);
   }
-  AfterCommit(events);
+  if (!result.marked.empty()) metrics_->Evicted(AttemptEnd::kPreempted, result.marked.size());
+  AfterCommit({}, result.marked);
+  return std::move(result.marked);
 }
 
 }  // namespace gpufed

@@ -97,6 +97,12 @@ struct DrainResult {
   std::vector<WorkloadId> staying;
 };
 
+// A page of preemption records.
+struct PreemptionPage {
+  std::vector<PreemptionRecord> records;
+  int64_t next_before = 0;  // the next page's before_id; 0: no more
+};
+
 // A token to create: the caller gets the secret once; only its hash is stored.
 struct TokenRequest {
   std::string subject;
@@ -246,6 +252,14 @@ class ControlPlane {
   // (the tenant's total first), resource.
   absl::StatusOr<std::vector<QuotaUsage>> QuotaUsageOf(const auth::Principal& who,
                                                        const std::string& tenant);
+  // Preemption records newest first: those involving `tenant` (empty: every tenant's), with an id
+  // below `before_id` (0: from the newest), `limit` of them (0: 100; at most kMaxPreemptionPage).
+  // The same callers and errors as ListQuotas; INVALID_ARGUMENT naming page_size or page_token.
+  // A caller who does not see every tenant sees another tenant's victims by tenant and size
+  // only (no workload id, no project).
+  absl::StatusOr<PreemptionPage> ListPreemptions(const auth::Principal& who,
+                                                 const std::string& tenant, int64_t before_id,
+                                                 int limit);
 
   // ---- Operations ----
 
@@ -279,8 +293,15 @@ class ControlPlane {
   // backlog does not hold up scheduling; returns how many moved. The store's error (UNAVAILABLE)
   // after the batches that committed.
   absl::StatusOr<int> ArchiveFinished(std::chrono::nanoseconds after, int batch, int max_batches);
-  // Placements the scheduler committed.
-  void Placed(const std::vector<Workload>& placed);
+  // What a scheduling cycle committed (admissions and placements): Watch streams get the
+  // events, agents the placements.
+  void Scheduled(const std::vector<WorkloadEvent>& events);
+  // Stops the victims of the scheduler's reclaims (docs/quotas.md#reclaim): each is marked to
+  // be evicted (a preemption, with the plan's message) and its agent told to stop it; its
+  // confirmed stop returns it to PENDING or ends it by the failover rule. Victims that moved on
+  // meanwhile are skipped. Returns the workloads marked; the store's error (UNAVAILABLE), in
+  // which case the caller tells the scheduler (Scheduler::NotifyReclaimFailed).
+  absl::StatusOr<std::vector<Workload>> Reclaim(const std::vector<ReclaimPlan>& reclaims);
 
  private:
   // A committed change to one cluster: registered or given a new inventory (the cluster as
@@ -310,6 +331,9 @@ class ControlPlane {
   // Stores `evictions` and counts them; returns what was marked. The caller tells the agents.
   absl::StatusOr<std::vector<Workload>> MarkEvictions(
       const std::vector<WorkloadStore::Eviction>& evictions);
+
+  // A committed quota change: the scheduler reads the quotas again.
+  void QuotasChanged();
 
   void Wake() {
     if (wake_) wake_();

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "federation/quota.h"
 
 namespace gpufed {
 namespace {
@@ -39,6 +40,10 @@ constexpr CodeName kCodeNames[] = {
     {ReasonCode::kPreempted, "Preempted"},
     {ReasonCode::kNodeFailed, "NodeFailed"},
     {ReasonCode::kUnclassified, "Unclassified"},
+    {ReasonCode::kQuotaLimit, "QuotaLimit"},
+    {ReasonCode::kReclaiming, "Reclaiming"},
+    {ReasonCode::kKeptForReclaim, "KeptForReclaim"},
+    {ReasonCode::kReborrowBackoff, "ReborrowBackoff"},
 };
 
 std::string Plural(int64_t n, absl::string_view one, absl::string_view many) {
@@ -204,6 +209,11 @@ bool PendingReason::Has(absl::string_view name) const {
   return Find(figures, name) != figures.end();
 }
 
+bool IsQuotaReason(ReasonCode code) {
+  return code == ReasonCode::kQuotaLimit || code == ReasonCode::kReclaiming ||
+         code == ReasonCode::kKeptForReclaim || code == ReasonCode::kReborrowBackoff;
+}
+
 std::string RenderReason(const PendingReason& r) {
   const std::string& needs = r.Text(figure::kNeeds);
   switch (r.code) {
@@ -261,6 +271,24 @@ std::string RenderReason(const PendingReason& r) {
                           " failed at ", r.Text(figure::kEndedAt), " (", r.Text(figure::kText),
                           "); attempt ", r.Int(figure::kAttempt), " of ",
                           r.Int(figure::kMaxAttempts), " ended there, waiting for the next");
+    case ReasonCode::kQuotaLimit:
+      return absl::StrCat(
+          "quota: ", r.Text(figure::kHolder), " holds ", FormatQuotaAmount(r.Int(figure::kHeld)),
+          "/", FormatQuotaAmount(r.Int(figure::kLimit)), " ", r.Text(figure::kResource),
+          " (limit); this workload asks ", FormatQuotaAmount(r.Int(figure::kAsked)), " more");
+    case ReasonCode::kReclaiming:
+      return absl::StrCat("waiting for reclaim from ", r.Text(figure::kFrom), " (",
+                          Plural(r.Int(figure::kStopping), "workload", "workloads"),
+                          " stopping on cluster ", r.Text(figure::kCluster),
+                          ") to free guaranteed ", r.Text(figure::kResource));
+    case ReasonCode::kKeptForReclaim:
+      return absl::StrCat("borrowing ", r.Text(figure::kResource),
+                          ": the free capacity on cluster ", r.Text(figure::kCluster),
+                          " is kept for guaranteed work being placed there after a reclaim");
+    case ReasonCode::kReborrowBackoff:
+      return absl::StrCat("borrowing ", r.Text(figure::kResource), ": ", r.Text(figure::kHolder),
+                          " had it reclaimed and may borrow it again from ",
+                          r.Text(figure::kUntil));
   }
   return "";
 }

@@ -49,6 +49,11 @@ enum class ReasonCode {
   kPreempted,          // returned to PENDING: its attempt was stopped to free its place
   kNodeFailed,         // returned to PENDING: a node or GPU it ran on failed
   kUnclassified,       // stored before reasons had codes (or by a newer server): words only
+  // Quotas (docs/quotas.md), set by the scheduler:
+  kQuotaLimit,       // admitting it would take its tenant or project past a limit
+  kReclaiming,       // owned: borrowed work is stopping to free its guaranteed capacity
+  kKeptForReclaim,   // borrowed: the capacity it would take is being reclaimed by an owner
+  kReborrowBackoff,  // borrowed: its tenant may not borrow this resource again yet
 };
 
 // "WaitingForCapacity"-style names: "NoClusters", "GpusBusy", ...; "" for kNone.
@@ -57,6 +62,9 @@ absl::string_view ReasonCodeName(ReasonCode code);
 std::optional<ReasonCode> ParseReasonCode(absl::string_view name);
 // True for the codes no amount of waiting resolves (kNoClusters .. kTopologyUnsatisfiable).
 bool NeverFits(ReasonCode code);
+// True for the quota codes (kQuotaLimit .. kReborrowBackoff): the scheduler's admission and
+// reclaim verdicts, which placement alone cannot reproduce.
+bool IsQuotaReason(ReasonCode code);
 std::ostream& operator<<(std::ostream& os, ReasonCode code);
 
 // The names of the figures. Which code carries which is listed in docs/placement.md.
@@ -88,6 +96,14 @@ inline constexpr absl::string_view kLostAt = "lost_at";   // text: RFC 3339 time
 inline constexpr absl::string_view kAttempt = "attempt";  // the attempt that ended
 inline constexpr absl::string_view kMaxAttempts = "max_attempts";  // its retry policy's limit
 inline constexpr absl::string_view kEndedAt = "ended_at";          // text: RFC 3339 time, UTC
+inline constexpr absl::string_view kHolder = "holder";      // text: "tenant acme", "project a/b"
+inline constexpr absl::string_view kResource = "resource";  // text: a quota resource
+inline constexpr absl::string_view kHeld = "held";          // milli held of it now
+inline constexpr absl::string_view kLimit = "limit";        // milli: the quota's limit
+inline constexpr absl::string_view kAsked = "asked";        // milli the workload asks of it
+inline constexpr absl::string_view kFrom = "from";          // text: "tenant beta, tenant gamma"
+inline constexpr absl::string_view kStopping = "stopping";  // workloads stopping for it
+inline constexpr absl::string_view kUntil = "until";        // text: RFC 3339 time, UTC
 }  // namespace figure
 
 struct ReasonFigure {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "federation/preemption.h"
+#include "federation/quota.h"
 #include "federation/types.h"
 
 namespace gpufed {
@@ -71,6 +73,12 @@ class ControlMetrics {
   virtual void ClusterLost(size_t /*requeued*/, size_t /*ended*/) {}
   // `count` workloads were told to stop so that their attempts end by `why` (evictions).
   virtual void Evicted(AttemptEnd /*why*/, size_t /*count*/) {}
+  // One preemption stopped `victims` workloads, losing `gpu_seconds_lost` GPU-seconds of work.
+  virtual void Preempted(PreemptionCause /*cause*/, size_t /*victims*/,
+                         double /*gpu_seconds_lost*/) {}
+  // Every quota with what its holder holds now (the active scheduler's ledger); a quota missing
+  // from `rows` was deleted.
+  virtual void Quotas(const std::vector<QuotaUsage>& /*rows*/) {}
 };
 
 }  // namespace gpufed

@@ -184,7 +184,7 @@ ResourceAmounts HeldResources(const Workload& w, const GpuModelLookup& model_of)
     if (!r.mig_profile.empty()) {
       held[r.mig_profile] += 1000;
       if (r.gpu_uuids.empty()) continue;
-      const std::string model = model_of(w.assignment.cluster, r.gpu_uuids.front());
+      const std::string model = model_of(w.assignment.cluster, r.node, r.gpu_uuids.front());
       const MigGeometry* g = FindMigGeometry(model);
       const MigProfile* p = g == nullptr ? nullptr : g->Find(r.mig_profile);
       const int64_t fraction =
@@ -196,7 +196,7 @@ ResourceAmounts HeldResources(const Workload& w, const GpuModelLookup& model_of)
     const int64_t each = r.gpu_milli > 0 ? int64_t{r.gpu_milli} : 1000;
     for (const std::string& uuid : r.gpu_uuids) {
       held[kGpuEquivalents] += each;
-      const std::string model = model_of(w.assignment.cluster, uuid);
+      const std::string model = model_of(w.assignment.cluster, r.node, uuid);
       if (!model.empty()) held[model] += each;
     }
   }

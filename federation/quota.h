@@ -84,11 +84,11 @@ absl::Status CheckQuotaFits(Quota& proposed, const std::vector<Quota>& same_reso
 
 // What a workload holding capacity holds of each resource, in milli: `gpu` (a whole GPU 1000, a
 // MIG instance its compute fraction, a share its milli), the model of each GPU it holds (the same
-// amounts), and its MIG profile (1000 per instance). `model_of(cluster, uuid)` names a GPU's model
-// ("" when unknown: counted in `gpu` only).
+// amounts), and its MIG profile (1000 per instance). `model_of(cluster, node, uuid)` names a GPU's
+// model ("" when unknown: counted in `gpu` only).
 using ResourceAmounts = std::map<std::string, int64_t>;
-using GpuModelLookup =
-    std::function<std::string(const std::string& cluster, const std::string& uuid)>;
+using GpuModelLookup = std::function<std::string(const std::string& cluster,
+                                                 const std::string& node, const std::string& uuid)>;
 ResourceAmounts HeldResources(const Workload& w, const GpuModelLookup& model_of);
 
 // One row of a usage report: what `key` holds of its resource (project empty: the tenant in all)

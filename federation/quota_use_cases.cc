@@ -42,10 +42,13 @@ absl::StatusOr<Quota> ControlPlane::SetQuota(const auth::Principal& who, const Q
   // API replica shares.
   ASSIGN_OR_RETURN(std::vector<Cluster> clusters, ports_.clusters->ListClusters(true));
   const int64_t capacity = QuotaCapacity(clusters, quota.key.resource);
-  return ports_.quotas->SetQuota(
-      quota, [&](Quota& proposed, const std::vector<Quota>& same_resource) {
+  ASSIGN_OR_RETURN(
+      Quota stored,
+      ports_.quotas->SetQuota(quota, [&](Quota& proposed, const std::vector<Quota>& same_resource) {
         return CheckQuotaFits(proposed, same_resource, capacity, overcommit);
-      });
+      }));
+  QuotasChanged();
+  return stored;
 }
 
 absl::Status ControlPlane::DeleteQuota(const auth::Principal& who, const QuotaKey& key) {
@@ -53,7 +56,16 @@ absl::Status ControlPlane::DeleteQuota(const auth::Principal& who, const QuotaKe
   if (!key.project.empty()) RETURN_IF_ERROR(ValidateName("project", key.project));
   RETURN_IF_ERROR(ValidateQuotaResource("resource", key.resource));
   if (!MaySetQuota(who, key)) return absl::PermissionDeniedError("permission denied");
-  return ports_.quotas->DeleteQuota(key);
+  RETURN_IF_ERROR(ports_.quotas->DeleteQuota(key));
+  QuotasChanged();
+  return absl::OkStatus();
+}
+
+void ControlPlane::QuotasChanged() {
+  // Admission reads them from the next cycle on (another API replica's scheduler at its next
+  // reload: ControlLoopOptions::reload_interval).
+  if (ports_.scheduler != nullptr) ports_.scheduler->NotifyQuotasChanged();
+  Wake();
 }
 
 absl::StatusOr<std::vector<Quota>> ControlPlane::ListQuotas(const auth::Principal& who,
@@ -74,7 +86,8 @@ absl::StatusOr<std::vector<QuotaUsage>> ControlPlane::QuotaUsageOf(const auth::P
       for (const GpuInfo& g : n.gpus) models[{c.info.name, g.uuid}] = g.model;
     }
   }
-  const GpuModelLookup model_of = [&](const std::string& cluster, const std::string& uuid) {
+  const GpuModelLookup model_of = [&](const std::string& cluster, const std::string& /*node*/,
+                                      const std::string& uuid) {
     auto it = models.find({cluster, uuid});
     return it == models.end() ? std::string() : it->second;
   };
@@ -102,6 +115,32 @@ absl::StatusOr<std::vector<QuotaUsage>> ControlPlane::QuotaUsageOf(const auth::P
     out.push_back(std::move(u));
   }
   return out;
+}
+
+absl::StatusOr<PreemptionPage> ControlPlane::ListPreemptions(const auth::Principal& who,
+                                                             const std::string& tenant,
+                                                             int64_t before_id, int limit) {
+  RETURN_IF_ERROR(MayReadQuotas(who, tenant));
+  if (limit == 0) limit = 100;
+  if (limit < 0 || limit > kMaxPreemptionPage) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be 0 to ", kMaxPreemptionPage, ", got ", limit));
+  }
+  if (before_id < 0)
+    return absl::InvalidArgumentError("page_token: not a token this server issued");
+  PreemptionPage page;
+  ASSIGN_OR_RETURN(page.records, ports_.workloads->ListPreemptions(tenant, before_id, limit));
+  if (!who.SeesAllTenants()) {
+    for (PreemptionRecord& r : page.records) {
+      for (PreemptionVictim& v : r.victims) {
+        if (v.tenant == who.tenant) continue;
+        v.id = 0;
+        v.project.clear();
+      }
+    }
+  }
+  if (static_cast<int>(page.records.size()) == limit) page.next_before = page.records.back().id;
+  return page;
 }
 
 }  // namespace gpufed

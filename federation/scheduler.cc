@@ -1,11 +1,13 @@
 #include "federation/scheduler.h"
 
+#include <algorithm>
 #include <optional>
 #include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "federation/failover.h"
 #include "federation/placement.h"
 #include "federation/status_macros.h"
 
@@ -37,9 +39,19 @@ std::unique_ptr<PlacementEngine> MakeEngine(PlacementOptions options) {
 
 }  // namespace
 
-Scheduler::Scheduler(WorkloadStore* workloads, ClusterStore* clusters, SchedulerOptions options)
-    : workloads_(workloads), clusters_(clusters), options_(std::move(options)) {
+Scheduler::Scheduler(WorkloadStore* workloads, ClusterStore* clusters, SchedulerOptions options,
+                     QuotaStore* quotas, const Clock* clock)
+    : workloads_(workloads),
+      clusters_(clusters),
+      quotas_(quotas),
+      clock_(ClockOrSystem(clock)),
+      options_(std::move(options)) {
   engine_ = MakeEngine(options_.placement);
+  // Reclaim tries victim sets on copies of the pool; its own engine keeps the live one's tie
+  // order (and caches) untouched.
+  PlacementOptions reclaim_options = options_.placement;
+  reclaim_options.random_ties = false;
+  reclaim_engine_ = MakeEngine(std::move(reclaim_options));
   absl::MutexLock lock(&mu_);
   snapshot_ = std::make_shared<const Pool>();
 }
@@ -56,11 +68,17 @@ absl::Status Scheduler::Rebuild() {
   ASSIGN_OR_RETURN(std::vector<Cluster> clusters, clusters_->ListClusters(/*include_nodes=*/true));
   ASSIGN_OR_RETURN(std::vector<Workload> active, workloads_->ListActive(""));
   pool_ = Pool();
+  ledger_ = QuotaLedger();
+  RETURN_IF_ERROR(LoadQuotas());
+  held_.clear();
+  reclaims_.clear();
+  backoff_.clear();
   for (const Cluster& cluster : clusters) pool_.UpsertCluster(cluster);
   for (const Workload& w : active) {
     // Conflicts cannot happen for committed data unless two schedulers ran at once; keep the
     // first holder and let the operator see the error in the log via the status.
     (void)pool_.Allocate(w.id, w.assignment, HostDemand{w.spec.cpu_millis, w.spec.memory_mib});
+    TrackHeld(w);
   }
   // The workload mix starts from what runs and waits now (running first, pending as the most
   // recent), so that a restarted or newly active scheduler measures fragmentation against the
@@ -76,6 +94,10 @@ absl::Status Scheduler::Rebuild() {
 
 absl::Status Scheduler::ReloadPending() {
   ASSIGN_OR_RETURN(std::vector<Workload> pending, workloads_->ListPending(options_.reload_limit));
+  // Reservations of ADMITTED workloads are made again as the queue is judged.
+  for (const auto& [key, queued] : queue_) {
+    if (!held_.contains(queued.workload.id)) ledger_.Drop(queued.workload.id);
+  }
   queue_.clear();
   queued_ids_.clear();
   mig_demand_.clear();
@@ -85,7 +107,9 @@ absl::Status Scheduler::ReloadPending() {
 }
 
 void Scheduler::Enqueue(const Workload& workload) {
-  if (workload.state != WorkloadState::kPending || queued_ids_.contains(workload.id)) return;
+  const bool waiting =
+      workload.state == WorkloadState::kPending || workload.state == WorkloadState::kAdmitted;
+  if (!waiting || queued_ids_.contains(workload.id)) return;
   // A late notification (or a reload racing a placement) may carry a stale PENDING copy of a
   // workload this scheduler already placed; the pool knows better.
   if (pool_.Holds(workload.id)) return;
@@ -96,6 +120,11 @@ void Scheduler::Enqueue(const Workload& workload) {
   queued.last_reason = workload.pending_reason;
   queued.written_cycle = cycle_;
   queued_ids_[workload.id] = key;
+  if (workload.state == WorkloadState::kAdmitted) {
+    // Its quota was granted: reserved again (firm only while its reclaim is under way).
+    ledger_.Hold(workload.id, workload.spec.tenant, workload.spec.project,
+                 ReservationOf(workload.spec), /*firm=*/reclaims_.contains(workload.id));
+  }
   if (!workload.spec.mig_profile.empty()) {
     mig_demand_[workload.spec.mig_profile] += workload.spec.replicas;
   }
@@ -109,7 +138,9 @@ void Scheduler::Dequeue(std::map<QueueKey, Queued>::iterator it) {
     demand->second -= std::min(demand->second, spec.replicas);
     if (demand->second == 0) mig_demand_.erase(demand);
   }
-  queued_ids_.erase(it->second.workload.id);
+  const WorkloadId id = it->second.workload.id;
+  if (!held_.contains(id)) ledger_.Drop(id);  // its reservation, if ADMITTED
+  queued_ids_.erase(id);
   queue_.erase(it);
 }
 
@@ -137,6 +168,23 @@ void Scheduler::NotifyClusterState(const std::string& cluster, ClusterState stat
   inbox_.states.emplace_back(cluster, state);
 }
 
+void Scheduler::NotifyStarted(WorkloadId id, Timestamp at) {
+  absl::MutexLock lock(&mu_);
+  inbox_.started.emplace_back(id, at);
+}
+
+void Scheduler::NotifyQuotasChanged() {
+  absl::MutexLock lock(&mu_);
+  inbox_.quotas = true;
+}
+
+void Scheduler::NotifyReclaimFailed(const std::vector<ReclaimPlan>& reclaims) {
+  absl::MutexLock lock(&mu_);
+  for (const ReclaimPlan& plan : reclaims) {
+    for (const WorkloadStore::Eviction& v : plan.victims) inbox_.reclaim_failed.push_back(v.id);
+  }
+}
+
 bool Scheduler::DrainInbox() {
   Inbox inbox;
   {
@@ -145,13 +193,30 @@ bool Scheduler::DrainInbox() {
   }
   for (const Cluster& cluster : inbox.clusters) pool_.UpsertCluster(cluster);
   for (const auto& [cluster, state] : inbox.states) pool_.SetClusterState(cluster, state);
+  bool quotas_changed = false;
+  if (inbox.quotas) {
+    if (LoadQuotas().ok()) {
+      quotas_changed = true;
+    } else {
+      NotifyQuotasChanged();  // read again next cycle
+    }
+  }
+  for (const auto& [id, at] : inbox.started) {
+    if (auto it = held_.find(id); it != held_.end()) it->second.start_time = at;
+  }
+  for (WorkloadId id : inbox.reclaim_failed) {
+    if (auto it = held_.find(id); it != held_.end()) it->second.evicting.reset();
+    for (auto& [owner, r] : reclaims_) std::erase(r.victims, id);
+  }
   for (WorkloadId id : inbox.released) {
     pool_.Release(id);
+    ForgetHeld(id);
     // A released workload may also still sit in the queue (cancelled while pending).
     if (auto it = queued_ids_.find(id); it != queued_ids_.end()) Dequeue(queue_.find(it->second));
   }
   for (const Workload& w : inbox.submitted) Enqueue(w);
-  return !inbox.clusters.empty() || !inbox.states.empty() || !inbox.released.empty();
+  return !inbox.clusters.empty() || !inbox.states.empty() || !inbox.released.empty() ||
+         quotas_changed;
 }
 
 void Scheduler::RememberSpec(const WorkloadSpec& spec) {
@@ -198,21 +263,48 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
                           std::vector<std::pair<WorkloadId, PendingReason>>& reasons,
                           CycleStats& stats) {
   std::map<ShapeKey, PendingReason> failed_shapes;
-  int considered = 0;
+  std::vector<std::map<QueueKey, Queued>::iterator> window;
+  window.reserve(std::min(queue_.size(), static_cast<size_t>(options_.max_considered)));
   QueueKey last{};
-  dirty_.window.reserve(std::min(queue_.size(), static_cast<size_t>(options_.max_considered)));
-  for (auto it = queue_.begin(); it != queue_.end() && considered < options_.max_considered;) {
-    auto& [key, queued] = *it;
-    if (pool_.Holds(queued.workload.id)) {
+  for (auto it = queue_.begin();
+       it != queue_.end() && static_cast<int>(window.size()) < options_.max_considered;) {
+    if (pool_.Holds(it->second.workload.id)) {
       // Already placed (see Enqueue); it must not be placed again.
       Dequeue(it++);
       continue;
     }
-    ++it;
-    ++considered;
-    last = key;
+    last = it->first;
+    window.push_back(it++);
+  }
+  const int considered = static_cast<int>(window.size());
+  if (!ledger_.empty()) {
+    // Owners whose reclaim is under way first (the capacity being freed is theirs), then the
+    // other owners (work within its guarantee takes free capacity before borrowers do), then
+    // the borrowers; each in queue order.
+    auto rank = [&](const Queued& q) {
+      if (reclaims_.contains(q.workload.id)) return 0;
+      if (q.workload.state == WorkloadState::kAdmitted) return q.owner_waiting ? 1 : 2;
+      const std::string model =
+          q.workload.spec.gpu_models.empty() ? std::string() : q.workload.spec.gpu_models.front();
+      return ledger_.Judge(q.workload.spec.tenant, q.workload.spec.project,
+                           DemandOf(q.workload.spec, model))
+                         .kind == AdmissionVerdict::kOwned
+                 ? 1
+                 : 2;
+    };
+    std::vector<std::pair<int, std::map<QueueKey, Queued>::iterator>> ranked;
+    ranked.reserve(window.size());
+    for (auto it : window) ranked.emplace_back(rank(it->second), it);
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < ranked.size(); ++i) window[i] = ranked[i].second;
+  }
+  dirty_.window.reserve(window.size());
+  for (auto it : window) {
+    Queued& queued = it->second;
+    const WorkloadId id = queued.workload.id;
     queued.window_cycle = cycle_;
-    dirty_.window.push_back(queued.workload.id);
+    dirty_.window.push_back(id);
     if (queued.judged && !pool_changed) {
       // Same capacity, same answer; only figures waiting for their refresh may be due.
       if (queued.unwritten) UpdateReason(queued, *queued.unwritten, reasons);
@@ -220,28 +312,53 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
       continue;
     }
     queued.judged = true;
-    const WorkloadSpec& spec = queued.workload.spec;
+    queued.owner_waiting = false;
+    const bool was_admitted = queued.workload.state == WorkloadState::kAdmitted;
+    // Its own reservation does not count against it.
+    if (!held_.contains(id)) ledger_.Drop(id);
+    const Admission admission = Admit(queued);
+    // Limits hold for ADMITTED work too (its reservation normally keeps room for it; a lowered
+    // limit, or a placement on another model than reserved, may not): it then waits, still
+    // ADMITTED, with the quota's reason.
+    const bool refused = !admission.refused.empty();
+    WorkloadSpec spec_copy;
+    const WorkloadSpec* spec = &queued.workload.spec;
+    if (!admission.models.empty() && admission.models != spec->gpu_models) {
+      // Only the models admission allows.
+      spec_copy = *spec;
+      spec_copy.gpu_models = admission.models;
+      spec = &spec_copy;
+    }
     PendingReason reason;
-    const ShapeKey shape = ShapeOf(spec);
-    if (auto failed = failed_shapes.find(shape);
-        options_.reuse_failed_shapes && failed != failed_shapes.end()) {
+    bool placed = false;
+    const ShapeKey shape = ShapeOf(*spec);
+    if (refused) {
+      reason = admission.refused;
+    } else if (auto failed = failed_shapes.find(shape);
+               options_.reuse_failed_shapes && failed != failed_shapes.end()) {
       reason = failed->second;
     } else {
-      PlacementDecision decision = engine_->Place(pool_, spec, queued.workload.id, mig_queue);
+      PlacementDecision decision = engine_->Place(pool_, *spec, id, mig_queue);
       if (decision.assignment) {
-        if (pool_
-                .Allocate(queued.workload.id, *decision.assignment,
-                          HostDemand{spec.cpu_millis, spec.memory_mib})
-                .ok()) {
+        Workload as_placed;
+        as_placed.assignment = *decision.assignment;
+        ResourceAmounts held = HeldOf(as_placed);
+        if (std::optional<PendingReason> no = RefusePlaced(queued, held, *decision.assignment)) {
+          reason = std::move(*no);
+        } else if (pool_
+                       .Allocate(id, *decision.assignment,
+                                 HostDemand{spec->cpu_millis, spec->memory_mib})
+                       .ok()) {
           // The pool changed: an answer remembered for a shape may no longer be the engine's.
           failed_shapes.clear();
-          if (!spec.mig_profile.empty()) {
-            uint32_t& left = mig_queue[spec.mig_profile];
-            left -= std::min(left, spec.replicas);
+          ledger_.Hold(id, spec->tenant, spec->project, std::move(held));
+          if (!spec->mig_profile.empty()) {
+            uint32_t& left = mig_queue[spec->mig_profile];
+            left -= std::min(left, spec->replicas);
           }
           Transition t;
-          t.id = queued.workload.id;
-          t.from = WorkloadState::kPending;
+          t.id = id;
+          t.from = queued.workload.state;
           t.to = WorkloadState::kPlaced;
           t.actor = "scheduler";
           t.reason = absl::StrCat("placed on ", decision.assignment->cluster, " (",
@@ -253,14 +370,45 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
           }
           t.assignment = std::move(decision.assignment);
           transitions.push_back(std::move(t));
-          continue;
+          placed = true;
+        } else {
+          reason = PendingReason(ReasonCode::kPlacementConflict);
+          dirty_.pool = true;  // try again next cycle
         }
-        reason = PendingReason(ReasonCode::kPlacementConflict);
-        dirty_.pool = true;  // try again next cycle
       } else {
         reason = std::move(decision.reason);
         if (options_.reuse_failed_shapes) failed_shapes.emplace(shape, reason);
       }
+    }
+    if (placed) continue;
+    const bool admit = (!refused || was_admitted) && !reason.never_fits();
+    if (admit) {
+      // Quota granted: reserved while it waits for capacity (firm while its reclaim is under
+      // way: the guarantee it reclaims is counted as used).
+      ledger_.Hold(id, queued.workload.spec.tenant, queued.workload.spec.project, admission.reserve,
+                   /*firm=*/reclaims_.contains(id));
+      queued.owner_waiting = admission.verdict.kind == AdmissionVerdict::kOwned;
+      if (auto r = reclaims_.find(id); r != reclaims_.end() && !r->second.victims.empty()) {
+        reason = ReclaimingReason(id);
+      }
+    }
+    if (admit && !was_admitted) {
+      Transition t;
+      t.id = id;
+      t.from = WorkloadState::kPending;
+      t.to = WorkloadState::kAdmitted;
+      t.actor = "scheduler";
+      t.reason = absl::StrCat("admitted (",
+                              admission.verdict.kind == AdmissionVerdict::kOwned ? "within its "
+                                                                                   "guarantee"
+                                                                                 : "borrowing",
+                              "); waiting for capacity");
+      t.pending_reason = reason;
+      transitions.push_back(std::move(t));
+      queued.last_reason = std::move(reason);
+      queued.written_cycle = cycle_;
+      queued.unwritten.reset();
+      continue;
     }
     UpdateReason(queued, std::move(reason), reasons);
     window_end_.unwritten |= queued.unwritten.has_value();
@@ -280,6 +428,7 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
 absl::StatusOr<CycleResult> Scheduler::RunCycle() {
   const bool pool_changed = DrainInbox();
   if (pool_changed) dirty_.pool = true;
+  SettleReclaims();
   Dirty dirty = std::exchange(dirty_, Dirty{.pool = false, .fresh = {}, .window = {}});
   ++cycle_;
   RefreshMix();
@@ -314,27 +463,64 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
   }
   result.stats.considered = considered;
 
+  // Owners within their guarantee that found no capacity: stop borrowed work for them. Planned
+  // again when capacity changed, and every 16th cycle (victims pass their minimum runtime).
+  if (!ledger_.empty() && (dirty.pool || cycle_ % 16 == 0)) {
+    const Timestamp now = clock_->Now();
+    int planned = 0;
+    for (auto& [key, queued] : queue_) {
+      if (planned >= options_.max_reclaims_per_cycle) break;
+      if (!queued.owner_waiting || reclaims_.contains(queued.workload.id)) continue;
+      ledger_.Drop(queued.workload.id);
+      const Admission admission = Admit(queued);
+      std::optional<ReclaimPlan> plan;
+      if (admission.verdict.kind == AdmissionVerdict::kOwned) {
+        plan = PlanReclaim(queued, admission, now);
+      }
+      // Reclaiming, its share of the guarantee is spoken for: owners after it see it used.
+      ledger_.Hold(queued.workload.id, queued.workload.spec.tenant, queued.workload.spec.project,
+                   admission.reserve, /*firm=*/plan.has_value());
+      if (!plan) continue;
+      ++planned;
+      ++result.stats.reclaims;
+      UpdateReason(queued, ReclaimingReason(plan->record.preemptor), reasons);
+      result.reclaims.push_back(std::move(*plan));
+    }
+  }
+
   if (!transitions.empty()) {
     absl::StatusOr<std::vector<TransitionResult>> applied =
         workloads_->ApplyTransitions(transitions);
     // Capacity changed (or, on failure, the window must be judged again).
     dirty_.pool = true;
     if (!applied.ok()) {
-      // Nothing committed: undo the tentative allocations; the queue is untouched.
-      for (const Transition& t : transitions) pool_.Release(t.id);
+      // Nothing committed: undo the tentative allocations and reservations; the queue is
+      // untouched. Reclaims decided on this cycle's view are not acted on.
+      for (const Transition& t : transitions) {
+        pool_.Release(t.id);
+        if (!held_.contains(t.id)) ledger_.Drop(t.id);
+      }
+      NotifyReclaimFailed(result.reclaims);
       return applied.status();
     }
     for (TransitionResult& r : *applied) {
-      if (auto qit = queued_ids_.find(r.id); qit != queued_ids_.end()) {
-        Dequeue(queue_.find(qit->second));
+      auto qit = queued_ids_.find(r.id);
+      if (r.applied && r.event && r.event->to == WorkloadState::kAdmitted) {
+        if (qit != queued_ids_.end()) queue_.at(qit->second).workload = r.event->workload;
+        result.events.push_back(std::move(*r.event));
+        ++result.stats.admitted;
+        continue;
       }
       if (r.applied && r.event) {
+        TrackHeld(r.event->workload);
         result.placed.push_back(r.event->workload);
+        result.events.push_back(std::move(*r.event));
       } else {
         // Cancelled (or otherwise moved on) between read and commit.
         pool_.Release(r.id);
         ++result.stats.lost_races;
       }
+      if (qit != queued_ids_.end()) Dequeue(queue_.find(qit->second));
     }
   }
   result.stats.placed = static_cast<int>(result.placed.size());
@@ -345,7 +531,7 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
       result.stats.reasons_written = static_cast<int>(reasons.size());
     }
   }
-  if (pool_changed || !transitions.empty()) {
+  if (pool_changed || !transitions.empty() || !result.reclaims.empty()) {
     Publish();
   } else {
     absl::MutexLock lock(&mu_);
@@ -361,8 +547,18 @@ void Scheduler::ClearInbox() {
 
 void Scheduler::Publish() {
   auto snapshot = std::make_shared<const Pool>(pool_);
+  std::vector<QuotaUsage> report;
+  report.reserve(ledger_.quotas().size());
+  for (const auto& [key, quota] : ledger_.quotas()) {
+    QuotaUsage& u = report.emplace_back();
+    u.key = quota.key;
+    u.quota = quota;
+    u.used_milli = ledger_.FirmUsed(quota.key);
+    u.borrowed_milli = std::max<int64_t>(0, u.used_milli - quota.guaranteed_milli);
+  }
   absl::MutexLock lock(&mu_);
   snapshot_ = std::move(snapshot);
+  quota_report_ = std::move(report);
   loaded_ = true;
   pending_count_ = static_cast<int>(queue_.size());
 }
@@ -395,6 +591,11 @@ PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
     explain_source_ = std::move(snapshot);
   }
   return explain_engine_->Place(*explain_pool_, spec);
+}
+
+std::vector<QuotaUsage> Scheduler::QuotaReport() const {
+  absl::MutexLock lock(&mu_);
+  return quota_report_;
 }
 
 int Scheduler::pending_count() const {

@@ -12,8 +12,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "federation/clock.h"
 #include "federation/placement.h"
 #include "federation/pool.h"
+#include "federation/quota_ledger.h"
 #include "federation/store.h"
 
 namespace gpufed {
@@ -40,6 +42,19 @@ struct SchedulerOptions {
   // queue of identical jobs cheap. Off only to check that it changes no placement and no reason
   // (tests/unit/federation/scheduler_differential_test.cc).
   bool reuse_failed_shapes = true;
+
+  // Quotas (docs/quotas.md): reclaim of borrowed capacity for owners within their guarantee.
+  // Borrowed work younger than this (counted from its placement) is not taken as a victim.
+  std::chrono::nanoseconds reclaim_min_runtime = std::chrono::nanoseconds::zero();
+  // After borrowed work of a tenant was reclaimed, it may not borrow that resource again for
+  // this long (no admit -> reclaim -> re-borrow loop).
+  std::chrono::nanoseconds reborrow_backoff = std::chrono::seconds(30);
+  // Evicted GPU-equivalents / those the owner needs, at most, in every reclaim.
+  double max_eviction_ratio = 1.25;
+  // Owners whose reclaim is planned per cycle (each plan copies the pool and tries victim sets).
+  int max_reclaims_per_cycle = 4;
+  // Victims tried per cluster for one owner, in victim order.
+  int max_reclaim_candidates = 64;
 };
 
 struct CycleStats {
@@ -49,10 +64,24 @@ struct CycleStats {
   int lost_races = 0;  // placements whose guard failed (cancelled meanwhile)
   int reasons_written = 0;
   int repartitions = 0;  // MIG layout changes decided (partitioning authority)
+  int admitted = 0;      // PENDING -> ADMITTED: quota granted, no capacity yet
+  int reclaims = 0;      // reclaims planned (ReclaimPlan)
+};
+
+// Borrowed work one owner's reclaim stops: each victim is stopped by its agent and, its stop
+// confirmed, returns to PENDING (or ends PREEMPTED) by the failover rule. The record says who,
+// whom, where and the shares before and after; it is stored with the victims' evictions.
+struct ReclaimPlan {
+  PreemptionRecord record;
+  std::vector<WorkloadStore::Eviction> victims;  // parallel to record.victims
 };
 
 struct CycleResult {
   std::vector<Workload> placed;  // committed PLACED, to hand to agents
+  // Every committed state change (PENDING -> ADMITTED, PENDING/ADMITTED -> PLACED).
+  std::vector<WorkloadEvent> events;
+  // Reclaims decided: the caller has the victims stopped (ControlPlane::Reclaim).
+  std::vector<ReclaimPlan> reclaims;
   CycleStats stats;
 };
 
@@ -66,7 +95,10 @@ struct CycleResult {
 // of the next cycle.
 class Scheduler {
  public:
-  Scheduler(WorkloadStore* workloads, ClusterStore* clusters, SchedulerOptions options = {});
+  // `quotas` null: no quotas (every workload is admitted, as borrowed). `clock` null: the
+  // system clock.
+  Scheduler(WorkloadStore* workloads, ClusterStore* clusters, SchedulerOptions options = {},
+            QuotaStore* quotas = nullptr, const Clock* clock = nullptr);
 
   // Loads clusters, active workloads and the pending queue from the store. Call before the first
   // cycle and whenever leadership was (re)gained.
@@ -83,6 +115,14 @@ class Scheduler {
   void NotifyReleased(WorkloadId id);
   void NotifyClusterChanged(const Cluster& cluster);
   void NotifyClusterState(const std::string& cluster, ClusterState state);
+  // A placed workload's agent confirmed it running from `at` (reclaim prefers victims that have
+  // run least).
+  void NotifyStarted(WorkloadId id, Timestamp at);
+  // A quota was set or deleted: the next cycle reads them again.
+  void NotifyQuotasChanged();
+  // The victims of these reclaims could not be marked (the store failed): they are no longer
+  // counted as stopping, and their owners may plan again.
+  void NotifyReclaimFailed(const std::vector<ReclaimPlan>& reclaims);
 
   // Drops queued notifications (a server that is not the active scheduler calls this so they do
   // not pile up; Rebuild reads the truth from the store when it becomes active).
@@ -99,6 +139,11 @@ class Scheduler {
 
   // Queue length after the last cycle.
   int pending_count() const;
+
+  // Every quota with what its holder holds now (placed work; borrowed: above the guarantee), as
+  // of the last cycle that changed the pool. Empty before the first Rebuild. Safe from any
+  // thread.
+  std::vector<QuotaUsage> QuotaReport() const;
 
   // The reason of a workload the scheduler has not judged in its window: waiting its turn.
   // Submissions are stored with it. Safe from any thread.
@@ -124,6 +169,28 @@ class Scheduler {
     std::optional<PendingReason> unwritten;
     bool judged = false;        // the engine looked at it in some window
     uint64_t window_cycle = 0;  // the last cycle whose window held it
+    // Within its guarantee and waiting for capacity (the last walk's verdict): reclaim may
+    // stop borrowed work for it.
+    bool owner_waiting = false;
+  };
+  // A reclaim under way: its victims stop, then its owner is placed.
+  struct Reclaiming {
+    std::string cluster;
+    std::vector<WorkloadId> victims;
+    std::vector<std::string> models;  // the owner may take GPUs of these (empty: any)
+    std::string resource;
+    std::string from;  // "tenant beta"
+    // Every victim has stopped: the owner is judged first in the next walk, then it is done.
+    bool freed = false;
+  };
+  // What admission decided for a workload about to be judged.
+  struct Admission {
+    AdmissionVerdict verdict;
+    PendingReason refused;  // set: not admitted now (quota, backoff)
+    // The models admission leaves it (those where it is owned, or within the limits); empty:
+    // every model it asks for.
+    std::vector<std::string> models;
+    ResourceAmounts reserve;  // held while it waits ADMITTED
   };
   // What the next cycle must look at (see RunCycle): everything in the window when the pool
   // changed, else only what arrived since the last cycle and what left the window.
@@ -146,6 +213,9 @@ class Scheduler {
     std::vector<WorkloadId> released;
     std::vector<Cluster> clusters;
     std::vector<std::pair<std::string, ClusterState>> states;
+    bool quotas = false;
+    std::vector<WorkloadId> reclaim_failed;  // victims
+    std::vector<std::pair<WorkloadId, Timestamp>> started;
   };
 
   // True when nothing the last walk of the window decided can have changed: the same capacity,
@@ -170,8 +240,34 @@ class Scheduler {
   void Dequeue(std::map<QueueKey, Queued>::iterator it);
   void Publish();
 
+  // ---- Quotas (docs/quotas.md) ----
+  absl::Status LoadQuotas();
+  // What `w` holds of each resource by its assignment on the pool.
+  ResourceAmounts HeldOf(const Workload& w) const;
+  // Records what `w` (now holding capacity) holds, for admission and reclaim.
+  void TrackHeld(const Workload& w);
+  void ForgetHeld(WorkloadId id);
+  // The GPU models `spec` may land on, as admission judges them ("" alone: none known).
+  std::vector<std::string> CandidateModels(const WorkloadSpec& spec) const;
+  // What an ADMITTED workload reserves while it waits.
+  ResourceAmounts ReservationOf(const WorkloadSpec& spec) const;
+  // Admission of `queued` (its own reservation dropped first).
+  Admission Admit(const Queued& queued) const;
+  // After a tentative placement: the quota reason to undo it for, if any (a limit on what it
+  // actually takes, or capacity kept for a reclaim).
+  std::optional<PendingReason> RefusePlaced(const Queued& queued, const ResourceAmounts& held,
+                                            const Assignment& assignment) const;
+  // Plans a reclaim for an owner that did not fit; nullopt when no victim set qualifies.
+  std::optional<ReclaimPlan> PlanReclaim(const Queued& owner, const Admission& admission,
+                                         Timestamp now);
+  // Reclaims whose owner left the queue or whose victims all stopped are done.
+  void SettleReclaims();
+  PendingReason ReclaimingReason(WorkloadId owner) const;
+
   WorkloadStore* const workloads_;
   ClusterStore* const clusters_;
+  QuotaStore* const quotas_;
+  const Clock* const clock_;
   const SchedulerOptions options_;
 
   // Owned by the scheduler thread.
@@ -185,12 +281,20 @@ class Scheduler {
   std::unique_ptr<PlacementEngine> engine_;
   std::deque<WorkloadSpec> recent_specs_;
   bool mix_stale_ = false;
+  // Quotas: the ledger of what is held and reserved; the workloads holding capacity (victim
+  // candidates); reclaims under way by owner; when a tenant may borrow a resource again.
+  QuotaLedger ledger_;
+  std::map<WorkloadId, Workload> held_;
+  std::map<WorkloadId, Reclaiming> reclaims_;
+  std::map<std::pair<std::string, std::string>, Timestamp> backoff_;  // (tenant, resource)
+  std::unique_ptr<PlacementEngine> reclaim_engine_;
 
   mutable absl::Mutex mu_;
   Inbox inbox_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const Pool> snapshot_ ABSL_GUARDED_BY(mu_);
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;  // a Rebuild published the pool
   int pending_count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<QuotaUsage> quota_report_ ABSL_GUARDED_BY(mu_);
 
   // Explain: one call at a time, on a private copy of the snapshot (placing fills caches inside
   // the pool and the engine, so the shared snapshot is never placed on), copied again only when

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "auth/principal.h"
+#include "federation/preemption.h"
 #include "federation/quota.h"
 #include "federation/types.h"
 
@@ -61,6 +62,7 @@ struct Transition {
   uint32_t at_attempt = 0;        // guard: the workload is at this attempt; 0: any
   bool unless_evicting = false;   // guard: no eviction is pending (Workload::evicting unset)
   // to == PENDING: why it waits now. Unset: kRequeued with `reason` as its words.
+  // to == ADMITTED: why it still waits (unset: no reason).
   std::optional<PendingReason> pending_reason;
 };
 
@@ -109,7 +111,8 @@ class WorkloadStore {
                                                                  WorkloadId after_id,
                                                                  int limit) = 0;
 
-  // PENDING workloads in scheduling order (priority desc, id asc).
+  // Waiting workloads (PENDING, and ADMITTED: quota granted, not placed yet) in scheduling order
+  // (priority desc, id asc).
   virtual absl::StatusOr<std::vector<Workload>> ListPending(int limit) = 0;
   // Workloads that hold capacity (PLACED, RUNNING), optionally for one cluster.
   virtual absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) = 0;
@@ -119,9 +122,9 @@ class WorkloadStore {
   virtual absl::StatusOr<std::vector<TransitionResult>> ApplyTransitions(
       const std::vector<Transition>& transitions) = 0;
 
-  // Records why PENDING workloads wait (only for those still PENDING): the code, its figures and
-  // RenderReason's words, which Get/List return as Workload::pending_reason. A later entry for
-  // the same id wins. INVALID_ARGUMENT for an id that is not positive.
+  // Records why waiting workloads wait (only for those still PENDING or ADMITTED): the code, its
+  // figures and RenderReason's words, which Get/List return as Workload::pending_reason. A later
+  // entry for the same id wins. INVALID_ARGUMENT for an id that is not positive.
   virtual absl::Status SetPendingReasons(
       const std::vector<std::pair<WorkloadId, PendingReason>>& reasons) = 0;
 
@@ -150,6 +153,29 @@ class WorkloadStore {
   };
   virtual absl::StatusOr<std::vector<Workload>> RequestEvictions(
       const std::vector<Eviction>& evictions) = 0;
+
+  // A preemption: its record and the evictions of its victims (parallel to record.victims).
+  struct Preemption {
+    PreemptionRecord record;
+    std::vector<Eviction> victims;
+  };
+  struct PreemptionResult {
+    std::vector<Workload> marked;  // as RequestEvictions returns them
+    // As stored, with their ids: only the victims that were marked; a record none of whose
+    // victims was marked is not stored.
+    std::vector<PreemptionRecord> recorded;
+  };
+  // In one transaction: marks the victims' evictions (as RequestEvictions) and appends each
+  // record. INVALID_ARGUMENT as ValidateEviction says, or when a record's victims do not match
+  // its evictions (nothing marked or stored).
+  virtual absl::StatusOr<PreemptionResult> RequestPreemptions(
+      const std::vector<Preemption>& preemptions) = 0;
+  // Preemption records, newest first: those involving `tenant` (its work preempted or
+  // preempting; empty: every record), with an id below `before_id` (0: from the newest), at most
+  // `limit` (1..kMaxPreemptionPage; INVALID_ARGUMENT otherwise).
+  virtual absl::StatusOr<std::vector<PreemptionRecord>> ListPreemptions(const std::string& tenant,
+                                                                        int64_t before_id,
+                                                                        int limit) = 0;
 
   // Moves up to `limit` finished workloads (terminal states) that ended before `ended_before`
   // out of the hot table into the archive, in one transaction; returns how many moved. An

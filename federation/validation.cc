@@ -1,5 +1,6 @@
 #include "federation/validation.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <set>
@@ -509,9 +510,9 @@ absl::Status ValidateTransition(const Transition& t, size_t i) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".to: equals from (", std::string(StateName(t.from)), ")"));
   }
-  if (t.pending_reason && t.to != WorkloadState::kPending) {
+  if (t.pending_reason && t.to != WorkloadState::kPending && t.to != WorkloadState::kAdmitted) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ".pending_reason: only when to is PENDING"));
+        absl::StrCat(field, ".pending_reason: only when to is PENDING or ADMITTED"));
   }
   if (t.to == WorkloadState::kPlaced && (!t.assignment || t.assignment->cluster.empty())) {
     return absl::InvalidArgumentError(
@@ -530,6 +531,54 @@ absl::Status ValidateEviction(const WorkloadStore::Eviction& e, size_t i) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".cluster: required"));
   }
   return ValidateText(field + ".message", e.message, kMaxReasonBytes);
+}
+
+absl::Status ValidatePreemption(const WorkloadStore::Preemption& p, size_t i) {
+  const std::string field = absl::StrCat("preemptions[", i, "]");
+  const PreemptionRecord& r = p.record;
+  if (r.preemptor <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".record.preemptor: required"));
+  }
+  for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"tenant", &r.tenant},
+                                    {"resource", &r.resource},
+                                    {"cluster", &r.cluster}}) {
+    if (value->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".record.", name, ": required"));
+    }
+  }
+  if (PreemptionCauseName(r.cause).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".record.cause: unknown"));
+  }
+  if (r.victims.size() != p.victims.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".victims: ", p.victims.size(),
+                                                   " evictions for ", r.victims.size(),
+                                                   " victims in the record"));
+  }
+  for (size_t v = 0; v < p.victims.size(); ++v) {
+    if (p.victims[v].id != r.victims[v].id) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".victims[", v, "].id: ", p.victims[v].id,
+                       " is not the record's victim ", r.victims[v].id));
+    }
+    RETURN_IF_ERROR(ValidateEviction(p.victims[v], v));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<PreemptionRecord> RecordsOfMarked(
+    const std::vector<WorkloadStore::Preemption>& preemptions,
+    const std::vector<WorkloadId>& marked, Timestamp now) {
+  std::vector<PreemptionRecord> out;
+  for (const WorkloadStore::Preemption& p : preemptions) {
+    PreemptionRecord r = p.record;
+    std::erase_if(r.victims, [&](const PreemptionVictim& v) {
+      return std::find(marked.begin(), marked.end(), v.id) == marked.end();
+    });
+    if (r.victims.empty()) continue;
+    if (r.time == Timestamp{}) r.time = now;
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 absl::Status ValidateTokenRecord(absl::string_view token_hash, const TokenRecord& record) {

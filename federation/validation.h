@@ -132,6 +132,15 @@ absl::Status ValidateTransition(const Transition& t, size_t i);
 // An eviction both stores accept (`i` names it in the message, "evictions[i].field"): a
 // positive id, a cluster, a message of at most kMaxReasonBytes.
 absl::Status ValidateEviction(const WorkloadStore::Eviction& e, size_t i);
+// A preemption both stores accept ("preemptions[i]..."): a preemptor, its tenant, resource and
+// cluster, a known cause, victims that are its evictions (same ids, in order), each eviction
+// valid.
+absl::Status ValidatePreemption(const WorkloadStore::Preemption& p, size_t i);
+// The records to store once `marked` (ids) were marked: each with only its marked victims,
+// stamped `now` where it has no time; records with no victim marked are left out.
+std::vector<PreemptionRecord> RecordsOfMarked(
+    const std::vector<WorkloadStore::Preemption>& preemptions,
+    const std::vector<WorkloadId>& marked, Timestamp now);
 
 // CreateToken's input: token_hash and subject set, a role inside auth::Role, a tenant for the
 // tenant roles and a cluster for agents.

@@ -50,7 +50,9 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "placement_seed",
                                 "mig_partitioning",
                                 "agent_executor_threads",
-                                "archive_after_hours"};
+                                "archive_after_hours",
+                                "reclaim_min_runtime_seconds",
+                                "reborrow_backoff_seconds"};
   for (const auto& kv : root) {
     const auto key = kv.first.as<std::string>();
     bool known = false;
@@ -76,7 +78,9 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "placement_policy", &config->placement_policy),
         ReadKey(root, file, "placement_seed", &config->placement_seed),
         ReadKey(root, file, "mig_partitioning", &config->mig_partitioning),
-        ReadKey(root, file, "archive_after_hours", &config->archive_after_hours)}) {
+        ReadKey(root, file, "archive_after_hours", &config->archive_after_hours),
+        ReadKey(root, file, "reclaim_min_runtime_seconds", &config->reclaim_min_runtime_seconds),
+        ReadKey(root, file, "reborrow_backoff_seconds", &config->reborrow_backoff_seconds)}) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -162,6 +166,14 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
   app.add_option("--mig-partitioning", config.mig_partitioning,
                  "may the scheduler change the MIG layout of idle GPUs")
       ->capture_default_str();
+  app.add_option("--reclaim-min-runtime", config.reclaim_min_runtime_seconds,
+                 "seconds borrowed work runs before a reclaim may stop it")
+      ->check(CLI::Range(0, 7 * 24 * 3600))
+      ->capture_default_str();
+  app.add_option("--reborrow-backoff", config.reborrow_backoff_seconds,
+                 "seconds a tenant may not borrow a resource again after it was reclaimed")
+      ->check(CLI::Range(0, 24 * 3600))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -192,6 +204,15 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
   if (config.archive_after_hours < 0 || config.archive_after_hours > 24 * 3650) {
     return absl::InvalidArgumentError(absl::StrCat(
         "archive_after_hours: must be 0 (never) to 87600, got ", config.archive_after_hours));
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, int>{"reclaim_min_runtime_seconds",
+                                    config.reclaim_min_runtime_seconds},
+        std::pair<const char*, int>{"reborrow_backoff_seconds", config.reborrow_backoff_seconds}}) {
+    if (value < 0 || value > 7 * 24 * 3600) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": must be 0 to 604800 seconds, got ", value));
+    }
   }
   if (config.admin_token_file.empty()) config.admin_token_file = config.data_dir + "/admin.token";
   return config;

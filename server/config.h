@@ -38,6 +38,11 @@ struct ServerConfig {
   // Workloads that ended this many hours ago move from the hot table to the archive (docs/
   // storage.md#archive); Get still finds them, List no longer does. 0: never.
   int archive_after_hours = 24 * 7;
+  // Reclaim (docs/quotas.md#reclaim): borrowed work younger than reclaim_min_runtime_seconds is
+  // not stopped for an owner; a tenant whose borrowed work was reclaimed may not borrow that
+  // resource again for reborrow_backoff_seconds.
+  int reclaim_min_runtime_seconds = 0;
+  int reborrow_backoff_seconds = 30;
 };
 
 // Parses argv (with --config FILE and env vars). On --help, prints usage and returns

@@ -134,7 +134,10 @@ absl::Status Server::Start() {
   scheduler_options.placement.policy = config_.placement_policy;
   scheduler_options.placement.seed = static_cast<uint64_t>(config_.placement_seed);
   scheduler_options.placement.partitioning = config_.mig_partitioning;
-  scheduler_ = std::make_unique<Scheduler>(store_.get(), store_.get(), scheduler_options);
+  scheduler_options.reclaim_min_runtime = std::chrono::seconds(config_.reclaim_min_runtime_seconds);
+  scheduler_options.reborrow_backoff = std::chrono::seconds(config_.reborrow_backoff_seconds);
+  scheduler_ = std::make_unique<Scheduler>(store_.get(), store_.get(), scheduler_options,
+                                           store_.get(), clock_.get());
   authn_ = std::make_unique<api::Authenticator>(store_.get(), clock_.get());
   executor_ = std::make_unique<api::Executor>("api", config_.executor_threads, 20000);
   agent_executor_ =

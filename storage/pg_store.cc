@@ -128,7 +128,8 @@ constexpr const char* kLockWorkload =
     "SELECT" GPUFED_WORKLOAD_COLUMNS "FROM workloads w WHERE w.id = $1 FOR UPDATE";
 constexpr const char* kListPending =
     "SELECT" GPUFED_WORKLOAD_COLUMNS
-    "FROM workloads w WHERE w.state = 'PENDING' ORDER BY w.priority DESC, w.id LIMIT $1";
+    "FROM workloads w WHERE w.state IN ('PENDING', 'ADMITTED') ORDER BY w.priority DESC, w.id "
+    "LIMIT $1";
 // A resumed Watch's catch-up: keyset pages in the order of the last change
 // (migrations/0011: index on (updated_at, id)). $1, $2: after this (microseconds, id); $3: one
 // tenant or NULL for all.
@@ -214,7 +215,8 @@ events AS (
 SELECT * FROM changed
 )sql";
 
-// Writes only reasons that changed (code, figures or words), only while still PENDING; rows
+// Writes only reasons that changed (code, figures or words), only while still waiting (PENDING or
+// ADMITTED); rows
 // locked in id order. Input: [{"id", "code", "figures", "message"}].
 constexpr const char* kSetPendingReasons = R"sql(
 WITH input AS (
@@ -222,7 +224,7 @@ WITH input AS (
                                                     message text)),
 target AS (
   SELECT w.id, i.code, i.figures, i.message FROM workloads w JOIN input i ON i.id = w.id
-  WHERE w.state = 'PENDING'
+  WHERE w.state IN ('PENDING', 'ADMITTED')
     AND (w.pending_reason_code, w.pending_reason_figures, w.pending_reason)
         IS DISTINCT FROM (i.code, i.figures, i.message)
   ORDER BY w.id
@@ -266,6 +268,24 @@ SET evicting = t.why, message = t.message, updated_at = now(), version = w.versi
 FROM target t
 WHERE w.id = t.id
 RETURNING )sql" GPUFED_WORKLOAD_COLUMNS;
+
+// Appends one preemption record; $11 a JSON array of tenant names.
+constexpr const char* kInsertPreemption = R"sql(
+INSERT INTO preemptions (at, cause, preemptor, tenant, project, resource, cluster, needed_milli,
+                         evicted_milli, gpu_seconds_lost, tenants, victims, shares)
+VALUES (from_epoch_us($1), $2, $3, $4, $5, $6, $7, $8, $9, $10,
+        ARRAY(SELECT jsonb_array_elements_text($11::jsonb)), $12::jsonb, $13::jsonb)
+RETURNING id
+)sql";
+#define GPUFED_PREEMPTION_COLUMNS                                                             \
+  " id, epoch_us(at) AS at_us, cause, preemptor, tenant, project, resource, cluster, "        \
+  "needed_milli, evicted_milli, gpu_seconds_lost, victims::text AS victims, shares::text AS " \
+  "shares "
+// Newest first; $1 a tenant ('' for all), $2 an id to stay below (0: none), $3 the page.
+constexpr const char* kListPreemptions =
+    "SELECT" GPUFED_PREEMPTION_COLUMNS
+    "FROM preemptions WHERE ($1 = '' OR $1 = ANY(tenants)) AND ($2 = 0 OR id < $2) "
+    "ORDER BY id DESC LIMIT $3";
 
 constexpr const char* kRequestCancel =
     "UPDATE workloads w SET cancel_requested = true, updated_at = now(), "
@@ -426,6 +446,8 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"cancel_now", kCancelNow},
     {"request_cancel", kRequestCancel},
     {"request_evictions", kRequestEvictions},
+    {"insert_preemption", kInsertPreemption},
+    {"list_preemptions", kListPreemptions},
     {"upsert_cluster", kUpsertCluster},
     {"delete_gpus", kDeleteGpus},
     {"delete_nodes", kDeleteNodes},
@@ -1186,8 +1208,9 @@ absl::StatusOr<PreparedTransitions> PrepareTransitions(const std::vector<Transit
         {"unless_evicting", t.unless_evicting},
     };
     // Back to PENDING (a requeue): the reason given, else the actor's words until the scheduler
-    // has a better one.
+    // has a better one. ADMITTED keeps waiting, with the reason given.
     PendingReason pending;
+    if (t.to == WorkloadState::kAdmitted && t.pending_reason) pending = *t.pending_reason;
     if (t.to == WorkloadState::kPending) {
       pending =
           t.pending_reason ? *t.pending_reason : ReasonWithText(ReasonCode::kRequeued, t.reason);
@@ -1322,23 +1345,122 @@ absl::StatusOr<WorkloadStore::CancelResult> PgStore::RequestCancel(WorkloadId id
   });
 }
 
-absl::StatusOr<std::vector<Workload>> PgStore::RequestEvictions(
-    const std::vector<Eviction>& evictions) {
+namespace {
+
+json EvictionsJson(const std::vector<WorkloadStore::Eviction>& evictions) {
   json input = json::array();
-  for (size_t i = 0; i < evictions.size(); ++i) {
-    const Eviction& e = evictions[i];
-    RETURN_IF_ERROR(ValidateEviction(e, i));
+  for (const WorkloadStore::Eviction& e : evictions) {
     input.push_back({{"id", e.id},
                      {"cluster", e.cluster},
                      {"attempt", e.attempt},
                      {"why", std::string(AttemptEndName(e.why))},
                      {"message", e.message}});
   }
+  return input;
+}
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+PreemptionRecord PreemptionFromRow(const pqxx::row& row) {
+  PreemptionRecord r;
+  r.id = row["id"].as<int64_t>();
+  r.time = FromMicros(row["at_us"].as<int64_t>());
+  r.cause = ParsePreemptionCause(row["cause"].c_str()).value_or(PreemptionCause::kGuaranteeReclaim);
+  r.preemptor = row["preemptor"].as<int64_t>();
+  r.tenant = row["tenant"].c_str();
+  r.project = row["project"].c_str();
+  r.resource = row["resource"].c_str();
+  r.cluster = row["cluster"].c_str();
+  r.needed_milli = row["needed_milli"].as<int64_t>();
+  r.evicted_milli = row["evicted_milli"].as<int64_t>();
+  r.gpu_seconds_lost = row["gpu_seconds_lost"].as<double>();
+  for (const json& v : json::parse(row["victims"].c_str())) {
+    r.victims.push_back({v.value("id", int64_t{0}), v.value("tenant", ""), v.value("project", ""),
+                         v.value("gpu_milli", int64_t{0})});
+  }
+  for (const json& s : json::parse(row["shares"].c_str())) {
+    r.shares.push_back({s.value("tenant", ""), s.value("before_milli", int64_t{0}),
+                        s.value("after_milli", int64_t{0})});
+  }
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Workload>> PgStore::RequestEvictions(
+    const std::vector<Eviction>& evictions) {
+  for (size_t i = 0; i < evictions.size(); ++i) RETURN_IF_ERROR(ValidateEviction(evictions[i], i));
   if (evictions.empty()) return std::vector<Workload>{};
-  const std::string text = input.dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string text = Dump(EvictionsJson(evictions));
   return control_pool_->Transact(
       "request evictions", [&text](pqxx::work& txn) -> absl::StatusOr<std::vector<Workload>> {
         return WorkloadsFromResult(txn.exec_prepared("request_evictions", text));
+      });
+}
+
+absl::StatusOr<WorkloadStore::PreemptionResult> PgStore::RequestPreemptions(
+    const std::vector<Preemption>& preemptions) {
+  std::vector<Eviction> evictions;
+  for (size_t i = 0; i < preemptions.size(); ++i) {
+    RETURN_IF_ERROR(ValidatePreemption(preemptions[i], i));
+    evictions.insert(evictions.end(), preemptions[i].victims.begin(), preemptions[i].victims.end());
+  }
+  if (evictions.empty()) return PreemptionResult{};
+  const std::string text = Dump(EvictionsJson(evictions));
+  const Timestamp now = options_.clock->Now();
+  return control_pool_->Transact(
+      "request preemptions", [&](pqxx::work& txn) -> absl::StatusOr<PreemptionResult> {
+        PreemptionResult out;
+        ASSIGN_OR_RETURN(out.marked,
+                         WorkloadsFromResult(txn.exec_prepared("request_evictions", text)));
+        std::vector<WorkloadId> ids;
+        for (const Workload& w : out.marked) ids.push_back(w.id);
+        out.recorded = RecordsOfMarked(preemptions, ids, now);
+        for (PreemptionRecord& r : out.recorded) {
+          r.time = FromMicros(ToMicros(r.time));  // as stored
+          json tenants = json::array({r.tenant});
+          json victims = json::array();
+          for (const PreemptionVictim& v : r.victims) {
+            victims.push_back({{"id", v.id},
+                               {"tenant", v.tenant},
+                               {"project", v.project},
+                               {"gpu_milli", v.gpu_milli}});
+            if (std::find(tenants.begin(), tenants.end(), v.tenant) == tenants.end()) {
+              tenants.push_back(v.tenant);
+            }
+          }
+          json shares = json::array();
+          for (const TenantShare& s : r.shares) {
+            shares.push_back({{"tenant", s.tenant},
+                              {"before_milli", s.before_milli},
+                              {"after_milli", s.after_milli}});
+          }
+          pqxx::result id = txn.exec_prepared(
+              "insert_preemption", ToMicros(r.time), std::string(PreemptionCauseName(r.cause)),
+              r.preemptor, r.tenant, r.project, r.resource, r.cluster, r.needed_milli,
+              r.evicted_milli, r.gpu_seconds_lost, Dump(tenants), Dump(victims), Dump(shares));
+          r.id = id[0][0].as<int64_t>();
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<PreemptionRecord>> PgStore::ListPreemptions(const std::string& tenant,
+                                                                       int64_t before_id,
+                                                                       int limit) {
+  if (limit <= 0 || limit > kMaxPreemptionPage) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit: must be 1 to ", kMaxPreemptionPage, ", got ", limit));
+  }
+  return pool_->Transact<pqxx::nontransaction>(
+      "list preemptions",
+      [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<PreemptionRecord>> {
+        pqxx::result rows =
+            txn.exec_prepared("list_preemptions", tenant, std::max<int64_t>(before_id, 0), limit);
+        std::vector<PreemptionRecord> out;
+        out.reserve(rows.size());
+        for (const pqxx::row& row : rows) out.push_back(PreemptionFromRow(row));
+        return out;
       });
 }
 

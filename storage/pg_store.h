@@ -136,6 +136,11 @@ class PgStore final : public WorkloadStore,
                                              const std::string& reason) override;
   absl::StatusOr<std::vector<Workload>> RequestEvictions(
       const std::vector<Eviction>& evictions) override;
+  absl::StatusOr<PreemptionResult> RequestPreemptions(
+      const std::vector<Preemption>& preemptions) override;
+  absl::StatusOr<std::vector<PreemptionRecord>> ListPreemptions(const std::string& tenant,
+                                                                int64_t before_id,
+                                                                int limit) override;
   absl::StatusOr<int> ArchiveFinished(Timestamp ended_before, int limit) override;
   absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override;
 

@@ -2,12 +2,14 @@
 // called through real gRPC channels. The agent side of the protocol is driven by hand here so
 // each message is under the test's control (the agent program has its own end-to-end test).
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <optional>
 #include <pqxx/pqxx>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gpufed/v1/agent_service.grpc.pb.h"
@@ -107,13 +109,16 @@ class ServiceTest : public ::testing::Test {
                 [&](grpc::ClientContext* c) { return workloads_->Explain(c, req, resp); });
   }
 
-  // Waits (bounded) until the workload reaches `state`.
+  // Waits (bounded) until the workload reaches `state` (one of `states`).
   v1::Workload WaitFor(const std::string& id, v1::WorkloadState state) {
+    return WaitFor(id, std::vector<v1::WorkloadState>{state});
+  }
+  v1::Workload WaitFor(const std::string& id, const std::vector<v1::WorkloadState>& states) {
     auto deadline = Clock::now() + std::chrono::seconds(20);
     v1::Workload w;
     while (Clock::now() < deadline) {
       w = Get(id);
-      if (w.state() == state) return w;
+      if (std::find(states.begin(), states.end(), w.state()) != states.end()) return w;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     ADD_FAILURE() << "workload " << id << " stuck in " << v1::WorkloadState_Name(w.state()) << ": "
@@ -479,7 +484,8 @@ TEST_F(ServiceTest, APlatformAdminDrainsAClusterAndItsRestartableWorkIsStoppedTh
   ASSERT_TRUE(agent->ReadUntil(v1::ServerMessage::kCancel, &m));
   EXPECT_THAT(m.cancel().workload_ids(), ::testing::ElementsAre(moves_id));
   ASSERT_TRUE(agent->Write(Status(moves_id, v1::WORKLOAD_STATE_CANCELLED)));
-  WaitFor(moves_id, v1::WORKLOAD_STATE_PENDING);
+  // Back in the queue: PENDING, and ADMITTED by the next cycle (no cluster is free to place it).
+  WaitFor(moves_id, {v1::WORKLOAD_STATE_PENDING, v1::WORKLOAD_STATE_ADMITTED});
   w = Get(moves_id);
   EXPECT_EQ(w.evicting(), v1::RETRY_ON_UNSPECIFIED);
   EXPECT_EQ(w.attempts(), 1u);
@@ -803,6 +809,76 @@ TEST_F(ServiceTest, GangLargerThanAnyClusterStaysPendingWithAReason) {
 
 // Explain over the real API: the engine's words for a PENDING workload, a one-line summary for
 // a placed one, tenant isolation and a bad id naming the field.
+// Through the real server and PostgreSQL: an owner within its guarantee waits ADMITTED while a
+// borrower is stopped for it, is placed once the agent confirms, and the preemption is recorded.
+TEST_F(ServiceTest, AnOwnerReclaimsItsGuaranteeFromABorrowerAndThePreemptionIsRecorded) {
+  std::unique_ptr<FakeAgentStream> agent =
+      RegisteredAgent(address_, admin_, "dgx", 1, 8, "H100-80GB");
+  ASSERT_NE(agent, nullptr);
+  auto quotas = v1::QuotaService::NewStub(channel_);
+  v1::SetQuotaRequest set;
+  set.mutable_quota()->set_tenant("acme");
+  set.mutable_quota()->set_resource("H100-80GB");
+  set.mutable_quota()->set_guaranteed_milli(8000);
+  v1::Quota q;
+  ASSERT_OK(Call(admin_, [&](grpc::ClientContext* c) { return quotas->SetQuota(c, set, &q); }));
+
+  // globex has no quota: all it holds is borrowed.
+  v1::WorkloadSpec borrower = Spec("borrower", 1, 8);
+  borrower.set_tenant("globex");
+  borrower.mutable_retry()->set_max_attempts(3);
+  borrower.mutable_retry()->add_on(v1::RETRY_ON_PREEMPTION);
+  v1::SubmitResponse borrowed;
+  ASSERT_OK(Submit(borrower, &borrowed, other_));
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent->ReadUntil(v1::ServerMessage::kAssign, &m));
+  ASSERT_TRUE(agent->Write(Status(borrowed.workload().id(), v1::WORKLOAD_STATE_RUNNING)));
+
+  v1::SubmitResponse owner;
+  ASSERT_OK(Submit(Spec("owner", 1, 8), &owner));
+  ASSERT_TRUE(agent->ReadUntil(v1::ServerMessage::kCancel, &m));
+  EXPECT_THAT(m.cancel().workload_ids(), ::testing::ElementsAre(borrowed.workload().id()));
+  WaitFor(owner.workload().id(), v1::WORKLOAD_STATE_ADMITTED);
+  ASSERT_TRUE(agent->Write(Status(borrowed.workload().id(), v1::WORKLOAD_STATE_CANCELLED)));
+  WaitFor(owner.workload().id(), v1::WORKLOAD_STATE_PLACED);
+
+  auto list = [&](const std::string& token, const std::string& tenant,
+                  v1::ListPreemptionsResponse* out) {
+    v1::ListPreemptionsRequest req;
+    req.set_tenant(tenant);
+    return Call(token,
+                [&](grpc::ClientContext* c) { return quotas->ListPreemptions(c, req, out); });
+  };
+  v1::ListPreemptionsResponse all;
+  ASSERT_OK(list(admin_, "", &all));
+  ASSERT_EQ(all.preemptions_size(), 1);
+  const v1::Preemption& p = all.preemptions(0);
+  EXPECT_EQ(p.reason(), v1::PREEMPTION_REASON_GUARANTEE_RECLAIM);
+  EXPECT_EQ(p.preemptor_workload_id(), owner.workload().id());
+  EXPECT_EQ(p.tenant(), "acme");
+  EXPECT_EQ(p.resource(), "H100-80GB");
+  EXPECT_EQ(p.cluster(), "dgx");
+  EXPECT_EQ(p.needed_milli(), 8000);
+  EXPECT_EQ(p.evicted_milli(), 8000);
+  ASSERT_EQ(p.victims_size(), 1);
+  EXPECT_EQ(p.victims(0).workload_id(), borrowed.workload().id());
+  EXPECT_EQ(p.victims(0).tenant(), "globex");
+  EXPECT_TRUE(all.next_page_token().empty());
+  // acme sees whom by tenant only.
+  v1::ListPreemptionsResponse mine;
+  ASSERT_OK(list(user_, "acme", &mine));
+  ASSERT_EQ(mine.preemptions_size(), 1);
+  EXPECT_TRUE(mine.preemptions(0).victims(0).workload_id().empty());
+  EXPECT_EQ(list(user_, "globex", &mine).error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::ListPreemptionsRequest bad;
+  bad.set_tenant("acme");
+  bad.set_page_token("not-a-token");
+  EXPECT_EQ(
+      Call(user_, [&](grpc::ClientContext* c) { return quotas->ListPreemptions(c, bad, &mine); })
+          .error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
   // Two nodes of 8 H100, each node its own NVLink domain.
   std::unique_ptr<FakeAgentStream> agent =
@@ -862,7 +938,8 @@ TEST_F(ServiceTest, ExplainGivesTheEnginesReasonOrWhereTheWorkloadIs) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_OK(Explain(third.workload().id(), &e));
-  EXPECT_EQ(e.workload().state(), v1::WORKLOAD_STATE_PENDING);
+  // Admitted (no quota holds it back) and waiting for capacity.
+  EXPECT_EQ(e.workload().state(), v1::WORKLOAD_STATE_ADMITTED);
   EXPECT_FALSE(e.never_fits()) << e.explanation();
   EXPECT_TRUE(e.fits_now_on().empty()) << e.explanation();
   EXPECT_EQ(e.reason_code(), "NothingFree") << e.explanation();

@@ -119,8 +119,9 @@ TEST_F(SchedulerTest, PlacesWhatFitsAndRecordsWhyTheRestWaits) {
   ASSERT_EQ(cycle->placed.size(), 2u);
   EXPECT_EQ(store_->Get(a.id)->state, WorkloadState::kPlaced);
   EXPECT_EQ(store_->Get(b.id)->state, WorkloadState::kPlaced);
+  // Waiting for capacity: admitted, with its reason.
   Workload waiting = *store_->Get(c.id);
-  EXPECT_EQ(waiting.state, WorkloadState::kPending);
+  EXPECT_EQ(waiting.state, WorkloadState::kAdmitted);
   EXPECT_EQ(waiting.pending_reason.code, ReasonCode::kNothingFree) << waiting.pending_reason;
   Workload never = *store_->Get(d.id);
   EXPECT_EQ(never.pending_reason.code, ReasonCode::kGpuCountUnsatisfiable) << never.pending_reason;
@@ -186,11 +187,14 @@ TEST_F(SchedulerTest, ANewReasonCodeIsWrittenAtOnceMovedFiguresOnlyNowAndThen) {
   ASSERT_OK(scheduler.Rebuild());
   auto stored = [&] { return store_->Get(eight.id)->pending_reason; };
 
-  // Cycle 1: six is placed; eight gets its first reason, 2 GPUs free on the node.
+  // Cycle 1: six is placed; eight is admitted with its first reason (written with the
+  // transition), 2 GPUs free on the node.
   auto cycle = scheduler.RunCycle();
   ASSERT_OK(cycle);
   ASSERT_EQ(cycle->placed.size(), 1u);
-  EXPECT_EQ(cycle->stats.reasons_written, 1);
+  EXPECT_EQ(cycle->stats.admitted, 1);
+  EXPECT_EQ(cycle->stats.reasons_written, 0);
+  EXPECT_EQ(store_->Get(eight.id)->state, WorkloadState::kAdmitted);
   EXPECT_EQ(stored().code, ReasonCode::kGpusBusy) << stored();
   EXPECT_EQ(stored().Int(figure::kLargest), 2);
 
@@ -266,8 +270,9 @@ TEST_F(SchedulerTest, SharesOfOneGpuAreStoredAndSurviveARebuild) {
     EXPECT_EQ(got.assignment.replicas[0].gpu_milli, milli);
     EXPECT_EQ(got.assignment.replicas[0].gpu_uuids, std::vector<std::string>{"GPU-infer-01-0"});
   }
+  // Waiting for capacity: admitted, with its reason.
   Workload waiting = *store_->Get(c.id);
-  EXPECT_EQ(waiting.state, WorkloadState::kPending);
+  EXPECT_EQ(waiting.state, WorkloadState::kAdmitted);
   EXPECT_EQ(waiting.pending_reason, PendingReason(ReasonCode::kNothingFree)
                                         .Set(figure::kNeeds, "100 milli-GPU of L4")
                                         .Set(figure::kUnit, "milli-GPU"));
@@ -361,7 +366,7 @@ TEST_F(SchedulerTest, WithoutPartitioningAuthorityMigWaitsAndSaysWhy) {
   EXPECT_TRUE(cycle->placed.empty());
   EXPECT_EQ(cycle->stats.repartitions, 0);
   Workload waiting = *store_->Get(a.id);
-  EXPECT_EQ(waiting.state, WorkloadState::kPending);
+  EXPECT_EQ(waiting.state, WorkloadState::kAdmitted);
   EXPECT_EQ(waiting.pending_reason.code, ReasonCode::kMigPartitioningOff) << waiting.pending_reason;
   const PlacementDecision explained = scheduler.Explain(a.spec);
   EXPECT_FALSE(explained.reason.never_fits()) << "an operator can turn the authority on";

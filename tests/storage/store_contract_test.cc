@@ -46,6 +46,7 @@ using ::gpufed::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::SizeIs;
 using Code = absl::StatusCode;
 using S = WorkloadState;
 using std::chrono::microseconds;
@@ -769,6 +770,7 @@ TEST_P(StoreContractTest, ListCapsThePageAtOneThousand) {
   EXPECT_NE(page.next_before_id, 0);
 }
 
+// The scheduler's queue: PENDING and ADMITTED (quota granted, waiting for capacity).
 TEST_P(StoreContractTest, ListPendingIsPriorityDescThenIdAsc) {
   AddTenants();
   auto submit = [&](const std::string& name, int priority) {
@@ -787,9 +789,10 @@ TEST_P(StoreContractTest, ListPendingIsPriorityDescThenIdAsc) {
   Advance(admitted, S::kAdmitted);
 
   ASSERT_OK_AND_ASSIGN(std::vector<Workload> pending, workloads().ListPending(10));
-  EXPECT_EQ(Ids(pending), (std::vector<WorkloadId>{high1, high2, mid, low, negative}));
+  EXPECT_EQ(Ids(pending), (std::vector<WorkloadId>{admitted, high1, high2, mid, low, negative}));
+  EXPECT_EQ(pending.front().state, S::kAdmitted);
   ASSERT_OK_AND_ASSIGN(std::vector<Workload> two, workloads().ListPending(2));
-  EXPECT_EQ(Ids(two), (std::vector<WorkloadId>{high1, high2}));
+  EXPECT_EQ(Ids(two), (std::vector<WorkloadId>{admitted, high1}));
   EXPECT_THAT(workloads().ListPending(0), StatusIs(Code::kInvalidArgument));
   EXPECT_THAT(workloads().ListPending(-1), StatusIs(Code::kInvalidArgument));
 }
@@ -1069,7 +1072,7 @@ TEST_P(StoreContractTest, ConcurrentIdenticalTransitionsApplyOnce) {
 
 // ---- Pending reasons -----------------------------------------------------------------------
 
-TEST_P(StoreContractTest, PendingReasonsWriteOnlyChangesOnPendingWorkloads) {
+TEST_P(StoreContractTest, PendingReasonsWriteOnlyChangesOnWaitingWorkloads) {
   AddTenants();
   const WorkloadId waiting = MustSubmit(Spec("waiting")).id;
   const WorkloadId admitted = MustSubmit(Spec("admitted")).id;
@@ -1090,8 +1093,8 @@ TEST_P(StoreContractTest, PendingReasonsWriteOnlyChangesOnPendingWorkloads) {
   EXPECT_EQ(w.pending_reason, quota);
   EXPECT_EQ(w.version, 2u);
   ExpectBetween(w.update_time, before, after);
-  EXPECT_EQ(MustGet(admitted).pending_reason, PendingReason());
-  EXPECT_EQ(MustGet(admitted).version, 2u);
+  EXPECT_EQ(MustGet(admitted).pending_reason, quota);
+  EXPECT_EQ(MustGet(admitted).version, 3u);
   EXPECT_EQ(MustGet(running).pending_reason, PendingReason());
   EXPECT_EQ(MustGet(running).version, running_before.version);
   EXPECT_EQ(MustGet(running).update_time, running_before.update_time);
@@ -1114,6 +1117,34 @@ TEST_P(StoreContractTest, PendingReasonsWriteOnlyChangesOnPendingWorkloads) {
               StatusIs(Code::kInvalidArgument));
   EXPECT_THAT(workloads().SetPendingReasons({{-4, quota}}), StatusIs(Code::kInvalidArgument));
   EXPECT_EQ(MustGet(waiting).pending_reason, none_free);
+}
+
+// Admission carries the reason the workload still waits for; placing it clears it.
+TEST_P(StoreContractTest, AnAdmittedWorkloadWaitsWithItsReasonUntilPlaced) {
+  AddTenants();
+  const WorkloadId id = MustSubmit(Spec("gang")).id;
+  const PendingReason busy = PendingReason(ReasonCode::kGangBusy).Set(figure::kFit, 1);
+  Transition admit = Step(id, S::kPending, S::kAdmitted);
+  admit.pending_reason = busy;
+  ASSERT_OK_AND_ASSIGN(auto r, workloads().ApplyTransitions({admit}));
+  ASSERT_TRUE(r[0].applied);
+  EXPECT_EQ(r[0].event->from, S::kPending);
+  EXPECT_EQ(r[0].event->to, S::kAdmitted);
+  Workload w = MustGet(id);
+  EXPECT_EQ(w.state, S::kAdmitted);
+  EXPECT_EQ(w.pending_reason, busy);
+  EXPECT_TRUE(w.assignment.empty());
+
+  ASSERT_OK_AND_ASSIGN(r, workloads().ApplyTransitions({Step(id, S::kAdmitted, S::kPlaced)}));
+  ASSERT_TRUE(r[0].applied);
+  w = MustGet(id);
+  EXPECT_EQ(w.state, S::kPlaced);
+  EXPECT_EQ(w.pending_reason, PendingReason());
+  EXPECT_EQ(w.attempts, 1u);
+  // A reason is only for a state that waits.
+  Transition run = Step(id, S::kPlaced, S::kRunning);
+  run.pending_reason = busy;
+  EXPECT_THAT(workloads().ApplyTransitions({run}), StatusIs(Code::kInvalidArgument));
 }
 
 // ---- Cancel ----------------------------------------------------------------------------------
@@ -1645,6 +1676,83 @@ TEST_P(StoreContractTest, EvictionsMarkOnlyWorkStillInItsPlaceAndEndWithIt) {
   ASSERT_TRUE(r[0].applied);
   EXPECT_FALSE(r[0].current->evicting.has_value());
   EXPECT_FALSE(MustGet(running).evicting.has_value());
+}
+
+// A preemption is recorded with exactly the victims its evictions marked, in the same call, and
+// read back newest first, per tenant involved, a page at a time.
+TEST_P(StoreContractTest, PreemptionsAreRecordedWithTheVictimsTheyMarked) {
+  AddTenants();
+  const WorkloadId owner = MustSubmit(Spec("owner")).id;
+  const WorkloadId victim = MustSubmit(Spec("victim", "globex")).id;
+  const WorkloadId gone = MustSubmit(Spec("gone", "globex")).id;
+  Advance(victim, S::kRunning);  // on c1, attempt 1
+  auto preemption = [&](std::vector<WorkloadId> victims) {
+    WorkloadStore::Preemption p;
+    p.record.cause = PreemptionCause::kGuaranteeReclaim;
+    p.record.preemptor = owner;
+    p.record.tenant = "acme";
+    p.record.project = "web";
+    p.record.resource = "H100-80GB";
+    p.record.cluster = "c1";
+    p.record.needed_milli = 2000;
+    p.record.evicted_milli = 2000;
+    p.record.gpu_seconds_lost = 12.5;
+    p.record.shares = {{"acme", 0, 2000}, {"globex", 4000, 2000}};
+    for (WorkloadId v : victims) {
+      p.record.victims.push_back({v, "globex", "web", 1000});
+      p.victims.push_back({v, "c1", 1, AttemptEnd::kPreempted, "preempted by workload 1"});
+    }
+    return p;
+  };
+
+  // Victims that do not match the evictions: refused, nothing marked.
+  WorkloadStore::Preemption mismatched = preemption({victim});
+  mismatched.victims.clear();
+  EXPECT_THAT(workloads().RequestPreemptions({mismatched}), StatusIs(Code::kInvalidArgument));
+  EXPECT_FALSE(MustGet(victim).evicting.has_value());
+
+  // One victim is marked; the one that is not placed is left out of the record.
+  ASSERT_OK_AND_ASSIGN(WorkloadStore::PreemptionResult result,
+                       workloads().RequestPreemptions({preemption({victim, gone})}));
+  ASSERT_EQ(result.marked.size(), 1u);
+  EXPECT_EQ(result.marked[0].id, victim);
+  EXPECT_EQ(MustGet(victim).evicting, AttemptEnd::kPreempted);
+  ASSERT_EQ(result.recorded.size(), 1u);
+  const PreemptionRecord first = result.recorded[0];
+  EXPECT_GT(first.id, 0);
+  EXPECT_NE(first.time, Timestamp{});
+  ASSERT_EQ(first.victims.size(), 1u);
+  EXPECT_EQ(first.victims[0].id, victim);
+  // A preemption none of whose victims could be marked is not recorded.
+  ASSERT_OK_AND_ASSIGN(result, workloads().RequestPreemptions({preemption({gone})}));
+  EXPECT_THAT(result.recorded, IsEmpty());
+
+  const WorkloadId victim2 = MustSubmit(Spec("victim2", "globex")).id;
+  Advance(victim2, S::kRunning);
+  ASSERT_OK_AND_ASSIGN(result, workloads().RequestPreemptions({preemption({victim2})}));
+  ASSERT_EQ(result.recorded.size(), 1u);
+  const PreemptionRecord second = result.recorded[0];
+  EXPECT_GT(second.id, first.id);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<PreemptionRecord> all, workloads().ListPreemptions("", 0, 10));
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0], second);  // newest first, as stored
+  EXPECT_EQ(all[1], first);
+  EXPECT_EQ(all[1].shares, (std::vector<TenantShare>{{"acme", 0, 2000}, {"globex", 4000, 2000}}));
+  EXPECT_EQ(all[1].gpu_seconds_lost, 12.5);
+  // Per tenant: the preemptor's and the victims'; nobody else's.
+  ASSERT_OK_AND_ASSIGN(std::vector<PreemptionRecord> page,
+                       workloads().ListPreemptions("globex", 0, 1));
+  ASSERT_EQ(page.size(), 1u);
+  EXPECT_EQ(page[0].id, second.id);
+  ASSERT_OK_AND_ASSIGN(page, workloads().ListPreemptions("globex", second.id, 1));
+  ASSERT_EQ(page.size(), 1u);
+  EXPECT_EQ(page[0].id, first.id);
+  EXPECT_THAT(workloads().ListPreemptions("acme", 0, 10), IsOkAndHolds(SizeIs(2)));
+  EXPECT_THAT(workloads().ListPreemptions("initech", 0, 10), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(workloads().ListPreemptions("", 0, 0), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().ListPreemptions("", 0, kMaxPreemptionPage + 1),
+              StatusIs(Code::kInvalidArgument));
 }
 
 TEST_P(StoreContractTest, FinishedWorkloadsAreArchivedOldestFirstAndStillFoundById) {

@@ -162,7 +162,9 @@ absl::StatusOr<std::vector<Workload>> MemoryStore::ListPending(int limit) {
   absl::MutexLock lock(&mu_);
   std::vector<const Workload*> pending;
   for (const auto& [id, w] : workloads_) {
-    if (w.state == WorkloadState::kPending) pending.push_back(&w);
+    if (w.state == WorkloadState::kPending || w.state == WorkloadState::kAdmitted) {
+      pending.push_back(&w);
+    }
   }
   // Priority desc, id asc; workloads_ is already in id order, so a stable sort suffices.
   std::stable_sort(pending.begin(), pending.end(), [](const Workload* a, const Workload* b) {
@@ -231,6 +233,7 @@ std::vector<TransitionResult> MemoryStore::ApplyLocked(const std::vector<Transit
     // Back to PENDING (a requeue): the reason given, else the actor's words until the scheduler
     // has a better one.
     w.pending_reason = PendingReason();
+    if (t.to == WorkloadState::kAdmitted && t.pending_reason) w.pending_reason = *t.pending_reason;
     if (t.to == WorkloadState::kPending) {
       w.pending_reason =
           t.pending_reason ? *t.pending_reason : ReasonWithText(ReasonCode::kRequeued, t.reason);
@@ -287,7 +290,8 @@ absl::Status MemoryStore::SetPendingReasons(
     auto it = workloads_.find(id);
     if (it == workloads_.end()) continue;
     Workload& w = it->second;
-    if (w.state != WorkloadState::kPending || w.pending_reason == reason) continue;
+    const bool waiting = w.state == WorkloadState::kPending || w.state == WorkloadState::kAdmitted;
+    if (!waiting || w.pending_reason == reason) continue;
     w.pending_reason = std::move(reason);
     w.update_time = now;
     ++w.version;
@@ -301,6 +305,50 @@ absl::StatusOr<std::vector<Workload>> MemoryStore::RequestEvictions(
     RETURN_IF_ERROR(ValidateEviction(evictions[i], i));
   }
   absl::MutexLock lock(&mu_);
+  return MarkLocked(evictions);
+}
+
+absl::StatusOr<WorkloadStore::PreemptionResult> MemoryStore::RequestPreemptions(
+    const std::vector<Preemption>& preemptions) {
+  std::vector<Eviction> evictions;
+  for (size_t i = 0; i < preemptions.size(); ++i) {
+    RETURN_IF_ERROR(ValidatePreemption(preemptions[i], i));
+    evictions.insert(evictions.end(), preemptions[i].victims.begin(), preemptions[i].victims.end());
+  }
+  absl::MutexLock lock(&mu_);
+  PreemptionResult out;
+  out.marked = MarkLocked(evictions);
+  std::vector<WorkloadId> ids;
+  for (const Workload& w : out.marked) ids.push_back(w.id);
+  out.recorded = RecordsOfMarked(preemptions, ids, Now());
+  for (PreemptionRecord& r : out.recorded) {
+    r.id = static_cast<int64_t>(preemptions_.size()) + 1;
+    preemptions_.push_back(r);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<PreemptionRecord>> MemoryStore::ListPreemptions(
+    const std::string& tenant, int64_t before_id, int limit) {
+  if (limit <= 0 || limit > kMaxPreemptionPage) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit: must be 1 to ", kMaxPreemptionPage, ", got ", limit));
+  }
+  absl::MutexLock lock(&mu_);
+  std::vector<PreemptionRecord> out;
+  for (auto it = preemptions_.rbegin(); it != preemptions_.rend(); ++it) {
+    if (static_cast<int>(out.size()) == limit) break;
+    if (before_id > 0 && it->id >= before_id) continue;
+    const bool involved =
+        tenant.empty() || it->tenant == tenant ||
+        std::any_of(it->victims.begin(), it->victims.end(),
+                    [&](const PreemptionVictim& v) { return v.tenant == tenant; });
+    if (involved) out.push_back(*it);
+  }
+  return out;
+}
+
+std::vector<Workload> MemoryStore::MarkLocked(const std::vector<Eviction>& evictions) {
   const Timestamp now = Now();
   std::map<WorkloadId, Workload*> marked;  // returned in id order, as PgStore's
   for (const Eviction& e : evictions) {

@@ -91,6 +91,11 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<int> ArchiveFinished(Timestamp ended_before, int limit) override;
   absl::StatusOr<std::vector<Workload>> RequestEvictions(
       const std::vector<Eviction>& evictions) override;
+  absl::StatusOr<PreemptionResult> RequestPreemptions(
+      const std::vector<Preemption>& preemptions) override;
+  absl::StatusOr<std::vector<PreemptionRecord>> ListPreemptions(const std::string& tenant,
+                                                                int64_t before_id,
+                                                                int limit) override;
   absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override;
 
   // ---- ClusterStore ----
@@ -122,6 +127,9 @@ class MemoryStore final : public WorkloadStore,
   // ApplyTransitions on valid transitions, with the lock held.
   std::vector<TransitionResult> ApplyLocked(const std::vector<Transition>& transitions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks valid evictions; returns the workloads marked, in id order.
+  std::vector<Workload> MarkLocked(const std::vector<Eviction>& evictions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A move to PLACED on a cluster that is unreachable or at another epoch (PgStore's fence).
   bool Fenced(const Transition& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `c` as the store hands it out: node cordons applied to its nodes.
@@ -136,6 +144,7 @@ class MemoryStore final : public WorkloadStore,
   std::map<std::string, Tenant> tenants_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, Project> projects_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, TokenRecord> tokens_ ABSL_GUARDED_BY(mu_);  // by hash
+  std::vector<PreemptionRecord> preemptions_ ABSL_GUARDED_BY(mu_);  // oldest first
   // By (tenant, project, resource): the order ListQuotas promises.
   std::map<std::tuple<std::string, std::string, std::string>, Quota> quotas_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Cluster> clusters_ ABSL_GUARDED_BY(mu_);

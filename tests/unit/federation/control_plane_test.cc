@@ -25,6 +25,8 @@ namespace {
 
 using ::gpufed::testing::Admin;
 using ::gpufed::testing::AgentOf;
+using ::gpufed::testing::FakeChannel;
+using ::gpufed::testing::FakeLeader;
 using ::gpufed::testing::IsOkAndHolds;
 using ::gpufed::testing::MemoryStore;
 using ::gpufed::testing::StatusIs;
@@ -33,35 +35,6 @@ using ::gpufed::testing::Viewer;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
-
-// What the control plane sent one agent connection.
-class FakeChannel final : public AgentChannel {
- public:
-  void SendRegistered(const Cluster& cluster) override {
-    registered_epochs.push_back(cluster.epoch);
-  }
-  void SendAssignments(const std::vector<Workload>& workloads) override {
-    for (const Workload& w : workloads) {
-      assigned.push_back(w.id);
-      sent.emplace_back('A', w.id);
-    }
-  }
-  void SendCancels(const std::vector<WorkloadId>& ids) override {
-    cancelled.insert(cancelled.end(), ids.begin(), ids.end());
-    for (WorkloadId id : ids) sent.emplace_back('C', id);
-  }
-  void Close(CloseReason reason, const std::string& why) override {
-    closed = true;
-    close_reasons.push_back(reason);
-  }
-
-  std::vector<uint64_t> registered_epochs;
-  std::vector<WorkloadId> assigned;
-  std::vector<WorkloadId> cancelled;
-  std::vector<std::pair<char, WorkloadId>> sent;  // in order: 'A' assignment, 'C' cancel
-  bool closed = false;
-  std::vector<CloseReason> close_reasons;
-};
 
 // What the use cases counted.
 class CountingMetrics final : public ControlMetrics {
@@ -74,15 +47,6 @@ class CountingMetrics final : public ControlMetrics {
   int created = 0;
   int replayed = 0;
   int rejected = 0;
-};
-
-class FakeLeader final : public LeaderElector {
- public:
-  bool TryAcquire() override { return held = grant; }
-  bool StillHeld() override { return held && grant; }
-  void Release() override { held = false; }
-  bool grant = true;
-  bool held = false;
 };
 
 WorkloadSpec Job(const std::string& tenant = "acme", uint32_t gpus = 1) {
@@ -113,80 +77,11 @@ WorkloadSpec RetriedOn(bool preemption, bool node_failure, uint32_t attempts = 3
   return s;
 }
 
-class ControlPlaneTest : public testing::PlaneTestBase {
+class ControlPlaneTest : public testing::PlaneLoopTestBase {
  protected:
-  ControlPlaneTest()
-      : plane_(PortsWithMetrics()),
-        loop_(&plane_, &scheduler_, &agents_, &leader_, &clock_, nullptr, LoopOptions()) {
-    plane_.SetWake([this] { ++wakes_; });
-  }
+  ControlPlaneTest() : PlaneLoopTestBase(&metrics_) {}
 
-  ControlPlanePorts PortsWithMetrics() {
-    ControlPlanePorts ports = Ports();
-    ports.metrics = &metrics_;
-    return ports;
-  }
-
-  static ControlLoopOptions LoopOptions() {
-    ControlLoopOptions options;
-    options.heartbeat_timeout = std::chrono::seconds(30);
-    options.check_interval = std::chrono::seconds(1);
-    return options;
-  }
-
-  absl::StatusOr<SubmitResult> Submit(const auth::Principal& who,
-                                      absl::StatusOr<WorkloadSpec> spec) {
-    absl::StatusOr<SubmitResult> out = absl::InternalError("callback not run");
-    plane_.Submit(who, std::move(spec), absl::InfiniteFuture(),
-                  [&](absl::StatusOr<SubmitResult> r) { out = std::move(r); });
-    return out;
-  }
-
-  // Registers cluster `name` (`nodes` nodes of 8 H100s) through a fake agent connection.
-  std::shared_ptr<FakeChannel> Register(const std::string& name, int nodes = 1,
-                                        const std::vector<AgentReport>& known = {}) {
-    auto channel = std::make_shared<FakeChannel>();
-    Cluster c = testing::MakeCluster(name, nodes, 8, "H100-80GB");
-    absl::StatusOr<std::shared_ptr<AgentLink>> link =
-        plane_.RegisterAgent(AgentOf(name), c.info, c.nodes, known, channel);
-    EXPECT_OK(link);
-    if (link.ok()) links_[name] = *link;
-    return channel;
-  }
-
-  StepResult Step() { return loop_.RunOnce(clock_.Monotonic()); }
-
-  absl::Status Report(const std::string& cluster, WorkloadId id, WorkloadState state) {
-    AgentReport r;
-    r.id = id;
-    r.state = state;
-    return plane_.ApplyAgentReports(*links_.at(cluster), {r});
-  }
-
-  absl::Status ReportAttempt(const std::string& cluster, WorkloadId id, WorkloadState state,
-                             uint32_t attempt) {
-    AgentReport r;
-    r.id = id;
-    r.state = state;
-    r.attempt = attempt;
-    return plane_.ApplyAgentReports(*links_.at(cluster), {r});
-  }
-
-  Workload MustGet(WorkloadId id) {
-    absl::StatusOr<Workload> w = store_.Get(id);
-    EXPECT_OK(w);
-    return w.ok() ? *w : Workload{};
-  }
-
-  // Keeps `cluster` heard from, as its agent's heartbeats would.
-  void Heartbeat(const std::string& cluster) { ASSERT_OK(plane_.Heartbeat(*links_.at(cluster))); }
-
-  FakeLeader leader_;
   CountingMetrics metrics_;
-  ControlPlane plane_;
-  ControlLoop loop_;
-  std::map<std::string, std::shared_ptr<AgentLink>> links_;
-  int wakes_ = 0;
 };
 
 TEST_F(ControlPlaneTest, SubmitStoresPendingPublishesAndWakes) {
@@ -403,7 +298,7 @@ TEST_F(ControlPlaneTest, ASilentClusterIsMarkedUnreachableAndGetsNoNewWork) {
   ASSERT_OK_AND_ASSIGN(SubmitResult r, Submit(User("acme"), Job()));
   EXPECT_EQ(Step().cycle->stats.placed, 0);
   ASSERT_OK_AND_ASSIGN(Workload w, store_.Get(r.workload.id));
-  EXPECT_EQ(w.state, WorkloadState::kPending);
+  EXPECT_EQ(w.state, WorkloadState::kAdmitted);
 }
 
 // ---- Cordons ----------------------------------------------------------------------------------
@@ -416,7 +311,7 @@ TEST_F(ControlPlaneTest, ACordonedClusterGetsNoNewWorkUntilUncordoned) {
   EXPECT_EQ(cordoned.clusters.front().state, ClusterState::kDraining);
   ASSERT_OK_AND_ASSIGN(SubmitResult waits, Submit(User("acme"), Job()));
   EXPECT_EQ(Step().cycle->stats.placed, 0);
-  EXPECT_EQ(MustGet(waits.workload.id).state, WorkloadState::kPending);
+  EXPECT_EQ(MustGet(waits.workload.id).state, WorkloadState::kAdmitted);
   EXPECT_EQ(MustGet(running.workload.id).state, WorkloadState::kPlaced);  // keeps its place
 
   Register("c1");  // its agent comes back: still cordoned
@@ -438,7 +333,7 @@ TEST_F(ControlPlaneTest, ACordonedNodeGetsNoNewWork) {
   const Workload placed_a = MustGet(a.workload.id);
   ASSERT_EQ(placed_a.state, WorkloadState::kPlaced);
   EXPECT_EQ(placed_a.assignment.replicas.front().node, "c1-n1");
-  EXPECT_EQ(MustGet(b.workload.id).state, WorkloadState::kPending);  // c1-n0 is cordoned
+  EXPECT_EQ(MustGet(b.workload.id).state, WorkloadState::kAdmitted);  // c1-n0 is cordoned
   ASSERT_OK(plane_.Cordon(Admin(), "c1", "c1-n0", false));
   Step();
   EXPECT_EQ(MustGet(b.workload.id).assignment.replicas.front().node, "c1-n0");
@@ -1018,7 +913,7 @@ TEST_F(ControlPlaneTest, ARequeuedWorkloadWaitsWithAReasonNamingTheLoss) {
   clock_.Advance(std::chrono::seconds(31));
   EXPECT_THAT(Step().lost_clusters, ElementsAre("c1"));  // nowhere else to go
   const Workload w = MustGet(r.workload.id);
-  EXPECT_EQ(w.state, WorkloadState::kPending);
+  EXPECT_EQ(w.state, WorkloadState::kAdmitted);
   // The scheduler's judgement (nothing fits now) replaces the loss's reason in a later cycle;
   // the event the loss published carries the loss's.
   const auto requeue =
@@ -1114,13 +1009,16 @@ TEST_F(ControlPlaneTest, AnInterruptedLossIsFinishedByTheNextLeader) {
   ControlLoop next_loop(&next_plane, &next_scheduler, &next_agents, &next_leader, &clock_, nullptr,
                         LoopOptions());
   EXPECT_TRUE(next_loop.RunOnce(clock_.Monotonic()).leading);
-  EXPECT_EQ(MustGet(r.workload.id).state, WorkloadState::kPending);  // c1 was its only place
-  ASSERT_FALSE(events_.events.empty());
-  const WorkloadEvent& requeue = events_.events.back();
-  EXPECT_EQ(requeue.workload.id, r.workload.id);
-  EXPECT_EQ(requeue.from, WorkloadState::kPlaced);
-  EXPECT_EQ(requeue.to, WorkloadState::kPending);
-  EXPECT_EQ(requeue.workload.pending_reason.code, ReasonCode::kClusterLost);
+  EXPECT_EQ(MustGet(r.workload.id).state, WorkloadState::kAdmitted);  // c1 was its only place
+  // Requeued, then admitted again to wait for a cluster.
+  const auto requeue =
+      std::find_if(events_.events.begin(), events_.events.end(), [&](const WorkloadEvent& e) {
+        return e.workload.id == r.workload.id && e.to == WorkloadState::kPending &&
+               e.from == WorkloadState::kPlaced;
+      });
+  ASSERT_NE(requeue, events_.events.end());
+  EXPECT_EQ(requeue->workload.pending_reason.code, ReasonCode::kClusterLost);
+  EXPECT_EQ(events_.events.back().to, WorkloadState::kAdmitted);
 }
 
 // A connection that registered at the old epoch while the loss was being declared is closed

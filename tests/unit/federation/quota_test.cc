@@ -146,7 +146,8 @@ TEST(QuotaTest, LoweringAGuaranteeIsAcceptedEvenWhenThePoolShrankBelowThem) {
 
 // A workload holds `gpu` (GPU-equivalents), the model of each GPU it holds, and its MIG profile.
 TEST(QuotaTest, WhatAPlacedWorkloadHolds) {
-  auto model_of = [](const std::string& cluster, const std::string& uuid) {
+  auto model_of = [](const std::string& cluster, const std::string& /*node*/,
+                     const std::string& uuid) {
     return cluster == "dgx" && uuid.rfind("GPU-h", 0) == 0 ? std::string("H100-80GB")
                                                            : std::string();
   };

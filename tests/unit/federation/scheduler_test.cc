@@ -78,6 +78,15 @@ class RecordingWorkloads final : public WorkloadStore {
       const std::vector<Eviction>& evictions) override {
     return store_->RequestEvictions(evictions);
   }
+  absl::StatusOr<PreemptionResult> RequestPreemptions(
+      const std::vector<Preemption>& preemptions) override {
+    return store_->RequestPreemptions(preemptions);
+  }
+  absl::StatusOr<std::vector<PreemptionRecord>> ListPreemptions(const std::string& tenant,
+                                                                int64_t before_id,
+                                                                int limit) override {
+    return store_->ListPreemptions(tenant, before_id, limit);
+  }
   absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override {
     return store_->CountByState();
   }
@@ -174,14 +183,18 @@ TEST_F(SchedulerTest, PlacesWhatFitsAndRecordsWhyTheRestWaits) {
   }
   EXPECT_THAT(gpus, SizeIs(8)) << "the two placements share no GPU";
 
+  // Waiting will help: admitted (its quota granted; none is set), with its reason.
   const Workload waiting = Stored(c.id);
-  EXPECT_EQ(waiting.state, WorkloadState::kPending);
+  EXPECT_EQ(waiting.state, WorkloadState::kAdmitted);
   EXPECT_EQ(waiting.pending_reason.code, ReasonCode::kNothingFree) << waiting.pending_reason;
   EXPECT_FALSE(waiting.pending_reason.never_fits());
+  EXPECT_EQ(cycle.stats.admitted, 1);
+  // Waiting will not help: left PENDING, reserving nothing.
   const Workload never = Stored(d.id);
+  EXPECT_EQ(never.state, WorkloadState::kPending);
   EXPECT_EQ(never.pending_reason.code, ReasonCode::kGpuCountUnsatisfiable) << never.pending_reason;
   EXPECT_TRUE(never.pending_reason.never_fits());
-  EXPECT_EQ(cycle.stats.reasons_written, 2);
+  EXPECT_EQ(cycle.stats.reasons_written, 1);
   EXPECT_EQ(scheduler->pending_count(), 2);
 }
 
@@ -266,11 +279,13 @@ TEST_F(SchedulerTest, ANewReasonCodeIsWrittenAtOnceMovedFiguresOnlyNowAndThen) {
   auto scheduler = Start(options);
   auto stored = [&] { return Stored(eight.id).pending_reason; };
 
-  // Cycle 1: six is placed; eight gets its first reason: 2 GPUs free on the node.
+  // Cycle 1: six is placed; eight is admitted with its first reason (written with the
+  // transition): 2 GPUs free on the node.
   ASSERT_OK_AND_ASSIGN(CycleResult cycle, scheduler->RunCycle());
   ASSERT_THAT(cycle.placed, SizeIs(1));
-  EXPECT_EQ(cycle.stats.reasons_written, 1);
-  EXPECT_THAT(workloads_.TakeWrites(), ElementsAre(Pair(eight.id, ReasonCode::kGpusBusy)));
+  EXPECT_EQ(cycle.stats.admitted, 1);
+  EXPECT_EQ(cycle.stats.reasons_written, 0);
+  EXPECT_THAT(workloads_.TakeWrites(), IsEmpty());
   EXPECT_EQ(stored().code, ReasonCode::kGpusBusy) << stored();
   EXPECT_EQ(stored().Int(figure::kLargest), 2);
   const Timestamp first_written = Stored(eight.id).update_time;
@@ -426,7 +441,7 @@ TEST_F(SchedulerTest, GangsArePlacedAllOrNothing) {
   ASSERT_OK_AND_ASSIGN(cycle, scheduler->RunCycle());
   EXPECT_THAT(cycle.placed, IsEmpty());
   const Workload waiting = Stored(two.id);
-  EXPECT_EQ(waiting.state, WorkloadState::kPending);
+  EXPECT_EQ(waiting.state, WorkloadState::kAdmitted);
   EXPECT_EQ(waiting.pending_reason.code, ReasonCode::kGangBusy) << waiting.pending_reason;
   EXPECT_FALSE(waiting.pending_reason.never_fits());
   // ... so 20 single GPUs behind it (every free one) are all placed.
@@ -437,7 +452,7 @@ TEST_F(SchedulerTest, GangsArePlacedAllOrNothing) {
   }
   ASSERT_OK_AND_ASSIGN(cycle, scheduler->RunCycle());
   EXPECT_THAT(cycle.placed, SizeIs(20));
-  EXPECT_EQ(Stored(two.id).state, WorkloadState::kPending);
+  EXPECT_EQ(Stored(two.id).state, WorkloadState::kAdmitted);
   EXPECT_EQ(Stored(too_big.id).state, WorkloadState::kPending);
 }
 

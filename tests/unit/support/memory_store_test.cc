@@ -90,7 +90,7 @@ TEST(MemoryStoreTest, RunsTheScheduler) {
   EXPECT_EQ(placed.state, WorkloadState::kPlaced);
   EXPECT_EQ(placed.assignment.cluster, "dgx");
   ASSERT_OK_AND_ASSIGN(Workload waiting, store.Get(c.workload.id));
-  EXPECT_EQ(waiting.state, WorkloadState::kPending);
+  EXPECT_EQ(waiting.state, WorkloadState::kAdmitted);  // waiting for capacity
   EXPECT_EQ(waiting.pending_reason.code, ReasonCode::kNothingFree);
   ASSERT_OK_AND_ASSIGN(std::vector<Workload> active, store.ListActive("dgx"));
   EXPECT_EQ(active.size(), 2u);

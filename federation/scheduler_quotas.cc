@@ -1,0 +1,341 @@
+// The scheduler's quota part (docs/quotas.md): admission against limits, owned and borrowed
+// work, and reclaim of borrowed capacity for owners within their guarantee. The walk of the
+// window (scheduler.cc) calls these.
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "federation/failover.h"
+#include "federation/mig.h"
+#include "federation/scheduler.h"
+#include "federation/status_macros.h"
+
+namespace gpufed {
+namespace {
+
+std::string HolderName(const QuotaKey& key) {
+  return key.project.empty() ? absl::StrCat("tenant ", key.tenant)
+                             : absl::StrCat("project ", key.tenant, "/", key.project);
+}
+
+PendingReason QuotaLimitReason(const AdmissionVerdict& v) {
+  PendingReason r(ReasonCode::kQuotaLimit);
+  r.Set(figure::kHolder, HolderName(v.limit->key))
+      .Set(figure::kResource, v.limit->key.resource)
+      .Set(figure::kHeld, v.held_milli)
+      .Set(figure::kLimit, v.limit->EffectiveLimit())
+      .Set(figure::kAsked, v.asked_milli);
+  return r;
+}
+
+int64_t GpuMilli(const ResourceAmounts& amounts) {
+  auto it = amounts.find(kGpuEquivalents);
+  return it == amounts.end() ? 0 : it->second;
+}
+
+// When `w`'s current run began, as far as the scheduler knows: its start, else its placement.
+Timestamp RunSince(const Workload& w) { return w.start_time.value_or(w.update_time); }
+
+}  // namespace
+
+absl::Status Scheduler::LoadQuotas() {
+  if (quotas_ == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<Quota> quotas, quotas_->ListQuotas(""));
+  ledger_.SetQuotas(quotas);
+  return absl::OkStatus();
+}
+
+ResourceAmounts Scheduler::HeldOf(const Workload& w) const {
+  const GpuModelLookup model_of = [this](const std::string& cluster, const std::string& node,
+                                         const std::string& uuid) -> std::string {
+    const ClusterSlots* c = pool_.FindCluster(cluster);
+    const NodeSlots* n = c == nullptr ? nullptr : c->FindNode(node);
+    const int g = n == nullptr ? -1 : n->FindGpu(uuid);
+    return g < 0 ? std::string() : pool_.ModelName(n->gpus[g].model);
+  };
+  return HeldResources(w, model_of);
+}
+
+void Scheduler::TrackHeld(const Workload& w) {
+  ledger_.Hold(w.id, w.spec.tenant, w.spec.project, HeldOf(w));
+  held_[w.id] = w;
+}
+
+void Scheduler::ForgetHeld(WorkloadId id) {
+  if (held_.erase(id) > 0) ledger_.Drop(id);
+}
+
+std::vector<std::string> Scheduler::CandidateModels(const WorkloadSpec& spec) const {
+  // What it allows, else every model of the pool (that offers its MIG profile): the model
+  // decides which quotas it draws on.
+  std::vector<std::string> models = spec.gpu_models;
+  if (models.empty()) {
+    for (size_t i = 0; i < pool_.model_count(); ++i) {
+      models.push_back(pool_.ModelName(static_cast<uint16_t>(i)));
+    }
+  }
+  if (!spec.mig_profile.empty()) {
+    std::erase_if(models, [&](const std::string& m) {
+      const MigGeometry* g = FindMigGeometry(m);
+      return g == nullptr || g->Find(spec.mig_profile) == nullptr;
+    });
+  }
+  if (models.empty()) models.emplace_back();
+  return models;
+}
+
+ResourceAmounts Scheduler::ReservationOf(const WorkloadSpec& spec) const {
+  return DemandOf(spec, CandidateModels(spec).front());
+}
+
+Scheduler::Admission Scheduler::Admit(const Queued& queued) const {
+  const WorkloadSpec& spec = queued.workload.spec;
+  Admission out;
+  const std::vector<std::string> models = CandidateModels(spec);
+  std::optional<AdmissionVerdict> over;
+  std::vector<std::string> owned;
+  std::vector<std::string> borrowed;
+  for (const std::string& m : models) {
+    ResourceAmounts demand = DemandOf(spec, m);
+    AdmissionVerdict v = ledger_.Judge(spec.tenant, spec.project, demand);
+    if (v.kind == AdmissionVerdict::kOverLimit) {
+      if (!over) over = std::move(v);
+      continue;
+    }
+    std::vector<std::string>& list = v.kind == AdmissionVerdict::kOwned ? owned : borrowed;
+    if (list.empty() && (v.kind == AdmissionVerdict::kOwned || owned.empty())) {
+      out.verdict = std::move(v);
+      out.reserve = std::move(demand);
+    }
+    list.push_back(m);
+  }
+  if (owned.empty() && borrowed.empty()) {
+    out.verdict = *over;
+    out.refused = QuotaLimitReason(*over);
+    out.reserve = DemandOf(spec, models.front());
+    return out;
+  }
+  // Where it can be owned it waits for (and reclaims) those models rather than borrowing others.
+  const size_t candidates = models.size();
+  out.models = owned.empty() ? std::move(borrowed) : std::move(owned);
+  if (out.models.size() == candidates || out.models.front().empty()) out.models.clear();
+  if (out.verdict.kind == AdmissionVerdict::kBorrowed) {
+    const Timestamp now = clock_->Now();
+    for (const auto& [resource, milli] : out.reserve) {
+      auto b = backoff_.find({spec.tenant, resource});
+      if (b == backoff_.end() || b->second <= now) continue;
+      out.refused = PendingReason(ReasonCode::kReborrowBackoff);
+      out.refused.Set(figure::kHolder, absl::StrCat("tenant ", spec.tenant))
+          .Set(figure::kResource, resource)
+          .Set(figure::kUntil, FormatTime(b->second));
+      break;
+    }
+  }
+  return out;
+}
+
+std::optional<PendingReason> Scheduler::RefusePlaced(const Queued& queued,
+                                                     const ResourceAmounts& held,
+                                                     const Assignment& assignment) const {
+  const WorkloadSpec& spec = queued.workload.spec;
+  const AdmissionVerdict v = ledger_.Judge(spec.tenant, spec.project, held);
+  if (v.kind == AdmissionVerdict::kOverLimit) return QuotaLimitReason(v);
+  if (v.kind != AdmissionVerdict::kBorrowed) return std::nullopt;
+  // Borrowed work does not take capacity an owner is being placed on after a reclaim.
+  for (const auto& [owner, r] : reclaims_) {
+    if (owner == queued.workload.id || r.cluster != assignment.cluster) continue;
+    const bool same_model =
+        r.models.empty() || std::any_of(r.models.begin(), r.models.end(),
+                                        [&](const std::string& m) { return held.contains(m); });
+    if (!same_model) continue;
+    PendingReason reason(ReasonCode::kKeptForReclaim);
+    reason.Set(figure::kResource, r.resource).Set(figure::kCluster, r.cluster);
+    return reason;
+  }
+  return std::nullopt;
+}
+
+PendingReason Scheduler::ReclaimingReason(WorkloadId owner) const {
+  const Reclaiming& r = reclaims_.at(owner);
+  PendingReason reason(ReasonCode::kReclaiming);
+  reason.Set(figure::kFrom, r.from)
+      .Set(figure::kStopping, static_cast<int64_t>(r.victims.size()))
+      .Set(figure::kCluster, r.cluster)
+      .Set(figure::kResource, r.resource);
+  return reason;
+}
+
+void Scheduler::SettleReclaims() {
+  for (auto it = reclaims_.begin(); it != reclaims_.end();) {
+    Reclaiming& r = it->second;
+    std::erase_if(r.victims, [&](WorkloadId v) { return !held_.contains(v); });
+    // Kept one walk after its victims stopped, so that its owner comes first to what they
+    // freed (and borrowers stay off it).
+    if (!queued_ids_.contains(it->first) || r.freed) {
+      it = reclaims_.erase(it);
+      continue;
+    }
+    if (r.victims.empty()) {
+      r.freed = true;
+      dirty_.pool = true;
+    }
+    ++it;
+  }
+  const Timestamp now = clock_->Now();
+  for (auto it = backoff_.begin(); it != backoff_.end();) {
+    if (it->second <= now) {
+      it = backoff_.erase(it);
+      dirty_.pool = true;  // borrowed work held back by it is judged again
+    } else {
+      ++it;
+    }
+  }
+}
+
+// Victims are borrowed work only (ledger_.Borrowing: its holder is above a guarantee covering it,
+// or covered by none), never the owner's own tenant-and-project, never younger than the minimum
+// runtime, never one already stopping. Per cluster they are taken in victim order (lowest
+// priority, then the most recently started: the least work lost) until the owner fits there;
+// then each is put back if the owner still fits without it, so the set is the smallest this
+// order finds. The cluster whose set evicts the fewest GPU-equivalents wins (then the least work
+// lost); a set above max_eviction_ratio of what the owner needs is never used.
+std::optional<ReclaimPlan> Scheduler::PlanReclaim(const Queued& owner, const Admission& admission,
+                                                  Timestamp now) {
+  WorkloadSpec spec = owner.workload.spec;
+  if (!admission.models.empty()) spec.gpu_models = admission.models;
+  const int64_t need = GpuMilli(admission.reserve);
+  if (need <= 0) return std::nullopt;
+  const auto max_evicted =
+      static_cast<int64_t>(static_cast<double>(need) * options_.max_eviction_ratio);
+
+  std::map<std::string, std::vector<const Workload*>> by_cluster;
+  for (const auto& [id, w] : held_) {
+    if (w.evicting || w.cancel_requested) continue;
+    if (w.spec.tenant == spec.tenant && w.spec.project == spec.project) continue;
+    if (!ledger_.Borrowing(id)) continue;
+    if (now - RunSince(w) < options_.reclaim_min_runtime) continue;
+    by_cluster[w.assignment.cluster].push_back(&w);
+  }
+
+  auto fits_without = [&](const std::string& cluster, const std::vector<const Workload*>& gone) {
+    Pool trial = pool_;
+    for (const Workload* v : gone) trial.Release(v->id);
+    PlacementDecision d = reclaim_engine_->Place(trial, spec, owner.workload.id);
+    return d.assignment && d.assignment->cluster == cluster;
+  };
+
+  std::optional<ReclaimPlan> best;
+  int64_t best_lost = 0;
+  for (auto& [cluster, candidates] : by_cluster) {
+    std::sort(candidates.begin(), candidates.end(), [](const Workload* a, const Workload* b) {
+      if (a->spec.priority != b->spec.priority) return a->spec.priority < b->spec.priority;
+      if (RunSince(*a) != RunSince(*b)) return RunSince(*a) > RunSince(*b);
+      return a->id > b->id;
+    });
+    if (static_cast<int>(candidates.size()) > options_.max_reclaim_candidates) {
+      candidates.resize(options_.max_reclaim_candidates);
+    }
+    // Take victims in order until the owner fits; a holder brought down to its guarantee by
+    // those taken before gives no more.
+    Pool trial = pool_;
+    QuotaLedger trial_ledger = ledger_;
+    std::vector<const Workload*> chosen;
+    int64_t evicted = 0;
+    bool fits = false;
+    for (const Workload* v : candidates) {
+      if (!trial_ledger.Borrowing(v->id)) continue;
+      evicted += GpuMilli(trial_ledger.HeldBy(v->id));
+      trial.Release(v->id);
+      trial_ledger.Drop(v->id);
+      chosen.push_back(v);
+      PlacementDecision d = reclaim_engine_->Place(trial, spec, owner.workload.id);
+      if (d.assignment && d.assignment->cluster == cluster) {
+        fits = true;
+        break;
+      }
+    }
+    if (!fits) continue;
+    // The smallest sufficient set: put back what the owner can do without, the most valuable
+    // (last taken) first. The last one taken is needed by construction.
+    for (int i = static_cast<int>(chosen.size()) - 2; i >= 0; --i) {
+      std::vector<const Workload*> without = chosen;
+      without.erase(without.begin() + i);
+      if (fits_without(cluster, without)) chosen = std::move(without);
+    }
+    evicted = 0;
+    int64_t lost = 0;  // GPU-milli x seconds of work the victims lose
+    for (const Workload* v : chosen) {
+      const int64_t milli = GpuMilli(ledger_.HeldBy(v->id));
+      evicted += milli;
+      lost += milli * std::chrono::duration_cast<std::chrono::seconds>(now - RunSince(*v)).count();
+    }
+    if (evicted > max_evicted) continue;
+    if (best && (evicted > best->record.evicted_milli ||
+                 (evicted == best->record.evicted_milli && lost >= best_lost))) {
+      continue;
+    }
+    ReclaimPlan plan;
+    PreemptionRecord& record = plan.record;
+    record.time = now;
+    record.cause = PreemptionCause::kGuaranteeReclaim;
+    record.preemptor = owner.workload.id;
+    record.tenant = spec.tenant;
+    record.project = spec.project;
+    record.resource = admission.verdict.guaranteed_resource.empty()
+                          ? std::string(kGpuEquivalents)
+                          : admission.verdict.guaranteed_resource;
+    record.cluster = cluster;
+    record.needed_milli = need;
+    record.evicted_milli = evicted;
+    record.gpu_seconds_lost = static_cast<double>(lost) / 1000.0;
+    const std::string message =
+        absl::StrCat("preempted by workload ", record.preemptor, " of tenant ", record.tenant,
+                     " to reclaim guaranteed ", record.resource);
+    for (const Workload* v : chosen) {
+      plan.victims.push_back({v->id, cluster, v->attempts, AttemptEnd::kPreempted, message});
+      record.victims.push_back(
+          {v->id, v->spec.tenant, v->spec.project, GpuMilli(ledger_.HeldBy(v->id))});
+    }
+    best = std::move(plan);
+    best_lost = lost;
+  }
+  if (!best) return std::nullopt;
+  PreemptionRecord& record = best->record;
+
+  // What each tenant involved holds of the resource, before and once the owner is placed.
+  auto share = [&](const std::string& tenant) -> TenantShare& {
+    for (TenantShare& s : record.shares) {
+      if (s.tenant == tenant) return s;
+    }
+    const int64_t held = ledger_.FirmUsed(QuotaKey{tenant, "", record.resource});
+    return record.shares.emplace_back(TenantShare{tenant, held, held});
+  };
+  share(record.tenant).after_milli +=
+      admission.reserve.contains(record.resource) ? admission.reserve.at(record.resource) : 0;
+  for (const PreemptionVictim& v : record.victims) {
+    const ResourceAmounts& held = ledger_.HeldBy(v.id);
+    share(v.tenant).after_milli -= held.contains(record.resource) ? held.at(record.resource) : 0;
+  }
+
+  // Under way: the victims are stopping, their tenants back off from borrowing it again.
+  Reclaiming r;
+  r.cluster = record.cluster;
+  r.resource = record.resource;
+  r.models = admission.models;
+  std::vector<std::string> from;
+  for (const PreemptionVictim& v : record.victims) {
+    r.victims.push_back(v.id);
+    held_.at(v.id).evicting = AttemptEnd::kPreempted;
+    backoff_[{v.tenant, record.resource}] =
+        now + std::chrono::duration_cast<Timestamp::duration>(options_.reborrow_backoff);
+    std::string name = absl::StrCat("tenant ", v.tenant);
+    if (std::find(from.begin(), from.end(), name) == from.end()) from.push_back(std::move(name));
+  }
+  r.from = absl::StrJoin(from, ", ");
+  reclaims_[record.preemptor] = std::move(r);
+  return best;
+}
+
+}  // namespace gpufed
