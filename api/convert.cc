@@ -801,4 +801,28 @@ v1::Preemption PreemptionToProto(const PreemptionRecord& r) {
   return out;
 }
 
+v1::FairShare FairShareToProto(const FairShare& f) {
+  v1::FairShare out;
+  out.set_tenant(f.tenant);
+  out.set_project(f.project);
+  out.set_weight(f.weight);
+  out.set_share(f.share);
+  out.set_held_milli(f.held_milli);
+  out.set_decayed_gpu_hours(f.decayed_gpu_hours);
+  out.set_waiting(static_cast<int64_t>(f.waiting));
+  return out;
+}
+
+v1::ShareWeight ShareWeightToProto(const ShareWeight& w) {
+  v1::ShareWeight out;
+  out.set_tenant(w.tenant);
+  out.set_project(w.project);
+  out.set_weight(w.weight);
+  return out;
+}
+
+ShareWeight ShareWeightFromProto(const v1::ShareWeight& w) {
+  return ShareWeight{w.tenant(), w.project(), w.weight()};
+}
+
 }  // namespace gpufed::api

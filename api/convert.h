@@ -65,6 +65,9 @@ v1::Quota QuotaToProto(const Quota& q);
 Quota QuotaFromProto(const v1::Quota& q);
 v1::QuotaUsage QuotaUsageToProto(const QuotaUsage& u);
 v1::Preemption PreemptionToProto(const PreemptionRecord& r);
+v1::FairShare FairShareToProto(const FairShare& f);
+v1::ShareWeight ShareWeightToProto(const ShareWeight& w);
+ShareWeight ShareWeightFromProto(const v1::ShareWeight& w);
 
 // ---- Use-case inputs and outputs ----
 

@@ -50,6 +50,9 @@ grpc::ServerUnaryReactor* QuotaServiceImpl::GetQuotaUsage(grpc::CallbackServerCo
     ASSIGN_OR_RETURN(std::vector<QuotaUsage> usage,
                      ctx_.plane->QuotaUsageOf(who, request->tenant()));
     for (const QuotaUsage& u : usage) *response->add_usage() = QuotaUsageToProto(u);
+    ASSIGN_OR_RETURN(std::vector<FairShare> shares,
+                     ctx_.plane->FairSharesOf(who, request->tenant()));
+    for (const FairShare& f : shares) *response->add_fair_shares() = FairShareToProto(f);
     return absl::OkStatus();
   });
 }
@@ -71,6 +74,18 @@ grpc::ServerUnaryReactor* QuotaServiceImpl::ListPreemptions(
       *response->add_preemptions() = PreemptionToProto(r);
     }
     if (page.next_before > 0) response->set_next_page_token(absl::StrCat(page.next_before));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* QuotaServiceImpl::SetShareWeight(grpc::CallbackServerContext* context,
+                                                           const v1::SetShareWeightRequest* request,
+                                                           v1::ShareWeight* response) {
+  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    ASSIGN_OR_RETURN(ShareWeight stored,
+                     ctx_.plane->SetShareWeight(who, ShareWeightFromProto(request->weight())));
+    *response = ShareWeightToProto(stored);
     return absl::OkStatus();
   });
 }

@@ -23,6 +23,9 @@ class QuotaServiceImpl final : public v1::QuotaService::CallbackService {
   grpc::ServerUnaryReactor* GetQuotaUsage(grpc::CallbackServerContext* context,
                                           const v1::GetQuotaUsageRequest* request,
                                           v1::GetQuotaUsageResponse* response) override;
+  grpc::ServerUnaryReactor* SetShareWeight(grpc::CallbackServerContext* context,
+                                           const v1::SetShareWeightRequest* request,
+                                           v1::ShareWeight* response) override;
   grpc::ServerUnaryReactor* ListPreemptions(grpc::CallbackServerContext* context,
                                             const v1::ListPreemptionsRequest* request,
                                             v1::ListPreemptionsResponse* response) override;

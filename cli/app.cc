@@ -268,6 +268,11 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   CLI::Option* quota_usage_tenant = quota_usage->add_option(
       "tenant", f.quota.tenant,
       "Tenant (default: the configured tenant, else every tenant you may see)");
+  CLI::App* quota_weight = quota->add_subcommand(
+      "weight", "Set a tenant's fair-share weight (platform admin) or a project's (--project)");
+  quota_weight->add_option("tenant", f.quota.tenant, "Tenant")->required();
+  quota_weight->add_option("weight", f.quota.weight, "Weight, 1 to 1000000")->required();
+  quota_weight->add_option("--project", f.quota.project, "A project of the tenant");
   CLI::App* quota_preemptions = quota->add_subcommand(
       "preemptions", "The latest preemptions: who took back what from whom, and why");
   CLI::Option* quota_preemptions_tenant = quota_preemptions->add_option(
@@ -388,6 +393,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.GetQuotas(quota_get_tenant->count() > 0 ? f.quota.tenant : config->tenant);
   } else if (quota_usage->parsed()) {
     status = commands.QuotaUsage(quota_usage_tenant->count() > 0 ? f.quota.tenant : config->tenant);
+  } else if (quota_weight->parsed()) {
+    status = commands.SetShareWeight(f.quota);
   } else if (quota_preemptions->parsed()) {
     status = commands.ListPreemptions(quota_preemptions_tenant->count() > 0 ? f.quota.tenant
                                                                             : config->tenant);

@@ -523,6 +523,27 @@ absl::Status Commands::QuotaUsage(absl::string_view tenant) {
   }));
   if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
   WriteQuotaUsageTable(response.usage(), *env_.out);
+  if (!response.fair_shares().empty()) {
+    *env_.out << "\n";
+    WriteFairShareTable(response.fair_shares(), *env_.out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Commands::SetShareWeight(const QuotaOptions& options) {
+  v1::SetShareWeightRequest request;
+  request.mutable_weight()->set_tenant(options.tenant);
+  request.mutable_weight()->set_project(options.project);
+  request.mutable_weight()->set_weight(options.weight);
+  v1::ShareWeight set;
+  // Setting the same weight again changes nothing: safe to retry.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return quotas_->SetShareWeight(context, request, &set);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(set, *env_.out);
+  *env_.out << "weight of " << SanitizeForTerminal(set.tenant())
+            << (set.project().empty() ? "" : "/") << SanitizeForTerminal(set.project()) << ": "
+            << set.weight() << "\n";
   return absl::OkStatus();
 }
 

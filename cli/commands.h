@@ -132,6 +132,7 @@ struct QuotaOptions {
   std::string guaranteed;
   std::string limit;  // empty: no borrowing
   bool overcommit = false;
+  int64_t weight = 1;  // quota weight
 };
 
 class Commands {
@@ -180,6 +181,8 @@ class Commands {
   absl::Status SetQuota(const QuotaOptions& options);
   absl::Status GetQuotas(absl::string_view tenant);
   absl::Status QuotaUsage(absl::string_view tenant);
+  // Sets a tenant's (or, with options.project, a project's) fair-share weight.
+  absl::Status SetShareWeight(const QuotaOptions& options);
   // The latest preemptions involving `tenant` (empty: every tenant's), newest first.
   absl::Status ListPreemptions(absl::string_view tenant);
   absl::Status DeleteQuota(absl::string_view tenant, absl::string_view project,

@@ -440,6 +440,17 @@ void WriteQuotaUsageTable(const google::protobuf::RepeatedPtrField<v1::QuotaUsag
   table.Render(out);
 }
 
+void WriteFairShareTable(const google::protobuf::RepeatedPtrField<v1::FairShare>& shares,
+                         std::ostream& out) {
+  Table table({"TENANT", "PROJECT", "WEIGHT", "SHARE", "HELD", "DECAYED-GPU-H", "WAITING"});
+  for (const v1::FairShare& f : shares) {
+    table.AddRow({f.tenant(), f.project().empty() ? "-" : f.project(), absl::StrCat(f.weight()),
+                  absl::StrFormat("%.1f%%", 100 * f.share()), FormatQuotaAmount(f.held_milli()),
+                  absl::StrFormat("%.1f", f.decayed_gpu_hours()), absl::StrCat(f.waiting())});
+  }
+  table.Render(out);
+}
+
 void WritePreemptionTable(const google::protobuf::RepeatedPtrField<v1::Preemption>& preemptions,
                           absl::Time now, std::ostream& out) {
   Table table({"ID", "AGE", "REASON", "BY", "RESOURCE", "CLUSTER", "NEEDED", "EVICTED", "VICTIMS"});

@@ -112,6 +112,10 @@ void WriteQuotaUsageTable(const google::protobuf::RepeatedPtrField<v1::QuotaUsag
                           std::ostream& out);
 void WriteProjectTable(const google::protobuf::RepeatedPtrField<v1::Project>& projects,
                        absl::Time now, std::ostream& out);
+// TENANT PROJECT WEIGHT SHARE HELD DECAYED-GPU-H WAITING; SHARE in percent of the pool, HELD in
+// GPUs.
+void WriteFairShareTable(const google::protobuf::RepeatedPtrField<v1::FairShare>& shares,
+                         std::ostream& out);
 // ID AGE REASON BY RESOURCE CLUSTER NEEDED EVICTED VICTIMS; BY is "tenant/project workload",
 // VICTIMS "tenant:workload" each (another tenant's without its workload); amounts in GPUs.
 void WritePreemptionTable(const google::protobuf::RepeatedPtrField<v1::Preemption>& preemptions,

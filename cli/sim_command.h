@@ -2,7 +2,9 @@
 #define GPUFED_CLI_SIM_COMMAND_H_
 
 // `gpufedctl sim replay`: replays an openb trace locally on the placement engine (sim/replay.h,
-// docs/simulator.md). Needs no server and reads no client configuration.
+// docs/simulator.md). `gpufedctl sim run SCENARIO.yaml`: runs a quota scenario on the live
+// scheduling code (sim/scenario.h, docs/scenarios.md). Neither needs a server or reads the
+// client configuration.
 //
 //   gpufedctl sim replay --nodes NODES.csv --pods PODS.csv [--policy P|all] [--inflation 1.3]
 //                        [--seed S | --seeds 1-10] [--mode snapshot|time] [-o json]
@@ -43,6 +45,8 @@ class SimCommand {
   // `progress_to_terminal`: draw a progress bar on `err`.
   int Run(OutputFormat format, std::ostream& out, std::ostream& err,
           bool progress_to_terminal) const;
+  // `sim run`: -o json prints the report as one JSON object on the last line.
+  int RunScenario(OutputFormat format, std::ostream& out, std::ostream& err) const;
 
   // Whether a progress bar belongs on stderr: stdout (fd 1) and stderr are terminals and `out`
   // and `err` are the process's own streams.
@@ -51,6 +55,8 @@ class SimCommand {
  private:
   CLI::App* sim_ = nullptr;
   CLI::App* replay_ = nullptr;
+  CLI::App* run_ = nullptr;
+  std::string scenario_;
   CLI::Option* seed_opt_ = nullptr;
   CLI::Option* seeds_opt_ = nullptr;
   CLI::Option* inflation_opt_ = nullptr;

@@ -257,6 +257,13 @@ class ControlPlane {
   // The same callers and errors as ListQuotas; INVALID_ARGUMENT naming page_size or page_token.
   // A caller who does not see every tenant sees another tenant's victims by tenant and size
   // only (no workload id, no project).
+  // Sets a fair-share weight: a tenant's (platform admins), a project's (its tenant's admins
+  // too). INVALID_ARGUMENT naming the field; PERMISSION_DENIED; NOT_FOUND (tenant, project).
+  absl::StatusOr<ShareWeight> SetShareWeight(const auth::Principal& who, const ShareWeight& weight);
+  // The fair shares the active scheduler reports (Scheduler::FairShareReport) of `tenant`
+  // (empty: every tenant). The same callers and errors as ListQuotas.
+  absl::StatusOr<std::vector<FairShare>> FairSharesOf(const auth::Principal& who,
+                                                      const std::string& tenant);
   absl::StatusOr<PreemptionPage> ListPreemptions(const auth::Principal& who,
                                                  const std::string& tenant, int64_t before_id,
                                                  int limit);

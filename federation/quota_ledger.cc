@@ -86,6 +86,15 @@ int64_t QuotaLedger::FirmUsed(const QuotaKey& key) const {
   return it == firm_used_.end() ? 0 : it->second;
 }
 
+std::map<std::pair<std::string, std::string>, int64_t> QuotaLedger::FirmByHolder(
+    const std::string& resource) const {
+  std::map<std::pair<std::string, std::string>, int64_t> out;
+  for (const auto& [key, milli] : firm_used_) {
+    if (std::get<2>(key) == resource) out[{std::get<0>(key), std::get<1>(key)}] = milli;
+  }
+  return out;
+}
+
 const Quota* QuotaLedger::Find(const QuotaKey& key) const {
   auto it = quotas_.find(Key{key.tenant, key.project, key.resource});
   return it == quotas_.end() ? nullptr : &it->second;

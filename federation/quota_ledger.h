@@ -77,6 +77,10 @@ class QuotaLedger {
   // included; and only the firm part.
   [[nodiscard]] int64_t Used(const QuotaKey& key) const;
   [[nodiscard]] int64_t FirmUsed(const QuotaKey& key) const;
+  // Every holder's firm holding of `resource`: (tenant, "") for the tenant in all, (tenant,
+  // project) for each project; holders holding nothing are absent.
+  [[nodiscard]] std::map<std::pair<std::string, std::string>, int64_t> FirmByHolder(
+      const std::string& resource) const;
   [[nodiscard]] const Quota* Find(const QuotaKey& key) const;
   [[nodiscard]] const std::map<std::tuple<std::string, std::string, std::string>, Quota>& quotas()
       const {

@@ -117,6 +117,27 @@ absl::StatusOr<std::vector<QuotaUsage>> ControlPlane::QuotaUsageOf(const auth::P
   return out;
 }
 
+absl::StatusOr<ShareWeight> ControlPlane::SetShareWeight(const auth::Principal& who,
+                                                         const ShareWeight& weight) {
+  RETURN_IF_ERROR(ValidateShareWeight(weight));
+  if (!MaySetQuota(who, QuotaKey{weight.tenant, weight.project, ""})) {
+    return absl::PermissionDeniedError("permission denied");
+  }
+  ASSIGN_OR_RETURN(ShareWeight stored, ports_.quotas->SetShareWeight(weight));
+  QuotasChanged();
+  return stored;
+}
+
+absl::StatusOr<std::vector<FairShare>> ControlPlane::FairSharesOf(const auth::Principal& who,
+                                                                  const std::string& tenant) {
+  RETURN_IF_ERROR(MayReadQuotas(who, tenant));
+  std::vector<FairShare> out = ports_.scheduler->FairShareReport();
+  std::erase_if(out, [&](const FairShare& f) {
+    return (!tenant.empty() && f.tenant != tenant) || !who.CanRead(f.tenant);
+  });
+  return out;
+}
+
 absl::StatusOr<PreemptionPage> ControlPlane::ListPreemptions(const auth::Principal& who,
                                                              const std::string& tenant,
                                                              int64_t before_id, int limit) {

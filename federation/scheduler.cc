@@ -45,7 +45,8 @@ Scheduler::Scheduler(WorkloadStore* workloads, ClusterStore* clusters, Scheduler
       clusters_(clusters),
       quotas_(quotas),
       clock_(ClockOrSystem(clock)),
-      options_(std::move(options)) {
+      options_(std::move(options)),
+      usage_(options_.fair_share_half_life) {
   engine_ = MakeEngine(options_.placement);
   // Reclaim tries victim sets on copies of the pool; its own engine keeps the live one's tie
   // order (and caches) untouched.
@@ -100,9 +101,12 @@ absl::Status Scheduler::ReloadPending() {
   }
   queue_.clear();
   queued_ids_.clear();
+  by_holder_.clear();
   mig_demand_.clear();
   dirty_ = Dirty{};
   for (const Workload& w : pending) Enqueue(w);
+  // Forget when those no longer waiting began to wait.
+  std::erase_if(waiting_since_, [&](const auto& e) { return !queued_ids_.contains(e.first); });
   return absl::OkStatus();
 }
 
@@ -120,6 +124,8 @@ void Scheduler::Enqueue(const Workload& workload) {
   queued.last_reason = workload.pending_reason;
   queued.written_cycle = cycle_;
   queued_ids_[workload.id] = key;
+  by_holder_[workload.spec.tenant][workload.spec.project].insert(key);
+  waiting_since_.try_emplace(workload.id, clock_->Now());
   if (workload.state == WorkloadState::kAdmitted) {
     // Its quota was granted: reserved again (firm only while its reclaim is under way).
     ledger_.Hold(workload.id, workload.spec.tenant, workload.spec.project,
@@ -140,6 +146,14 @@ void Scheduler::Dequeue(std::map<QueueKey, Queued>::iterator it) {
   }
   const WorkloadId id = it->second.workload.id;
   if (!held_.contains(id)) ledger_.Drop(id);  // its reservation, if ADMITTED
+  if (auto t = by_holder_.find(spec.tenant); t != by_holder_.end()) {
+    if (auto p = t->second.find(spec.project); p != t->second.end()) {
+      p->second.erase(it->first);
+      if (p->second.empty()) t->second.erase(p);
+    }
+    if (t->second.empty()) by_holder_.erase(t);
+  }
+  waiting_since_.erase(id);
   queued_ids_.erase(id);
   queue_.erase(it);
 }
@@ -251,6 +265,10 @@ void Scheduler::UpdateReason(Queued& queued, PendingReason reason,
 
 bool Scheduler::WindowStands(const Dirty& dirty) const {
   if (dirty.pool || !window_end_.last || window_end_.unwritten) return false;
+  // Several holders: the window is in fair-share order, not the queue's.
+  if (by_holder_.size() > 1 || (!by_holder_.empty() && by_holder_.begin()->second.size() > 1)) {
+    return false;
+  }
   for (WorkloadId id : dirty.fresh) {
     auto it = queued_ids_.find(id);
     if (it != queued_ids_.end() && it->second < *window_end_.last) return false;
@@ -263,18 +281,30 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
                           std::vector<std::pair<WorkloadId, PendingReason>>& reasons,
                           CycleStats& stats) {
   std::map<ShapeKey, PendingReason> failed_shapes;
+  // Already placed (see Enqueue): it must not be placed again.
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (pool_.Holds(it->second.workload.id)) {
+      Dequeue(it++);
+    } else {
+      ++it;
+    }
+  }
   std::vector<std::map<QueueKey, Queued>::iterator> window;
   window.reserve(std::min(queue_.size(), static_cast<size_t>(options_.max_considered)));
   QueueKey last{};
-  for (auto it = queue_.begin();
-       it != queue_.end() && static_cast<int>(window.size()) < options_.max_considered;) {
-    if (pool_.Holds(it->second.workload.id)) {
-      // Already placed (see Enqueue); it must not be placed again.
-      Dequeue(it++);
-      continue;
+  const bool one_holder =
+      by_holder_.size() <= 1 && (by_holder_.empty() || by_holder_.begin()->second.size() <= 1);
+  if (one_holder) {
+    // One tenant and project: fair share orders nothing; the queue's order is the window's.
+    for (auto it = queue_.begin();
+         it != queue_.end() && static_cast<int>(window.size()) < options_.max_considered; ++it) {
+      last = it->first;
+      window.push_back(it);
     }
-    last = it->first;
-    window.push_back(it++);
+  } else {
+    for (const QueueKey& key : FairOrder(options_.max_considered)) {
+      window.push_back(queue_.find(key));
+    }
   }
   const int considered = static_cast<int>(window.size());
   if (!ledger_.empty()) {
@@ -306,6 +336,7 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
     queued.window_cycle = cycle_;
     dirty_.window.push_back(id);
     if (queued.judged && !pool_changed) {
+      if (queued.owner_waiting) owners_waiting_.push_back(id);
       // Same capacity, same answer; only figures waiting for their refresh may be due.
       if (queued.unwritten) UpdateReason(queued, *queued.unwritten, reasons);
       window_end_.unwritten |= queued.unwritten.has_value();
@@ -388,6 +419,7 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
       ledger_.Hold(id, queued.workload.spec.tenant, queued.workload.spec.project, admission.reserve,
                    /*firm=*/reclaims_.contains(id));
       queued.owner_waiting = admission.verdict.kind == AdmissionVerdict::kOwned;
+      if (queued.owner_waiting) owners_waiting_.push_back(id);
       if (auto r = reclaims_.find(id); r != reclaims_.end() && !r->second.victims.empty()) {
         reason = ReclaimingReason(id);
       }
@@ -413,7 +445,9 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
     UpdateReason(queued, std::move(reason), reasons);
     window_end_.unwritten |= queued.unwritten.has_value();
   }
-  if (considered == options_.max_considered) window_end_.last = last;
+  // The window's end by queue order means something only when the queue's order is the window's:
+  // with several holders a newcomer anywhere in the queue may belong in the window.
+  if (considered == options_.max_considered && one_holder) window_end_.last = last;
   return considered;
 }
 
@@ -428,12 +462,14 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
 absl::StatusOr<CycleResult> Scheduler::RunCycle() {
   const bool pool_changed = DrainInbox();
   if (pool_changed) dirty_.pool = true;
+  AdvanceUsage(clock_->Now());
   SettleReclaims();
   Dirty dirty = std::exchange(dirty_, Dirty{.pool = false, .fresh = {}, .window = {}});
   ++cycle_;
   RefreshMix();
   CycleResult result;
   result.stats.pending = static_cast<int>(queue_.size());
+  owners_waiting_.clear();
 
   std::vector<Transition> transitions;
   std::vector<std::pair<WorkloadId, PendingReason>> reasons;
@@ -462,6 +498,7 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
     }
   }
   result.stats.considered = considered;
+  result.owners_waiting = owners_waiting_;
 
   // Owners within their guarantee that found no capacity: stop borrowed work for them. Planned
   // again when capacity changed, and every 16th cycle (victims pass their minimum runtime).
@@ -556,9 +593,11 @@ void Scheduler::Publish() {
     u.used_milli = ledger_.FirmUsed(quota.key);
     u.borrowed_milli = std::max<int64_t>(0, u.used_milli - quota.guaranteed_milli);
   }
+  std::vector<FairShare> shares = FairShares();
   absl::MutexLock lock(&mu_);
   snapshot_ = std::move(snapshot);
   quota_report_ = std::move(report);
+  fair_share_report_ = std::move(shares);
   loaded_ = true;
   pending_count_ = static_cast<int>(queue_.size());
 }
@@ -591,6 +630,11 @@ PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
     explain_source_ = std::move(snapshot);
   }
   return explain_engine_->Place(*explain_pool_, spec);
+}
+
+std::vector<FairShare> Scheduler::FairShareReport() const {
+  absl::MutexLock lock(&mu_);
+  return fair_share_report_;
 }
 
 std::vector<QuotaUsage> Scheduler::QuotaReport() const {

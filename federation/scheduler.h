@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "federation/clock.h"
+#include "federation/fair_share.h"
 #include "federation/placement.h"
 #include "federation/pool.h"
 #include "federation/quota_ledger.h"
@@ -55,6 +57,8 @@ struct SchedulerOptions {
   int max_reclaims_per_cycle = 4;
   // Victims tried per cluster for one owner, in victim order.
   int max_reclaim_candidates = 64;
+  // Fair share (docs/quotas.md#fair-share): usage decays by half over this long.
+  std::chrono::nanoseconds fair_share_half_life = std::chrono::hours(24 * 7);
 };
 
 struct CycleStats {
@@ -82,6 +86,8 @@ struct CycleResult {
   std::vector<WorkloadEvent> events;
   // Reclaims decided: the caller has the victims stopped (ControlPlane::Reclaim).
   std::vector<ReclaimPlan> reclaims;
+  // Workloads within their guarantee the window left waiting (owners; with quotas only).
+  std::vector<WorkloadId> owners_waiting;
   CycleStats stats;
 };
 
@@ -144,6 +150,9 @@ class Scheduler {
   // of the last cycle that changed the pool. Empty before the first Rebuild. Safe from any
   // thread.
   std::vector<QuotaUsage> QuotaReport() const;
+  // Every active tenant's and project's weight, share, holdings and decayed usage, as of the last
+  // cycle that changed the pool. Safe from any thread.
+  std::vector<FairShare> FairShareReport() const;
 
   // The reason of a workload the scheduler has not judged in its window: waiting its turn.
   // Submissions are stored with it. Safe from any thread.
@@ -260,6 +269,11 @@ class Scheduler {
   // Plans a reclaim for an owner that did not fit; nullopt when no victim set qualifies.
   std::optional<ReclaimPlan> PlanReclaim(const Queued& owner, const Admission& admission,
                                          Timestamp now);
+  // The first `limit` queued workloads in fair-share order (FairOrder in scheduler_quotas.cc).
+  std::vector<QueueKey> FairOrder(int limit) const;
+  // Decays usage to `now` and counts what every holder held since the last call.
+  void AdvanceUsage(Timestamp now);
+  std::vector<FairShare> FairShares() const;
   // Reclaims whose owner left the queue or whose victims all stopped are done.
   void SettleReclaims();
   PendingReason ReclaimingReason(WorkloadId owner) const;
@@ -288,6 +302,13 @@ class Scheduler {
   std::map<WorkloadId, Reclaiming> reclaims_;
   std::map<std::pair<std::string, std::string>, Timestamp> backoff_;  // (tenant, resource)
   std::unique_ptr<PlacementEngine> reclaim_engine_;
+  // Fair share: weights set (others weigh 1), decayed usage, the queue by tenant and project,
+  // and since when each queued workload waits (kept across reloads of the queue).
+  std::map<std::pair<std::string, std::string>, int64_t> weights_;
+  DecayedUsage usage_;
+  std::map<std::string, std::map<std::string, std::set<QueueKey>>> by_holder_;
+  std::map<WorkloadId, Timestamp> waiting_since_;
+  std::vector<WorkloadId> owners_waiting_;  // this cycle's (CycleResult::owners_waiting)
 
   mutable absl::Mutex mu_;
   Inbox inbox_ ABSL_GUARDED_BY(mu_);
@@ -295,6 +316,7 @@ class Scheduler {
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;  // a Rebuild published the pool
   int pending_count_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<QuotaUsage> quota_report_ ABSL_GUARDED_BY(mu_);
+  std::vector<FairShare> fair_share_report_ ABSL_GUARDED_BY(mu_);
 
   // Explain: one call at a time, on a private copy of the snapshot (placing fills caches inside
   // the pool and the engine, so the shared snapshot is never placed on), copied again only when

@@ -43,7 +43,10 @@ Timestamp RunSince(const Workload& w) { return w.start_time.value_or(w.update_ti
 absl::Status Scheduler::LoadQuotas() {
   if (quotas_ == nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<Quota> quotas, quotas_->ListQuotas(""));
+  ASSIGN_OR_RETURN(std::vector<ShareWeight> weights, quotas_->ListShareWeights());
   ledger_.SetQuotas(quotas);
+  weights_.clear();
+  for (const ShareWeight& w : weights) weights_[{w.tenant, w.project}] = w.weight;
   return absl::OkStatus();
 }
 
@@ -336,6 +339,149 @@ std::optional<ReclaimPlan> Scheduler::PlanReclaim(const Queued& owner, const Adm
   r.from = absl::StrJoin(from, ", ");
   reclaims_[record.preemptor] = std::move(r);
   return best;
+}
+
+// Weighted fair queueing over decayed usage: the next workload comes from the tenant whose usage
+// per weight is lowest, counting its decayed usage (as the GPUs held on average over the decay)
+// plus what the window has already taken from it this cycle; inside the tenant, from its project
+// chosen the same way among its projects; inside the project, in queue order (priority, then
+// age). One tenant and project: the queue's own order.
+std::vector<Scheduler::QueueKey> Scheduler::FairOrder(int limit) const {
+  struct Cursor {
+    std::set<QueueKey>::const_iterator it, end;
+    double base = 0;  // decayed usage, average GPUs
+    double taken = 0;
+    double weight = 1;
+  };
+  struct TenantCursor : Cursor {
+    std::vector<Cursor> projects;
+  };
+  auto weight_of = [&](const std::string& tenant, const std::string& project) {
+    auto w = weights_.find({tenant, project});
+    return w == weights_.end() ? 1.0 : static_cast<double>(w->second);
+  };
+  // What each holder holds now counts at once: decayed usage grows only as work runs, and a
+  // holder just given capacity would otherwise keep being first until its usage caught up (an
+  // overshoot that is largest, relative to its share, for the smallest weight).
+  const std::map<std::pair<std::string, std::string>, int64_t> held =
+      ledger_.FirmByHolder(kGpuEquivalents);
+  auto now_gpus = [&](const std::string& tenant, const std::string& project) {
+    auto h = held.find({tenant, project});
+    return h == held.end() ? 0.0 : static_cast<double>(h->second) / 1000.0;
+  };
+  std::vector<TenantCursor> tenants;
+  tenants.reserve(by_holder_.size());
+  for (const auto& [tenant, projects] : by_holder_) {
+    TenantCursor& t = tenants.emplace_back();
+    t.base = usage_.AverageGpus({tenant, ""}) + now_gpus(tenant, "");
+    t.weight = weight_of(tenant, "");
+    for (const auto& [project, keys] : projects) {
+      Cursor& p = t.projects.emplace_back();
+      p.it = keys.begin();
+      p.end = keys.end();
+      p.base = usage_.AverageGpus({tenant, project}) + now_gpus(tenant, project);
+      p.weight = weight_of(tenant, project);
+    }
+  }
+  // What a workload asks for, in GPUs (a MIG instance by its reservation's `gpu` amount, else
+  // about 1/7), charged to its tenant and project for the rest of the walk.
+  auto gpus_of = [&](const QueueKey& key) {
+    const WorkloadSpec& spec = queue_.at(key).workload.spec;
+    if (!spec.mig_profile.empty()) {
+      const double gpus = static_cast<double>(GpuMilli(ReservationOf(spec))) / 1000.0;
+      return gpus > 0 ? gpus : spec.replicas / 7.0;
+    }
+    if (spec.gpu_milli > 0) return spec.replicas * spec.gpu_milli / 1000.0;
+    return static_cast<double>(spec.TotalGpus());
+  };
+  // Finish tags, as weighted fair queueing orders: a holder's usage per weight once its next
+  // workload is counted. (Start tags, usage before it, favour small weights: a large workload
+  // moves a small weight's tag far, but only after it was chosen.)
+  auto finish = [](const Cursor& c, double next) { return (c.base + c.taken + next) / c.weight; };
+  std::vector<QueueKey> out;
+  out.reserve(std::min(queue_.size(), static_cast<size_t>(limit)));
+  while (static_cast<int>(out.size()) < limit) {
+    TenantCursor* best = nullptr;
+    std::vector<Cursor>::iterator best_project;
+    double best_tag = 0;
+    double best_gpus = 0;
+    for (TenantCursor& t : tenants) {
+      if (t.projects.empty()) continue;
+      auto project = t.projects.begin();
+      double project_tag = finish(*project, gpus_of(*project->it));
+      for (auto p = std::next(t.projects.begin()); p != t.projects.end(); ++p) {
+        const double tag = finish(*p, gpus_of(*p->it));
+        if (tag < project_tag) {
+          project = p;
+          project_tag = tag;
+        }
+      }
+      const double gpus = gpus_of(*project->it);
+      const double tag = finish(t, gpus);
+      if (best == nullptr || tag < best_tag) {
+        best = &t;
+        best_project = project;
+        best_tag = tag;
+        best_gpus = gpus;
+      }
+    }
+    if (best == nullptr) break;
+    out.push_back(*best_project->it++);
+    best_project->taken += best_gpus;
+    best->taken += best_gpus;
+    if (best_project->it == best_project->end) best->projects.erase(best_project);
+  }
+  return out;
+}
+
+void Scheduler::AdvanceUsage(Timestamp now) {
+  usage_.Advance(now, ledger_.FirmByHolder(kGpuEquivalents));
+}
+
+std::vector<FairShare> Scheduler::FairShares() const {
+  // Active: holding something now, or waiting.
+  std::map<std::pair<std::string, std::string>, FairShare> rows;
+  auto row = [&](const std::string& tenant, const std::string& project) -> FairShare& {
+    FairShare& f = rows[{tenant, project}];
+    f.tenant = tenant;
+    f.project = project;
+    auto w = weights_.find({tenant, project});
+    f.weight = w == weights_.end() ? 1 : w->second;
+    return f;
+  };
+  for (const auto& [holder, milli] : ledger_.FirmByHolder(kGpuEquivalents)) {
+    row(holder.first, holder.second).held_milli = milli;
+  }
+  for (const auto& [tenant, projects] : by_holder_) {
+    row(tenant, "");
+    for (const auto& [project, keys] : projects) row(tenant, project).waiting += keys.size();
+  }
+  for (auto& [holder, f] : rows) {
+    f.decayed_gpu_hours = usage_.GpuSeconds(holder) / 3600.0;
+    if (!holder.second.empty()) rows[{holder.first, ""}].waiting += f.waiting;
+  }
+  // Shares: tenants among the active tenants; projects among their tenant's active projects.
+  std::map<std::string, double> tenant_weights;  // tenant -> sum of its projects' weights
+  double total = 0;
+  for (auto& [holder, f] : rows) {
+    if (holder.second.empty()) {
+      total += static_cast<double>(f.weight);
+    } else {
+      tenant_weights[holder.first] += static_cast<double>(f.weight);
+    }
+  }
+  std::vector<FairShare> out;
+  out.reserve(rows.size());
+  for (auto& [holder, f] : rows) {
+    if (holder.second.empty()) {
+      f.share = total > 0 ? static_cast<double>(f.weight) / total : 0;
+    } else {
+      const FairShare& tenant = rows.at({holder.first, ""});
+      f.share = tenant.share * static_cast<double>(f.weight) / tenant_weights[holder.first];
+    }
+    out.push_back(f);
+  }
+  return out;
 }
 
 }  // namespace gpufed

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "auth/principal.h"
+#include "federation/fair_share.h"
 #include "federation/preemption.h"
 #include "federation/quota.h"
 #include "federation/types.h"
@@ -249,6 +250,12 @@ class QuotaStore {
   // The quotas of `tenant` (its own and its projects'), or of every tenant when it is empty;
   // ordered by tenant, project (the tenant's own first), resource.
   virtual absl::StatusOr<std::vector<Quota>> ListQuotas(const std::string& tenant) = 0;
+
+  // Sets the fair-share weight of a tenant (project empty) or a project. INVALID_ARGUMENT
+  // (ValidateShareWeight); NOT_FOUND for an unknown tenant or project.
+  virtual absl::StatusOr<ShareWeight> SetShareWeight(const ShareWeight& weight) = 0;
+  // Every weight set, by tenant then project (the tenant's own first); the rest weigh 1.
+  virtual absl::StatusOr<std::vector<ShareWeight>> ListShareWeights() = 0;
 };
 
 // An API token as stored: only the hash of the secret is kept.

@@ -581,6 +581,16 @@ std::vector<PreemptionRecord> RecordsOfMarked(
   return out;
 }
 
+absl::Status ValidateShareWeight(const ShareWeight& w) {
+  RETURN_IF_ERROR(ValidateName("tenant", w.tenant));
+  if (!w.project.empty()) RETURN_IF_ERROR(ValidateName("project", w.project));
+  if (w.weight < 1 || w.weight > kMaxShareWeight) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight: must be 1 to ", kMaxShareWeight, ", got ", w.weight));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateTokenRecord(absl::string_view token_hash, const TokenRecord& record) {
   if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
   if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");

@@ -136,6 +136,9 @@ absl::Status ValidateEviction(const WorkloadStore::Eviction& e, size_t i);
 // cluster, a known cause, victims that are its evictions (same ids, in order), each eviction
 // valid.
 absl::Status ValidatePreemption(const WorkloadStore::Preemption& p, size_t i);
+// A fair-share weight: tenant (and project, when set) names, 1 <= weight <= kMaxShareWeight;
+// INVALID_ARGUMENT naming the field.
+absl::Status ValidateShareWeight(const ShareWeight& w);
 // The records to store once `marked` (ids) were marked: each with only its marked victims,
 // stamped `now` where it has no time; records with no victim marked are left out.
 std::vector<PreemptionRecord> RecordsOfMarked(

@@ -52,7 +52,8 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "agent_executor_threads",
                                 "archive_after_hours",
                                 "reclaim_min_runtime_seconds",
-                                "reborrow_backoff_seconds"};
+                                "reborrow_backoff_seconds",
+                                "fair_share_half_life_hours"};
   for (const auto& kv : root) {
     const auto key = kv.first.as<std::string>();
     bool known = false;
@@ -80,7 +81,8 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "mig_partitioning", &config->mig_partitioning),
         ReadKey(root, file, "archive_after_hours", &config->archive_after_hours),
         ReadKey(root, file, "reclaim_min_runtime_seconds", &config->reclaim_min_runtime_seconds),
-        ReadKey(root, file, "reborrow_backoff_seconds", &config->reborrow_backoff_seconds)}) {
+        ReadKey(root, file, "reborrow_backoff_seconds", &config->reborrow_backoff_seconds),
+        ReadKey(root, file, "fair_share_half_life_hours", &config->fair_share_half_life_hours)}) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -174,6 +176,10 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                  "seconds a tenant may not borrow a resource again after it was reclaimed")
       ->check(CLI::Range(0, 24 * 3600))
       ->capture_default_str();
+  app.add_option("--fair-share-half-life-hours", config.fair_share_half_life_hours,
+                 "hours after which usage counts half as much in fair share")
+      ->check(CLI::Range(1, 24 * 365))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -213,6 +219,10 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, ": must be 0 to 604800 seconds, got ", value));
     }
+  }
+  if (config.fair_share_half_life_hours < 1 || config.fair_share_half_life_hours > 24 * 365) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fair_share_half_life_hours: must be 1 to 8760, got ", config.fair_share_half_life_hours));
   }
   if (config.admin_token_file.empty()) config.admin_token_file = config.data_dir + "/admin.token";
   return config;

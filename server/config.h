@@ -43,6 +43,8 @@ struct ServerConfig {
   // resource again for reborrow_backoff_seconds.
   int reclaim_min_runtime_seconds = 0;
   int reborrow_backoff_seconds = 30;
+  // Fair share (docs/quotas.md#fair-share): usage counts half as much this many hours later.
+  int fair_share_half_life_hours = 24 * 7;
 };
 
 // Parses argv (with --config FILE and env vars). On --help, prints usage and returns

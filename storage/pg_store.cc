@@ -287,6 +287,12 @@ constexpr const char* kListPreemptions =
     "FROM preemptions WHERE ($1 = '' OR $1 = ANY(tenants)) AND ($2 = 0 OR id < $2) "
     "ORDER BY id DESC LIMIT $3";
 
+constexpr const char* kUpsertShareWeight =
+    "INSERT INTO share_weights (tenant, project, weight) VALUES ($1, $2, $3) "
+    "ON CONFLICT (tenant, project) DO UPDATE SET weight = EXCLUDED.weight, updated_at = now()";
+constexpr const char* kListShareWeights =
+    "SELECT tenant, project, weight FROM share_weights ORDER BY tenant, project";
+
 constexpr const char* kRequestCancel =
     "UPDATE workloads w SET cancel_requested = true, updated_at = now(), "
     "version = w.version + 1 WHERE w.id = $1 RETURNING" GPUFED_WORKLOAD_COLUMNS;
@@ -448,6 +454,8 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"request_evictions", kRequestEvictions},
     {"insert_preemption", kInsertPreemption},
     {"list_preemptions", kListPreemptions},
+    {"upsert_share_weight", kUpsertShareWeight},
+    {"list_share_weights", kListShareWeights},
     {"upsert_cluster", kUpsertCluster},
     {"delete_gpus", kDeleteGpus},
     {"delete_nodes", kDeleteNodes},
@@ -1814,6 +1822,35 @@ absl::StatusOr<std::vector<Quota>> PgStore::ListQuotas(const std::string& tenant
                                            : txn.exec_prepared("list_tenant_quotas", tenant);
         out.reserve(rows.size());
         for (const pqxx::row& row : rows) out.push_back(QuotaFromRow(row));
+        return out;
+      });
+}
+
+absl::StatusOr<ShareWeight> PgStore::SetShareWeight(const ShareWeight& weight) {
+  RETURN_IF_ERROR(ValidateShareWeight(weight));
+  return pool_->Transact("set share weight", [&](pqxx::work& txn) -> absl::StatusOr<ShareWeight> {
+    if (txn.exec_prepared("tenant_exists", weight.tenant).empty()) {
+      return absl::NotFoundError(absl::StrCat("tenant: \"", weight.tenant, "\" does not exist"));
+    }
+    if (!weight.project.empty() &&
+        txn.exec_prepared("project_exists", weight.tenant, weight.project).empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "project: \"", weight.project, "\" does not exist in tenant \"", weight.tenant, "\""));
+    }
+    txn.exec_prepared("upsert_share_weight", weight.tenant, weight.project, weight.weight);
+    return weight;
+  });
+}
+
+absl::StatusOr<std::vector<ShareWeight>> PgStore::ListShareWeights() {
+  return pool_->Transact<pqxx::nontransaction>(
+      "list share weights",
+      [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<ShareWeight>> {
+        std::vector<ShareWeight> out;
+        for (const pqxx::row& row : txn.exec_prepared("list_share_weights")) {
+          out.push_back(
+              {row["tenant"].c_str(), row["project"].c_str(), row["weight"].as<int64_t>()});
+        }
         return out;
       });
 }

@@ -168,6 +168,8 @@ class PgStore final : public WorkloadStore,
   absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) override;
   absl::Status DeleteQuota(const QuotaKey& key) override;
   absl::StatusOr<std::vector<Quota>> ListQuotas(const std::string& tenant) override;
+  absl::StatusOr<ShareWeight> SetShareWeight(const ShareWeight& weight) override;
+  absl::StatusOr<std::vector<ShareWeight>> ListShareWeights() override;
 
   // ---- Operations ----
   // The applied schema version, read through the pool (for /readyz): proves the database

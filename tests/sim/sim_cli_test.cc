@@ -164,6 +164,47 @@ TEST(SimCliTest, BadFilesAndFlagsAreReported) {
   EXPECT_EQ(RunGpufedctl(args).exit_code, 2);  // CLI11: out of range
 }
 
+// `gpufedctl sim run` on a bundled scenario: one JSON object on the last line, with the figures
+// docs/scenarios.md names.
+TEST(SimCliTest, RunsAScenarioAndPrintsItsReportAsJson) {
+  const std::string path = ::testing::TempDir() + "/scenario.yaml";
+  std::ofstream(path) << R"yaml(
+name: small
+cycle: 30s
+duration: 3h
+warmup: 1h
+half_life: 1h
+clusters: [{name: c1, nodes: 2, gpus_per_node: 8}]
+tenants:
+  - {name: a, weight: 1, quotas: [{resource: gpu, guaranteed: 8}]}
+  - {name: b, weight: 3}
+streams:
+  - {tenant: a, per_hour: 100, duration: 20m}
+  - {tenant: b, per_hour: 100, duration: 20m}
+)yaml";
+  Outcome r = RunGpufedctl({"sim", "run", path, "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string last = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
+  const nlohmann::json j = nlohmann::json::parse(last);
+  EXPECT_EQ(j.at("name"), "small");
+  EXPECT_EQ(j.at("cycles"), 360);
+  for (const char* key : {"max_deviation", "max_gpu_hours_deviation", "mean_utilisation"}) {
+    ExpectRatio(j.at(key), key);
+  }
+  for (const char* key : {"max_owner_wait_cycles", "preemptions", "gpu_seconds_lost",
+                          "max_eviction_ratio", "reclaims"}) {
+    EXPECT_TRUE(j.at(key).is_number()) << key;
+  }
+  ASSERT_EQ(j.at("tenants").size(), 2u);
+  EXPECT_EQ(j.at("tenants")[1].at("name"), "b");
+  EXPECT_EQ(j.at("tenants")[1].at("weight"), 3);
+  EXPECT_DOUBLE_EQ(j.at("tenants")[1].at("fair_share").get<double>(), 0.75);
+  ExpectRatio(j.at("tenants")[1].at("mean_share"), "mean_share");
+
+  Outcome bad = RunGpufedctl({"sim", "run", ::testing::TempDir() + "/missing.yaml"});
+  EXPECT_EQ(bad.exit_code, 1);
+}
+
 TEST(SeedListTest, ParsesSeedsAndRanges) {
   EXPECT_THAT(*ParseSeedList("7"), ElementsAre(7));
   EXPECT_THAT(*ParseSeedList("1-3"), ElementsAre(1, 2, 3));

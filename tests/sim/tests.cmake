@@ -4,7 +4,8 @@
 add_executable(gpufed_sim_test
   ${CMAKE_CURRENT_LIST_DIR}/openb_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/replay_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/sim_cli_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/sim_cli_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/scenario_test.cc)
 target_link_libraries(gpufed_sim_test PRIVATE
   gpufed_sim
   gpufed_cli_lib

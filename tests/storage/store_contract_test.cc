@@ -1917,6 +1917,23 @@ TEST_P(StoreContractTest, ConcurrentQuotaWritesOnOneResourceSeeEachOther) {
   EXPECT_LE(sum, 10000);
 }
 
+TEST_P(StoreContractTest, ShareWeightsAreSetReplacedAndListed) {
+  AddTenants();
+  ASSERT_OK(quotas().SetShareWeight({"acme", "", 3}));
+  ASSERT_OK(quotas().SetShareWeight({"acme", "research", 2}));
+  ASSERT_OK_AND_ASSIGN(ShareWeight set, quotas().SetShareWeight({"acme", "", 4}));  // replaced
+  EXPECT_EQ(set, (ShareWeight{"acme", "", 4}));
+  EXPECT_THAT(
+      quotas().ListShareWeights(),
+      IsOkAndHolds(ElementsAre(ShareWeight{"acme", "", 4}, ShareWeight{"acme", "research", 2})));
+  EXPECT_THAT(quotas().SetShareWeight({"nobody", "", 1}), StatusIs(Code::kNotFound));
+  EXPECT_THAT(quotas().SetShareWeight({"acme", "nope", 1}), StatusIs(Code::kNotFound));
+  EXPECT_THAT(quotas().SetShareWeight({"acme", "", 0}), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(quotas().SetShareWeight({"acme", "", kMaxShareWeight + 1}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(quotas().ListShareWeights(), IsOkAndHolds(SizeIs(2)));
+}
+
 TEST_P(StoreContractTest, HeartbeatsMoveForwardOnly) {
   ASSERT_OK(clusters().RegisterCluster(Info("c1"), {}));
   const Timestamp later = backend_->Now() + std::chrono::hours(1) + microseconds(7);

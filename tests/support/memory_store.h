@@ -1,162 +1,17 @@
 #ifndef GPUFED_TESTS_SUPPORT_MEMORY_STORE_H_
 #define GPUFED_TESTS_SUPPORT_MEMORY_STORE_H_
 
-// The storage ports (federation/store.h) in memory, for fast unit tests of the domain: no
-// PostgreSQL, no threads, no sleeps, time from an injected clock.
-//
-// It behaves as storage::PgStore does (storage/pg_store.h lists the details: validation,
-// status codes, guarded transitions with event rows, version bumps, cancel semantics, list
-// order and paging, cluster epochs). tests/storage/store_contract_test.cc runs one suite
-// against both so that they cannot drift; where they differ PgStore is the reference.
-// What it does not model: group commit and its queue limit (Submit never answers
-// UNAVAILABLE), connection pools, and token revocation (PgStore revokes by SQL only).
-//
-// Times: every time the store writes itself (create/update times, a transition without its
-// own time, heartbeats at registration) comes from the clock port (federation/clock.h), read
-// once per call, and is kept to the microsecond as PostgreSQL keeps it. The clock is either the
-// one given to the constructor (the test's FakeClock, shared with the code under test) or, by
-// default, the store's own FakeClock, which moves only when the test moves it
-// (clock().Advance(...)).
-//
-// Thread-safe: one mutex guards everything, so every call is atomic (as a transaction).
-// The clock is called with that mutex held and must not call back into the store.
+// The in-memory storage ports live in the simulator (sim/memory_store.h), which runs the live
+// scheduling code on them; tests name them here as they always did.
 //
 // In CMake: include(${PROJECT_SOURCE_DIR}/tests/support/memory_store.cmake) and link
-// gpufed_test_memory (gpufed_federation + Abseil only).
+// gpufed_test_memory.
 
-#include <chrono>
-#include <cstdint>
-#include <map>
-#include <optional>
-#include <set>
-#include <string>
-#include <tuple>
-#include <utility>
-#include <vector>
-
-#include "absl/base/thread_annotations.h"
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "federation/clock.h"
-#include "federation/store.h"
-#include "federation/types.h"
+#include "sim/memory_store.h"
 
 namespace gpufed::testing {
 
-class MemoryStore final : public WorkloadStore,
-                          public ClusterStore,
-                          public TenantStore,
-                          public QuotaStore {
- public:
-  // Time from the store's own FakeClock (clock()).
-  MemoryStore();
-  // Time from `clock`, which must outlive the store; clock() is then unused.
-  explicit MemoryStore(const Clock* clock);
-  MemoryStore(const MemoryStore&) = delete;
-  MemoryStore& operator=(const MemoryStore&) = delete;
-
-  // The clock of a default-constructed store.
-  FakeClock& clock() { return own_clock_; }
-
-  // One row of a workload's history, as PgStore writes to workload_events.
-  struct EventRow {
-    WorkloadId workload_id = 0;
-    Timestamp time{};
-    WorkloadState from = WorkloadState::kUnspecified;  // unspecified: the submission
-    WorkloadState to = WorkloadState::kUnspecified;
-    std::string actor;
-    std::string reason;
-  };
-  // The event rows of workload `id` (0: of every workload), oldest first.
-  std::vector<EventRow> Events(WorkloadId id = 0) const;
-
-  // ---- WorkloadStore ----
-  using WorkloadStore::Submit;
-  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec,
-                                      const PendingReason& reason) override;
-  absl::StatusOr<Workload> Get(WorkloadId id) override;
-  absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override;
-  absl::StatusOr<std::vector<Workload>> ListChangedAfter(const std::string& tenant,
-                                                         Timestamp after_time, WorkloadId after_id,
-                                                         int limit) override;
-  absl::StatusOr<std::vector<Workload>> ListPending(int limit) override;
-  absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) override;
-  absl::StatusOr<std::vector<TransitionResult>> ApplyTransitions(
-      const std::vector<Transition>& transitions) override;
-  absl::Status SetPendingReasons(
-      const std::vector<std::pair<WorkloadId, PendingReason>>& reasons) override;
-  absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
-                                             const std::string& reason) override;
-  absl::StatusOr<int> ArchiveFinished(Timestamp ended_before, int limit) override;
-  absl::StatusOr<std::vector<Workload>> RequestEvictions(
-      const std::vector<Eviction>& evictions) override;
-  absl::StatusOr<PreemptionResult> RequestPreemptions(
-      const std::vector<Preemption>& preemptions) override;
-  absl::StatusOr<std::vector<PreemptionRecord>> ListPreemptions(const std::string& tenant,
-                                                                int64_t before_id,
-                                                                int limit) override;
-  absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> CountByState() override;
-
-  // ---- ClusterStore ----
-  absl::StatusOr<Cluster> RegisterCluster(const ClusterInfo& info,
-                                          const std::vector<NodeInfo>& nodes) override;
-  absl::Status RecordHeartbeat(const std::string& cluster, Timestamp at) override;
-  absl::Status SetClusterState(const std::string& cluster, ClusterState state) override;
-  absl::StatusOr<LossResult> LoseCluster(const std::string& cluster, const LossPlan& plan) override;
-  absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
-                                    bool cordoned) override;
-  absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) override;
-  absl::StatusOr<Cluster> GetCluster(const std::string& name) override;
-
-  // ---- TenantStore ----
-  absl::StatusOr<Tenant> CreateTenant(const Tenant& tenant) override;
-  absl::StatusOr<std::vector<Tenant>> ListTenants() override;
-  absl::StatusOr<Project> CreateProject(const Project& project) override;
-  absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) override;
-  absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) override;
-  absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) override;
-  absl::StatusOr<int64_t> CountTokens() override;
-
-  // ---- QuotaStore ----
-  absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) override;
-  absl::Status DeleteQuota(const QuotaKey& key) override;
-  absl::StatusOr<std::vector<Quota>> ListQuotas(const std::string& tenant) override;
-
- private:
-  // ApplyTransitions on valid transitions, with the lock held.
-  std::vector<TransitionResult> ApplyLocked(const std::vector<Transition>& transitions)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Marks valid evictions; returns the workloads marked, in id order.
-  std::vector<Workload> MarkLocked(const std::vector<Eviction>& evictions)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A move to PLACED on a cluster that is unreachable or at another epoch (PgStore's fence).
-  bool Fenced(const Transition& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `c` as the store hands it out: node cordons applied to its nodes.
-  Cluster AsStored(Cluster c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The clock's time, to the microsecond.
-  Timestamp Now() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  FakeClock own_clock_;
-  const Clock* const clock_;
-
-  mutable absl::Mutex mu_;
-  std::map<std::string, Tenant> tenants_ ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<std::string, std::string>, Project> projects_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, TokenRecord> tokens_ ABSL_GUARDED_BY(mu_);  // by hash
-  std::vector<PreemptionRecord> preemptions_ ABSL_GUARDED_BY(mu_);  // oldest first
-  // By (tenant, project, resource): the order ListQuotas promises.
-  std::map<std::tuple<std::string, std::string, std::string>, Quota> quotas_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, Cluster> clusters_ ABSL_GUARDED_BY(mu_);
-  // (cluster, node) an operator cordoned; applied when a cluster is read (AsStored).
-  std::set<std::pair<std::string, std::string>> node_cordons_ ABSL_GUARDED_BY(mu_);
-  std::map<WorkloadId, Workload> workloads_ ABSL_GUARDED_BY(mu_);
-  std::map<WorkloadId, Workload> archive_ ABSL_GUARDED_BY(mu_);  // ArchiveFinished
-  // (tenant, idempotency key) -> workload.
-  std::map<std::pair<std::string, std::string>, WorkloadId> keys_ ABSL_GUARDED_BY(mu_);
-  std::vector<EventRow> events_ ABSL_GUARDED_BY(mu_);
-  WorkloadId last_id_ ABSL_GUARDED_BY(mu_) = 0;
-};
+using MemoryStore = ::gpufed::sim::MemoryStore;
 
 }  // namespace gpufed::testing
 

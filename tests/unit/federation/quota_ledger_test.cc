@@ -3,6 +3,10 @@
 
 #include "federation/quota_ledger.h"
 
+#include <chrono>
+#include <cmath>
+
+#include "federation/fair_share.h"
 #include "gtest/gtest.h"
 #include "tests/support/quota_fixtures.h"
 
@@ -108,6 +112,33 @@ TEST(QuotaLedgerTest, HeldWorkIsBorrowedWhileItsHolderIsAboveAGuaranteeOrUncover
   ledger.Hold(3, "gamma", "p", DemandOf(Whole(1, 1), "H100-80GB"));
   EXPECT_TRUE(ledger.Borrowing(3)) << "no quota covers gamma";
   EXPECT_FALSE(ledger.Borrowing(4)) << "holds nothing";
+}
+
+// Usage decays by half each half-life; what is held adds its GPU-seconds, each decaying from
+// when it was used.
+TEST(DecayedUsageTest, HoldingsAccrueAndDecayByHalfEachHalfLife) {
+  const auto hour = std::chrono::hours(1);
+  DecayedUsage usage(hour);
+  const DecayedUsage::Holder acme{"acme", ""};
+  Timestamp t{};
+  usage.Advance(t, {{acme, 2000}});  // sets the clock only
+  EXPECT_EQ(usage.GpuSeconds(acme), 0);
+  t += hour;
+  usage.Advance(t, {{acme, 2000}});
+  // 2 GPUs over one half-life: 2 * 3600 / ln 2 * (1 - 1/2).
+  const double one = 2 * 3600 / std::log(2.0) * 0.5;
+  EXPECT_NEAR(usage.GpuSeconds(acme), one, 1e-6);
+  t += hour;
+  usage.Advance(t, {});
+  EXPECT_NEAR(usage.GpuSeconds(acme), one / 2, 1e-6);
+  usage.Advance(t - hour, {{acme, 1000000}});  // time never runs back
+  EXPECT_NEAR(usage.GpuSeconds(acme), one / 2, 1e-6);
+  // Held for many half-lives, the average reads what is held.
+  for (int i = 0; i < 40; ++i) {
+    t += hour;
+    usage.Advance(t, {{acme, 3000}});
+  }
+  EXPECT_NEAR(usage.AverageGpus(acme), 3.0, 1e-6);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // the cost of the fewest, least valuable borrowed workloads.
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -245,6 +246,50 @@ TEST_F(ReclaimTest, EveryReclaimIsRecordedAndEachTenantSeesItsPart) {
               testing::StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_THAT(plane_.ListPreemptions(Admin(), "", 0, kMaxPreemptionPage + 1),
               testing::StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Fair share: the window takes workloads by weighted fair queueing over usage, so a saturated
+// pool's free GPUs go to tenants by weight, whatever the order they were submitted in.
+TEST_F(ReclaimTest, FreeCapacityGoesToTenantsByWeight) {
+  Register("c1");
+  ASSERT_OK(plane_.SetShareWeight(Admin(), {"other", "", 3}));
+  for (int i = 0; i < 10; ++i) Run(Job("acme", 1));
+  for (int i = 0; i < 10; ++i) Run(Job("other", 1));
+  StepResult step = Step();
+  std::map<std::string, int> placed;
+  for (const Workload& w : step.cycle->placed) ++placed[w.spec.tenant];
+  EXPECT_EQ(placed["acme"], 2);
+  EXPECT_EQ(placed["other"], 6);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<FairShare> shares, plane_.FairSharesOf(Admin(), ""));
+  std::map<std::pair<std::string, std::string>, FairShare> by;
+  for (const FairShare& f : shares) by[{f.tenant, f.project}] = f;
+  const FairShare& acme = by[std::make_pair("acme", "")];
+  const FairShare& other = by[std::make_pair("other", "")];
+  EXPECT_DOUBLE_EQ(acme.share, 0.25);
+  EXPECT_DOUBLE_EQ(other.share, 0.75);
+  EXPECT_EQ(other.weight, 3);
+  EXPECT_EQ(other.held_milli, 6000);
+  EXPECT_EQ(by[std::make_pair("acme", "p")].waiting, 8u);
+  // A tenant reader sees its own rows only.
+  ASSERT_OK_AND_ASSIGN(shares, plane_.FairSharesOf(User("acme"), "acme"));
+  for (const FairShare& f : shares) EXPECT_EQ(f.tenant, "acme");
+}
+
+TEST_F(ReclaimTest, WeightsAreSetByAdminsWithinRange) {
+  EXPECT_THAT(plane_.SetShareWeight(User("acme"), {"acme", "", 2}),
+              testing::StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(plane_.SetShareWeight(Admin(), {"acme", "", 0}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(plane_.SetShareWeight(Admin(), {"acme", "", kMaxShareWeight + 1}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(plane_.SetShareWeight(Admin(), {"nobody", "", 2}),
+              testing::StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(plane_.SetShareWeight(Admin(), {"acme", "nope", 2}),
+              testing::StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(plane_.SetShareWeight(Admin(), {"acme", "p", 5}));
+  ASSERT_OK_AND_ASSIGN(std::vector<ShareWeight> weights, store_.ListShareWeights());
+  EXPECT_THAT(weights, ElementsAre(ShareWeight{"acme", "p", 5}));
 }
 
 TEST_F(ReclaimTest, VictimsAreLowestPriorityThenMostRecentlyStarted) {

@@ -1,4 +1,4 @@
-#include "tests/support/memory_store.h"
+#include "sim/memory_store.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,7 +8,7 @@
 #include "federation/status_macros.h"
 #include "federation/validation.h"
 
-namespace gpufed::testing {
+namespace gpufed::sim {
 namespace {
 
 // The checks and messages below follow storage/pg_store.cc, which is the reference.
@@ -703,4 +703,26 @@ absl::StatusOr<std::vector<Quota>> MemoryStore::ListQuotas(const std::string& te
   return out;
 }
 
-}  // namespace gpufed::testing
+absl::StatusOr<ShareWeight> MemoryStore::SetShareWeight(const ShareWeight& weight) {
+  RETURN_IF_ERROR(ValidateShareWeight(weight));
+  absl::MutexLock lock(&mu_);
+  if (!tenants_.contains(weight.tenant)) {
+    return absl::NotFoundError(absl::StrCat("tenant: \"", weight.tenant, "\" does not exist"));
+  }
+  if (!weight.project.empty() && !projects_.contains({weight.tenant, weight.project})) {
+    return absl::NotFoundError(absl::StrCat("project: \"", weight.project,
+                                            "\" does not exist in tenant \"", weight.tenant, "\""));
+  }
+  weights_[{weight.tenant, weight.project}] = weight;
+  return weight;
+}
+
+absl::StatusOr<std::vector<ShareWeight>> MemoryStore::ListShareWeights() {
+  absl::MutexLock lock(&mu_);
+  std::vector<ShareWeight> out;
+  out.reserve(weights_.size());
+  for (const auto& [key, w] : weights_) out.push_back(w);
+  return out;
+}
+
+}  // namespace gpufed::sim
