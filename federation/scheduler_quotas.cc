@@ -383,16 +383,12 @@ std::vector<Scheduler::QueueKey> Scheduler::FairOrder(int limit) const {
       p.weight = weight_of(tenant, project);
     }
   }
-  // What a workload asks for, in GPUs (a MIG instance by its reservation's `gpu` amount, else
-  // about 1/7), charged to its tenant and project for the rest of the walk.
+  // What a workload asks for, in GPUs (its reservation's `gpu` amount; a MIG request on no known
+  // model, about 1/7 a replica), charged to its tenant and project for the rest of the walk.
   auto gpus_of = [&](const QueueKey& key) {
     const WorkloadSpec& spec = queue_.at(key).workload.spec;
-    if (!spec.mig_profile.empty()) {
-      const double gpus = static_cast<double>(GpuMilli(ReservationOf(spec))) / 1000.0;
-      return gpus > 0 ? gpus : spec.replicas / 7.0;
-    }
-    if (spec.gpu_milli > 0) return spec.replicas * spec.gpu_milli / 1000.0;
-    return static_cast<double>(spec.TotalGpus());
+    const double gpus = static_cast<double>(GpuMilli(ReservationOf(spec))) / 1000.0;
+    return gpus > 0 ? gpus : spec.replicas / 7.0;
   };
   // Finish tags, as weighted fair queueing orders: a holder's usage per weight once its next
   // workload is counted. (Start tags, usage before it, favour small weights: a large workload
