@@ -44,6 +44,7 @@ constexpr CodeName kCodeNames[] = {
     {ReasonCode::kReclaiming, "Reclaiming"},
     {ReasonCode::kKeptForReclaim, "KeptForReclaim"},
     {ReasonCode::kReborrowBackoff, "ReborrowBackoff"},
+    {ReasonCode::kReserved, "Reserved"},
 };
 
 std::string Plural(int64_t n, absl::string_view one, absl::string_view many) {
@@ -289,6 +290,15 @@ std::string RenderReason(const PendingReason& r) {
       return absl::StrCat("borrowing ", r.Text(figure::kResource), ": ", r.Text(figure::kHolder),
                           " had it reclaimed and may borrow it again from ",
                           r.Text(figure::kUntil));
+    case ReasonCode::kReserved: {
+      std::string words = absl::StrCat(
+          "waited past the starvation bound: ", r.Int(figure::kReservedGpus), " of ",
+          Plural(r.Int(figure::kTargetGpus), "GPU", "GPUs"), " on cluster ",
+          r.Text(figure::kCluster), " are held for it, the rest as the work on them ends");
+      if (r.Has(figure::kUntil))
+        absl::StrAppend(&words, " (expected by ", r.Text(figure::kUntil), ")");
+      return words;
+    }
   }
   return "";
 }

@@ -54,6 +54,8 @@ enum class ReasonCode {
   kReclaiming,       // owned: borrowed work is stopping to free its guaranteed capacity
   kKeptForReclaim,   // borrowed: the capacity it would take is being reclaimed by an owner
   kReborrowBackoff,  // borrowed: its tenant may not borrow this resource again yet
+  // No starvation (docs/quotas.md#no-starvation), set by the scheduler:
+  kReserved,  // waited past the bound: GPUs are held for it as they free
 };
 
 // "WaitingForCapacity"-style names: "NoClusters", "GpusBusy", ...; "" for kNone.
@@ -104,6 +106,8 @@ inline constexpr absl::string_view kAsked = "asked";        // milli the workloa
 inline constexpr absl::string_view kFrom = "from";          // text: "tenant beta, tenant gamma"
 inline constexpr absl::string_view kStopping = "stopping";  // workloads stopping for it
 inline constexpr absl::string_view kUntil = "until";        // text: RFC 3339 time, UTC
+inline constexpr absl::string_view kReservedGpus = "reserved";  // GPUs held for it now
+inline constexpr absl::string_view kTargetGpus = "target";      // GPUs it will be placed on
 }  // namespace figure
 
 struct ReasonFigure {

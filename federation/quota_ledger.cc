@@ -150,21 +150,20 @@ AdmissionVerdict QuotaLedger::Judge(const std::string& tenant, const std::string
   return v;
 }
 
-bool QuotaLedger::Borrowing(WorkloadId id) const {
+bool QuotaLedger::Reclaimable(WorkloadId id) const {
   auto it = held_.find(id);
   if (it == held_.end()) return false;
   const Held& h = it->second;
-  bool covered = false;
   for (const auto& [resource, milli] : h.amounts) {
     for (const std::string* p : {&kNoProject, &h.project}) {
       if (p == &h.project && h.project.empty()) continue;
       const Quota* q = Find(QuotaKey{h.tenant, *p, resource});
-      if (q == nullptr) continue;
-      covered = true;
-      if (FirmUsed(q->key) > q->guaranteed_milli) return true;
+      if (q == nullptr || q->guaranteed_milli == 0) continue;
+      const int64_t firm = h.firm ? milli : 0;
+      if (FirmUsed(q->key) - firm < q->guaranteed_milli) return false;
     }
   }
-  return !covered;
+  return true;
 }
 
 }  // namespace gpufed

@@ -68,10 +68,11 @@ class QuotaLedger {
   // whether it would be owned or borrowed.
   [[nodiscard]] AdmissionVerdict Judge(const std::string& tenant, const std::string& project,
                                        const ResourceAmounts& amounts) const;
-  // Whether what `id` holds is borrowed now: some quota covering it (its tenant's or project's,
-  // on a resource it holds) is held above its guarantee, or no quota covers it at all. A
-  // reclaim's victims are taken only from such work.
-  [[nodiscard]] bool Borrowing(WorkloadId id) const;
+  // Whether what `id` holds is all borrowed: without it, every quota covering it (its tenant's
+  // and project's, on each resource it holds) is still held at or above its guarantee (or has
+  // none). A reclaim's victims are taken only from such work, so no victim is ever taken from
+  // within its holder's guarantee. False for an id that holds nothing.
+  [[nodiscard]] bool Reclaimable(WorkloadId id) const;
 
   // What (tenant, project) holds of `resource` (project "": the tenant in all), reservations
   // included; and only the firm part.

@@ -74,6 +74,8 @@ absl::Status Scheduler::Rebuild() {
   held_.clear();
   reclaims_.clear();
   backoff_.clear();
+  reservations_.clear();
+  placeholders_.clear();
   for (const Cluster& cluster : clusters) pool_.UpsertCluster(cluster);
   for (const Workload& w : active) {
     // Conflicts cannot happen for committed data unless two schedulers ran at once; keep the
@@ -105,8 +107,12 @@ absl::Status Scheduler::ReloadPending() {
   mig_demand_.clear();
   dirty_ = Dirty{};
   for (const Workload& w : pending) Enqueue(w);
-  // Forget when those no longer waiting began to wait.
-  std::erase_if(waiting_since_, [&](const auto& e) { return !queued_ids_.contains(e.first); });
+  // Forget since when those no longer waiting were overtaken.
+  std::vector<WorkloadId> gone;
+  for (const auto& [id, since] : overtaken_since_) {
+    if (!queued_ids_.contains(id)) gone.push_back(id);
+  }
+  for (WorkloadId id : gone) NoteOvertaken(id, false, clock_->Now());
   return absl::OkStatus();
 }
 
@@ -125,7 +131,6 @@ void Scheduler::Enqueue(const Workload& workload) {
   queued.written_cycle = cycle_;
   queued_ids_[workload.id] = key;
   by_holder_[workload.spec.tenant][workload.spec.project].insert(key);
-  waiting_since_.try_emplace(workload.id, clock_->Now());
   if (workload.state == WorkloadState::kAdmitted) {
     // Its quota was granted: reserved again (firm only while its reclaim is under way).
     ledger_.Hold(workload.id, workload.spec.tenant, workload.spec.project,
@@ -153,7 +158,7 @@ void Scheduler::Dequeue(std::map<QueueKey, Queued>::iterator it) {
     }
     if (t->second.empty()) by_holder_.erase(t);
   }
-  waiting_since_.erase(id);
+  NoteOvertaken(id, false, clock_->Now());
   queued_ids_.erase(id);
   queue_.erase(it);
 }
@@ -306,11 +311,19 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
       window.push_back(queue_.find(key));
     }
   }
+  // Workloads waiting past the starvation bound are in the window whatever their turn.
+  const Timestamp now = clock_->Now();
+  const std::set<WorkloadId> starving = Starving(now);
+  for (WorkloadId id : starving) {
+    auto it = queue_.find(queued_ids_.at(id));
+    if (std::find(window.begin(), window.end(), it) == window.end()) window.push_back(it);
+  }
   const int considered = static_cast<int>(window.size());
   if (!ledger_.empty()) {
     // Owners whose reclaim is under way first (the capacity being freed is theirs), then the
     // other owners (work within its guarantee takes free capacity before borrowers do), then
-    // the borrowers; each in queue order.
+    // the borrowers; each in queue order. A starving workload keeps its place: what it holds
+    // keeps back only the work after it.
     auto rank = [&](const Queued& q) {
       if (reclaims_.contains(q.workload.id)) return 0;
       if (q.workload.state == WorkloadState::kAdmitted) return q.owner_waiting ? 1 : 2;
@@ -330,13 +343,18 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
     for (size_t i = 0; i < ranked.size(); ++i) window[i] = ranked[i].second;
   }
   dirty_.window.reserve(window.size());
-  for (auto it : window) {
-    Queued& queued = it->second;
+  // Judged this walk and short of capacity, by position; and the position of the last placement:
+  // who was overtaken (NoteOvertaken).
+  std::vector<std::pair<size_t, WorkloadId>> short_of_capacity;
+  std::optional<size_t> last_placed;
+  for (size_t pos = 0; pos < window.size(); ++pos) {
+    Queued& queued = window[pos]->second;
     const WorkloadId id = queued.workload.id;
     queued.window_cycle = cycle_;
     dirty_.window.push_back(id);
     if (queued.judged && !pool_changed) {
       if (queued.owner_waiting) owners_waiting_.push_back(id);
+      HoldReserved(id);
       // Same capacity, same answer; only figures waiting for their refresh may be due.
       if (queued.unwritten) UpdateReason(queued, *queued.unwritten, reasons);
       window_end_.unwritten |= queued.unwritten.has_value();
@@ -411,7 +429,19 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
         if (options_.reuse_failed_shapes) failed_shapes.emplace(shape, reason);
       }
     }
-    if (placed) continue;
+    if (placed) {
+      last_placed = pos;
+      NoteOvertaken(id, false, now);
+      continue;
+    }
+    if (!refused && !reason.never_fits() && !IsQuotaReason(reason.code) &&
+        reason.code != ReasonCode::kPlacementConflict) {
+      short_of_capacity.emplace_back(pos, id);
+      if (starving.contains(id)) {
+        Reserve(id, *spec, now);
+        reason = ReservedReason(id, std::move(reason));
+      }
+    }
     const bool admit = (!refused || was_admitted) && !reason.never_fits();
     if (admit) {
       // Quota granted: reserved while it waits for capacity (firm while its reclaim is under
@@ -445,6 +475,9 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
     UpdateReason(queued, std::move(reason), reasons);
     window_end_.unwritten |= queued.unwritten.has_value();
   }
+  for (const auto& [pos, id] : short_of_capacity) {
+    if (last_placed && *last_placed > pos) NoteOvertaken(id, true, now);
+  }
   // The window's end by queue order means something only when the queue's order is the window's:
   // with several holders a newcomer anywhere in the queue may belong in the window.
   if (considered == options_.max_considered && one_holder) window_end_.last = last;
@@ -469,7 +502,6 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
   RefreshMix();
   CycleResult result;
   result.stats.pending = static_cast<int>(queue_.size());
-  owners_waiting_.clear();
 
   std::vector<Transition> transitions;
   std::vector<std::pair<WorkloadId, PendingReason>> reasons;
@@ -481,6 +513,7 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
     dirty_.window = std::move(dirty.window);
   } else {
     window_end_ = WindowEnd{};
+    owners_waiting_.clear();  // else those the standing window left waiting still wait
     // MIG demand still queued: a GPU repartitioned now is laid out to serve it.
     MigQueue mig_queue = mig_demand_;
     considered = WalkWindow(dirty.pool, mig_queue, transitions, reasons, result.stats);
@@ -501,13 +534,28 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
   result.owners_waiting = owners_waiting_;
 
   // Owners within their guarantee that found no capacity: stop borrowed work for them. Planned
-  // again when capacity changed, and every 16th cycle (victims pass their minimum runtime).
+  // again when capacity changed, and every 16th cycle (victims pass their minimum runtime). The
+  // owners tried longest ago go first, so a few that find no victims cannot keep the others
+  // from being tried.
   if (!ledger_.empty() && (dirty.pool || cycle_ % 16 == 0)) {
     const Timestamp now = clock_->Now();
-    int planned = 0;
+    std::vector<Queued*> owners;
     for (auto& [key, queued] : queue_) {
+      if (queued.owner_waiting && !reclaims_.contains(queued.workload.id)) {
+        owners.push_back(&queued);
+      }
+    }
+    std::stable_sort(owners.begin(), owners.end(), [](const Queued* a, const Queued* b) {
+      return a->reclaim_tried < b->reclaim_tried;
+    });
+    if (static_cast<int>(owners.size()) > options_.max_reclaim_attempts_per_cycle) {
+      owners.resize(options_.max_reclaim_attempts_per_cycle);
+    }
+    int planned = 0;
+    for (Queued* owner : owners) {
       if (planned >= options_.max_reclaims_per_cycle) break;
-      if (!queued.owner_waiting || reclaims_.contains(queued.workload.id)) continue;
+      Queued& queued = *owner;
+      queued.reclaim_tried = cycle_;
       ledger_.Drop(queued.workload.id);
       const Admission admission = Admit(queued);
       std::optional<ReclaimPlan> plan;
@@ -524,6 +572,9 @@ absl::StatusOr<CycleResult> Scheduler::RunCycle() {
       result.reclaims.push_back(std::move(*plan));
     }
   }
+  // What was held for starving workloads is held again by the next walk; the pool published
+  // and kept between cycles is the store's.
+  ReleaseReserved();
 
   if (!transitions.empty()) {
     absl::StatusOr<std::vector<TransitionResult>> applied =

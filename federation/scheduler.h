@@ -53,12 +53,20 @@ struct SchedulerOptions {
   std::chrono::nanoseconds reborrow_backoff = std::chrono::seconds(30);
   // Evicted GPU-equivalents / those the owner needs, at most, in every reclaim.
   double max_eviction_ratio = 1.25;
-  // Owners whose reclaim is planned per cycle (each plan copies the pool and tries victim sets).
+  // Owners whose reclaim is planned per cycle (each plan copies the pool and tries victim sets),
+  // and owners tried per cycle, planned or not (those tried longest ago first).
   int max_reclaims_per_cycle = 4;
-  // Victims tried per cluster for one owner, in victim order.
+  int max_reclaim_attempts_per_cycle = 16;
+  // Nodes' victim sets tried per cluster for one owner, cheapest first (PlanReclaim).
   int max_reclaim_candidates = 64;
   // Fair share (docs/quotas.md#fair-share): usage decays by half over this long.
   std::chrono::nanoseconds fair_share_half_life = std::chrono::hours(24 * 7);
+  // No starvation (docs/quotas.md#no-starvation): a whole-GPU workload first overtaken (work
+  // judged after it placed while it did not fit) longer ago than this has, when it does not fit,
+  // GPUs held for it as they free, which the work after it may not take (zero: never). At most
+  // max_reservations at once, those overtaken longest ago first.
+  std::chrono::nanoseconds starvation_bound = std::chrono::minutes(30);
+  int max_reservations = 4;
 };
 
 struct CycleStats {
@@ -181,6 +189,7 @@ class Scheduler {
     // Within its guarantee and waiting for capacity (the last walk's verdict): reclaim may
     // stop borrowed work for it.
     bool owner_waiting = false;
+    uint64_t reclaim_tried = 0;  // the last cycle that planned a reclaim for it
   };
   // A reclaim under way: its victims stop, then its owner is placed.
   struct Reclaiming {
@@ -278,6 +287,36 @@ class Scheduler {
   void SettleReclaims();
   PendingReason ReclaimingReason(WorkloadId owner) const;
 
+  // ---- No starvation (scheduler_reservations.cc) ----
+  // GPUs held for a workload that waited past the starvation bound: a target placement, held
+  // (as a placeholder allocation in the pool, during a cycle only) as far as it is free.
+  struct Reservation {
+    std::string cluster;
+    std::map<std::string, std::vector<std::string>> gpus;  // node -> GPU uuids
+    int64_t target = 0;                                    // GPUs in `gpus`
+    int64_t held = 0;                                      // of them free and held this cycle
+    Timestamp chosen{};
+    // When the work on them is expected to have ended; none when some has no estimate.
+    std::optional<Timestamp> expected;
+  };
+  // `overtaken`: a walk judged `id` short of capacity and placed work judged after it; the first
+  // time starts its clock. Not overtaken: it left the queue (placed, cancelled); its clock and
+  // reservation end.
+  void NoteOvertaken(WorkloadId id, bool overtaken, Timestamp now);
+  // The queued workloads overtaken for longer than the bound that may have GPUs held for them.
+  std::set<WorkloadId> Starving(Timestamp now) const;
+  // After a starving workload did not fit: chooses its target if it has none (or a stale one)
+  // and holds what of it is free.
+  void Reserve(WorkloadId id, const WorkloadSpec& spec, Timestamp now);
+  std::optional<Reservation> ChooseTarget(WorkloadId id, const WorkloadSpec& spec,
+                                          Timestamp now) const;
+  // Holds the free GPUs of `id`'s target in the pool until ReleaseReserved.
+  void HoldReserved(WorkloadId id);
+  // Gives back every placeholder (the pool is left as the store has it).
+  void ReleaseReserved();
+  // kReserved for a workload with a reservation; `waiting` otherwise.
+  PendingReason ReservedReason(WorkloadId id, PendingReason waiting) const;
+
   WorkloadStore* const workloads_;
   ClusterStore* const clusters_;
   QuotaStore* const quotas_;
@@ -303,11 +342,14 @@ class Scheduler {
   std::map<std::pair<std::string, std::string>, Timestamp> backoff_;  // (tenant, resource)
   std::unique_ptr<PlacementEngine> reclaim_engine_;
   // Fair share: weights set (others weigh 1), decayed usage, the queue by tenant and project,
-  // and since when each queued workload waits (kept across reloads of the queue).
+  // and since when queued workloads have been overtaken (NoteOvertaken).
   std::map<std::pair<std::string, std::string>, int64_t> weights_;
   DecayedUsage usage_;
   std::map<std::string, std::map<std::string, std::set<QueueKey>>> by_holder_;
-  std::map<WorkloadId, Timestamp> waiting_since_;
+  std::map<WorkloadId, Timestamp> overtaken_since_;             // NoteOvertaken
+  std::set<std::pair<Timestamp, WorkloadId>> overtaken_order_;  // the same, longest first
+  std::map<WorkloadId, Reservation> reservations_;
+  std::vector<WorkloadId> placeholders_;    // reservations held in pool_ this cycle
   std::vector<WorkloadId> owners_waiting_;  // this cycle's (CycleResult::owners_waiting)
 
   mutable absl::Mutex mu_;

@@ -3,6 +3,9 @@
 // window (scheduler.cc) calls these.
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -197,13 +200,20 @@ void Scheduler::SettleReclaims() {
   }
 }
 
-// Victims are borrowed work only (ledger_.Borrowing: its holder is above a guarantee covering it,
-// or covered by none), never the owner's own tenant-and-project, never younger than the minimum
-// runtime, never one already stopping. Per cluster they are taken in victim order (lowest
-// priority, then the most recently started: the least work lost) until the owner fits there;
-// then each is put back if the owner still fits without it, so the set is the smallest this
-// order finds. The cluster whose set evicts the fewest GPU-equivalents wins (then the least work
-// lost); a set above max_eviction_ratio of what the owner needs is never used.
+// Victims are borrowed work only (ledger_.Reclaimable: without it, its holder still holds every
+// guarantee covering it), never the owner's own tenant-and-project, never younger than the minimum
+// runtime, never one already stopping.
+//
+// The search goes by node, since a replica lands on one node: per node, the victims there in
+// victim order (lowest priority, then the least work lost), as many as bring its free capacity to
+// what one replica of the owner needs; a node that cannot get there gives none. These packages
+// are taken cheapest first (the lowest priority they stop, then the fewest GPUs, then the least
+// work) until the owner fits on the cluster; then each victim is put back if the owner still fits
+// without it, so the set is the smallest this order finds. Taking victims one by one in a
+// cluster-wide order instead scatters them over nodes, none of which ends up with room: a gang of
+// 5 x 4 GPUs found no set on a full 75-node cluster that way (examples/scenarios/cohorts-30x20).
+// The cluster whose set evicts the fewest GPU-equivalents wins (then the least work lost); a set
+// above max_eviction_ratio of what the owner needs is never used.
 std::optional<ReclaimPlan> Scheduler::PlanReclaim(const Queued& owner, const Admission& admission,
                                                   Timestamp now) {
   WorkloadSpec spec = owner.workload.spec;
@@ -212,67 +222,117 @@ std::optional<ReclaimPlan> Scheduler::PlanReclaim(const Queued& owner, const Adm
   if (need <= 0) return std::nullopt;
   const auto max_evicted =
       static_cast<int64_t>(static_cast<double>(need) * options_.max_eviction_ratio);
+  const int64_t replica_need = std::max<int64_t>(1, need / std::max<uint32_t>(1, spec.replicas));
+  const bool whole = spec.mig_profile.empty() && spec.gpu_milli == 0;
 
   std::map<std::string, std::vector<const Workload*>> by_cluster;
   for (const auto& [id, w] : held_) {
     if (w.evicting || w.cancel_requested) continue;
     if (w.spec.tenant == spec.tenant && w.spec.project == spec.project) continue;
-    if (!ledger_.Borrowing(id)) continue;
+    if (!ledger_.Reclaimable(id)) continue;
     if (now - RunSince(w) < options_.reclaim_min_runtime) continue;
     by_cluster[w.assignment.cluster].push_back(&w);
   }
 
+  auto fits = [&](const Pool& trial, const std::string& cluster) {
+    PlacementDecision d = reclaim_engine_->Place(trial, spec, owner.workload.id);
+    return d.assignment && d.assignment->cluster == cluster;
+  };
   auto fits_without = [&](const std::string& cluster, const std::vector<const Workload*>& gone) {
     Pool trial = pool_;
     for (const Workload* v : gone) trial.Release(v->id);
-    PlacementDecision d = reclaim_engine_->Place(trial, spec, owner.workload.id);
-    return d.assignment && d.assignment->cluster == cluster;
+    return fits(trial, cluster);
+  };
+  auto lost_of = [&](const Workload* v) {
+    return GpuMilli(ledger_.HeldBy(v->id)) *
+           std::chrono::duration_cast<std::chrono::seconds>(now - RunSince(*v)).count();
   };
 
   std::optional<ReclaimPlan> best;
   int64_t best_lost = 0;
   for (auto& [cluster, candidates] : by_cluster) {
+    const ClusterSlots* slots = pool_.FindCluster(cluster);
+    if (slots == nullptr) continue;
     std::sort(candidates.begin(), candidates.end(), [](const Workload* a, const Workload* b) {
       if (a->spec.priority != b->spec.priority) return a->spec.priority < b->spec.priority;
       if (RunSince(*a) != RunSince(*b)) return RunSince(*a) > RunSince(*b);
       return a->id > b->id;
     });
-    if (static_cast<int>(candidates.size()) > options_.max_reclaim_candidates) {
-      candidates.resize(options_.max_reclaim_candidates);
+    // Per node, the victims there in victim order and what each frees on it (its share of its
+    // holdings by replicas there).
+    std::map<std::string, std::vector<std::pair<const Workload*, int64_t>>> on_node;
+    for (const Workload* v : candidates) {
+      const auto& replicas = v->assignment.replicas;
+      const int64_t held = GpuMilli(ledger_.HeldBy(v->id));
+      std::map<std::string, int64_t> count;
+      for (const ReplicaAssignment& r : replicas) ++count[r.node];
+      for (const auto& [node, n] : count) {
+        on_node[node].emplace_back(v, held * n / static_cast<int64_t>(replicas.size()));
+      }
     }
-    // Take victims in order until the owner fits; a holder brought down to its guarantee by
-    // those taken before gives no more.
+    struct Package {
+      std::vector<const Workload*> victims;
+      int32_t top_priority = 0;
+      int64_t evicted = 0;
+      int64_t lost = 0;
+    };
+    std::vector<Package> packages;
+    for (const auto& [node_name, victims] : on_node) {
+      const NodeSlots* node = slots->FindNode(node_name);
+      if (node == nullptr) continue;
+      int64_t room = whole ? int64_t{node->free} * kMilliPerGpu : node->max_milli_free;
+      if (room >= replica_need) continue;  // room already; what it lacks is elsewhere
+      Package p;
+      for (const auto& [v, frees] : victims) {
+        p.victims.push_back(v);
+        p.top_priority = std::max(p.top_priority, v->spec.priority);
+        p.evicted += GpuMilli(ledger_.HeldBy(v->id));
+        p.lost += lost_of(v);
+        room += frees;
+        if (room >= replica_need) break;
+      }
+      if (room >= replica_need && p.evicted <= max_evicted) packages.push_back(std::move(p));
+    }
+    std::sort(packages.begin(), packages.end(), [](const Package& a, const Package& b) {
+      return std::tie(a.top_priority, a.evicted, a.lost) <
+             std::tie(b.top_priority, b.evicted, b.lost);
+    });
+    if (static_cast<int>(packages.size()) > options_.max_reclaim_candidates) {
+      packages.resize(options_.max_reclaim_candidates);
+    }
+    // Take packages until the owner fits; a holder brought down to its guarantee by the victims
+    // taken before gives no more.
     Pool trial = pool_;
     QuotaLedger trial_ledger = ledger_;
     std::vector<const Workload*> chosen;
-    int64_t evicted = 0;
-    bool fits = false;
-    for (const Workload* v : candidates) {
-      if (!trial_ledger.Borrowing(v->id)) continue;
-      evicted += GpuMilli(trial_ledger.HeldBy(v->id));
-      trial.Release(v->id);
-      trial_ledger.Drop(v->id);
-      chosen.push_back(v);
-      PlacementDecision d = reclaim_engine_->Place(trial, spec, owner.workload.id);
-      if (d.assignment && d.assignment->cluster == cluster) {
-        fits = true;
+    std::set<WorkloadId> taken;
+    bool fit = false;
+    for (const Package& p : packages) {
+      for (const Workload* v : p.victims) {
+        if (taken.contains(v->id) || !trial_ledger.Reclaimable(v->id)) continue;
+        trial.Release(v->id);
+        trial_ledger.Drop(v->id);
+        taken.insert(v->id);
+        chosen.push_back(v);
+      }
+      if (fits(trial, cluster)) {
+        fit = true;
         break;
       }
     }
-    if (!fits) continue;
+    if (!fit) continue;
     // The smallest sufficient set: put back what the owner can do without, the most valuable
-    // (last taken) first. The last one taken is needed by construction.
-    for (int i = static_cast<int>(chosen.size()) - 2; i >= 0; --i) {
+    // (last taken) first.
+    for (int i = static_cast<int>(chosen.size()) - 1; i >= 0; --i) {
       std::vector<const Workload*> without = chosen;
       without.erase(without.begin() + i);
       if (fits_without(cluster, without)) chosen = std::move(without);
     }
-    evicted = 0;
+    int64_t evicted = 0;
     int64_t lost = 0;  // GPU-milli x seconds of work the victims lose
     for (const Workload* v : chosen) {
-      const int64_t milli = GpuMilli(ledger_.HeldBy(v->id));
-      evicted += milli;
-      lost += milli * std::chrono::duration_cast<std::chrono::seconds>(now - RunSince(*v)).count();
+      evicted += GpuMilli(ledger_.HeldBy(v->id));
+      lost += lost_of(v);
     }
     if (evicted > max_evicted) continue;
     if (best && (evicted > best->record.evicted_milli ||
@@ -352,6 +412,7 @@ std::vector<Scheduler::QueueKey> Scheduler::FairOrder(int limit) const {
     double base = 0;  // decayed usage, average GPUs
     double taken = 0;
     double weight = 1;
+    double next = 0;  // GPUs of *it (gpus_of), worked out once per workload
   };
   struct TenantCursor : Cursor {
     std::vector<Cursor> projects;
@@ -369,6 +430,13 @@ std::vector<Scheduler::QueueKey> Scheduler::FairOrder(int limit) const {
     auto h = held.find({tenant, project});
     return h == held.end() ? 0.0 : static_cast<double>(h->second) / 1000.0;
   };
+  // What a workload asks for, in GPUs (its reservation's `gpu` amount; a MIG request on no known
+  // model, about 1/7 a replica), charged to its tenant and project for the rest of the walk.
+  auto gpus_of = [&](const QueueKey& key) {
+    const WorkloadSpec& spec = queue_.at(key).workload.spec;
+    const double gpus = static_cast<double>(GpuMilli(ReservationOf(spec))) / 1000.0;
+    return gpus > 0 ? gpus : spec.replicas / 7.0;
+  };
   std::vector<TenantCursor> tenants;
   tenants.reserve(by_holder_.size());
   for (const auto& [tenant, projects] : by_holder_) {
@@ -379,17 +447,11 @@ std::vector<Scheduler::QueueKey> Scheduler::FairOrder(int limit) const {
       Cursor& p = t.projects.emplace_back();
       p.it = keys.begin();
       p.end = keys.end();
+      p.next = gpus_of(*p.it);
       p.base = usage_.AverageGpus({tenant, project}) + now_gpus(tenant, project);
       p.weight = weight_of(tenant, project);
     }
   }
-  // What a workload asks for, in GPUs (its reservation's `gpu` amount; a MIG request on no known
-  // model, about 1/7 a replica), charged to its tenant and project for the rest of the walk.
-  auto gpus_of = [&](const QueueKey& key) {
-    const WorkloadSpec& spec = queue_.at(key).workload.spec;
-    const double gpus = static_cast<double>(GpuMilli(ReservationOf(spec))) / 1000.0;
-    return gpus > 0 ? gpus : spec.replicas / 7.0;
-  };
   // Finish tags, as weighted fair queueing orders: a holder's usage per weight once its next
   // workload is counted. (Start tags, usage before it, favour small weights: a large workload
   // moves a small weight's tag far, but only after it was chosen.)
@@ -404,15 +466,15 @@ std::vector<Scheduler::QueueKey> Scheduler::FairOrder(int limit) const {
     for (TenantCursor& t : tenants) {
       if (t.projects.empty()) continue;
       auto project = t.projects.begin();
-      double project_tag = finish(*project, gpus_of(*project->it));
+      double project_tag = finish(*project, project->next);
       for (auto p = std::next(t.projects.begin()); p != t.projects.end(); ++p) {
-        const double tag = finish(*p, gpus_of(*p->it));
+        const double tag = finish(*p, p->next);
         if (tag < project_tag) {
           project = p;
           project_tag = tag;
         }
       }
-      const double gpus = gpus_of(*project->it);
+      const double gpus = project->next;
       const double tag = finish(t, gpus);
       if (best == nullptr || tag < best_tag) {
         best = &t;
@@ -425,7 +487,11 @@ std::vector<Scheduler::QueueKey> Scheduler::FairOrder(int limit) const {
     out.push_back(*best_project->it++);
     best_project->taken += best_gpus;
     best->taken += best_gpus;
-    if (best_project->it == best_project->end) best->projects.erase(best_project);
+    if (best_project->it == best_project->end) {
+      best->projects.erase(best_project);
+    } else {
+      best_project->next = gpus_of(*best_project->it);
+    }
   }
   return out;
 }

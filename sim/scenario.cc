@@ -214,6 +214,7 @@ absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
   struct OwnerWait {
     int64_t first_cycle = 0;
     int64_t stopping_cycles = 0;
+    bool reclaimed = false;  // a reclaim was decided for it
     std::set<WorkloadId> victims;
   };
   std::map<WorkloadId, OwnerWait> owners;
@@ -297,9 +298,13 @@ absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
     StepResult step = loop.RunOnce(clock.Monotonic());
     ++report.cycles;
     if (step.cycle) {
-      for (WorkloadId id : step.cycle->owners_waiting) {
-        owners.try_emplace(id, OwnerWait{cycle, 0, {}});
-      }
+      // An owner no longer waiting within its guarantee (its own project's work took the
+      // guarantee meanwhile) and not being reclaimed for is no longer an owner.
+      const std::set<WorkloadId> waiting(step.cycle->owners_waiting.begin(),
+                                         step.cycle->owners_waiting.end());
+      std::erase_if(
+          owners, [&](const auto& o) { return !o.second.reclaimed && !waiting.contains(o.first); });
+      for (WorkloadId id : waiting) owners.try_emplace(id, OwnerWait{cycle, 0, false, {}});
       for (const ReclaimPlan& plan : step.cycle->reclaims) {
         ++report.reclaims;
         report.preemptions += static_cast<int64_t>(plan.victims.size());
@@ -310,7 +315,8 @@ absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
                                                    static_cast<double>(plan.record.needed_milli));
         }
         OwnerWait& o =
-            owners.try_emplace(plan.record.preemptor, OwnerWait{cycle, 0, {}}).first->second;
+            owners.try_emplace(plan.record.preemptor, OwnerWait{cycle, 0, false, {}}).first->second;
+        o.reclaimed = true;
         for (const PreemptionVictim& v : plan.record.victims) o.victims.insert(v.id);
       }
       for (const Workload& w : step.cycle->placed) {

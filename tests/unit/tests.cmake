@@ -36,6 +36,7 @@ add_executable(federation_use_case_tests ${UNIT_DIR}/federation/control_plane_te
   ${UNIT_DIR}/federation/quota_test.cc
   ${UNIT_DIR}/federation/quota_ledger_test.cc
   ${UNIT_DIR}/federation/reclaim_test.cc
+  ${UNIT_DIR}/federation/starvation_test.cc
   ${UNIT_DIR}/federation/quota_property_test.cc)
 target_link_libraries(federation_use_case_tests PRIVATE gpufed_federation gpufed_test_memory
   GTest::gmock GTest::gtest GTest::gtest_main)

@@ -97,9 +97,9 @@ class RecordingSink final : public EventSink {
 // subclass builds its ControlPlane from Ports() (adding what else it needs, e.g. metrics).
 class PlaneTestBase : public ::testing::Test {
  protected:
-  PlaneTestBase()
+  explicit PlaneTestBase(SchedulerOptions options = SchedulerOptions())
       : store_(&clock_),
-        scheduler_(&store_, &store_, SchedulerOptions(), &store_, &clock_),
+        scheduler_(&store_, &store_, std::move(options), &store_, &clock_),
         agents_(&clock_) {
     for (const char* tenant : {"acme", "other"}) {
       EXPECT_OK(store_.CreateTenant(Tenant{tenant, tenant, {}}));
@@ -133,8 +133,10 @@ class PlaneTestBase : public ::testing::Test {
 class PlaneLoopTestBase : public PlaneTestBase {
  protected:
   // `metrics` (optional) may be a member of the derived fixture: it is only stored here.
-  explicit PlaneLoopTestBase(ControlMetrics* metrics = nullptr)
-      : plane_(PortsWith(metrics)),
+  explicit PlaneLoopTestBase(ControlMetrics* metrics = nullptr,
+                             SchedulerOptions options = SchedulerOptions())
+      : PlaneTestBase(std::move(options)),
+        plane_(PortsWith(metrics)),
         loop_(&plane_, &scheduler_, &agents_, &leader_, &clock_, nullptr, LoopOptions()) {
     plane_.SetWake([this] { ++wakes_; });
   }

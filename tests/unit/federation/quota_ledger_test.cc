@@ -81,7 +81,7 @@ TEST(QuotaLedgerTest, ReservationsCountAgainstLimitsButOnlyFirmHoldingsAgainstGu
   EXPECT_EQ(ledger.Judge("acme", "p", DemandOf(Whole(1, 5), "")).kind,
             AdmissionVerdict::kOverLimit);
   ledger.Hold(2, "acme", "p", DemandOf(Whole(1, 8), ""));
-  EXPECT_FALSE(ledger.Borrowing(2));
+  EXPECT_FALSE(ledger.Reclaimable(2));
   EXPECT_EQ(ledger.Judge("acme", "p", DemandOf(Whole(1, 1), "")).kind,
             AdmissionVerdict::kOverLimit);
 }
@@ -99,19 +99,29 @@ TEST(QuotaLedgerTest, AProjectIsHeldToItsOwnQuotaInsideItsTenants) {
             AdmissionVerdict::kOwned);
 }
 
-TEST(QuotaLedgerTest, HeldWorkIsBorrowedWhileItsHolderIsAboveAGuaranteeOrUncovered) {
+// A victim never takes its holder below a guarantee: beta holds 12 of a guarantee of 8, so its 4
+// are borrowed but its 8 are not (without them beta would hold 4).
+TEST(QuotaLedgerTest, WorkIsReclaimableOnlyWhileItsHolderKeepsItsGuaranteeWithoutIt) {
   QuotaLedger ledger;
-  ledger.SetQuotas({MakeQuota("beta", "", "gpu", 8000, 16000)});
+  ledger.SetQuotas(
+      {MakeQuota("beta", "", "gpu", 8000, 16000), MakeQuota("delta", "", "gpu", 0, 8000),
+       MakeQuota("eps", "", "gpu", 4000, 16000), MakeQuota("eps", "p", "gpu", 6000, 16000)});
   ledger.Hold(1, "beta", "p", DemandOf(Whole(1, 8), "H100-80GB"));
-  EXPECT_FALSE(ledger.Borrowing(1));
+  EXPECT_FALSE(ledger.Reclaimable(1));
   ledger.Hold(2, "beta", "p", DemandOf(Whole(1, 4), "H100-80GB"));
-  EXPECT_TRUE(ledger.Borrowing(1));
-  EXPECT_TRUE(ledger.Borrowing(2));
+  EXPECT_FALSE(ledger.Reclaimable(1)) << "beta would hold 4 of its 8";
+  EXPECT_TRUE(ledger.Reclaimable(2));
   ledger.Drop(2);
-  EXPECT_FALSE(ledger.Borrowing(1));
-  ledger.Hold(3, "gamma", "p", DemandOf(Whole(1, 1), "H100-80GB"));
-  EXPECT_TRUE(ledger.Borrowing(3)) << "no quota covers gamma";
-  EXPECT_FALSE(ledger.Borrowing(4)) << "holds nothing";
+  EXPECT_FALSE(ledger.Reclaimable(2)) << "holds nothing";
+  // A project's guarantee binds as its tenant's does.
+  ledger.Hold(3, "eps", "p", DemandOf(Whole(1, 6), "H100-80GB"));
+  ledger.Hold(4, "eps", "q", DemandOf(Whole(1, 6), "H100-80GB"));
+  EXPECT_FALSE(ledger.Reclaimable(3)) << "eps keeps 6 of its 4, but project p 0 of its 6";
+  EXPECT_TRUE(ledger.Reclaimable(4));
+  ledger.Hold(5, "gamma", "p", DemandOf(Whole(1, 1), "H100-80GB"));
+  EXPECT_TRUE(ledger.Reclaimable(5)) << "no quota covers gamma";
+  ledger.Hold(6, "delta", "", DemandOf(Whole(1, 1), "H100-80GB"));
+  EXPECT_TRUE(ledger.Reclaimable(6)) << "delta's quota guarantees nothing";
 }
 
 // Usage decays by half each half-life; what is held adds its GPU-seconds, each decaying from

@@ -160,8 +160,8 @@ TEST_P(QuotaPropertyTest, LimitsRatioVictimsAndOwnerWaitHoldAfterEveryCycle) {
         EXPECT_FALSE(victim.spec.tenant == owner.spec.tenant &&
                      victim.spec.project == owner.spec.project)
             << "cycle " << cycle << ": an owner's own work is never its victim";
-        EXPECT_TRUE(trial.Borrowing(v.id)) << "cycle " << cycle << ": victim " << v.id << " of "
-                                           << victim.spec.tenant << " was within its guarantee";
+        EXPECT_TRUE(trial.Reclaimable(v.id)) << "cycle " << cycle << ": victim " << v.id << " of "
+                                             << victim.spec.tenant << " was within its guarantee";
         trial.Drop(v.id);
       }
       for (const WorkloadStore::Eviction& v : plan.victims)
