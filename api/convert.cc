@@ -124,6 +124,23 @@ v1::RetryOn RetryOnToProto(AttemptEnd why) {
   return v1::RETRY_ON_UNSPECIFIED;
 }
 
+// A spec's duration field in milliseconds: 0..1 year, normalised.
+absl::StatusOr<int64_t> SpecDurationMs(absl::string_view field,
+                                       const google::protobuf::Duration& d) {
+  // duration.proto makes nanos of a non-negative Duration 0..999999999; 10^9 nanos is not
+  // another spelling of one second but an invalid Duration, which other runtimes reject.
+  if (d.nanos() < 0 || d.nanos() >= 1000000000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".nanos: must be 0..999999999, got ", d.nanos()));
+  }
+  if (d.seconds() < 0)
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must not be negative"));
+  if (d.seconds() > kMaxEstimatedDurationSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must be at most one year"));
+  }
+  return d.seconds() * 1000 + d.nanos() / 1000000;
+}
+
 }  // namespace
 
 absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& p) {
@@ -197,20 +214,10 @@ absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& p) {
     default:
       return BadEnum("spec.topology", p.topology());
   }
-  const auto& d = p.estimated_duration();
-  // duration.proto makes nanos of a non-negative Duration 0..999999999; 10^9 nanos is not
-  // another spelling of one second but an invalid Duration, which other runtimes reject.
-  if (d.nanos() < 0 || d.nanos() >= 1000000000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spec.estimated_duration.nanos: must be 0..999999999, got ", d.nanos()));
-  }
-  if (d.seconds() < 0) {
-    return absl::InvalidArgumentError("spec.estimated_duration: must not be negative");
-  }
-  if (d.seconds() > kMaxEstimatedDurationSeconds) {
-    return absl::InvalidArgumentError("spec.estimated_duration: must be at most one year");
-  }
-  s.estimated_duration_ms = d.seconds() * 1000 + d.nanos() / 1000000;
+  ASSIGN_OR_RETURN(s.estimated_duration_ms,
+                   SpecDurationMs("spec.estimated_duration", p.estimated_duration()));
+  ASSIGN_OR_RETURN(s.checkpoint_interval_ms,
+                   SpecDurationMs("spec.checkpoint_interval", p.checkpoint_interval()));
   s.run.image = p.run().image();
   s.run.command.assign(p.run().command().begin(), p.run().command().end());
   s.run.env.insert(p.run().env().begin(), p.run().env().end());
@@ -284,6 +291,11 @@ v1::WorkloadSpec SpecToProto(const WorkloadSpec& s) {
   p.mutable_estimated_duration()->set_seconds(s.estimated_duration_ms / 1000);
   p.mutable_estimated_duration()->set_nanos(
       static_cast<int32_t>((s.estimated_duration_ms % 1000) * 1000000));
+  if (s.checkpoint_interval_ms > 0) {
+    p.mutable_checkpoint_interval()->set_seconds(s.checkpoint_interval_ms / 1000);
+    p.mutable_checkpoint_interval()->set_nanos(
+        static_cast<int32_t>((s.checkpoint_interval_ms % 1000) * 1000000));
+  }
   auto* run = p.mutable_run();
   run->set_image(s.run.image);
   for (const auto& c : s.run.command) run->add_command(c);

@@ -85,8 +85,8 @@ Metrics::Metrics(prometheus::Registry& registry)
                               .Register(registry)),
       gpu_seconds_lost(prometheus::BuildCounter()
                            .Name("gpufed_gpu_seconds_lost_to_preemption_total")
-                           .Help("GPU-equivalent seconds of work preempted workloads lose (since "
-                                 "their start: no checkpoints are known), by reason")
+                           .Help("GPU-equivalent seconds of work preempted workloads lose "
+                                 "(since their last checkpoint, or their start), by reason")
                            .Register(registry)),
       quota_guaranteed(prometheus::BuildGauge()
                            .Name("gpufed_quota_guaranteed")
@@ -103,7 +103,21 @@ Metrics::Metrics(prometheus::Registry& registry)
       quota_borrowed(prometheus::BuildGauge()
                          .Name("gpufed_quota_borrowed")
                          .Help("What the quota's holder holds above its guarantee")
-                         .Register(registry)) {}
+                         .Register(registry)),
+      fair_share(prometheus::BuildGauge()
+                     .Name("gpufed_fair_share")
+                     .Help("A tenant's (or project's, inside its tenant) weighted share of the "
+                           "pool among the active ones, 0..1")
+                     .Register(registry)),
+      fair_share_held(prometheus::BuildGauge()
+                          .Name("gpufed_fair_share_held_gpus")
+                          .Help("GPU-equivalents a tenant (or project) holds now")
+                          .Register(registry)),
+      fair_share_decayed_gpu_hours(
+          prometheus::BuildGauge()
+              .Name("gpufed_fair_share_decayed_gpu_hours")
+              .Help("A tenant's (or project's) GPU-hours, decayed by the fair-share half-life")
+              .Register(registry)) {}
 
 void PrometheusControlMetrics::Preempted(PreemptionCause cause, size_t victims,
                                          double gpu_seconds_lost) {
@@ -137,6 +151,28 @@ void PrometheusControlMetrics::Quotas(const std::vector<QuotaUsage>& rows) {
     }
   }
   quota_labels_ = std::move(now);
+}
+
+void PrometheusControlMetrics::FairShares(const std::vector<FairShare>& rows) {
+  absl::MutexLock lock(&quota_mu_);
+  std::vector<prometheus::Labels> now;
+  now.reserve(rows.size());
+  for (const FairShare& f : rows) {
+    prometheus::Labels labels{{"tenant", f.tenant},
+                              {"project", f.project.empty() ? "-" : f.project}};
+    m_.fair_share.Add(labels).Set(f.share);
+    m_.fair_share_held.Add(labels).Set(static_cast<double>(f.held_milli) / 1000);
+    m_.fair_share_decayed_gpu_hours.Add(labels).Set(f.decayed_gpu_hours);
+    now.push_back(std::move(labels));
+  }
+  // A tenant or project no longer active leaves the series.
+  for (const prometheus::Labels& old : share_labels_) {
+    if (std::find(now.begin(), now.end(), old) != now.end()) continue;
+    for (auto* family : {&m_.fair_share, &m_.fair_share_held, &m_.fair_share_decayed_gpu_hours}) {
+      family->Remove(&family->Add(old));
+    }
+  }
+  share_labels_ = std::move(now);
 }
 
 }  // namespace gpufed::api

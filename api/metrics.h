@@ -48,6 +48,11 @@ struct Metrics {
   prometheus::Family<prometheus::Gauge>& quota_limit;
   prometheus::Family<prometheus::Gauge>& quota_used;
   prometheus::Family<prometheus::Gauge>& quota_borrowed;
+  // Fair share (docs/quotas.md#fair-share) per tenant and project ("-" for the tenant's own row):
+  // its weighted share of the pool (0..1), the GPU-equivalents it holds, its decayed usage.
+  prometheus::Family<prometheus::Gauge>& fair_share;
+  prometheus::Family<prometheus::Gauge>& fair_share_held;
+  prometheus::Family<prometheus::Gauge>& fair_share_decayed_gpu_hours;
 };
 
 // The control plane's metrics port, exported to Prometheus.
@@ -78,6 +83,7 @@ class PrometheusControlMetrics final : public ControlMetrics {
   }
   void Preempted(PreemptionCause cause, size_t victims, double gpu_seconds_lost) override;
   void Quotas(const std::vector<QuotaUsage>& rows) override;
+  void FairShares(const std::vector<FairShare>& rows) override;
   void WorkloadsInState(WorkloadState state, int64_t count) override {
     m_.workloads_by_state.Add({{"state", std::string(StateName(state))}})
         .Set(static_cast<double>(count));
@@ -87,6 +93,7 @@ class PrometheusControlMetrics final : public ControlMetrics {
   Metrics& m_;
   absl::Mutex quota_mu_;
   std::vector<prometheus::Labels> quota_labels_ ABSL_GUARDED_BY(quota_mu_);  // reported last
+  std::vector<prometheus::Labels> share_labels_ ABSL_GUARDED_BY(quota_mu_);  // reported last
 };
 
 }  // namespace gpufed::api

@@ -289,6 +289,9 @@ void WriteWorkloadDetail(const v1::Workload& w, absl::Time now, std::ostream& ou
   if (spec.has_estimated_duration()) {
     d.Add("Duration", DurationToText(DurationFromProto(spec.estimated_duration())));
   }
+  if (spec.has_checkpoint_interval()) {
+    d.Add("Checkpoints every", DurationToText(DurationFromProto(spec.checkpoint_interval())));
+  }
   d.Add("Idempotency key", spec.idempotency_key());
   if (spec.has_retry()) d.Add("Retry", RetryText(spec.retry()));
   d.Add("Image", spec.run().image());

@@ -140,7 +140,7 @@ absl::Status ParseStream(const YamlField& f, sim::Scenario& scenario) {
   RETURN_IF_ERROR(ForEachYamlField(
       f,
       {"tenant", "project", "count", "per_hour", "start", "end", "gpus", "replicas", "duration",
-       "fixed_duration", "priority"},
+       "fixed_duration", "priority", "checkpoint_every"},
       [&](absl::string_view key, const YamlField& value) -> absl::Status {
         if (key == "tenant") {
           ASSIGN_OR_RETURN(s.tenant, YamlString(value));
@@ -177,6 +177,8 @@ absl::Status ParseStream(const YamlField& f, sim::Scenario& scenario) {
           ASSIGN_OR_RETURN(const std::string text, YamlString(value));
           if (text != "true" && text != "false") return YamlError(value, "expected true or false");
           s.fixed_duration = text == "true";
+        } else if (key == "checkpoint_every") {
+          ASSIGN_OR_RETURN(s.checkpoint_every, YamlSeconds(value));
         } else {
           ASSIGN_OR_RETURN(s.priority, YamlInt32(value));
         }
@@ -204,7 +206,8 @@ absl::StatusOr<sim::Scenario> ParseScenario(absl::string_view file, const std::s
   RETURN_IF_ERROR(ForEachYamlField(
       doc,
       {"name", "seed", "cycle", "duration", "warmup", "half_life", "stop_grace",
-       "reclaim_min_runtime", "reborrow_backoff", "clusters", "tenants", "streams"},
+       "reclaim_min_runtime", "reborrow_backoff", "starvation_bound", "clusters", "tenants",
+       "streams"},
       [&](absl::string_view key, const YamlField& value) -> absl::Status {
         if (key == "name") {
           ASSIGN_OR_RETURN(scenario.name, YamlString(value));
@@ -226,6 +229,8 @@ absl::StatusOr<sim::Scenario> ParseScenario(absl::string_view file, const std::s
           ASSIGN_OR_RETURN(scenario.reclaim_min_runtime, YamlSeconds(value));
         } else if (key == "reborrow_backoff") {
           ASSIGN_OR_RETURN(scenario.reborrow_backoff, YamlSeconds(value));
+        } else if (key == "starvation_bound") {
+          ASSIGN_OR_RETURN(scenario.starvation_bound, YamlSeconds(value));
         } else if (key == "clusters") {
           return ForEachListEntry(value, [&](const YamlField& entry) -> absl::Status {
             sim::ScenarioCluster c;

@@ -301,13 +301,14 @@ int SimCommand::RunScenario(OutputFormat format, std::ostream& out, std::ostream
       100 * report->mean_utilisation, 100 * report->max_deviation,
       100 * report->max_gpu_hours_deviation, report->reclaims, report->preemptions,
       report->max_eviction_ratio, report->max_owner_wait_cycles, report->gpu_seconds_lost);
-  Table table(
-      {"TENANT", "WEIGHT", "FAIR-SHARE", "MEAN-SHARE", "GPU-HOURS", "SUBMITTED", "FINISHED"});
+  Table table({"TENANT", "WEIGHT", "FAIR-SHARE", "MEAN-SHARE", "GPU-HOURS", "SUBMITTED", "FINISHED",
+               "MAX-WAIT", "NEVER-PLACED"});
   for (const sim::TenantReport& t : report->tenants) {
     table.AddRow({t.name, absl::StrCat(t.weight), absl::StrFormat("%.1f%%", 100 * t.fair_share),
                   absl::StrFormat("%.1f%%", 100 * t.mean_share),
                   absl::StrFormat("%.1f", t.gpu_hours), absl::StrCat(t.submitted),
-                  absl::StrCat(t.finished)});
+                  absl::StrCat(t.finished), absl::StrCat(t.max_wait_cycles, " cycles"),
+                  absl::StrCat(t.never_placed)});
   }
   table.Render(out);
   return 0;

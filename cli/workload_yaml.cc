@@ -31,6 +31,7 @@ const std::vector<absl::string_view>& SpecFields() {
                                                                  "min_gpu_memory_mib",
                                                                  "topology",
                                                                  "duration",
+                                                                 "checkpoint_every",
                                                                  "idempotency_key",
                                                                  "retry",
                                                                  "run"};
@@ -175,6 +176,8 @@ absl::StatusOr<v1::WorkloadSpec> ParseSpec(const YamlField& doc) {
           spec.set_topology(t);
         } else if (key == "duration") {
           ASSIGN_OR_RETURN(*spec.mutable_estimated_duration(), YamlDuration(value));
+        } else if (key == "checkpoint_every") {
+          ASSIGN_OR_RETURN(*spec.mutable_checkpoint_interval(), YamlDuration(value));
         } else if (key == "idempotency_key") {
           ASSIGN_OR_RETURN(*spec.mutable_idempotency_key(), YamlString(value));
         } else if (key == "retry") {

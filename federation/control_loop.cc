@@ -77,6 +77,7 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
       spdlog::warn("scheduler: reload of the pending queue failed: {}", s.ToString());
     }
     metrics_->Quotas(scheduler_->QuotaReport());
+    metrics_->FairShares(scheduler_->FairShareReport());
     // Keeps the state gauges fresh without a scrape, and the store's count deltas folded.
     if (absl::Status s = plane_->RefreshGauges(); !s.ok()) {
       spdlog::warn("workload counts: {}", s.ToString());

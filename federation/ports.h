@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "federation/fair_share.h"
 #include "federation/preemption.h"
 #include "federation/quota.h"
 #include "federation/types.h"
@@ -79,6 +80,9 @@ class ControlMetrics {
   // Every quota with what its holder holds now (the active scheduler's ledger); a quota missing
   // from `rows` was deleted.
   virtual void Quotas(const std::vector<QuotaUsage>& /*rows*/) {}
+  // Every active tenant's and project's fair share (Scheduler::FairShareReport); one missing
+  // from `rows` is no longer active.
+  virtual void FairShares(const std::vector<FairShare>& /*rows*/) {}
 };
 
 }  // namespace gpufed

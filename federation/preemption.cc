@@ -1,5 +1,7 @@
 #include "federation/preemption.h"
 
+#include <chrono>
+
 namespace gpufed {
 namespace {
 
@@ -28,6 +30,15 @@ std::optional<PreemptionCause> ParsePreemptionCause(absl::string_view name) {
     if (c.name == name) return c.cause;
   }
   return std::nullopt;
+}
+
+int64_t WorkLostSeconds(const Workload& w, Timestamp now) {
+  const Timestamp since = w.start_time.value_or(w.update_time);
+  const int64_t ran =
+      now > since ? std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count() : 0;
+  const int64_t lost =
+      w.spec.checkpoint_interval_ms > 0 ? ran % w.spec.checkpoint_interval_ms : ran;
+  return lost / 1000;
 }
 
 }  // namespace gpufed

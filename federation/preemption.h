@@ -53,14 +53,18 @@ struct PreemptionRecord {
   std::string cluster;        // where the victims ran and the preemptor goes
   int64_t needed_milli = 0;   // GPU-equivalents the preemptor needs
   int64_t evicted_milli = 0;  // GPU-equivalents the victims held
-  // The victims' work lost: GPU-equivalents x seconds since each started (no checkpoints are
-  // known to the control plane).
+  // The victims' work lost: GPU-equivalents x the seconds of work each loses (WorkLostSeconds).
   double gpu_seconds_lost = 0;
   std::vector<PreemptionVictim> victims;
   std::vector<TenantShare> shares;  // the preemptor's tenant and each victim's
 
   bool operator==(const PreemptionRecord&) const = default;
 };
+
+// The seconds of work `w` loses if stopped at `now`: since it started (or, not yet confirmed
+// running, since it was placed), or for checkpointable work since its last checkpoint as its
+// interval puts it (the control plane hears of no checkpoint; it counts from the start).
+int64_t WorkLostSeconds(const Workload& w, Timestamp now);
 
 // Bounds of ListPreemptions.
 inline constexpr int kMaxPreemptionPage = 500;

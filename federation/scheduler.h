@@ -22,6 +22,16 @@
 
 namespace gpufed {
 
+// The order a reclaim takes borrowed work in, after priority (lowest first).
+enum class VictimOrder {
+  // Checkpointable work first, then the least work lost (since the last checkpoint, or since
+  // the start), then the most recently started.
+  kLeastWorkLost,
+  // The most recently started first, checkpoints ignored: the baseline the simulator compares
+  // against (gpu_seconds_lost_newest_first).
+  kNewestFirst,
+};
+
 struct SchedulerOptions {
   // Most workloads considered per cycle, in queue order.
   int max_considered = 2000;
@@ -51,6 +61,7 @@ struct SchedulerOptions {
   // After borrowed work of a tenant was reclaimed, it may not borrow that resource again for
   // this long (no admit -> reclaim -> re-borrow loop).
   std::chrono::nanoseconds reborrow_backoff = std::chrono::seconds(30);
+  VictimOrder victim_order = VictimOrder::kLeastWorkLost;
   // Evicted GPU-equivalents / those the owner needs, at most, in every reclaim.
   double max_eviction_ratio = 1.25;
   // Owners whose reclaim is planned per cycle (each plan copies the pool and tries victim sets),

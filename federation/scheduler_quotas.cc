@@ -206,7 +206,9 @@ void Scheduler::SettleReclaims() {
 //
 // The search goes by node, since a replica lands on one node: per node, the victims there in
 // victim order (lowest priority, then the least work lost), as many as bring its free capacity to
-// what one replica of the owner needs; a node that cannot get there gives none. These packages
+// what one replica of the owner needs, looking past any that would take the package above the
+// ratio (a 4-GPU victim before a 2-GPU one, for an owner of 2); a node that cannot get there
+// gives none. These packages
 // are taken cheapest first (the lowest priority they stop, then the fewest GPUs, then the least
 // work) until the owner fits on the cluster; then each victim is put back if the owner still fits
 // without it, so the set is the smallest this order finds. Taking victims one by one in a
@@ -244,8 +246,7 @@ std::optional<ReclaimPlan> Scheduler::PlanReclaim(const Queued& owner, const Adm
     return fits(trial, cluster);
   };
   auto lost_of = [&](const Workload* v) {
-    return GpuMilli(ledger_.HeldBy(v->id)) *
-           std::chrono::duration_cast<std::chrono::seconds>(now - RunSince(*v)).count();
+    return GpuMilli(ledger_.HeldBy(v->id)) * WorkLostSeconds(*v, now);
   };
 
   std::optional<ReclaimPlan> best;
@@ -253,8 +254,17 @@ std::optional<ReclaimPlan> Scheduler::PlanReclaim(const Queued& owner, const Adm
   for (auto& [cluster, candidates] : by_cluster) {
     const ClusterSlots* slots = pool_.FindCluster(cluster);
     if (slots == nullptr) continue;
-    std::sort(candidates.begin(), candidates.end(), [](const Workload* a, const Workload* b) {
+    const bool newest_first = options_.victim_order == VictimOrder::kNewestFirst;
+    std::sort(candidates.begin(), candidates.end(), [&](const Workload* a, const Workload* b) {
       if (a->spec.priority != b->spec.priority) return a->spec.priority < b->spec.priority;
+      if (!newest_first) {
+        const bool a_saves = a->spec.checkpoint_interval_ms > 0;
+        const bool b_saves = b->spec.checkpoint_interval_ms > 0;
+        if (a_saves != b_saves) return a_saves;
+        const int64_t a_lost = WorkLostSeconds(*a, now);
+        const int64_t b_lost = WorkLostSeconds(*b, now);
+        if (a_lost != b_lost) return a_lost < b_lost;
+      }
       if (RunSince(*a) != RunSince(*b)) return RunSince(*a) > RunSince(*b);
       return a->id > b->id;
     });
@@ -284,6 +294,9 @@ std::optional<ReclaimPlan> Scheduler::PlanReclaim(const Queued& owner, const Adm
       if (room >= replica_need) continue;  // room already; what it lacks is elsewhere
       Package p;
       for (const auto& [v, frees] : victims) {
+        // One that would take the package past the ratio is looked past: a smaller one further
+        // on may close the gap.
+        if (p.evicted + GpuMilli(ledger_.HeldBy(v->id)) > max_evicted) continue;
         p.victims.push_back(v);
         p.top_priority = std::max(p.top_priority, v->spec.priority);
         p.evicted += GpuMilli(ledger_.HeldBy(v->id));

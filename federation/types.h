@@ -97,6 +97,9 @@ struct WorkloadSpec {
   uint64_t min_gpu_memory_mib = 0;
   Topology topology = Topology::kNone;
   int64_t estimated_duration_ms = 0;
+  // Checkpointable: the workload saves its progress this often (0: it does not), so a preemption
+  // loses at most this much of its work. 0..1 year.
+  int64_t checkpoint_interval_ms = 0;
   RunSpec run;
   // What one replica takes besides whole GPUs. At most one of these two is set, and then
   // gpus_per_replica is 1: a MIG instance of this profile (e.g. "3g.40gb"; the profile names the

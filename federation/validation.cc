@@ -355,6 +355,12 @@ absl::Status ValidateSpec(const WorkloadSpec& spec) {
   if (spec.estimated_duration_ms > kMaxEstimatedDurationSeconds * 1000) {
     return Invalid("spec.estimated_duration", "must be at most one year");
   }
+  if (spec.checkpoint_interval_ms < 0) {
+    return Invalid("spec.checkpoint_interval", "must not be negative");
+  }
+  if (spec.checkpoint_interval_ms > kMaxEstimatedDurationSeconds * 1000) {
+    return Invalid("spec.checkpoint_interval", "must be at most one year");
+  }
   RETURN_IF_ERROR(ValidateRun(spec.run));
   if (spec.retry.max_attempts < 1 || spec.retry.max_attempts > RetryPolicy::kMaxAttemptsLimit) {
     return Invalid("spec.retry.max_attempts",

@@ -51,7 +51,7 @@ inline constexpr uint32_t kMaxGpusPerReplica = 64;
 inline constexpr int32_t kMaxPriority = 1000;
 // gpu_milli is a share of one GPU in milli-GPUs: 1..999 (1000 would be the whole GPU).
 inline constexpr uint32_t kMaxGpuMilli = 999;
-// spec.estimated_duration: at most one year.
+// spec.estimated_duration, spec.checkpoint_interval: at most one year.
 inline constexpr int64_t kMaxEstimatedDurationSeconds = 365LL * 24 * 3600;
 
 // Inventory (an agent's Register, and its topology file).

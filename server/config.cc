@@ -53,6 +53,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "archive_after_hours",
                                 "reclaim_min_runtime_seconds",
                                 "reborrow_backoff_seconds",
+                                "starvation_bound_seconds",
                                 "fair_share_half_life_hours"};
   for (const auto& kv : root) {
     const auto key = kv.first.as<std::string>();
@@ -82,6 +83,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "archive_after_hours", &config->archive_after_hours),
         ReadKey(root, file, "reclaim_min_runtime_seconds", &config->reclaim_min_runtime_seconds),
         ReadKey(root, file, "reborrow_backoff_seconds", &config->reborrow_backoff_seconds),
+        ReadKey(root, file, "starvation_bound_seconds", &config->starvation_bound_seconds),
         ReadKey(root, file, "fair_share_half_life_hours", &config->fair_share_half_life_hours)}) {
     if (!s.ok()) return s;
   }
@@ -176,6 +178,10 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                  "seconds a tenant may not borrow a resource again after it was reclaimed")
       ->check(CLI::Range(0, 24 * 3600))
       ->capture_default_str();
+  app.add_option("--starvation-bound", config.starvation_bound_seconds,
+                 "seconds a whole-GPU workload is overtaken before GPUs are held for it (0: never)")
+      ->check(CLI::Range(0, 7 * 24 * 3600))
+      ->capture_default_str();
   app.add_option("--fair-share-half-life-hours", config.fair_share_half_life_hours,
                  "hours after which usage counts half as much in fair share")
       ->check(CLI::Range(1, 24 * 365))
@@ -214,7 +220,8 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
   for (const auto& [name, value] :
        {std::pair<const char*, int>{"reclaim_min_runtime_seconds",
                                     config.reclaim_min_runtime_seconds},
-        std::pair<const char*, int>{"reborrow_backoff_seconds", config.reborrow_backoff_seconds}}) {
+        std::pair<const char*, int>{"reborrow_backoff_seconds", config.reborrow_backoff_seconds},
+        std::pair<const char*, int>{"starvation_bound_seconds", config.starvation_bound_seconds}}) {
     if (value < 0 || value > 7 * 24 * 3600) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, ": must be 0 to 604800 seconds, got ", value));

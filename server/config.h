@@ -45,6 +45,9 @@ struct ServerConfig {
   int reborrow_backoff_seconds = 30;
   // Fair share (docs/quotas.md#fair-share): usage counts half as much this many hours later.
   int fair_share_half_life_hours = 24 * 7;
+  // No starvation (docs/quotas.md#no-starvation): a whole-GPU workload overtaken by work behind
+  // it for this many seconds gets GPUs held for it as they free. 0: never.
+  int starvation_bound_seconds = 30 * 60;
 };
 
 // Parses argv (with --config FILE and env vars). On --help, prints usage and returns

@@ -136,6 +136,7 @@ absl::Status Server::Start() {
   scheduler_options.placement.partitioning = config_.mig_partitioning;
   scheduler_options.reclaim_min_runtime = std::chrono::seconds(config_.reclaim_min_runtime_seconds);
   scheduler_options.reborrow_backoff = std::chrono::seconds(config_.reborrow_backoff_seconds);
+  scheduler_options.starvation_bound = std::chrono::seconds(config_.starvation_bound_seconds);
   scheduler_options.fair_share_half_life = std::chrono::hours(config_.fair_share_half_life_hours);
   scheduler_ = std::make_unique<Scheduler>(store_.get(), store_.get(), scheduler_options,
                                            store_.get(), clock_.get());

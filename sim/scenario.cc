@@ -87,7 +87,9 @@ struct Running {
 
 }  // namespace
 
-absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
+namespace {
+
+absl::StatusOr<ScenarioReport> RunOnce(const Scenario& scenario, VictimOrder victim_order) {
   if (scenario.cycle <= std::chrono::seconds::zero()) {
     return absl::InvalidArgumentError("cycle: must be positive");
   }
@@ -99,8 +101,10 @@ absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
   MemoryStore store(&clock);
   SchedulerOptions options;
   options.fair_share_half_life = scenario.half_life;
+  options.victim_order = victim_order;
   options.reclaim_min_runtime = scenario.reclaim_min_runtime;
   options.reborrow_backoff = scenario.reborrow_backoff;
+  options.starvation_bound = scenario.starvation_bound;
   Scheduler scheduler(&store, &store, options, &store, &clock);
   AgentRegistry agents(&clock);
   NoWatchers watchers;
@@ -218,6 +222,10 @@ absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
     std::set<WorkloadId> victims;
   };
   std::map<WorkloadId, OwnerWait> owners;
+  // Waiting for a first placement: since which cycle; and per tenant the waits of those placed.
+  std::map<WorkloadId, int64_t> submitted_in;
+  std::map<std::string, double> wait_sum;
+  std::map<std::string, int64_t> placed_count;
   std::map<std::string, double> share_sum;  // tenant -> sum of its share after warm-up
   int64_t counted_cycles = 0;
   double utilisation_sum = 0;
@@ -243,6 +251,7 @@ absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
       spec.workload_class = WorkloadClass::kBatch;
       spec.retry.max_attempts = RetryPolicy::kMaxAttemptsLimit;
       spec.retry.on_preemption = true;
+      spec.checkpoint_interval_ms = stream.checkpoint_every.count() * 1000;
       auto seconds = static_cast<double>(stream.duration.count());
       if (!stream.fixed_duration)
         seconds = std::exponential_distribution<double>(1.0 / seconds)(rng);
@@ -252,6 +261,7 @@ absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
                    [&](absl::StatusOr<SubmitResult> r) { submitted = std::move(r); });
       RETURN_IF_ERROR(submitted.status());
       ++tenants[stream.tenant].submitted;
+      submitted_in[submitted->workload.id] = cycle;
       ++report.submitted;
     }
     // The agents: start what they were given, stop what they were told to (after the grace),
@@ -320,6 +330,13 @@ absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
         for (const PreemptionVictim& v : plan.record.victims) o.victims.insert(v.id);
       }
       for (const Workload& w : step.cycle->placed) {
+        if (auto s = submitted_in.find(w.id); s != submitted_in.end()) {
+          TenantReport& t = tenants[w.spec.tenant];
+          t.max_wait_cycles = std::max(t.max_wait_cycles, cycle - s->second);
+          wait_sum[w.spec.tenant] += static_cast<double>(cycle - s->second);
+          ++placed_count[w.spec.tenant];
+          submitted_in.erase(s);
+        }
         auto o = owners.find(w.id);
         if (o == owners.end()) continue;
         report.max_owner_wait_cycles =
@@ -356,9 +373,19 @@ absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
     clock.Advance(scenario.cycle);
   }
 
+  // Those never placed have waited to the end.
+  for (const auto& [id, since] : submitted_in) {
+    absl::StatusOr<Workload> w = store.Get(id);
+    if (!w.ok()) continue;
+    TenantReport& t = tenants[w->spec.tenant];
+    t.max_wait_cycles = std::max(t.max_wait_cycles, cycles - since);
+    ++t.never_placed;
+  }
   double all_hours = 0;
   for (const auto& [name, t] : tenants) all_hours += t.gpu_hours;
   for (auto& [name, t] : tenants) {
+    t.mean_wait_cycles =
+        placed_count[name] > 0 ? wait_sum[name] / static_cast<double>(placed_count[name]) : 0;
     t.mean_share = counted_cycles > 0 ? share_sum[name] / static_cast<double>(counted_cycles) : 0;
     t.gpu_hours_share = all_hours > 0 ? t.gpu_hours / all_hours : 0;
     // Relative to the share, 0..1 (a tenant with twice its share or more reads 1).
@@ -374,6 +401,17 @@ absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
   return report;
 }
 
+}  // namespace
+
+absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
+  ASSIGN_OR_RETURN(ScenarioReport report, RunOnce(scenario, VictimOrder::kLeastWorkLost));
+  if (report.reclaims > 0) {
+    ASSIGN_OR_RETURN(const ScenarioReport baseline, RunOnce(scenario, VictimOrder::kNewestFirst));
+    report.gpu_seconds_lost_newest_first = baseline.gpu_seconds_lost;
+  }
+  return report;
+}
+
 nlohmann::json ToJson(const ScenarioReport& report) {
   nlohmann::json doc = {{"name", report.name},
                         {"cycles", report.cycles},
@@ -386,6 +424,7 @@ nlohmann::json ToJson(const ScenarioReport& report) {
                         {"max_eviction_ratio", report.max_eviction_ratio},
                         {"preemptions", report.preemptions},
                         {"gpu_seconds_lost", report.gpu_seconds_lost},
+                        {"gpu_seconds_lost_newest_first", report.gpu_seconds_lost_newest_first},
                         {"mean_utilisation", report.mean_utilisation}};
   doc["tenants"] = nlohmann::json::array();
   for (const TenantReport& t : report.tenants) {
@@ -396,7 +435,10 @@ nlohmann::json ToJson(const ScenarioReport& report) {
                               {"gpu_hours", t.gpu_hours},
                               {"gpu_hours_share", t.gpu_hours_share},
                               {"submitted", t.submitted},
-                              {"finished", t.finished}});
+                              {"finished", t.finished},
+                              {"max_wait_cycles", t.max_wait_cycles},
+                              {"never_placed", t.never_placed},
+                              {"mean_wait_cycles", t.mean_wait_cycles}});
   }
   return doc;
 }

@@ -47,6 +47,8 @@ struct ScenarioStream {
   std::chrono::seconds duration{3600};
   bool fixed_duration = false;
   int32_t priority = 0;
+  // Checkpointable: the workloads save their progress this often (0: they do not).
+  std::chrono::seconds checkpoint_every{0};
 };
 
 struct ScenarioProject {
@@ -72,6 +74,7 @@ struct Scenario {
   std::chrono::seconds stop_grace{0};     // an evicted workload stops this long after asked
   std::chrono::seconds reclaim_min_runtime{0};
   std::chrono::seconds reborrow_backoff{30};
+  std::chrono::seconds starvation_bound{30 * 60};  // 0: never
   std::vector<ScenarioCluster> clusters;
   std::vector<ScenarioTenant> tenants;
   std::vector<ScenarioStream> streams;
@@ -86,6 +89,12 @@ struct TenantReport {
   double gpu_hours_share = 0;  // of every tenant's GPU-hours after warm-up
   int64_t submitted = 0;
   int64_t finished = 0;
+  // Cycles from submission to first placement: the longest (counting those never placed as
+  // waiting to the end) and the mean over those placed; and how many were never placed. A
+  // starving gang shows here.
+  int64_t max_wait_cycles = 0;
+  double mean_wait_cycles = 0;
+  int64_t never_placed = 0;
 };
 
 struct ScenarioReport {
@@ -105,6 +114,9 @@ struct ScenarioReport {
   double max_eviction_ratio = 0;  // evicted / needed GPU-equivalents, worst reclaim
   int64_t preemptions = 0;        // workloads stopped
   double gpu_seconds_lost = 0;
+  // The same run with victims taken newest first, checkpoints ignored (VictimOrder::
+  // kNewestFirst); run only when the scenario reclaimed anything (else 0).
+  double gpu_seconds_lost_newest_first = 0;
   double mean_utilisation = 0;  // allocated / the pool's GPUs, mean after warm-up
   std::vector<TenantReport> tenants;
 };

@@ -82,6 +82,7 @@ std::string WorkloadSpecToJson(const WorkloadSpec& spec) {
   if (spec.gpu_milli != 0) doc["gpu_milli"] = spec.gpu_milli;
   if (spec.cpu_millis != 0) doc["cpu_millis"] = spec.cpu_millis;
   if (spec.memory_mib != 0) doc["memory_mib"] = spec.memory_mib;
+  if (spec.checkpoint_interval_ms != 0) doc["checkpoint_interval_ms"] = spec.checkpoint_interval_ms;
   if (spec.retry != RetryPolicy{}) {
     doc["retry"] = {{"max_attempts", spec.retry.max_attempts},
                     {"on_cluster_lost", spec.retry.on_cluster_lost},
@@ -118,6 +119,7 @@ absl::StatusOr<WorkloadSpec> WorkloadSpecFromJson(std::string_view text) {
           return absl::InvalidArgumentError(absl::StrCat("workload spec: topology: ", topology));
         spec.topology = *t;
         spec.estimated_duration_ms = doc.value("estimated_duration_ms", int64_t{0});
+        spec.checkpoint_interval_ms = doc.value("checkpoint_interval_ms", int64_t{0});
         spec.mig_profile = doc.value("mig_profile", "");
         spec.gpu_milli = doc.value("gpu_milli", uint32_t{0});
         spec.cpu_millis = doc.value("cpu_millis", uint64_t{0});

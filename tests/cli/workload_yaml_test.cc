@@ -39,6 +39,7 @@ gpu_models: [H100-80GB]
 min_gpu_memory_mib: 0
 topology: same_node
 duration: 20s           # estimated duration; sim runs exactly this long
+checkpoint_every: 15m   # optional: checkpointable, saves this often
 idempotency_key: train-llm-2026-11-21
 retry:                  # optional: may it run again elsewhere after its cluster is lost?
   max_attempts: 3       # placements in all, 1..100 (unset: 1, never restarted)
@@ -67,6 +68,7 @@ run:
   EXPECT_EQ(spec.topology(), v1::TOPOLOGY_REQUIREMENT_SAME_NODE);
   EXPECT_EQ(spec.estimated_duration().seconds(), 20);
   EXPECT_EQ(spec.estimated_duration().nanos(), 0);
+  EXPECT_EQ(spec.checkpoint_interval().seconds(), 15 * 60);
   EXPECT_EQ(spec.idempotency_key(), "train-llm-2026-11-21");
   EXPECT_EQ(spec.run().image(), "registry/llm:1");
   EXPECT_THAT(spec.run().command(), ElementsAre("python", "train.py"));

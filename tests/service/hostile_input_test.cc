@@ -343,6 +343,14 @@ TEST_F(HostileInputTest, DurationNanosOutOfRangeAreRefusedNotNormalised) {
   spec.mutable_estimated_duration()->set_seconds(0);
   spec.mutable_estimated_duration()->set_nanos(-1);
   EXPECT_TRUE(InvalidNaming(Submit(spec), "spec.estimated_duration"));
+  spec = Spec();
+  spec.mutable_checkpoint_interval()->set_nanos(1000000000);
+  EXPECT_TRUE(InvalidNaming(Submit(spec), "spec.checkpoint_interval"));
+  spec.mutable_checkpoint_interval()->set_nanos(0);
+  spec.mutable_checkpoint_interval()->set_seconds(-60);
+  EXPECT_TRUE(InvalidNaming(Submit(spec), "spec.checkpoint_interval"));
+  spec.mutable_checkpoint_interval()->set_seconds(int64_t{400} * 24 * 3600);
+  EXPECT_TRUE(InvalidNaming(Submit(spec), "spec.checkpoint_interval"));
   EXPECT_EQ(CountWorkloads(), 0);
 }
 

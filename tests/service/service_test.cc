@@ -353,6 +353,23 @@ TEST_F(ServiceTest, MigProfileShareAndHostResourcesRoundTrip) {
   EXPECT_EQ(got.spec().per_replica().gpu_milli(), 250u);
 }
 
+// A checkpointable workload keeps its interval through the API and the store; one without keeps
+// none.
+TEST_F(ServiceTest, CheckpointIntervalRoundTrips) {
+  v1::WorkloadSpec saves = Spec("saves", 1);
+  saves.mutable_checkpoint_interval()->set_seconds(900);
+  saves.mutable_checkpoint_interval()->set_nanos(500000000);
+  v1::SubmitResponse resp;
+  ASSERT_OK(Submit(saves, &resp));
+  v1::Workload got = Get(resp.workload().id());
+  EXPECT_EQ(got.spec().checkpoint_interval().seconds(), 900);
+  EXPECT_EQ(got.spec().checkpoint_interval().nanos(), 500000000);
+
+  ASSERT_OK(Submit(Spec("plain", 1), &resp));
+  got = Get(resp.workload().id());
+  EXPECT_FALSE(got.spec().has_checkpoint_interval());
+}
+
 // After a MIG repartition the agent sends its whole inventory again; the server stores it as
 // registration does and shows it. An invalid one ends the stream, naming the field.
 TEST_F(ServiceTest, AgentInventoryUpdateReplacesTheInventory) {

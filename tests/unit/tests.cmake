@@ -42,7 +42,8 @@ target_link_libraries(federation_use_case_tests PRIVATE gpufed_federation gpufed
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(federation_use_case_tests PROPERTIES LABELS unit)
 
-# The api layer's conversions (tests/unit/api/convert_test.cc): protos in memory, no server.
-add_executable(api_unit_tests ${UNIT_DIR}/api/convert_test.cc ${UNIT_DIR}/api/watch_hub_test.cc)
+# The api layer in memory, no server: conversions (convert_test.cc), the watch hub, the metrics.
+add_executable(api_unit_tests ${UNIT_DIR}/api/convert_test.cc ${UNIT_DIR}/api/watch_hub_test.cc
+  ${UNIT_DIR}/api/metrics_test.cc)
 target_link_libraries(api_unit_tests PRIVATE gpufed_api GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(api_unit_tests PROPERTIES LABELS unit)

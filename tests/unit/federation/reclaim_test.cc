@@ -306,6 +306,39 @@ TEST_F(ReclaimTest, VictimsAreLowestPriorityThenMostRecentlyStarted) {
   EXPECT_THAT(agent->cancelled, ElementsAre(newest));
 }
 
+// Checkpointable work loses only what it did since its last checkpoint: it is taken before other
+// work of its priority, the one losing least first, and the record counts only that loss.
+TEST_F(ReclaimTest, VictimsAreCheckpointableFirstThenTheLeastWorkLost) {
+  std::shared_ptr<FakeChannel> agent = Register("c1");
+  SetQuota("acme", kH100, 2000, 2000);
+  WorkloadSpec rarely = Job("other", 2);
+  rarely.checkpoint_interval_ms = int64_t{60} * 60 * 1000;
+  WorkloadSpec often = Job("other", 2);
+  often.checkpoint_interval_ms = int64_t{10} * 60 * 1000;
+  const WorkloadId saves_rarely = Run(rarely);
+  const WorkloadId saves_often = Run(often);
+  const WorkloadId plain = Run(Job("other", 2));
+  const WorkloadId older_plain = Run(Job("gamma", 2));
+  Step();
+  ASSERT_OK(Report("c1", saves_rarely, WorkloadState::kRunning));
+  clock_.Advance(std::chrono::minutes(10));
+  Heartbeat("c1");
+  ASSERT_OK(Report("c1", saves_often, WorkloadState::kRunning));
+  ASSERT_OK(Report("c1", older_plain, WorkloadState::kRunning));
+  clock_.Advance(std::chrono::minutes(25));
+  Heartbeat("c1");
+  ASSERT_OK(Report("c1", plain, WorkloadState::kRunning));
+  clock_.Advance(std::chrono::minutes(1));
+  Heartbeat("c1");
+  // Lost if stopped now: saves_rarely 36 min, saves_often 6 (26 % 10), plain 1, older_plain 26.
+
+  Run(Job("acme", 2));
+  StepResult step = Step();
+  EXPECT_THAT(agent->cancelled, ElementsAre(saves_often));
+  ASSERT_THAT(step.cycle->reclaims, SizeIs(1));
+  EXPECT_EQ(step.cycle->reclaims[0].record.gpu_seconds_lost, 2 * 6 * 60);
+}
+
 TEST_F(ReclaimTest, WorkWithinItsOwnGuaranteeIsNeverAVictim) {
   std::shared_ptr<FakeChannel> agent = Register("c1");
   SetQuota("acme", kH100, 4000, 4000);

@@ -25,7 +25,7 @@ WorkloadSpec Job(uint32_t gpus) {
   s.project = "p";
   s.name = "job";
   s.gpus_per_replica = gpus;
-  s.estimated_duration_ms = 8 * 60 * 1000;
+  s.estimated_duration_ms = int64_t{8} * 60 * 1000;
   return s;
 }
 

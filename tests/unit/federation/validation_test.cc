@@ -341,6 +341,11 @@ TEST(ValidateSpecTest, RefusesNulAndControlCharactersInRunFields) {
   s = base;
   s.estimated_duration_ms = (kMaxEstimatedDurationSeconds + 1) * 1000;
   ExpectInvalid(s, "spec.estimated_duration");
+  s = base;
+  s.checkpoint_interval_ms = -1;
+  ExpectInvalid(s, "spec.checkpoint_interval");
+  s.checkpoint_interval_ms = (kMaxEstimatedDurationSeconds + 1) * 1000;
+  ExpectInvalid(s, "spec.checkpoint_interval");
 }
 
 // ---- Inventory: the rules of the agent's topology file ---------------------------------------
