@@ -78,6 +78,9 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
     }
     metrics_->Quotas(scheduler_->QuotaReport());
     metrics_->FairShares(scheduler_->FairShareReport());
+    if (absl::Status s = scheduler_->SaveUsage(); !s.ok()) {
+      spdlog::warn("fair-share usage: save failed: {}", s.ToString());
+    }
     // Keeps the state gauges fresh without a scrape, and the store's count deltas folded.
     if (absl::Status s = plane_->RefreshGauges(); !s.ok()) {
       spdlog::warn("workload counts: {}", s.ToString());

@@ -2,7 +2,23 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+
 namespace gpufed {
+
+absl::Status ValidateUsage(const UsageSnapshot& usage) {
+  if (usage.gpu_seconds.size() > kMaxUsageHolders) {
+    return absl::InvalidArgumentError(absl::StrCat("usage: at most ", kMaxUsageHolders,
+                                                   " holders, got ", usage.gpu_seconds.size()));
+  }
+  for (const auto& [holder, seconds] : usage.gpu_seconds) {
+    if (!std::isfinite(seconds) || seconds < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("usage[", holder.first, "/", holder.second,
+                                                     "]: must be finite and not negative"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 void DecayedUsage::Advance(Timestamp now, const std::map<Holder, int64_t>& held_milli) {
   if (!last_) {
@@ -24,6 +40,16 @@ void DecayedUsage::Advance(Timestamp now, const std::map<Holder, int64_t>& held_
   for (const auto& [holder, milli] : held_milli) {
     if (milli > 0) gpu_seconds_[holder] += static_cast<double>(milli) / 1000.0 * weight;
   }
+}
+
+UsageSnapshot DecayedUsage::Snapshot() const {
+  return UsageSnapshot{last_.value_or(Timestamp{}), gpu_seconds_};
+}
+
+void DecayedUsage::Restore(const UsageSnapshot& snapshot) {
+  if (snapshot.as_of == Timestamp{}) return;
+  last_ = snapshot.as_of;
+  gpu_seconds_ = snapshot.gpu_seconds;
 }
 
 double DecayedUsage::GpuSeconds(const Holder& holder) const {

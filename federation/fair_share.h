@@ -16,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "federation/types.h"
 
 namespace gpufed {
@@ -45,6 +46,20 @@ struct FairShare {
 // Weights are 1..kMaxShareWeight.
 inline constexpr int64_t kMaxShareWeight = 1'000'000;
 
+// Decayed usage as saved (QuotaStore::SaveUsage): GPU-seconds per holder, decayed to `as_of`.
+struct UsageSnapshot {
+  Timestamp as_of{};  // zero: nothing saved
+  std::map<std::pair<std::string, std::string>, double> gpu_seconds;
+
+  bool operator==(const UsageSnapshot&) const = default;
+};
+
+// Bounds of a saved snapshot: holders (tenants and projects) at most.
+inline constexpr size_t kMaxUsageHolders = 100'000;
+
+// INVALID_ARGUMENT naming the holder for a negative or non-finite figure, or too many holders.
+absl::Status ValidateUsage(const UsageSnapshot& usage);
+
 // Decayed usage per holder: (tenant, "") for a tenant in all, (tenant, project) for a project.
 class DecayedUsage {
  public:
@@ -64,6 +79,12 @@ class DecayedUsage {
   // The same, as the GPUs held on average over the decay: a holder that held g GPUs for many
   // half-lives reads g. Comparable with GPUs held now.
   [[nodiscard]] double AverageGpus(const Holder& holder) const;
+
+  // What it has counted, as of the last Advance (as_of zero before the first).
+  [[nodiscard]] UsageSnapshot Snapshot() const;
+  // Goes on from a snapshot (a newly active scheduler from what the last one saved): the next
+  // Advance decays it from its as_of. A snapshot with as_of zero changes nothing.
+  void Restore(const UsageSnapshot& snapshot);
 
   [[nodiscard]] std::chrono::nanoseconds half_life() const { return half_life_; }
   [[nodiscard]] const std::map<Holder, double>& all() const { return gpu_seconds_; }

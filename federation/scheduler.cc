@@ -71,6 +71,12 @@ absl::Status Scheduler::Rebuild() {
   pool_ = Pool();
   ledger_ = QuotaLedger();
   RETURN_IF_ERROR(LoadQuotas());
+  // Fair-share usage goes on from what the last active scheduler saved (none: from nothing).
+  usage_ = DecayedUsage(options_.fair_share_half_life);
+  if (quotas_ != nullptr) {
+    ASSIGN_OR_RETURN(const UsageSnapshot saved, quotas_->LoadUsage());
+    usage_.Restore(saved);
+  }
   held_.clear();
   reclaims_.clear();
   backoff_.clear();

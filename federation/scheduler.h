@@ -133,6 +133,10 @@ class Scheduler {
   // replicas). Keeps the pool as it is.
   absl::Status ReloadPending();
 
+  // Saves the fair-share usage counted so far (QuotaStore::SaveUsage), so that the next active
+  // scheduler goes on from it (Rebuild loads it). Scheduler thread only; the store's status.
+  absl::Status SaveUsage();
+
   // One scheduling cycle.
   absl::StatusOr<CycleResult> RunCycle();
 

@@ -513,6 +513,11 @@ void Scheduler::AdvanceUsage(Timestamp now) {
   usage_.Advance(now, ledger_.FirmByHolder(kGpuEquivalents));
 }
 
+absl::Status Scheduler::SaveUsage() {
+  if (quotas_ == nullptr) return absl::OkStatus();
+  return quotas_->SaveUsage(usage_.Snapshot());
+}
+
 std::vector<FairShare> Scheduler::FairShares() const {
   // Active: holding something now, or waiting.
   std::map<std::pair<std::string, std::string>, FairShare> rows;

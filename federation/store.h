@@ -256,6 +256,13 @@ class QuotaStore {
   virtual absl::StatusOr<ShareWeight> SetShareWeight(const ShareWeight& weight) = 0;
   // Every weight set, by tenant then project (the tenant's own first); the rest weigh 1.
   virtual absl::StatusOr<std::vector<ShareWeight>> ListShareWeights() = 0;
+
+  // Fair-share usage: the active scheduler saves its decayed usage now and then, replacing what
+  // was saved; a newly active one goes on from it. INVALID_ARGUMENT for a negative or non-finite
+  // figure, or more than kMaxUsageHolders holders.
+  virtual absl::Status SaveUsage(const UsageSnapshot& usage) = 0;
+  // What was saved last; as_of zero when nothing was.
+  virtual absl::StatusOr<UsageSnapshot> LoadUsage() = 0;
 };
 
 // An API token as stored: only the hash of the secret is kept.

@@ -725,4 +725,16 @@ absl::StatusOr<std::vector<ShareWeight>> MemoryStore::ListShareWeights() {
   return out;
 }
 
+absl::Status MemoryStore::SaveUsage(const UsageSnapshot& usage) {
+  RETURN_IF_ERROR(ValidateUsage(usage));
+  absl::MutexLock lock(&mu_);
+  usage_ = usage;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UsageSnapshot> MemoryStore::LoadUsage() {
+  absl::MutexLock lock(&mu_);
+  return usage_;
+}
+
 }  // namespace gpufed::sim

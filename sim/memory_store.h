@@ -124,6 +124,8 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<std::vector<Quota>> ListQuotas(const std::string& tenant) override;
   absl::StatusOr<ShareWeight> SetShareWeight(const ShareWeight& weight) override;
   absl::StatusOr<std::vector<ShareWeight>> ListShareWeights() override;
+  absl::Status SaveUsage(const UsageSnapshot& usage) override;
+  absl::StatusOr<UsageSnapshot> LoadUsage() override;
 
  private:
   // ApplyTransitions on valid transitions, with the lock held.
@@ -148,6 +150,7 @@ class MemoryStore final : public WorkloadStore,
   std::map<std::string, TokenRecord> tokens_ ABSL_GUARDED_BY(mu_);  // by hash
   std::vector<PreemptionRecord> preemptions_ ABSL_GUARDED_BY(mu_);  // oldest first
   std::map<std::pair<std::string, std::string>, ShareWeight> weights_ ABSL_GUARDED_BY(mu_);
+  UsageSnapshot usage_ ABSL_GUARDED_BY(mu_);
   // By (tenant, project, resource): the order ListQuotas promises.
   std::map<std::tuple<std::string, std::string, std::string>, Quota> quotas_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Cluster> clusters_ ABSL_GUARDED_BY(mu_);

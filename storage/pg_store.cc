@@ -292,6 +292,16 @@ constexpr const char* kUpsertShareWeight =
     "ON CONFLICT (tenant, project) DO UPDATE SET weight = EXCLUDED.weight, updated_at = now()";
 constexpr const char* kListShareWeights =
     "SELECT tenant, project, weight FROM share_weights ORDER BY tenant, project";
+// Fair-share usage: replaced as a whole; $1 epoch microseconds, $2 a JSON array of
+// {tenant, project, gpu_seconds}.
+constexpr const char* kDeleteUsage = "DELETE FROM fair_share_usage";
+constexpr const char* kInsertUsage =
+    "INSERT INTO fair_share_usage (tenant, project, gpu_seconds, as_of) "
+    "SELECT r.tenant, r.project, r.gpu_seconds, from_epoch_us($1) "
+    "FROM jsonb_to_recordset($2::jsonb) AS r(tenant text, project text, "
+    "gpu_seconds double precision)";
+constexpr const char* kListUsage =
+    "SELECT tenant, project, gpu_seconds, epoch_us(as_of) AS as_of_us FROM fair_share_usage";
 
 constexpr const char* kRequestCancel =
     "UPDATE workloads w SET cancel_requested = true, updated_at = now(), "
@@ -456,6 +466,9 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_preemptions", kListPreemptions},
     {"upsert_share_weight", kUpsertShareWeight},
     {"list_share_weights", kListShareWeights},
+    {"delete_usage", kDeleteUsage},
+    {"insert_usage", kInsertUsage},
+    {"list_usage", kListUsage},
     {"upsert_cluster", kUpsertCluster},
     {"delete_gpus", kDeleteGpus},
     {"delete_nodes", kDeleteNodes},
@@ -1840,6 +1853,34 @@ absl::StatusOr<ShareWeight> PgStore::SetShareWeight(const ShareWeight& weight) {
     txn.exec_prepared("upsert_share_weight", weight.tenant, weight.project, weight.weight);
     return weight;
   });
+}
+
+absl::Status PgStore::SaveUsage(const UsageSnapshot& usage) {
+  RETURN_IF_ERROR(ValidateUsage(usage));
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& [holder, seconds] : usage.gpu_seconds) {
+    rows.push_back(
+        {{"tenant", holder.first}, {"project", holder.second}, {"gpu_seconds", seconds}});
+  }
+  const int64_t as_of_us = ToMicros(usage.as_of);
+  return pool_->Transact("save usage", [&](pqxx::work& txn) -> absl::Status {
+    txn.exec_prepared("delete_usage");
+    if (!rows.empty()) txn.exec_prepared("insert_usage", as_of_us, rows.dump());
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<UsageSnapshot> PgStore::LoadUsage() {
+  return pool_->Transact<pqxx::nontransaction>(
+      "load usage", [&](pqxx::nontransaction& txn) -> absl::StatusOr<UsageSnapshot> {
+        UsageSnapshot out;
+        for (const pqxx::row& row : txn.exec_prepared("list_usage")) {
+          out.as_of = FromMicros(row["as_of_us"].as<int64_t>());
+          out.gpu_seconds[{row["tenant"].c_str(), row["project"].c_str()}] =
+              row["gpu_seconds"].as<double>();
+        }
+        return out;
+      });
 }
 
 absl::StatusOr<std::vector<ShareWeight>> PgStore::ListShareWeights() {

@@ -170,6 +170,8 @@ class PgStore final : public WorkloadStore,
   absl::StatusOr<std::vector<Quota>> ListQuotas(const std::string& tenant) override;
   absl::StatusOr<ShareWeight> SetShareWeight(const ShareWeight& weight) override;
   absl::StatusOr<std::vector<ShareWeight>> ListShareWeights() override;
+  absl::Status SaveUsage(const UsageSnapshot& usage) override;
+  absl::StatusOr<UsageSnapshot> LoadUsage() override;
 
   // ---- Operations ----
   // The applied schema version, read through the pool (for /readyz): proves the database

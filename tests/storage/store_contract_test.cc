@@ -1934,6 +1934,32 @@ TEST_P(StoreContractTest, ShareWeightsAreSetReplacedAndListed) {
   EXPECT_THAT(quotas().ListShareWeights(), IsOkAndHolds(SizeIs(2)));
 }
 
+// Fair-share usage is saved as a whole and read back as saved; a bad snapshot changes nothing.
+TEST_P(StoreContractTest, FairShareUsageIsSavedWholeAndLoadedBack) {
+  ASSERT_OK_AND_ASSIGN(UsageSnapshot none, quotas().LoadUsage());
+  EXPECT_EQ(none.as_of, Timestamp{});
+  EXPECT_TRUE(none.gpu_seconds.empty());
+
+  UsageSnapshot first;
+  first.as_of = Timestamp(microseconds(int64_t{1'795'000'000'000'007}));  // to the microsecond
+  first.gpu_seconds = {{{"acme", ""}, 7200.5}, {{"acme", "research"}, 3600.25}, {{"beta", ""}, 0}};
+  ASSERT_OK(quotas().SaveUsage(first));
+  EXPECT_THAT(quotas().LoadUsage(), IsOkAndHolds(first));
+
+  UsageSnapshot second;
+  second.as_of = first.as_of + seconds(10);
+  second.gpu_seconds = {{{"beta", ""}, 42.0}};
+  ASSERT_OK(quotas().SaveUsage(second));
+  EXPECT_THAT(quotas().LoadUsage(), IsOkAndHolds(second)) << "replaced, acme's rows gone";
+
+  UsageSnapshot bad = second;
+  bad.gpu_seconds[{"acme", ""}] = -1;
+  EXPECT_THAT(quotas().SaveUsage(bad), StatusIs(Code::kInvalidArgument));
+  bad.gpu_seconds[{"acme", ""}] = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(quotas().SaveUsage(bad), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(quotas().LoadUsage(), IsOkAndHolds(second));
+}
+
 TEST_P(StoreContractTest, HeartbeatsMoveForwardOnly) {
   ASSERT_OK(clusters().RegisterCluster(Info("c1"), {}));
   const Timestamp later = backend_->Now() + std::chrono::hours(1) + microseconds(7);

@@ -276,6 +276,29 @@ TEST_F(ReclaimTest, FreeCapacityGoesToTenantsByWeight) {
   for (const FairShare& f : shares) EXPECT_EQ(f.tenant, "acme");
 }
 
+// Decayed usage is saved by the active scheduler and a newly active one goes on from it: a
+// failover does not wipe out who has used what.
+TEST_F(ReclaimTest, FairShareUsageGoesOnUnderANewActiveScheduler) {
+  Register("c1");
+  const WorkloadId job = Run(Job("acme", 4));
+  StartAll("c1", {job});
+  for (int i = 0; i < 180; ++i) {  // an hour
+    clock_.Advance(std::chrono::seconds(20));
+    Heartbeat("c1");
+    Step();
+  }
+  auto acme_hours = [](const std::vector<FairShare>& shares) {
+    for (const FairShare& f : shares) {
+      if (f.tenant == "acme" && f.project.empty()) return f.decayed_gpu_hours;
+    }
+    return 0.0;
+  };
+  Scheduler successor(&store_, &store_, SchedulerOptions(), &store_, &clock_);
+  ASSERT_OK(successor.Rebuild());
+  // 4 GPUs for an hour, decayed over a week's half-life: 3.99 GPU-hours (0 had it started afresh).
+  EXPECT_NEAR(acme_hours(successor.FairShareReport()), 4.0, 0.05);
+}
+
 TEST_F(ReclaimTest, WeightsAreSetByAdminsWithinRange) {
   EXPECT_THAT(plane_.SetShareWeight(User("acme"), {"acme", "", 2}),
               testing::StatusIs(absl::StatusCode::kPermissionDenied));
