@@ -1,7 +1,7 @@
-// The scheduler's guard against starvation (docs/quotas.md#no-starvation): a workload that work
-// judged after it has kept overtaking for longer than SchedulerOptions::starvation_bound is
-// judged first in its rank and, when it still does not fit, has GPUs held for it as they free,
-// so that small work cannot overtake it forever.
+// The scheduler's guard against starvation (docs/quotas.md#no-starvation): a whole-GPU workload
+// first overtaken (work judged after it placed while it did not fit) longer ago than
+// SchedulerOptions::starvation_bound has, when it still does not fit, GPUs held for it as they
+// free, so that small work cannot overtake it forever. It keeps its place in the window's order.
 // The walk of the window (scheduler.cc) calls these.
 
 #include <algorithm>
