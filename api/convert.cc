@@ -10,9 +10,12 @@
 #include "absl/time/time.h"
 #include "federation/status_macros.h"
 #include "federation/validation.h"
+#include "google/protobuf/util/time_util.h"
 
 namespace gpufed::api {
 namespace {
+
+using ::google::protobuf::util::TimeUtil;
 
 // A value added to one of these proto enums needs a domain value and a case in the conversions
 // below; these fail the build until it has them.
@@ -288,13 +291,9 @@ v1::WorkloadSpec SpecToProto(const WorkloadSpec& s) {
       p.set_topology(v1::TOPOLOGY_REQUIREMENT_SAME_RACK);
       break;
   }
-  p.mutable_estimated_duration()->set_seconds(s.estimated_duration_ms / 1000);
-  p.mutable_estimated_duration()->set_nanos(
-      static_cast<int32_t>((s.estimated_duration_ms % 1000) * 1000000));
+  *p.mutable_estimated_duration() = TimeUtil::MillisecondsToDuration(s.estimated_duration_ms);
   if (s.checkpoint_interval_ms > 0) {
-    p.mutable_checkpoint_interval()->set_seconds(s.checkpoint_interval_ms / 1000);
-    p.mutable_checkpoint_interval()->set_nanos(
-        static_cast<int32_t>((s.checkpoint_interval_ms % 1000) * 1000000));
+    *p.mutable_checkpoint_interval() = TimeUtil::MillisecondsToDuration(s.checkpoint_interval_ms);
   }
   auto* run = p.mutable_run();
   run->set_image(s.run.image);

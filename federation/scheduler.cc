@@ -81,7 +81,7 @@ absl::Status Scheduler::Rebuild() {
   reclaims_.clear();
   backoff_.clear();
   reservations_.clear();
-  placeholders_.clear();
+  held_reservations_.clear();
   for (const Cluster& cluster : clusters) pool_.UpsertCluster(cluster);
   for (const Workload& w : active) {
     // Conflicts cannot happen for committed data unless two schedulers ran at once; keep the

@@ -304,7 +304,7 @@ class Scheduler {
 
   // ---- No starvation (scheduler_reservations.cc) ----
   // GPUs held for a workload that waited past the starvation bound: a target placement, held
-  // (as a placeholder allocation in the pool, during a cycle only) as far as it is free.
+  // (allocated in the pool under ReservedHolderOf(id), during a cycle only) as far as it is free.
   struct Reservation {
     std::string cluster;
     std::map<std::string, std::vector<std::string>> gpus;  // node -> GPU uuids
@@ -327,7 +327,7 @@ class Scheduler {
                                           Timestamp now) const;
   // Holds the free GPUs of `id`'s target in the pool until ReleaseReserved.
   void HoldReserved(WorkloadId id);
-  // Gives back every placeholder (the pool is left as the store has it).
+  // Releases every reservation held this cycle (the pool is left as the store has it).
   void ReleaseReserved();
   // kReserved for a workload with a reservation; `waiting` otherwise.
   PendingReason ReservedReason(WorkloadId id, PendingReason waiting) const;
@@ -364,8 +364,8 @@ class Scheduler {
   std::map<WorkloadId, Timestamp> overtaken_since_;             // NoteOvertaken
   std::set<std::pair<Timestamp, WorkloadId>> overtaken_order_;  // the same, longest first
   std::map<WorkloadId, Reservation> reservations_;
-  std::vector<WorkloadId> placeholders_;    // reservations held in pool_ this cycle
-  std::vector<WorkloadId> owners_waiting_;  // this cycle's (CycleResult::owners_waiting)
+  std::vector<WorkloadId> held_reservations_;  // reservations held in pool_ this cycle
+  std::vector<WorkloadId> owners_waiting_;     // this cycle's (CycleResult::owners_waiting)
 
   mutable absl::Mutex mu_;
   Inbox inbox_ ABSL_GUARDED_BY(mu_);

@@ -19,8 +19,9 @@
 namespace gpufed {
 namespace {
 
-// The pool holds what is reserved for workload `id` under this id, which no workload has.
-WorkloadId PlaceholderOf(WorkloadId id) { return -id; }
+// The pool holds what is reserved for workload `id` under this id, which no workload has
+// (workload ids are positive).
+WorkloadId ReservedHolderOf(WorkloadId id) { return -id; }
 
 // Only whole-GPU work is reserved for: shares and MIG instances are small and free often.
 bool Reservable(const WorkloadSpec& spec) {
@@ -90,7 +91,7 @@ void Scheduler::HoldReserved(WorkloadId id) {
   }
   r.held = held;
   if (hold.replicas.empty()) return;
-  if (pool_.Allocate(PlaceholderOf(id), hold).ok()) placeholders_.push_back(id);
+  if (pool_.Allocate(ReservedHolderOf(id), hold).ok()) held_reservations_.push_back(id);
 }
 
 void Scheduler::Reserve(WorkloadId id, const WorkloadSpec& spec, Timestamp now) {
@@ -190,8 +191,8 @@ std::optional<Scheduler::Reservation> Scheduler::ChooseTarget(WorkloadId id,
 }
 
 void Scheduler::ReleaseReserved() {
-  for (WorkloadId id : placeholders_) pool_.Release(PlaceholderOf(id));
-  placeholders_.clear();
+  for (WorkloadId id : held_reservations_) pool_.Release(ReservedHolderOf(id));
+  held_reservations_.clear();
 }
 
 PendingReason Scheduler::ReservedReason(WorkloadId id, PendingReason waiting) const {
