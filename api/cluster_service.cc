@@ -75,4 +75,30 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::Drain(grpc::CallbackServerContext*
   });
 }
 
+grpc::ServerUnaryReactor* ClusterServiceImpl::ApplyClusters(grpc::CallbackServerContext* context,
+                                                            const v1::ApplyClustersRequest* request,
+                                                            v1::ApplyClustersResponse* response) {
+  return RunOnExecutor(ctx_, context, [=, this]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    ASSIGN_OR_RETURN(std::vector<ClusterDeclaration> declarations, DeclarationsFromProto(*request));
+    ASSIGN_OR_RETURN(
+        std::vector<DeclarationDiff> diffs,
+        ctx_.plane->ApplyDeclarations(who, std::move(declarations), request->dry_run()));
+    *response = DiffsToProto(diffs, request->dry_run());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* ClusterServiceImpl::ListDeclarations(
+    grpc::CallbackServerContext* context, const v1::ListDeclarationsRequest* /*request*/,
+    v1::ListDeclarationsResponse* response) {
+  return RunOnExecutor(ctx_, context, [=, this]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    ASSIGN_OR_RETURN(std::vector<ClusterDeclaration> declarations,
+                     ctx_.plane->ListDeclarations(who));
+    *response = DeclarationsToProto(declarations);
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace gpufed::api

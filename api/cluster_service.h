@@ -8,7 +8,8 @@ namespace gpufed::api {
 
 // gpufed.v1.ClusterService: clusters from the store, allocation and free capacity from the
 // scheduler's latest pool snapshot. Any authenticated person may look at the pool; agents may not.
-// Platform admins may cordon a cluster or a node.
+// Platform admins may cordon a cluster or a node, and declare clusters' attributes, price books and
+// round-trip times (ApplyClusters).
 class ClusterServiceImpl final : public v1::ClusterService::CallbackService {
  public:
   explicit ClusterServiceImpl(ApiContext context) : ctx_(context) {}
@@ -28,6 +29,12 @@ class ClusterServiceImpl final : public v1::ClusterService::CallbackService {
   grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* context,
                                   const v1::DrainRequest* request,
                                   v1::DrainResponse* response) override;
+  grpc::ServerUnaryReactor* ApplyClusters(grpc::CallbackServerContext* context,
+                                          const v1::ApplyClustersRequest* request,
+                                          v1::ApplyClustersResponse* response) override;
+  grpc::ServerUnaryReactor* ListDeclarations(grpc::CallbackServerContext* context,
+                                             const v1::ListDeclarationsRequest* request,
+                                             v1::ListDeclarationsResponse* response) override;
 
  private:
   grpc::ServerUnaryReactor* SetCordon(grpc::CallbackServerContext* context,

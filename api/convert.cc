@@ -26,6 +26,9 @@ static_assert(v1::SimOutcome_MAX == v1::SIM_OUTCOME_FAIL);
 static_assert(v1::ClusterState_MAX == v1::CLUSTER_STATE_DRAINING);
 static_assert(v1::Role_MAX == v1::ROLE_AGENT);
 static_assert(v1::RetryOn_MAX == v1::RETRY_ON_NODE_FAILURE);
+static_assert(v1::CapacityType_MAX == v1::CAPACITY_TYPE_COMMITTED && kCapacityTypes == 3);
+static_assert(v1::Objective_MAX == v1::OBJECTIVE_BALANCED);
+static_assert(v1::DeclarationChange_MAX == v1::DECLARATION_CHANGE_CHANGED);
 
 absl::Status BadEnum(absl::string_view field, int value) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": unknown value ", value));
@@ -237,6 +240,7 @@ absl::StatusOr<WorkloadSpec> SpecFromProto(const v1::WorkloadSpec& p) {
   }
   s.run.sim_exit_code = p.run().sim_exit_code();
   ASSIGN_OR_RETURN(s.retry, RetryPolicyFromProto(p.retry()));
+  ASSIGN_OR_RETURN(s.placement, PlacementFromProto("spec.placement", p.placement()));
   return s;
 }
 
@@ -309,6 +313,7 @@ v1::WorkloadSpec SpecToProto(const WorkloadSpec& s) {
     if (s.retry.on_preemption) retry->add_on(v1::RETRY_ON_PREEMPTION);
     if (s.retry.on_node_failure) retry->add_on(v1::RETRY_ON_NODE_FAILURE);
   }
+  if (!s.placement.empty()) *p.mutable_placement() = PlacementToProto(s.placement);
   return p;
 }
 
@@ -525,6 +530,20 @@ std::vector<NodeInfo> NodesFromProto(const v1::Inventory& p) {
   return nodes;
 }
 
+namespace {
+
+v1::ClusterInfo ClusterInfoToProto(const ClusterInfo& info) {
+  v1::ClusterInfo p;
+  p.set_provider(info.provider);
+  p.set_region(info.region);
+  p.set_zone(info.zone);
+  p.set_jurisdiction(info.jurisdiction);
+  for (const auto& l : info.compliance_labels) p.add_compliance_labels(l);
+  return p;
+}
+
+}  // namespace
+
 v1::ClusterState ClusterStateToProto(ClusterState s) {
   switch (s) {
     case ClusterState::kUnspecified:
@@ -544,12 +563,9 @@ v1::ClusterState ClusterStateToProto(ClusterState s) {
 v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool include_nodes) {
   v1::Cluster p;
   p.set_name(c.info.name);
-  auto* info = p.mutable_info();
-  info->set_provider(c.info.provider);
-  info->set_region(c.info.region);
-  info->set_zone(c.info.zone);
-  info->set_jurisdiction(c.info.jurisdiction);
-  for (const auto& l : c.info.compliance_labels) info->add_compliance_labels(l);
+  *p.mutable_info() = ClusterInfoToProto(EffectiveInfo(c.info, c.declared));
+  *p.mutable_reported_info() = ClusterInfoToProto(c.info);
+  if (!c.declared.cluster.empty()) *p.mutable_declaration() = DeclarationToProto(c.declared);
   p.set_state(ClusterStateToProto(c.state));
   p.set_epoch(c.epoch);
   p.set_cordoned(c.cordoned);
@@ -597,6 +613,266 @@ v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool inc
     }
   }
   return p;
+}
+
+// ---- Routing ----------------------------------------------------------------------------------
+
+namespace {
+
+// The latest effective_from accepted: far enough for any price book, well inside what a
+// Timestamp (nanoseconds since 1970 in an int64) holds.
+constexpr int64_t kMaxEffectiveFromSeconds = 7'258'118'400;  // 2200-01-01T00:00:00Z
+
+// A round-trip time in microseconds: a normalised, non-negative Duration of whole microseconds.
+// The range (0..10 s) is the domain's to check; this only keeps the arithmetic in bounds.
+absl::StatusOr<int64_t> RttMicros(absl::string_view field, const google::protobuf::Duration& d) {
+  if (d.nanos() < 0 || d.nanos() >= 1000000000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".nanos: must be 0..999999999, got ", d.nanos()));
+  }
+  if (d.seconds() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must not be negative"));
+  }
+  if (d.seconds() > TimeUtil::kDurationMaxSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": out of range"));
+  }
+  if (d.nanos() % 1000 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field,
+                                                   ": must be a whole number of microseconds, got ",
+                                                   d.nanos(), " nanoseconds past the second"));
+  }
+  return TimeUtil::DurationToMicroseconds(d);
+}
+
+absl::StatusOr<Objective> ObjectiveFromProto(v1::Objective o, absl::string_view field) {
+  switch (o) {
+    case v1::OBJECTIVE_UNSPECIFIED:
+    case v1::OBJECTIVE_PACK:
+      return Objective::kPack;
+    case v1::OBJECTIVE_COST:
+      return Objective::kCost;
+    case v1::OBJECTIVE_LATENCY:
+      return Objective::kLatency;
+    case v1::OBJECTIVE_BALANCED:
+      return Objective::kBalanced;
+    default:
+      return BadEnum(field, o);
+  }
+}
+
+v1::Objective ObjectiveToProto(Objective o) {
+  switch (o) {
+    case Objective::kPack:
+      return v1::OBJECTIVE_PACK;
+    case Objective::kCost:
+      return v1::OBJECTIVE_COST;
+    case Objective::kLatency:
+      return v1::OBJECTIVE_LATENCY;
+    case Objective::kBalanced:
+      return v1::OBJECTIVE_BALANCED;
+  }
+  return v1::OBJECTIVE_UNSPECIFIED;
+}
+
+v1::DeclarationChange DiffKindToProto(DeclarationDiff::Kind kind) {
+  switch (kind) {
+    case DeclarationDiff::Kind::kUnchanged:
+      return v1::DECLARATION_CHANGE_UNCHANGED;
+    case DeclarationDiff::Kind::kAdded:
+      return v1::DECLARATION_CHANGE_ADDED;
+    case DeclarationDiff::Kind::kChanged:
+      return v1::DECLARATION_CHANGE_CHANGED;
+  }
+  return v1::DECLARATION_CHANGE_UNSPECIFIED;
+}
+
+template <typename Repeated>
+std::vector<std::string> Strings(const Repeated& r) {
+  return std::vector<std::string>(r.begin(), r.end());
+}
+
+absl::StatusOr<PriceEntry> PriceFromProto(absl::string_view field, const v1::PriceEntry& p) {
+  PriceEntry e;
+  e.gpu_model = p.gpu_model();
+  e.mig_profile = p.mig_profile();
+  ASSIGN_OR_RETURN(e.capacity,
+                   CapacityTypeFromProto(p.capacity_type(), absl::StrCat(field, ".capacity_type"),
+                                         /*unspecified=*/std::nullopt));
+  e.micros_per_hour = p.price_per_hour_micros();
+  const std::string from = absl::StrCat(field, ".effective_from");
+  if (!p.has_effective_from()) {
+    return absl::InvalidArgumentError(absl::StrCat(from, ": must be set"));
+  }
+  const google::protobuf::Timestamp& t = p.effective_from();
+  if (t.nanos() < 0 || t.nanos() >= 1000000000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(from, ".nanos: must be 0..999999999, got ", t.nanos()));
+  }
+  if (t.seconds() <= 0 || t.seconds() >= kMaxEffectiveFromSeconds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(from, ": must be after 1970-01-01 and before 2200-01-01, got ", t.seconds(),
+                     " seconds since 1970"));
+  }
+  e.effective_from = FromProto(t);
+  return e;
+}
+
+v1::PriceEntry PriceToProto(const PriceEntry& e) {
+  v1::PriceEntry p;
+  p.set_gpu_model(e.gpu_model);
+  p.set_mig_profile(e.mig_profile);
+  p.set_capacity_type(CapacityTypeToProto(e.capacity));
+  p.set_price_per_hour_micros(e.micros_per_hour);
+  *p.mutable_effective_from() = ToProto(e.effective_from);
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<PlacementConstraints> PlacementFromProto(absl::string_view field,
+                                                        const v1::PlacementConstraints& p) {
+  PlacementConstraints c;
+  c.jurisdictions = Strings(p.jurisdictions());
+  c.compliance_labels = Strings(p.compliance_labels());
+  c.providers = Strings(p.providers());
+  c.regions = Strings(p.regions());
+  c.clusters = Strings(p.clusters());
+  c.denied_clusters = Strings(p.denied_clusters());
+  c.max_price_per_gpu_hour_micros = p.max_price_per_gpu_hour_micros();
+  c.spot_tolerated = p.spot_tolerated();
+  ASSIGN_OR_RETURN(c.objective,
+                   ObjectiveFromProto(p.objective(), absl::StrCat(field, ".objective")));
+  c.client_region = p.client_region();
+  ASSIGN_OR_RETURN(c.max_rtt_micros, RttMicros(absl::StrCat(field, ".max_rtt"), p.max_rtt()));
+  return c;
+}
+
+v1::PlacementConstraints PlacementToProto(const PlacementConstraints& c) {
+  v1::PlacementConstraints p;
+  p.mutable_jurisdictions()->Assign(c.jurisdictions.begin(), c.jurisdictions.end());
+  p.mutable_compliance_labels()->Assign(c.compliance_labels.begin(), c.compliance_labels.end());
+  p.mutable_providers()->Assign(c.providers.begin(), c.providers.end());
+  p.mutable_regions()->Assign(c.regions.begin(), c.regions.end());
+  p.mutable_clusters()->Assign(c.clusters.begin(), c.clusters.end());
+  p.mutable_denied_clusters()->Assign(c.denied_clusters.begin(), c.denied_clusters.end());
+  p.set_max_price_per_gpu_hour_micros(c.max_price_per_gpu_hour_micros);
+  p.set_spot_tolerated(c.spot_tolerated);
+  p.set_objective(ObjectiveToProto(c.objective));
+  p.set_client_region(c.client_region);
+  if (c.max_rtt_micros > 0) {
+    *p.mutable_max_rtt() = TimeUtil::MicrosecondsToDuration(c.max_rtt_micros);
+  }
+  return p;
+}
+
+v1::CapacityType CapacityTypeToProto(CapacityType t) {
+  switch (t) {
+    case CapacityType::kOnDemand:
+      return v1::CAPACITY_TYPE_ON_DEMAND;
+    case CapacityType::kSpot:
+      return v1::CAPACITY_TYPE_SPOT;
+    case CapacityType::kCommitted:
+      return v1::CAPACITY_TYPE_COMMITTED;
+  }
+  return v1::CAPACITY_TYPE_UNSPECIFIED;
+}
+
+absl::StatusOr<CapacityType> CapacityTypeFromProto(v1::CapacityType t, absl::string_view field,
+                                                   std::optional<CapacityType> unspecified) {
+  switch (t) {
+    case v1::CAPACITY_TYPE_UNSPECIFIED:
+      if (unspecified.has_value()) return *unspecified;
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must be set (ON_DEMAND, SPOT or COMMITTED)"));
+    case v1::CAPACITY_TYPE_ON_DEMAND:
+      return CapacityType::kOnDemand;
+    case v1::CAPACITY_TYPE_SPOT:
+      return CapacityType::kSpot;
+    case v1::CAPACITY_TYPE_COMMITTED:
+      return CapacityType::kCommitted;
+    default:
+      return BadEnum(field, t);
+  }
+}
+
+absl::StatusOr<ClusterDeclaration> DeclarationFromProto(absl::string_view field,
+                                                        const v1::ClusterDeclaration& p) {
+  ClusterDeclaration d;
+  d.cluster = p.cluster();
+  d.provider = p.provider();
+  d.region = p.region();
+  d.zone = p.zone();
+  d.jurisdiction = p.jurisdiction();
+  if (p.has_compliance_labels()) d.compliance_labels = Strings(p.compliance_labels().labels());
+  ASSIGN_OR_RETURN(
+      d.default_capacity,
+      CapacityTypeFromProto(p.default_capacity(), absl::StrCat(field, ".default_capacity"),
+                            /*unspecified=*/CapacityType::kOnDemand));
+  d.prices.reserve(p.prices_size());
+  for (int i = 0; i < p.prices_size(); ++i) {
+    ASSIGN_OR_RETURN(PriceEntry e,
+                     PriceFromProto(absl::StrCat(field, ".prices[", i, "]"), p.prices(i)));
+    d.prices.push_back(std::move(e));
+  }
+  for (const auto& [region, rtt] : p.client_rtts()) {
+    ASSIGN_OR_RETURN(
+        d.rtt_micros[region],
+        RttMicros(absl::StrCat(field, ".client_rtts[", absl::CHexEscape(region), "]"), rtt));
+  }
+  return d;
+}
+
+v1::ClusterDeclaration DeclarationToProto(const ClusterDeclaration& d) {
+  v1::ClusterDeclaration p;
+  p.set_cluster(d.cluster);
+  p.set_provider(d.provider);
+  p.set_region(d.region);
+  p.set_zone(d.zone);
+  p.set_jurisdiction(d.jurisdiction);
+  if (d.compliance_labels.has_value()) {
+    p.mutable_compliance_labels()->mutable_labels()->Assign(d.compliance_labels->begin(),
+                                                            d.compliance_labels->end());
+  }
+  p.set_default_capacity(CapacityTypeToProto(d.default_capacity));
+  for (const PriceEntry& e : d.prices) *p.add_prices() = PriceToProto(e);
+  for (const auto& [region, micros] : d.rtt_micros) {
+    (*p.mutable_client_rtts())[region] = TimeUtil::MicrosecondsToDuration(micros);
+  }
+  return p;
+}
+
+absl::StatusOr<std::vector<ClusterDeclaration>> DeclarationsFromProto(
+    const v1::ApplyClustersRequest& request) {
+  std::vector<ClusterDeclaration> out;
+  out.reserve(request.declarations_size());
+  for (int i = 0; i < request.declarations_size(); ++i) {
+    ASSIGN_OR_RETURN(
+        ClusterDeclaration d,
+        DeclarationFromProto(absl::StrCat("declarations[", i, "]"), request.declarations(i)));
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+v1::ApplyClustersResponse DiffsToProto(const std::vector<DeclarationDiff>& diffs, bool dry_run) {
+  v1::ApplyClustersResponse response;
+  for (const DeclarationDiff& diff : diffs) {
+    v1::DeclarationDiff* p = response.add_diffs();
+    p->set_cluster(diff.cluster);
+    p->set_kind(DiffKindToProto(diff.kind));
+    p->mutable_changes()->Assign(diff.changes.begin(), diff.changes.end());
+  }
+  response.set_dry_run(dry_run);
+  return response;
+}
+
+v1::ListDeclarationsResponse DeclarationsToProto(
+    const std::vector<ClusterDeclaration>& declarations) {
+  v1::ListDeclarationsResponse response;
+  for (const ClusterDeclaration& d : declarations) {
+    *response.add_declarations() = DeclarationToProto(d);
+  }
+  return response;
 }
 
 v1::Tenant TenantToProto(const Tenant& t) {

@@ -3,6 +3,7 @@
 
 // Conversions between gpufed.v1 protos and the domain structs. Only the api layer sees both.
 
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -55,8 +56,39 @@ std::vector<NodeInfo> NodesFromProto(const v1::Inventory& proto);
 
 v1::ClusterState ClusterStateToProto(ClusterState s);
 // A cluster as stored, with allocation and free capacity taken from the scheduler's pool
-// snapshot when it knows the cluster.
+// snapshot when it knows the cluster. `info` is the agent's report with the declaration laid
+// over it (EffectiveInfo), `reported_info` the report alone, `declaration` set when there is one.
 v1::Cluster ClusterToProto(const Cluster& cluster, const ClusterSlots* slots, bool include_nodes);
+
+// ---- Routing: placement rules, declarations, price books ----
+
+// A workload's placement rules (SpecFromProto reads them as "spec.placement"). INVALID_ARGUMENT
+// naming the field under `field` for an unknown objective, or a max_rtt that is negative,
+// unnormalised or not whole microseconds; the rules are ValidatePlacement's.
+absl::StatusOr<PlacementConstraints> PlacementFromProto(absl::string_view field,
+                                                        const v1::PlacementConstraints& proto);
+v1::PlacementConstraints PlacementToProto(const PlacementConstraints& placement);
+
+v1::CapacityType CapacityTypeToProto(CapacityType t);
+// UNSPECIFIED is `unspecified` when given, else INVALID_ARGUMENT naming `field`, as are
+// numbers this server does not know.
+absl::StatusOr<CapacityType> CapacityTypeFromProto(v1::CapacityType t, absl::string_view field,
+                                                   std::optional<CapacityType> unspecified);
+
+// An admin's declaration, fields named under `field` (e.g. "declarations[1]"): INVALID_ARGUMENT
+// for an unknown capacity type (UNSPECIFIED in a price line, too), a price line without
+// effective_from or with a timestamp outside 1970..2200, and an RTT that is negative,
+// unnormalised or not whole microseconds. Price lines keep their order. The rules of a
+// representable declaration are ValidateDeclaration's.
+absl::StatusOr<ClusterDeclaration> DeclarationFromProto(absl::string_view field,
+                                                        const v1::ClusterDeclaration& proto);
+v1::ClusterDeclaration DeclarationToProto(const ClusterDeclaration& declaration);
+// Every declaration of the request, named "declarations[i]".
+absl::StatusOr<std::vector<ClusterDeclaration>> DeclarationsFromProto(
+    const v1::ApplyClustersRequest& request);
+v1::ApplyClustersResponse DiffsToProto(const std::vector<DeclarationDiff>& diffs, bool dry_run);
+v1::ListDeclarationsResponse DeclarationsToProto(
+    const std::vector<ClusterDeclaration>& declarations);
 
 v1::Tenant TenantToProto(const Tenant& t);
 v1::Project ProjectToProto(const Project& p);

@@ -10,6 +10,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "cli/clusters_yaml.h"
 #include "cli/duration.h"
 #include "cli/enum_names.h"
 #include "cli/output.h"
@@ -91,6 +92,8 @@ struct Flags {
   uint32_t limit = 100;
 
   bool nodes = false;
+  std::string apply_file;
+  bool dry_run = false;
   std::string cordon_cluster;
   std::string cordon_node;
   bool evict = false;
@@ -203,6 +206,15 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
 
   CLI::App* clusters = app.add_subcommand("clusters", "List clusters and their free GPUs");
   clusters->add_flag("--nodes", f.nodes, "Also list every GPU and what holds it");
+  CLI::App* declarations = clusters->add_subcommand(
+      "declarations", "What platform admins declared: attributes, price books, round-trip times");
+  CLI::App* apply = app.add_subcommand(
+      "apply",
+      "Declare clusters' attributes, price books and round-trip times from a YAML file "
+      "(platform admin); prints what changed");
+  apply->add_option("-f,--file", f.apply_file, "YAML file listing clusters ('-': stdin)")
+      ->required();
+  apply->add_flag("--dry-run", f.dry_run, "Only show what would change");
   CLI::App* cordon = app.add_subcommand(
       "cordon", "No new placements on a cluster (or one node) until uncordon (platform admin)");
   CLI::App* uncordon = app.add_subcommand("uncordon", "Lift a cordon (platform admin)");
@@ -373,8 +385,21 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.Cancel(f.id, f.reason);
   } else if (watch->parsed()) {
     status = commands.Watch(f.id);
+  } else if (declarations->parsed()) {
+    status = commands.Declarations();
   } else if (clusters->parsed()) {
     status = commands.Clusters(f.nodes);
+  } else if (apply->parsed()) {
+    absl::StatusOr<ClustersFile> loaded;
+    if (f.apply_file == "-") {
+      std::ostringstream text;
+      text << io.in->rdbuf();
+      loaded = ParseClustersYaml(text.str(), "<stdin>");
+    } else {
+      loaded = LoadClustersFile(f.apply_file);
+    }
+    if (!loaded.ok()) return ReportError(loaded.status(), *io.err);
+    status = commands.Apply(*loaded, f.dry_run);
   } else if (cordon->parsed() || uncordon->parsed()) {
     status = commands.Cordon(f.cordon_cluster, f.cordon_node, cordon->parsed());
   } else if (drain->parsed()) {

@@ -423,6 +423,31 @@ absl::Status Commands::Drain(absl::string_view cluster, absl::string_view node, 
   return absl::OkStatus();
 }
 
+absl::Status Commands::Apply(const ClustersFile& file, bool dry_run) {
+  v1::ApplyClustersRequest request;
+  request.mutable_declarations()->Assign(file.declarations.begin(), file.declarations.end());
+  request.set_dry_run(dry_run);
+  v1::ApplyClustersResponse response;
+  // Declarative: a repeat of a call that did commit changes nothing, so it is safe to retry.
+  const absl::Status status = Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return clusters_->ApplyClusters(context, request, &response);
+  });
+  if (!status.ok()) return PointAtFile(file, status);
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  WriteApplyResult(response, *env_.out);
+  return absl::OkStatus();
+}
+
+absl::Status Commands::Declarations() {
+  v1::ListDeclarationsResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return clusters_->ListDeclarations(context, v1::ListDeclarationsRequest(), &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  WriteDeclarationTables(response.declarations(), *env_.out);
+  return absl::OkStatus();
+}
+
 absl::Status Commands::CreateTenant(absl::string_view name, absl::string_view display_name) {
   v1::CreateTenantRequest request;
   request.set_name(std::string(name));

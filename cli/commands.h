@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "cli/clusters_yaml.h"
 #include "cli/interrupt.h"
 #include "cli/output.h"
 #include "cli/workload_yaml.h"
@@ -170,6 +171,13 @@ class Commands {
   // Cordons `cluster` (or its node `node`) and, with `evict`, moves the restartable work there
   // elsewhere; prints what was evicted and what stays.
   absl::Status Drain(absl::string_view cluster, absl::string_view node, bool evict);
+
+  // Sends the file's declarations (ApplyClusters; with dry_run the server stores nothing) and
+  // prints the diff it returns. A server error naming a part of the request is prefixed with
+  // that part's line in the file. Retried like a read: applying twice changes nothing.
+  absl::Status Apply(const ClustersFile& file, bool dry_run);
+  // Every cluster declaration: attributes and round-trip times, then the price books.
+  absl::Status Declarations();
 
   absl::Status CreateTenant(absl::string_view name, absl::string_view display_name);
   absl::Status ListTenants();

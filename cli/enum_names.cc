@@ -86,6 +86,20 @@ const Spelling& RoleSpelling() {
   return s;
 }
 
+const Spelling& CapacityTypeSpelling() {
+  static const Spelling s{v1::CapacityType_descriptor(), "CAPACITY_TYPE_", Case::kLower, '-'};
+  return s;
+}
+const Spelling& ObjectiveSpelling() {
+  static const Spelling s{v1::Objective_descriptor(), "OBJECTIVE_", Case::kLower, '_'};
+  return s;
+}
+const Spelling& DeclarationChangeSpelling() {
+  static const Spelling s{v1::DeclarationChange_descriptor(), "DECLARATION_CHANGE_", Case::kLower,
+                          '_'};
+  return s;
+}
+
 template <typename Enum>
 std::optional<Enum> ParseAs(const Spelling& s, absl::string_view name) {
   const std::optional<int> number = Parse(s, name);
@@ -142,5 +156,27 @@ std::optional<v1::Role> ParseRole(absl::string_view name) {
   return ParseAs<v1::Role>(RoleSpelling(), name);
 }
 std::vector<std::string> RoleNames() { return Names(RoleSpelling()); }
+
+std::string CapacityTypeName(v1::CapacityType value) {
+  return Format(CapacityTypeSpelling(), value);
+}
+std::optional<v1::CapacityType> ParseCapacityType(absl::string_view name) {
+  return ParseAs<v1::CapacityType>(CapacityTypeSpelling(), name);
+}
+std::vector<std::string> CapacityTypeNames() { return Names(CapacityTypeSpelling()); }
+
+std::string ObjectiveName(v1::Objective value) {
+  // The server reads UNSPECIFIED as pack.
+  if (value == v1::OBJECTIVE_UNSPECIFIED) value = v1::OBJECTIVE_PACK;
+  return Format(ObjectiveSpelling(), value);
+}
+std::optional<v1::Objective> ParseObjective(absl::string_view name) {
+  return ParseAs<v1::Objective>(ObjectiveSpelling(), name);
+}
+std::vector<std::string> ObjectiveNames() { return Names(ObjectiveSpelling()); }
+
+std::string DeclarationChangeName(v1::DeclarationChange value) {
+  return Format(DeclarationChangeSpelling(), value);
+}
 
 }  // namespace gpufed::cli

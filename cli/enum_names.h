@@ -9,6 +9,8 @@
 //   WorkloadState        WORKLOAD_STATE_PENDING               -> "PENDING" (docs/domain.md
 //   spelling) ClusterState         CLUSTER_STATE_READY                  -> "ready"  (docs/domain.md
 //   spelling) Role                 ROLE_PLATFORM_ADMIN                  -> "platform-admin"
+//   CapacityType         CAPACITY_TYPE_ON_DEMAND              -> "on-demand"
+//   Objective            OBJECTIVE_COST                       -> "cost"
 // Parsing is case-insensitive and never yields the *_UNSPECIFIED value. Formatting a value this
 // build does not know (a newer server) gives its number, so nothing is silently dropped.
 //
@@ -50,6 +52,19 @@ std::vector<std::string> WorkloadStateNames();
 bool IsTerminalState(v1::WorkloadState value);
 
 std::string ClusterStateName(v1::ClusterState value);
+
+// CAPACITY_TYPE_ON_DEMAND -> "on-demand" (the domain's spelling, and the node label's values)
+std::string CapacityTypeName(v1::CapacityType value);
+std::optional<v1::CapacityType> ParseCapacityType(absl::string_view name);
+std::vector<std::string> CapacityTypeNames();
+
+// OBJECTIVE_COST -> "cost"; UNSPECIFIED reads "pack", as the server takes it.
+std::string ObjectiveName(v1::Objective value);
+std::optional<v1::Objective> ParseObjective(absl::string_view name);
+std::vector<std::string> ObjectiveNames();
+
+// DECLARATION_CHANGE_ADDED -> "added"
+std::string DeclarationChangeName(v1::DeclarationChange value);
 
 std::string RoleName(v1::Role value);
 std::optional<v1::Role> ParseRole(absl::string_view name);

@@ -1,6 +1,7 @@
 #include "cli/output.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "cli/duration.h"
 #include "cli/enum_names.h"
+#include "cli/money.h"
 #include "federation/quota.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -259,6 +261,33 @@ std::string RetryText(const v1::RetryPolicy& retry) {
       on.empty() ? "any cluster loss, preemption or node failure" : absl::StrJoin(on, ", "));
 }
 
+namespace {
+
+// The placement rules, one line each; rules left at "any" are left out.
+void AddPlacement(const v1::PlacementConstraints& p, Details& d) {
+  d.Add("Jurisdictions", absl::StrJoin(p.jurisdictions(), ", "));
+  d.Add("Compliance labels", absl::StrJoin(p.compliance_labels(), ", "));
+  d.Add("Providers", absl::StrJoin(p.providers(), ", "));
+  d.Add("Regions", absl::StrJoin(p.regions(), ", "));
+  d.Add("Allowed clusters", absl::StrJoin(p.clusters(), ", "));
+  d.Add("Denied clusters", absl::StrJoin(p.denied_clusters(), ", "));
+  if (p.max_price_per_gpu_hour_micros() > 0) {
+    d.Add("Max price",
+          absl::StrCat(FormatMicros(p.max_price_per_gpu_hour_micros()), " per GPU-hour"));
+  }
+  d.Add("Spot", p.spot_tolerated() ? "tolerated" : "not tolerated");
+  std::string objective = ObjectiveName(p.objective());
+  std::vector<std::string> clients;
+  if (!p.client_region().empty()) clients.push_back(absl::StrCat("clients in ", p.client_region()));
+  if (p.has_max_rtt() && DurationFromProto(p.max_rtt()) > absl::ZeroDuration()) {
+    clients.push_back(absl::StrCat("max RTT ", DurationToText(DurationFromProto(p.max_rtt()))));
+  }
+  if (!clients.empty()) absl::StrAppend(&objective, " (", absl::StrJoin(clients, ", "), ")");
+  d.Add("Objective", objective);
+}
+
+}  // namespace
+
 void WriteWorkloadDetail(const v1::Workload& w, absl::Time now, std::ostream& out) {
   const v1::WorkloadSpec& spec = w.spec();
   Details d;
@@ -294,6 +323,7 @@ void WriteWorkloadDetail(const v1::Workload& w, absl::Time now, std::ostream& ou
   }
   d.Add("Idempotency key", spec.idempotency_key());
   if (spec.has_retry()) d.Add("Retry", RetryText(spec.retry()));
+  if (spec.has_placement()) AddPlacement(spec.placement(), d);
   d.Add("Image", spec.run().image());
   d.Add("Command", JoinCommand(spec.run().command()));
   std::vector<std::pair<std::string, std::string>> env(spec.run().env().begin(),
@@ -402,6 +432,64 @@ void WriteGpuTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& cluste
     }
   }
   table.Render(out);
+}
+
+void WriteApplyResult(const v1::ApplyClustersResponse& response, std::ostream& out) {
+  Table table({"CLUSTER", "RESULT", "CHANGES"});
+  std::map<v1::DeclarationChange, int> counts;
+  for (const v1::DeclarationDiff& diff : response.diffs()) {
+    ++counts[diff.kind()];
+    const std::string kind = DeclarationChangeName(diff.kind());
+    if (diff.changes().empty()) {
+      table.AddRow({diff.cluster(), kind, "-"});
+      continue;
+    }
+    for (int i = 0; i < diff.changes_size(); ++i) {
+      table.AddRow({i == 0 ? diff.cluster() : "", i == 0 ? kind : "", diff.changes(i)});
+    }
+  }
+  table.Render(out);
+  std::vector<std::string> parts;
+  for (const auto& [kind, count] : counts) {
+    parts.push_back(absl::StrCat(count, " ", DeclarationChangeName(kind)));
+  }
+  out << response.diffs_size() << " cluster(s): " << absl::StrJoin(parts, ", ");
+  if (response.dry_run()) out << " (dry run: nothing was stored)";
+  out << "\n";
+}
+
+void WriteDeclarationTables(
+    const google::protobuf::RepeatedPtrField<v1::ClusterDeclaration>& declarations,
+    std::ostream& out) {
+  Table clusters({"CLUSTER", "PROVIDER", "REGION", "ZONE", "JURISDICTION", "LABELS",
+                  "DEFAULT-CAPACITY", "RTT"});
+  Table prices({"CLUSTER", "MODEL", "MIG", "CAPACITY", "PER-HOUR", "EFFECTIVE-FROM"});
+  for (const v1::ClusterDeclaration& d : declarations) {
+    std::string labels = "-";
+    if (d.has_compliance_labels()) {
+      labels = d.compliance_labels().labels().empty()
+                   ? "(none)"
+                   : absl::StrJoin(d.compliance_labels().labels(), ",");
+    }
+    // Protobuf maps have no stable order.
+    std::map<std::string, std::string> rtts;
+    for (const auto& [region, rtt] : d.client_rtts()) {
+      rtts[region] = DurationToText(DurationFromProto(rtt));
+    }
+    clusters.AddRow({d.cluster(), OrDash(d.provider()), OrDash(d.region()), OrDash(d.zone()),
+                     OrDash(d.jurisdiction()), labels, CapacityTypeName(d.default_capacity()),
+                     OrDash(absl::StrJoin(rtts, ",", absl::PairFormatter("=")))});
+    for (const v1::PriceEntry& p : d.prices()) {
+      prices.AddRow({d.cluster(), p.gpu_model(), OrDash(p.mig_profile()),
+                     CapacityTypeName(p.capacity_type()), FormatMicros(p.price_per_hour_micros()),
+                     FormatTimestamp(p.effective_from())});
+    }
+  }
+  clusters.Render(out);
+  if (prices.rows() > 0) {
+    out << "\n";
+    prices.Render(out);
+  }
 }
 
 void WriteTenantTable(const google::protobuf::RepeatedPtrField<v1::Tenant>& tenants, absl::Time now,

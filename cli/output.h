@@ -77,6 +77,9 @@ void WriteWorkloadTable(const google::protobuf::RepeatedPtrField<v1::Workload>& 
 // "Key: value" lines describing one workload; empty fields are left out. Each replica line
 // names its MIG instance ("MIG 3g.40gb at slot 4") or share ("share 0.25 (250m)"), and each
 // repartition of the assignment gets a line ("dgx-01 GPU-x MIG on: 3g.40gb@0,3g.40gb@4 (why)").
+// A spec with placement rules gets a line per rule given (Jurisdictions, Compliance labels,
+// Providers, Regions, Allowed clusters, Denied clusters, Max price, Spot) and its Objective
+// ("cost (clients in eu-west, max RTT 30ms)").
 void WriteWorkloadDetail(const v1::Workload& workload, absl::Time now, std::ostream& out);
 
 // One line per submitted workload: "workload/42 train-llm created".
@@ -97,6 +100,18 @@ void WriteClusterTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& cl
 // "3g.40gb@0,2g.20gb@4"; ALLOCATED_TO lists every workload on a shared GPU.
 void WriteGpuTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& clusters,
                    std::ostream& out);
+
+// What `apply` did: CLUSTER RESULT CHANGES, one row per change line (a cluster's name and result
+// on its first), "-" for a cluster left unchanged; then a summary line, "3 cluster(s): 1
+// added, 2 unchanged", which says "(dry run: nothing was stored)" when that was so.
+void WriteApplyResult(const v1::ApplyClustersResponse& response, std::ostream& out);
+
+// Declarations: CLUSTER PROVIDER REGION ZONE JURISDICTION LABELS DEFAULT-CAPACITY RTT (LABELS
+// "-" when not declared, "(none)" when declared empty; RTT "eu-west=12ms,us-east=80ms"), then,
+// when any cluster has a price book, CLUSTER MODEL MIG CAPACITY PER-HOUR EFFECTIVE-FROM.
+void WriteDeclarationTables(
+    const google::protobuf::RepeatedPtrField<v1::ClusterDeclaration>& declarations,
+    std::ostream& out);
 
 // NAME DISPLAY NAME AGE
 void WriteTenantTable(const google::protobuf::RepeatedPtrField<v1::Tenant>& tenants, absl::Time now,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/duration.h"
 #include "cli/enum_names.h"
+#include "cli/money.h"
 #include "cli/read_file.h"
 #include "cli/yaml_util.h"
 #include "federation/status_macros.h"
@@ -34,6 +35,7 @@ const std::vector<absl::string_view>& SpecFields() {
                                                                  "checkpoint_every",
                                                                  "idempotency_key",
                                                                  "retry",
+                                                                 "placement",
                                                                  "run"};
   return *fields;
 }
@@ -119,6 +121,56 @@ absl::Status ParseRetry(const YamlField& f, v1::RetryPolicy& retry) {
   });
 }
 
+// placement: {jurisdictions: [eu], objective: cost, max_price_per_gpu_hour: "4.00", ...}
+absl::Status ParsePlacement(const YamlField& f, v1::PlacementConstraints& placement) {
+  static const auto* fields = new std::vector<absl::string_view>{
+      "jurisdictions",   "compliance_labels",      "providers",      "regions",   "clusters",
+      "denied_clusters", "max_price_per_gpu_hour", "spot_tolerated", "objective", "client_region",
+      "max_rtt"};
+  const auto list = [](const YamlField& value,
+                       google::protobuf::RepeatedPtrField<std::string>* out) -> absl::Status {
+    ASSIGN_OR_RETURN(const std::vector<std::string> names, YamlStringList(value));
+    out->Assign(names.begin(), names.end());
+    return absl::OkStatus();
+  };
+  return ForEachYamlField(f, *fields, [&](absl::string_view key, const YamlField& value) {
+    if (key == "jurisdictions") {
+      RETURN_IF_ERROR(list(value, placement.mutable_jurisdictions()));
+    } else if (key == "compliance_labels") {
+      RETURN_IF_ERROR(list(value, placement.mutable_compliance_labels()));
+    } else if (key == "providers") {
+      RETURN_IF_ERROR(list(value, placement.mutable_providers()));
+    } else if (key == "regions") {
+      RETURN_IF_ERROR(list(value, placement.mutable_regions()));
+    } else if (key == "clusters") {
+      RETURN_IF_ERROR(list(value, placement.mutable_clusters()));
+    } else if (key == "denied_clusters") {
+      RETURN_IF_ERROR(list(value, placement.mutable_denied_clusters()));
+    } else if (key == "max_price_per_gpu_hour") {
+      // "4.00" or 4.00: the decimal text, read exactly (money.h).
+      ASSIGN_OR_RETURN(const std::string text, YamlString(value));
+      absl::StatusOr<int64_t> micros = ParseMicros(text);
+      if (!micros.ok()) return YamlError(value, micros.status().message());
+      placement.set_max_price_per_gpu_hour_micros(*micros);
+    } else if (key == "spot_tolerated") {
+      ASSIGN_OR_RETURN(const bool tolerated, YamlBool(value));
+      placement.set_spot_tolerated(tolerated);
+    } else if (key == "objective") {
+      ASSIGN_OR_RETURN(const v1::Objective o,
+                       YamlEnum<v1::Objective>(value, ParseObjective, ObjectiveNames()));
+      placement.set_objective(o);
+    } else if (key == "client_region") {
+      ASSIGN_OR_RETURN(*placement.mutable_client_region(), YamlString(value));
+    } else if (key == "max_rtt") {
+      ASSIGN_OR_RETURN(*placement.mutable_max_rtt(), YamlDuration(value));
+      if (placement.max_rtt().nanos() % 1000 != 0) {
+        return YamlError(value, "must be a whole number of microseconds");
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<v1::WorkloadSpec> ParseSpec(const YamlField& doc) {
   v1::WorkloadSpec spec;
   // What the replica takes of the GPUs is one proto oneof: whole GPUs, a MIG profile or a
@@ -182,6 +234,8 @@ absl::StatusOr<v1::WorkloadSpec> ParseSpec(const YamlField& doc) {
           ASSIGN_OR_RETURN(*spec.mutable_idempotency_key(), YamlString(value));
         } else if (key == "retry") {
           RETURN_IF_ERROR(ParseRetry(value, *spec.mutable_retry()));
+        } else if (key == "placement") {
+          RETURN_IF_ERROR(ParsePlacement(value, *spec.mutable_placement()));
         } else if (key == "run") {
           RETURN_IF_ERROR(ParseRun(value, *spec.mutable_run()));
         }

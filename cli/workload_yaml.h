@@ -6,9 +6,9 @@
 // A file holds one or more YAML documents separated by `---`, one workload each; empty
 // documents are skipped. What this layer checks is only what cannot be represented in a
 // WorkloadSpec: wrong types, negative numbers for unsigned fields, numbers out of range,
-// unparsable durations, unknown enum names, and unknown or duplicate keys (so a typo never
-// silently vanishes). Everything semantic (name rules, GPU model names, counts, priority range)
-// is the server's to judge; it answers INVALID_ARGUMENT naming the field.
+// unparsable durations and prices, unknown enum names, and unknown or duplicate keys (so a typo
+// never silently vanishes). Everything semantic (name rules, GPU model names, counts, priority
+// range) is the server's to judge; it answers INVALID_ARGUMENT naming the field.
 //
 // Defaults applied here: `gpus_per_replica` absent means 1 (the API requires a per-replica
 // request). `mig_profile` or `gpu_milli` replace it (at most one of them; gpus_per_replica may

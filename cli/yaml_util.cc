@@ -134,6 +134,26 @@ absl::StatusOr<int32_t> YamlInt32(const YamlField& f) { return ParseSigned<int32
 absl::StatusOr<uint32_t> YamlUint32(const YamlField& f) { return ParseUnsigned<uint32_t>(f); }
 absl::StatusOr<uint64_t> YamlUint64(const YamlField& f) { return ParseUnsigned<uint64_t>(f); }
 
+absl::StatusOr<bool> YamlBool(const YamlField& f) {
+  if (f.node.IsScalar() && !IsQuoted(f.node)) {
+    if (f.node.Scalar() == "true") return true;
+    if (f.node.Scalar() == "false") return false;
+  }
+  return YamlError(f, absl::StrCat("expected true or false, got ", DescribeYamlValue(f.node)));
+}
+
+absl::Status ForEachYamlListEntry(
+    const YamlField& f, const std::function<absl::Status(const YamlField& entry)>& visit) {
+  if (!f.node.IsSequence()) {
+    return YamlError(f, absl::StrCat("expected a list, got ", DescribeYamlValue(f.node)));
+  }
+  for (size_t i = 0; i < f.node.size(); ++i) {
+    absl::Status status = visit(YamlField{f.file, absl::StrCat(f.field, "[", i, "]"), f.node[i]});
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ForEachYamlField(
     const YamlField& f, const std::vector<absl::string_view>& known,
     const std::function<absl::Status(absl::string_view key, const YamlField& value)>& visit) {

@@ -48,6 +48,14 @@ absl::StatusOr<int32_t> YamlInt32(const YamlField& f);
 absl::StatusOr<uint32_t> YamlUint32(const YamlField& f);
 absl::StatusOr<uint64_t> YamlUint64(const YamlField& f);
 
+// Unquoted true or false (YAML 1.2's spelling; yes/no/on/off are refused as ambiguous).
+absl::StatusOr<bool> YamlBool(const YamlField& f);
+
+// Visits each entry of the list `f.node` in order, with `field` "<f.field>[i]". Rejects a value
+// that is not a list. The first error, from the check or from `visit`, is returned.
+absl::Status ForEachYamlListEntry(const YamlField& f,
+                                  const std::function<absl::Status(const YamlField& entry)>& visit);
+
 // Visits each entry of the mapping `f.node` in file order. Rejects a value that is not a
 // mapping, keys that are not scalars, duplicate keys, and keys outside `known` (unless
 // `known` is empty, which allows any key). `visit` receives the key and a YamlField whose

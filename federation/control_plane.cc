@@ -2,10 +2,16 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <set>
+#include <tuple>
 #include <utility>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "federation/failover.h"
 #include "federation/quota.h"
 #include "federation/status_macros.h"
@@ -208,6 +214,181 @@ absl::StatusOr<ClusterListing> ControlPlane::ListClusters(const auth::Principal&
   ASSIGN_OR_RETURN(out.clusters, ports_.clusters->ListClusters(include_nodes));
   out.pool = ports_.scheduler->Snapshot();
   return out;
+}
+
+namespace {
+
+using PriceKey = std::tuple<std::string, std::string, CapacityType, Timestamp>;
+PriceKey KeyOf(const PriceEntry& e) {
+  return {e.gpu_model, e.mig_profile, e.capacity, e.effective_from};
+}
+
+std::string PriceLine(const PriceEntry& e) {
+  return absl::StrCat(
+      e.gpu_model, e.mig_profile.empty() ? "" : absl::StrCat(" ", e.mig_profile), " ",
+      CapacityTypeName(e.capacity), " from ",
+      absl::FormatTime(absl::RFC3339_full, absl::FromChrono(e.effective_from), absl::UTCTimeZone()),
+      ": ", absl::StrFormat("%.6f", static_cast<double>(e.micros_per_hour) / 1e6), " per hour");
+}
+
+std::string Shown(const std::string& value) { return value.empty() ? "(agent's)" : value; }
+
+std::string Labels(const std::optional<std::vector<std::string>>& labels) {
+  if (!labels) return "(agent's)";
+  return absl::StrCat("[", absl::StrJoin(*labels, ", "), "]");
+}
+
+std::string Rtt(int64_t micros) {
+  return absl::StrFormat("%g ms", static_cast<double>(micros) / 1000.0);
+}
+
+// What turns `before` into `after`, one line per change.
+std::vector<std::string> Changes(const ClusterDeclaration& before,
+                                 const ClusterDeclaration& after) {
+  std::vector<std::string> out;
+  for (const auto& [name, a, b] :
+       {std::tuple<absl::string_view, const std::string*, const std::string*>{
+            "provider", &before.provider, &after.provider},
+        {"region", &before.region, &after.region},
+        {"zone", &before.zone, &after.zone},
+        {"jurisdiction", &before.jurisdiction, &after.jurisdiction}}) {
+    if (*a != *b) out.push_back(absl::StrCat(name, ": ", Shown(*a), " -> ", Shown(*b)));
+  }
+  if (before.compliance_labels != after.compliance_labels) {
+    out.push_back(absl::StrCat("compliance_labels: ", Labels(before.compliance_labels), " -> ",
+                               Labels(after.compliance_labels)));
+  }
+  if (before.default_capacity != after.default_capacity) {
+    out.push_back(absl::StrCat("default_capacity: ", CapacityTypeName(before.default_capacity),
+                               " -> ", CapacityTypeName(after.default_capacity)));
+  }
+  std::map<PriceKey, const PriceEntry*> old_prices;
+  for (const PriceEntry& e : before.prices) old_prices.emplace(KeyOf(e), &e);
+  std::map<PriceKey, const PriceEntry*> new_prices;
+  for (const PriceEntry& e : after.prices) new_prices.emplace(KeyOf(e), &e);
+  for (const auto& [key, e] : old_prices) {
+    auto it = new_prices.find(key);
+    if (it == new_prices.end()) {
+      out.push_back(absl::StrCat("- price ", PriceLine(*e)));
+    } else if (it->second->micros_per_hour != e->micros_per_hour) {
+      out.push_back(absl::StrCat("~ price ", PriceLine(*e), " -> ",
+                                 absl::StrFormat("%.6f", it->second->micros_per_hour / 1e6)));
+    }
+  }
+  for (const auto& [key, e] : new_prices) {
+    if (!old_prices.contains(key)) out.push_back(absl::StrCat("+ price ", PriceLine(*e)));
+  }
+  for (const auto& [region, rtt] : before.rtt_micros) {
+    auto it = after.rtt_micros.find(region);
+    if (it == after.rtt_micros.end()) {
+      out.push_back(absl::StrCat("- rtt ", region, ": ", Rtt(rtt)));
+    } else if (it->second != rtt) {
+      out.push_back(absl::StrCat("rtt ", region, ": ", Rtt(rtt), " -> ", Rtt(it->second)));
+    }
+  }
+  for (const auto& [region, rtt] : after.rtt_micros) {
+    if (!before.rtt_micros.contains(region)) {
+      out.push_back(absl::StrCat("+ rtt ", region, ": ", Rtt(rtt)));
+    }
+  }
+  return out;
+}
+
+// `wanted` with the price lines of `stored` that are in force at `now` kept: history is not
+// edited. FAILED_PRECONDITION for a line in force given another price, or a back-dated new line
+// for a key that already has one in force.
+absl::StatusOr<ClusterDeclaration> KeepHistory(const std::string& field,
+                                               const ClusterDeclaration& stored,
+                                               ClusterDeclaration wanted, Timestamp now) {
+  std::map<PriceKey, size_t> index;
+  for (size_t i = 0; i < wanted.prices.size(); ++i) index.emplace(KeyOf(wanted.prices[i]), i);
+  std::set<std::tuple<std::string, std::string, CapacityType>> in_force;
+  for (const PriceEntry& e : stored.prices) {
+    if (e.effective_from > now) continue;
+    in_force.emplace(e.gpu_model, e.mig_profile, e.capacity);
+    auto it = index.find(KeyOf(e));
+    if (it == index.end()) {
+      wanted.prices.push_back(e);
+    } else if (wanted.prices[it->second].micros_per_hour != e.micros_per_hour) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(field, ".prices[", it->second, "]: the line ", PriceLine(e),
+                       " is in force; add a line with a later effective_from"));
+    }
+  }
+  std::map<PriceKey, const PriceEntry*> before;
+  for (const PriceEntry& e : stored.prices) before.emplace(KeyOf(e), &e);
+  for (size_t i = 0; i < wanted.prices.size(); ++i) {
+    const PriceEntry& e = wanted.prices[i];
+    if (e.effective_from > now || before.contains(KeyOf(e))) continue;
+    if (in_force.contains({e.gpu_model, e.mig_profile, e.capacity})) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(field, ".prices[", i,
+                       "]: takes effect in the past, where a price is already in force; "
+                       "date it from now on"));
+    }
+  }
+  std::sort(wanted.prices.begin(), wanted.prices.end(),
+            [](const PriceEntry& a, const PriceEntry& b) { return KeyOf(a) < KeyOf(b); });
+  return wanted;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<DeclarationDiff>> ControlPlane::ApplyDeclarations(
+    const auth::Principal& who, std::vector<ClusterDeclaration> declarations, bool dry_run) {
+  if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
+  std::set<std::string> named;
+  for (size_t i = 0; i < declarations.size(); ++i) {
+    const std::string field = absl::StrCat("declarations[", i, "]");
+    RETURN_IF_ERROR(ValidateDeclaration(field, declarations[i]));
+    if (!named.insert(declarations[i].cluster).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".cluster: ", declarations[i].cluster, " is declared twice"));
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<ClusterDeclaration> stored, ports_.clusters->ListDeclarations());
+  std::map<std::string, const ClusterDeclaration*> by_name;
+  for (const ClusterDeclaration& d : stored) by_name.emplace(d.cluster, &d);
+  const Timestamp now = ports_.clock->Now();
+  std::vector<DeclarationDiff> diffs;
+  std::vector<ClusterDeclaration> writes;
+  for (size_t i = 0; i < declarations.size(); ++i) {
+    const std::string field = absl::StrCat("declarations[", i, "]");
+    DeclarationDiff diff;
+    diff.cluster = declarations[i].cluster;
+    auto it = by_name.find(diff.cluster);
+    const ClusterDeclaration empty{.cluster = diff.cluster};
+    const ClusterDeclaration& before = it == by_name.end() ? empty : *it->second;
+    ASSIGN_OR_RETURN(ClusterDeclaration after,
+                     KeepHistory(field, before, std::move(declarations[i]), now));
+    diff.changes = Changes(before, after);
+    if (it == by_name.end()) {
+      diff.kind = DeclarationDiff::Kind::kAdded;
+    } else if (!diff.changes.empty()) {
+      diff.kind = DeclarationDiff::Kind::kChanged;
+    }
+    if (diff.kind != DeclarationDiff::Kind::kUnchanged) writes.push_back(std::move(after));
+    diffs.push_back(std::move(diff));
+  }
+  if (dry_run || writes.empty()) return diffs;
+  RETURN_IF_ERROR(ports_.clusters->PutDeclarations(writes));
+  // The scheduler routes with the new attributes and prices from its next cycle.
+  for (const ClusterDeclaration& d : writes) {
+    absl::StatusOr<Cluster> cluster = ports_.clusters->GetCluster(d.cluster);
+    if (cluster.ok()) {
+      AfterClusterCommit(std::cref(*cluster));
+    } else if (!absl::IsNotFound(cluster.status())) {
+      spdlog::warn("declaration of {} stored; reading the cluster back failed: {}", d.cluster,
+                   cluster.status().ToString());
+    }
+  }
+  return diffs;
+}
+
+absl::StatusOr<std::vector<ClusterDeclaration>> ControlPlane::ListDeclarations(
+    const auth::Principal& who) {
+  if (!who.CanViewPool()) return absl::PermissionDeniedError("permission denied");
+  return ports_.clusters->ListDeclarations();
 }
 
 absl::StatusOr<ClusterListing> ControlPlane::Cordon(const auth::Principal& who,

@@ -97,6 +97,15 @@ struct DrainResult {
   std::vector<WorkloadId> staying;
 };
 
+// What applying declarations changes (or, on a dry run, would change) for one cluster.
+struct DeclarationDiff {
+  std::string cluster;
+  enum class Kind { kUnchanged, kAdded, kChanged } kind = Kind::kUnchanged;
+  // One line per change, for people: "jurisdiction: \"\" -> eu", "+ price H100-80GB on-demand
+  // from 2026-12-01T00:00:00Z: 3.200000", "rtt eu-west: 12 ms -> 9 ms".
+  std::vector<std::string> changes;
+};
+
 // A page of preemption records.
 struct PreemptionPage {
   std::vector<PreemptionRecord> records;
@@ -165,6 +174,18 @@ class ControlPlane {
 
   // PERMISSION_DENIED for agents. Nodes only when asked.
   absl::StatusOr<ClusterListing> ListClusters(const auth::Principal& who, bool include_nodes);
+  // Declarative: makes the named clusters' declarations what `declarations` say (clusters not
+  // named keep theirs), and returns what changed, one entry per declaration in the given order.
+  // Applying the same declarations twice changes nothing the second time. With `dry_run`,
+  // nothing is stored. Price lines in force (effective_from not after now) are history: one
+  // left out keeps its place, one with another price for the same key is FAILED_PRECONDITION
+  // ("declarations[0].prices[2]: ... is in force since ...; add a line with a later
+  // effective_from"). Platform admins only (PERMISSION_DENIED); INVALID_ARGUMENT as
+  // ValidateDeclaration, or for a cluster named twice.
+  absl::StatusOr<std::vector<DeclarationDiff>> ApplyDeclarations(
+      const auth::Principal& who, std::vector<ClusterDeclaration> declarations, bool dry_run);
+  // Every declaration (platform admins and viewers of the pool).
+  absl::StatusOr<std::vector<ClusterDeclaration>> ListDeclarations(const auth::Principal& who);
   absl::StatusOr<ClusterListing> GetCluster(const auth::Principal& who, const std::string& name);
   // Puts an operator's cordon on `cluster` (`node` empty) or one of its nodes, or lifts it
   // (`cordoned` false): no new placements there while it holds; what runs there keeps running.

@@ -100,33 +100,6 @@ std::string Plural(uint64_t n, absl::string_view one, absl::string_view many) {
   return absl::StrCat(n, " ", n == 1 ? one : many);
 }
 
-std::string Describe(const WorkloadSpec& spec, const Demand& d) {
-  std::string per;
-  switch (d.kind) {
-    case Demand::Kind::kWhole:
-      per = Plural(d.gpus, "GPU", "GPUs");
-      break;
-    case Demand::Kind::kShare:
-      per = absl::StrCat(d.milli, " milli-GPU");
-      break;
-    case Demand::Kind::kMig:
-      per = absl::StrCat("MIG ", d.mig_profile);
-      break;
-    case Demand::Kind::kNone:
-      per = "no GPU";
-      break;
-  }
-  std::string s = spec.replicas == 1 ? per : absl::StrCat(spec.replicas, " replicas x ", per);
-  if (!spec.gpu_models.empty()) absl::StrAppend(&s, " of ", absl::StrJoin(spec.gpu_models, "|"));
-  if (spec.min_gpu_memory_mib > 0) {
-    absl::StrAppend(&s, " with >= ", spec.min_gpu_memory_mib, " MiB");
-  }
-  if (d.cpu_millis > 0) absl::StrAppend(&s, ", ", d.cpu_millis, " CPU millis");
-  if (d.memory_mib > 0) absl::StrAppend(&s, ", ", d.memory_mib, " MiB host memory");
-  if (spec.topology != Topology::kNone) absl::StrAppend(&s, ", ", TopologyName(spec.topology));
-  return s;
-}
-
 // How many replicas one node (GPUs in `mask`) holds now, or when empty; and how many its GPUs
 // alone would hold (ignoring CPU and memory).
 struct NodeCount {
@@ -311,13 +284,40 @@ int64_t Figure(uint64_t n) { return static_cast<int64_t>(n); }
 
 }  // namespace
 
+std::string DescribeNeeds(const WorkloadSpec& spec, const Demand& d) {
+  std::string per;
+  switch (d.kind) {
+    case Demand::Kind::kWhole:
+      per = Plural(d.gpus, "GPU", "GPUs");
+      break;
+    case Demand::Kind::kShare:
+      per = absl::StrCat(d.milli, " milli-GPU");
+      break;
+    case Demand::Kind::kMig:
+      per = absl::StrCat("MIG ", d.mig_profile);
+      break;
+    case Demand::Kind::kNone:
+      per = "no GPU";
+      break;
+  }
+  std::string s = spec.replicas == 1 ? per : absl::StrCat(spec.replicas, " replicas x ", per);
+  if (!spec.gpu_models.empty()) absl::StrAppend(&s, " of ", absl::StrJoin(spec.gpu_models, "|"));
+  if (spec.min_gpu_memory_mib > 0) {
+    absl::StrAppend(&s, " with >= ", spec.min_gpu_memory_mib, " MiB");
+  }
+  if (d.cpu_millis > 0) absl::StrAppend(&s, ", ", d.cpu_millis, " CPU millis");
+  if (d.memory_mib > 0) absl::StrAppend(&s, ", ", d.memory_mib, " MiB host memory");
+  if (spec.topology != Topology::kNone) absl::StrAppend(&s, ", ", TopologyName(spec.topology));
+  return s;
+}
+
 void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
                     const PlacementOptions& options, EngineCache& cache,
                     PlacementDecision* decision) {
   const Demand& d = f.demand;
   PendingReason& reason = decision->reason;
   reason = PendingReason();
-  reason.Set(figure::kNeeds, Describe(spec, d));
+  reason.Set(figure::kNeeds, DescribeNeeds(spec, d));
   if (pool.clusters().empty()) {
     reason.code = ReasonCode::kNoClusters;
     return;
@@ -325,7 +325,9 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
   std::vector<const ClusterSlots*> all;
   std::vector<const ClusterSlots*> ready;
   std::vector<std::string> not_ready;
-  for (const ClusterSlots& c : pool.clusters()) {
+  for (size_t index = 0; index < pool.clusters().size(); ++index) {
+    const ClusterSlots& c = pool.clusters()[index];
+    if (!f.ClusterOk(index)) continue;
     all.push_back(&c);
     if (c.state == ClusterState::kReady) {
       ready.push_back(&c);
@@ -445,7 +447,7 @@ void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& f,
     if (const Pool::ClusterOrder* order = pool.ClustersByFree(*models)) {
       looked.clear();
       for (size_t i = 0; i < order->clusters.size(); ++i) {
-        if (order->clusters[i].listed) looked.push_back(&pool.clusters()[i]);
+        if (order->clusters[i].listed && f.ClusterOk(i)) looked.push_back(&pool.clusters()[i]);
       }
     }
   }

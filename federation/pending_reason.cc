@@ -45,6 +45,7 @@ constexpr CodeName kCodeNames[] = {
     {ReasonCode::kKeptForReclaim, "KeptForReclaim"},
     {ReasonCode::kReborrowBackoff, "ReborrowBackoff"},
     {ReasonCode::kReserved, "Reserved"},
+    {ReasonCode::kNoClusterAllowed, "NoClusterAllowed"},
 };
 
 std::string Plural(int64_t n, absl::string_view one, absl::string_view many) {
@@ -162,7 +163,8 @@ std::optional<ReasonCode> ParseReasonCode(absl::string_view name) {
 }
 
 bool NeverFits(ReasonCode code) {
-  return code >= ReasonCode::kNoClusters && code <= ReasonCode::kTopologyUnsatisfiable;
+  return (code >= ReasonCode::kNoClusters && code <= ReasonCode::kTopologyUnsatisfiable) ||
+         code == ReasonCode::kNoClusterAllowed;
 }
 
 std::ostream& operator<<(std::ostream& os, ReasonCode code) {
@@ -230,6 +232,8 @@ std::string RenderReason(const PendingReason& r) {
     case ReasonCode::kHostResourcesUnsatisfiable:
     case ReasonCode::kTopologyUnsatisfiable:
       return absl::StrCat("no cluster can ever hold it: needs ", needs, ", but ", NeverWhy(r));
+    case ReasonCode::kNoClusterAllowed:
+      return absl::StrCat("no cluster ", r.Text(figure::kRule), " offers ", needs);
     case ReasonCode::kNoReadyCluster:
       return absl::StrCat("waiting for a cluster to become ready (", r.Text(figure::kNotReady),
                           "); needs ", needs);

@@ -56,13 +56,17 @@ enum class ReasonCode {
   kReborrowBackoff,  // borrowed: its tenant may not borrow this resource again yet
   // No starvation (docs/quotas.md#no-starvation), set by the scheduler:
   kReserved,  // waited past the bound: GPUs are held for it as they free
+  // Routing (docs/routing.md), set by the router; waiting will not help (a rule or a cluster's
+  // declaration must change):
+  kNoClusterAllowed,  // the workload's hard rules leave no cluster that offers what it needs
 };
 
 // "WaitingForCapacity"-style names: "NoClusters", "GpusBusy", ...; "" for kNone.
 absl::string_view ReasonCodeName(ReasonCode code);
 // The code with that name; nullopt for a name this build does not know. "" is kNone.
 std::optional<ReasonCode> ParseReasonCode(absl::string_view name);
-// True for the codes no amount of waiting resolves (kNoClusters .. kTopologyUnsatisfiable).
+// True for the codes no amount of waiting resolves (kNoClusters .. kTopologyUnsatisfiable, and
+// kNoClusterAllowed).
 bool NeverFits(ReasonCode code);
 // True for the quota codes (kQuotaLimit .. kReborrowBackoff): the scheduler's admission and
 // reclaim verdicts, which placement alone cannot reproduce.
@@ -108,6 +112,7 @@ inline constexpr absl::string_view kStopping = "stopping";  // workloads stoppin
 inline constexpr absl::string_view kUntil = "until";        // text: RFC 3339 time, UTC
 inline constexpr absl::string_view kReservedGpus = "reserved";  // GPUs held for it now
 inline constexpr absl::string_view kTargetGpus = "target";      // GPUs it will be placed on
+inline constexpr absl::string_view kRule = "rule";  // text: "in jurisdiction eu", a hard rule
 }  // namespace figure
 
 struct ReasonFigure {

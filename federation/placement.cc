@@ -18,14 +18,24 @@
 namespace gpufed {
 namespace placement_internal {
 
-Filter MakeFilter(const Pool& pool, const WorkloadSpec& spec) {
+Filter MakeFilter(const Pool& pool, const WorkloadSpec& spec, const PlacementScope* scope) {
   Filter f;
   f.min_memory = spec.min_gpu_memory_mib;
   f.any_model = spec.gpu_models.empty();
-  f.model_ok.assign(pool.model_count(), false);
+  f.model_ok.assign(pool.model_count(), f.any_model);
   for (const std::string& m : spec.gpu_models) {
     const int id = pool.FindModelId(m);
     if (id >= 0) f.model_ok[id] = true;
+  }
+  if (scope != nullptr) {
+    if (!scope->models.empty()) {
+      f.any_model = false;
+      for (size_t m = 0; m < f.model_ok.size(); ++m) {
+        f.model_ok[m] = f.model_ok[m] && m < scope->models.size() && scope->models[m];
+      }
+    }
+    f.capacity = scope->capacity;
+    f.cluster_ok = scope->clusters;
   }
   f.demand = Demand::Of(spec);
   if (f.demand.kind == Demand::Kind::kMig) {
@@ -52,7 +62,8 @@ std::optional<EngineCache::RequestKey> RequestKeyOf(const Filter& filter, const 
                                  *models,
                                  d.mig_profile,
                                  spec.topology == Topology::kSameNvlinkDomain,
-                                 options.partitioning};
+                                 options.partitioning,
+                                 filter.capacity};
 }
 
 std::optional<uint64_t> Filter::ModelBits() const {
@@ -69,6 +80,7 @@ std::optional<uint64_t> Filter::ModelBits() const {
 bool GpuEligible(const Filter& f, const NodeSlots& node, size_t g) {
   const GpuSlot& slot = node.gpus[g];  // its copies of the inventory's figures
   if (!slot.healthy || slot.memory_mib < f.min_memory) return false;
+  if ((f.capacity & (1U << static_cast<int>(slot.capacity))) == 0) return false;
   const uint16_t m = slot.model;
   if (!f.any_model && (m >= f.model_ok.size() || !f.model_ok[m])) return false;
   if (f.demand.kind == Demand::Kind::kMig) return m < f.mig_ok.size() && f.mig_ok[m];
@@ -306,7 +318,7 @@ class Placer {
  public:
   Placer(const Pool& pool, const WorkloadSpec& spec, WorkloadId id, const MigQueue& queue,
          PlacementPolicy& policy, const PlacementOptions& options, std::mt19937_64& rng,
-         EngineCache& cache)
+         EngineCache& cache, const PlacementScope* scope)
       : pool_(pool),
         spec_(spec),
         id_(id),
@@ -314,7 +326,8 @@ class Placer {
         policy_(policy),
         options_(options),
         draws_(rng),
-        filter_(MakeFilter(pool, spec)),
+        filter_(MakeFilter(pool, spec, scope)),
+        explain_(scope == nullptr || scope->explain),
         cache_(cache),
         scratch_{cache.scratch, {}, 0} {}
 
@@ -395,6 +408,7 @@ class Placer {
   const PlacementOptions& options_;
   TieDraws draws_;
   const Filter filter_;
+  const bool explain_;
   std::vector<const MigGeometry*> geometry_;  // by model id; filled on first use
   std::vector<bool> geometry_known_;
   std::vector<Planned> planned_;
@@ -1046,7 +1060,9 @@ PlacementDecision Placer::Run() {
   if (order == nullptr) {
     std::vector<std::pair<uint64_t, const ClusterSlots*>> free;
     // Without acceleration every ready cluster is tried: the summaries' bounds are not used.
-    for (const ClusterSlots& c : pool_.clusters()) {
+    for (size_t index = 0; index < pool_.clusters().size(); ++index) {
+      const ClusterSlots& c = pool_.clusters()[index];
+      if (!filter_.ClusterOk(index)) continue;
       if (c.state != ClusterState::kReady || (options_.accelerate && !ClusterMayHold(c))) continue;
       free.emplace_back(ClusterFree(c), &c);
     }
@@ -1066,6 +1082,7 @@ PlacementDecision Placer::Run() {
       const Pool::ClusterOrder::Entry& e = order->entries[next[pass]++];
       if (RuledOut(e) || (pass == 0 && AsIsRuledOut(e, as_is_replicas))) continue;
       const auto index = static_cast<uint32_t>(e.key & Pool::ClusterOrder::kIndexMask);
+      if (!filter_.ClusterOk(index)) continue;
       const Pool::RankedCluster& r = order->clusters[index];
       const ClusterSlots& c = pool_.clusters()[index];
       if (!ClusterMayHold(c, r.models)) continue;
@@ -1165,7 +1182,7 @@ PlacementDecision Placer::Run() {
       }
     }
   }
-  ExplainFailure(pool_, spec_, filter_, options_, cache_, &decision);
+  if (explain_) ExplainFailure(pool_, spec_, filter_, options_, cache_, &decision);
   return decision;
 }
 
@@ -1196,8 +1213,8 @@ PlacementEngine::PlacementEngine(PlacementOptions options, std::unique_ptr<Place
 }
 
 PlacementDecision PlacementEngine::Place(const Pool& pool, const WorkloadSpec& spec, WorkloadId id,
-                                         const MigQueue& mig_queue) {
-  Placer placer(pool, spec, id, mig_queue, *policy_, options_, tie_rng_, *cache_);
+                                         const MigQueue& mig_queue, const PlacementScope* scope) {
+  Placer placer(pool, spec, id, mig_queue, *policy_, options_, tie_rng_, *cache_, scope);
   return placer.Run();
 }
 

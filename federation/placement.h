@@ -27,6 +27,17 @@ namespace placement_internal {
 struct EngineCache;
 }  // namespace placement_internal
 
+// Narrows one Place call to part of the pool (the router's tiers, docs/routing.md): some
+// clusters, some GPU models, some capacity types. Every field's default allows everything.
+struct PlacementScope {
+  std::vector<bool> clusters;  // by index into Pool::clusters(); empty: every cluster
+  std::vector<bool> models;    // by interned model id, and-ed with the spec's; empty: any
+  uint8_t capacity = 0xff;     // bit t: CapacityType t allowed
+  // false: a request that does not fit gets no reason (the router tries the next tier, and
+  // explains only once).
+  bool explain = true;
+};
+
 struct PlacementDecision {
   // Set when the whole gang fits now; carries any MIG repartitions it needs.
   std::optional<Assignment> assignment;
@@ -66,8 +77,9 @@ class PlacementEngine {
   ~PlacementEngine();
 
   // Places `spec` on `pool` (not modified). `id` names the workload in repartition reasons.
+  // With `scope`, only what it allows is considered (the reason too).
   PlacementDecision Place(const Pool& pool, const WorkloadSpec& spec, WorkloadId id = 0,
-                          const MigQueue& mig_queue = {});
+                          const MigQueue& mig_queue = {}, const PlacementScope* scope = nullptr);
 
   // The workload distribution fragmentation-aware policies measure against. Model names are
   // interned through `pool`.

@@ -24,13 +24,19 @@ struct Filter {
   std::vector<bool> model_ok;  // by model id
   std::vector<bool> mig_ok;    // by model id: the model's geometry has the MIG profile
   uint64_t min_memory = 0;
+  uint8_t capacity = 0xff;       // allowed capacity types as bits (PlacementScope::capacity)
+  std::vector<bool> cluster_ok;  // by cluster index; empty: every cluster
 
+  [[nodiscard]] bool ClusterOk(size_t index) const {
+    return cluster_ok.empty() || (index < cluster_ok.size() && cluster_ok[index]);
+  }
   // The allowed models as bits by model id (all bits: any model); nothing when a model id
   // beyond 63 is allowed.
   [[nodiscard]] std::optional<uint64_t> ModelBits() const;
 };
 
-Filter MakeFilter(const Pool& pool, const WorkloadSpec& spec);
+Filter MakeFilter(const Pool& pool, const WorkloadSpec& spec,
+                  const PlacementScope* scope = nullptr);
 bool GpuEligible(const Filter& f, const NodeSlots& node, size_t g);
 
 // View index -> node GPU index.
@@ -99,11 +105,13 @@ struct EngineCache {
     std::string mig_profile;
     bool one_domain;
     bool partitioning;
+    uint8_t capacity;
     bool operator==(const RequestKey&) const = default;
     template <typename H>
     friend H AbslHashValue(H h, const RequestKey& k) {
       return H::combine(std::move(h), k.kind, k.gpus, k.milli, k.cpu_millis, k.memory_mib,
-                        k.min_gpu_memory, k.models, k.mig_profile, k.one_domain, k.partitioning);
+                        k.min_gpu_memory, k.models, k.mig_profile, k.one_domain, k.partitioning,
+                        k.capacity);
     }
   };
   struct NodeKey {
@@ -188,6 +196,9 @@ struct EngineCache {
 std::optional<EngineCache::RequestKey> RequestKeyOf(const Filter& filter, const WorkloadSpec& spec,
                                                     const PlacementOptions& options,
                                                     size_t model_count);
+
+// What a request asks for, in words: "2 replicas x 4 GPUs of H100-80GB, same_nvlink_domain".
+std::string DescribeNeeds(const WorkloadSpec& spec, const Demand& d);
 
 // Fills decision->reason (code and figures) for a request that did not fit.
 void ExplainFailure(const Pool& pool, const WorkloadSpec& spec, const Filter& filter,

@@ -247,12 +247,17 @@ int Pool::FindModelId(absl::string_view model) const {
   return it == model_ids_.end() ? -1 : it->second;
 }
 
-NodeSlots Pool::MakeNode(const NodeInfo& info) {
+NodeSlots Pool::MakeNode(const NodeInfo& info, CapacityType default_capacity) {
   NodeSlots node;
   node.info = info;
   node.gpus.resize(info.gpus.size());
+  CapacityType capacity = default_capacity;
+  if (auto label = info.labels.find(std::string(kCapacityTypeLabel)); label != info.labels.end()) {
+    capacity = ParseCapacityType(label->second).value_or(default_capacity);
+  }
   for (size_t g = 0; g < info.gpus.size(); ++g) {
     node.gpus[g].model = ModelId(info.gpus[g].model);
+    node.gpus[g].capacity = capacity;
     node.gpus[g].mig_owners.assign(info.gpus[g].mig_enabled ? info.gpus[g].mig_layout.size() : 0,
                                    0);
     if (!info.gpus[g].mig_enabled) node.info.gpus[g].mig_layout.clear();
@@ -295,13 +300,22 @@ void Pool::UpsertCluster(const Cluster& cluster) {
   static std::atomic<uint64_t> next_inventory_id{1};
   ClusterSlots slots;
   slots.inventory_id = next_inventory_id.fetch_add(1, std::memory_order_relaxed);
-  slots.info = cluster.info;
+  slots.reported = cluster.info;
+  slots.info = EffectiveInfo(cluster.info, cluster.declared);
+  slots.declared = cluster.declared;
   slots.state = cluster.state;
   slots.epoch = cluster.epoch;
   slots.nodes.reserve(cluster.nodes.size());
   for (const NodeInfo& node : cluster.nodes) {
     slots.node_at.emplace(node.name, static_cast<uint32_t>(slots.nodes.size()));
-    slots.nodes.push_back(MakeNode(node));
+    slots.nodes.push_back(MakeNode(node, cluster.declared.default_capacity));
+    for (const GpuSlot& gpu : slots.nodes.back().gpus) {
+      if (gpu.model >= slots.capacity_by_model.size()) {
+        slots.capacity_by_model.resize(gpu.model + 1, 0);
+      }
+      slots.capacity_by_model[gpu.model] |=
+          static_cast<uint8_t>(1U << static_cast<int>(gpu.capacity));
+    }
   }
 
   ClusterSlots* target = MutableCluster(cluster.info.name);
@@ -322,6 +336,20 @@ void Pool::UpsertCluster(const Cluster& cluster) {
     if (alloc.assignment.cluster == cluster.info.name) Mark(*target, id, alloc, false);
   }
   RefreshSummary(*target);
+}
+
+void Pool::SetDeclaration(const ClusterDeclaration& declared) {
+  const ClusterSlots* c = FindCluster(declared.cluster);
+  if (c == nullptr) return;
+  // The inventory again, under the new declaration: node capacity types may change with it.
+  Cluster cluster;
+  cluster.info = c->reported;
+  cluster.state = c->state;
+  cluster.epoch = c->epoch;
+  cluster.declared = declared;
+  cluster.nodes.reserve(c->nodes.size());
+  for (const NodeSlots& node : c->nodes) cluster.nodes.push_back(node.info);
+  UpsertCluster(cluster);
 }
 
 void Pool::SetClusterState(absl::string_view cluster, ClusterState state) {

@@ -33,8 +33,9 @@ inline constexpr uint8_t kNoRank = 0xff;
 struct GpuSlot {
   uint32_t milli_free = kMilliPerGpu;  // 0 when unhealthy or MIG-enabled
   absl::InlinedVector<GpuHold, 2> holders;
-  std::vector<WorkloadId> mig_owners;  // parallel to GpuInfo::mig_layout; 0 = free
-  uint16_t model = 0;                  // interned model id (Pool::ModelName)
+  std::vector<WorkloadId> mig_owners;               // parallel to GpuInfo::mig_layout; 0 = free
+  uint16_t model = 0;                               // interned model id (Pool::ModelName)
+  CapacityType capacity = CapacityType::kOnDemand;  // how the node's GPUs are paid for
   // The GPU's NVLink domain, PCIe switch and NUMA node ("numa<N>") as their rank in name order
   // among the node's; kNoRank for an empty name. Placement groups GPUs by these without
   // comparing strings.
@@ -112,7 +113,14 @@ struct NodeQuick {
 };
 
 struct ClusterSlots {
+  // What its agent reported, with the admin's declared attributes laid over it (EffectiveInfo).
   ClusterInfo info;
+  ClusterInfo reported;  // what its agent reported
+  // The admin's declaration: prices, round-trip times, the default capacity type.
+  ClusterDeclaration declared;
+  // Per interned model id: bit t set when the cluster has a GPU of that model of CapacityType t
+  // (healthy or not; what the router prices).
+  std::vector<uint8_t> capacity_by_model;
   // Unique to each inventory a pool is given (UpsertCluster), shared by copies: what depends
   // only on the inventory (topology groups) may be remembered under it.
   uint64_t inventory_id = 0;
@@ -162,6 +170,9 @@ class Pool {
   // are re-applied to the new inventory (GPUs that disappeared are simply gone).
   void UpsertCluster(const Cluster& cluster);
   void SetClusterState(absl::string_view cluster, ClusterState state);
+  // Replaces a cluster's declaration (its attributes, prices, round-trip times, default capacity
+  // type); no-op for a cluster the pool does not hold.
+  void SetDeclaration(const ClusterDeclaration& declared);
 
   // Applies the assignment's repartitions, then marks what each replica takes as held by `id`:
   // whole GPUs, a share of one GPU (`gpu_milli`) or a MIG instance, plus `host` per replica.
@@ -236,7 +247,7 @@ class Pool {
   };
 
   ClusterSlots* MutableCluster(absl::string_view name);
-  NodeSlots MakeNode(const NodeInfo& info);
+  NodeSlots MakeNode(const NodeInfo& info, CapacityType default_capacity);
   // Checks that the allocation fits (ignoring what `id` itself holds); OK or why not.
   absl::Status CheckFits(WorkloadId id, const ClusterSlots& cluster, const Allocation& alloc) const;
   // Applies (or, with `release`, removes) the allocation on the cluster's slots; adds the indices

@@ -18,12 +18,12 @@ namespace {
 // the next allocation changes the pool: the engine would answer them the same (same pool, same
 // request), reason figures included. This keeps a long queue of identical jobs cheap.
 using ShapeKey = std::tuple<uint32_t, uint32_t, std::vector<std::string>, uint64_t, Topology,
-                            std::string, uint32_t, uint64_t, uint64_t>;
+                            std::string, uint32_t, uint64_t, uint64_t, PlacementConstraints>;
 
 ShapeKey ShapeOf(const WorkloadSpec& spec) {
-  return {spec.replicas,           spec.gpus_per_replica, spec.gpu_models,
-          spec.min_gpu_memory_mib, spec.topology,         spec.mig_profile,
-          spec.gpu_milli,          spec.cpu_millis,       spec.memory_mib};
+  return {spec.replicas,   spec.gpus_per_replica, spec.gpu_models, spec.min_gpu_memory_mib,
+          spec.topology,   spec.mig_profile,      spec.gpu_milli,  spec.cpu_millis,
+          spec.memory_mib, spec.placement};
 }
 
 // An engine for `options`; an unknown policy name falls back to the default policy (the server
@@ -46,6 +46,7 @@ Scheduler::Scheduler(WorkloadStore* workloads, ClusterStore* clusters, Scheduler
       quotas_(quotas),
       clock_(ClockOrSystem(clock)),
       options_(std::move(options)),
+      router_(options_.routing),
       usage_(options_.fair_share_half_life) {
   engine_ = MakeEngine(options_.placement);
   // Reclaim tries victim sets on copies of the pool; its own engine keeps the live one's tie
@@ -393,7 +394,7 @@ int Scheduler::WalkWindow(bool pool_changed, MigQueue& mig_queue,
                options_.reuse_failed_shapes && failed != failed_shapes.end()) {
       reason = failed->second;
     } else {
-      PlacementDecision decision = engine_->Place(pool_, *spec, id, mig_queue);
+      PlacementDecision decision = router_.Place(*engine_, pool_, *spec, id, mig_queue, now);
       if (decision.assignment) {
         Workload as_placed;
         as_placed.assignment = *decision.assignment;
@@ -686,7 +687,7 @@ PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
     explain_pool_ = std::make_unique<Pool>(*snapshot);
     explain_source_ = std::move(snapshot);
   }
-  return explain_engine_->Place(*explain_pool_, spec);
+  return router_.Place(*explain_engine_, *explain_pool_, spec, 0, {}, clock_->Now());
 }
 
 std::vector<FairShare> Scheduler::FairShareReport() const {

@@ -18,6 +18,7 @@
 #include "federation/placement.h"
 #include "federation/pool.h"
 #include "federation/quota_ledger.h"
+#include "federation/routing.h"
 #include "federation/store.h"
 
 namespace gpufed {
@@ -44,6 +45,8 @@ struct SchedulerOptions {
   // Placement policy and its knobs (federation/placement.h). An unknown policy name falls back
   // to the default; the server validates the name before it gets here.
   PlacementOptions placement;
+  // How `balanced` workloads weigh price against distance (federation/routing.h).
+  RoutingWeights routing;
   // Fragmentation-aware policies measure against the typical workloads of the most recent
   // specs: this many, refreshed every `mix_refresh_cycles` cycles when new ones arrived. Rebuild
   // starts the window with the active and pending workloads it loads.
@@ -347,6 +350,9 @@ class Scheduler {
   WindowEnd window_end_;
   uint64_t cycle_ = 0;
   std::unique_ptr<PlacementEngine> engine_;
+  // Every placement goes through the router: a workload's hard rules and objective first, then
+  // the engine inside the clusters they allow (federation/routing.h).
+  Router router_;
   std::deque<WorkloadSpec> recent_specs_;
   bool mix_stale_ = false;
   // Quotas: the ledger of what is held and reserved; the workloads holding capacity (victim

@@ -237,7 +237,7 @@ std::optional<ReclaimPlan> Scheduler::PlanReclaim(const Queued& owner, const Adm
   }
 
   auto fits = [&](const Pool& trial, const std::string& cluster) {
-    PlacementDecision d = reclaim_engine_->Place(trial, spec, owner.workload.id);
+    PlacementDecision d = router_.Place(*reclaim_engine_, trial, spec, owner.workload.id, {}, now);
     return d.assignment && d.assignment->cluster == cluster;
   };
   auto fits_without = [&](const std::string& cluster, const std::vector<const Workload*>& gone) {

@@ -170,7 +170,7 @@ std::optional<Scheduler::Reservation> Scheduler::ChooseTarget(WorkloadId id,
         expected = std::max(*expected, ends[next].at);
       }
     }
-    PlacementDecision d = reclaim_engine_->Place(trial, spec, id);
+    PlacementDecision d = router_.Place(*reclaim_engine_, trial, spec, id, {}, now);
     if (d.assignment) {
       target = std::move(d.assignment);
       break;

@@ -227,8 +227,17 @@ class ClusterStore {
   // (lifting a cordon on a node its agent no longer reports is allowed).
   virtual absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
                                             bool cordoned) = 0;
+  // Clusters come with their admin's declaration (Cluster::declared; empty when none).
   virtual absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) = 0;
   virtual absl::StatusOr<Cluster> GetCluster(const std::string& name) = 0;
+
+  // Every admin declaration, by cluster name, including those of clusters that never registered.
+  virtual absl::StatusOr<std::vector<ClusterDeclaration>> ListDeclarations() = 0;
+  // Replaces the declarations of the clusters they name (adding the new ones), in one
+  // transaction; a registering agent never changes them. Each must pass ValidateDeclaration
+  // (INVALID_ARGUMENT naming "declarations[i].<field>", nothing stored); the price history rule
+  // is the use case's (ControlPlane::ApplyDeclarations), not the store's.
+  virtual absl::Status PutDeclarations(const std::vector<ClusterDeclaration>& declarations) = 0;
 };
 
 class QuotaStore {

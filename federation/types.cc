@@ -56,7 +56,43 @@ constexpr std::array<std::pair<ClusterState, absl::string_view>, 4> kClusterStat
     {ClusterState::kDraining, "draining"},
 }};
 
+constexpr std::array<std::pair<CapacityType, absl::string_view>, 3> kCapacityTypeNames{{
+    {CapacityType::kOnDemand, "on-demand"},
+    {CapacityType::kSpot, "spot"},
+    {CapacityType::kCommitted, "committed"},
+}};
+
+constexpr std::array<std::pair<Objective, absl::string_view>, 4> kObjectives{{
+    {Objective::kPack, "pack"},
+    {Objective::kCost, "cost"},
+    {Objective::kLatency, "latency"},
+    {Objective::kBalanced, "balanced"},
+}};
+
 }  // namespace
+
+absl::string_view CapacityTypeName(CapacityType t) { return NameOf(kCapacityTypeNames, t); }
+std::optional<CapacityType> ParseCapacityType(absl::string_view name) {
+  return Lookup(kCapacityTypeNames, name);
+}
+
+absl::string_view ObjectiveName(Objective o) { return NameOf(kObjectives, o); }
+std::optional<Objective> ParseObjective(absl::string_view name) {
+  return Lookup(kObjectives, name);
+}
+
+ClusterInfo EffectiveInfo(const ClusterInfo& reported, const ClusterDeclaration& declared) {
+  ClusterInfo info = reported;
+  auto lay = [](std::string& field, const std::string& value) {
+    if (!value.empty()) field = value;
+  };
+  lay(info.provider, declared.provider);
+  lay(info.region, declared.region);
+  lay(info.zone, declared.zone);
+  lay(info.jurisdiction, declared.jurisdiction);
+  if (declared.compliance_labels) info.compliance_labels = *declared.compliance_labels;
+  return info;
+}
 
 absl::string_view StateName(WorkloadState state) { return NameOf(kStates, state); }
 std::optional<WorkloadState> ParseState(absl::string_view name) { return Lookup(kStates, name); }

@@ -5,6 +5,7 @@
 // api/ converts to and from protos, storage/ to and from rows.
 
 #include <chrono>
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -52,6 +53,54 @@ absl::string_view TopologyName(Topology t);
 std::optional<Topology> ParseTopology(absl::string_view name);
 
 enum class SimOutcome { kSucceed = 0, kFail };
+
+// How a node's GPUs are paid for (docs/routing.md#capacity-types). On-demand and spot are
+// bought by the hour; committed capacity (owned, or reserved and already paid for) costs nothing
+// more to use. Spot capacity may be reclaimed by its provider at any time: only workloads that
+// tolerate it are placed there.
+enum class CapacityType : uint8_t { kOnDemand = 0, kSpot = 1, kCommitted = 2 };
+inline constexpr int kCapacityTypes = 3;
+// "on-demand", "spot", "committed".
+absl::string_view CapacityTypeName(CapacityType t);
+std::optional<CapacityType> ParseCapacityType(absl::string_view name);
+// The node label that says a node's capacity type ("spot", ...); nodes without it have their
+// cluster's declared default.
+inline constexpr absl::string_view kCapacityTypeLabel = "gpufed.io/capacity-type";
+
+// What decides between the clusters a workload may use (docs/routing.md#objectives).
+//  kPack: the tightest cluster that holds it (least free capacity first): the default, blind to
+//         price and distance.
+//  kCost: the lowest marginal price of the placement (committed capacity is free).
+//  kLatency: the lowest round-trip time from the workload's client region.
+//  kBalanced: the lowest cost_weight x price per hour + latency_weight x RTT.
+enum class Objective : uint8_t { kPack = 0, kCost, kLatency, kBalanced };
+absl::string_view ObjectiveName(Objective o);  // "pack", "cost", "latency", "balanced"
+std::optional<Objective> ParseObjective(absl::string_view name);
+
+// Where a workload may run and what it prefers (hard rules are never broken: at first placement,
+// on every requeue and on spot recovery). Every list is empty for "any".
+struct PlacementConstraints {
+  std::vector<std::string> jurisdictions;      // allowed: the cluster's is one of these
+  std::vector<std::string> compliance_labels;  // required: the cluster has every one
+  std::vector<std::string> providers;          // allowed
+  std::vector<std::string> regions;            // allowed
+  std::vector<std::string> clusters;           // allowed cluster names
+  std::vector<std::string> denied_clusters;    // never these
+  // Most it may cost per GPU-hour, in micro-units of the price book's currency; 0: no cap.
+  // Committed capacity (marginal price 0) always passes; capacity with no price never does.
+  int64_t max_price_per_gpu_hour_micros = 0;
+  bool spot_tolerated = false;  // may run on spot capacity
+  Objective objective = Objective::kPack;
+  // The region its clients are in (a name the clusters' latency tables use) and the most
+  // round-trip time it accepts from there, in microseconds; 0: no bound. A bound needs a region,
+  // and then a cluster with no declared RTT to that region is not allowed.
+  std::string client_region;
+  int64_t max_rtt_micros = 0;
+
+  [[nodiscard]] bool empty() const { return *this == PlacementConstraints{}; }
+  bool operator==(const PlacementConstraints&) const = default;
+  auto operator<=>(const PlacementConstraints&) const = default;
+};
 
 struct RunSpec {
   std::string image;
@@ -111,6 +160,7 @@ struct WorkloadSpec {
   uint64_t cpu_millis = 0;
   uint64_t memory_mib = 0;
   RetryPolicy retry;
+  PlacementConstraints placement;
 
   [[nodiscard]] uint32_t TotalGpus() const { return replicas * gpus_per_replica; }
   // True when a replica takes part of one GPU (a fraction or a MIG instance).
@@ -248,6 +298,43 @@ struct ClusterInfo {
   bool operator==(const ClusterInfo&) const = default;
 };
 
+// One line of a cluster's price book: what one unit costs per hour from `effective_from` on, until
+// a later line for the same (model, profile, capacity type) takes over. Lines are never edited
+// once in force, so the book keeps its history (chargeback prices each moment by the line then in
+// force).
+struct PriceEntry {
+  std::string gpu_model;    // catalogue name, e.g. "H100-80GB"
+  std::string mig_profile;  // empty: a whole GPU; else one MIG instance of this profile
+  CapacityType capacity = CapacityType::kOnDemand;
+  int64_t micros_per_hour = 0;  // micro-units of the currency (1 USD = 1,000,000)
+  Timestamp effective_from{};
+
+  bool operator==(const PriceEntry&) const = default;
+};
+
+// What a platform admin declares about a cluster (`gpufedctl apply`), kept apart from what its
+// agent reports: a registering agent never changes it. A declared attribute replaces the agent's;
+// an empty one leaves the agent's in force. A declaration may exist before its cluster registers.
+struct ClusterDeclaration {
+  std::string cluster;
+  std::string provider;
+  std::string region;
+  std::string zone;
+  std::string jurisdiction;
+  // Set: replaces the agent's labels (an empty set declares "none").
+  std::optional<std::vector<std::string>> compliance_labels;
+  // Capacity type of nodes without the kCapacityTypeLabel label.
+  CapacityType default_capacity = CapacityType::kOnDemand;
+  std::vector<PriceEntry> prices;  // sorted by (model, profile, capacity, effective_from)
+  // Round-trip time from named client regions, in microseconds.
+  std::map<std::string, int64_t> rtt_micros;
+
+  bool operator==(const ClusterDeclaration&) const = default;
+};
+
+// The agent's ClusterInfo with the admin's declaration laid over it.
+ClusterInfo EffectiveInfo(const ClusterInfo& reported, const ClusterDeclaration& declared);
+
 enum class ClusterState { kUnspecified = 0, kReady, kDegraded, kUnreachable, kDraining };
 absl::string_view ClusterStateName(ClusterState s);
 std::optional<ClusterState> ParseClusterState(absl::string_view name);
@@ -261,6 +348,9 @@ struct Cluster {
   // An operator's cordon: no new placements; the cluster is `draining` unless unreachable.
   bool cordoned = false;
   std::vector<NodeInfo> nodes;
+  // The admin's declaration (ClusterStore::ApplyDeclarations); cluster empty when there is none.
+  // `info` stays what the agent reported; EffectiveInfo combines the two.
+  ClusterDeclaration declared;
 };
 
 // ---- Tenancy ----

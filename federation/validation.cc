@@ -1,10 +1,12 @@
 #include "federation/validation.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -300,7 +302,153 @@ size_t SpecTextBytes(const WorkloadSpec& spec) {
   for (const std::string& model : spec.gpu_models) bytes += model.size();
   for (const std::string& arg : spec.run.command) bytes += arg.size();
   for (const auto& [key, value] : spec.run.env) bytes += key.size() + value.size();
+  const PlacementConstraints& p = spec.placement;
+  for (const auto* list : {&p.jurisdictions, &p.compliance_labels, &p.providers, &p.regions,
+                           &p.clusters, &p.denied_clusters}) {
+    for (const std::string& item : *list) bytes += item.size();
+  }
+  bytes += p.client_region.size();
   return bytes;
+}
+
+namespace {
+
+// A list of labels (or, with `names`, resource names): each valid, none twice, at most
+// kMaxPlacementListEntries.
+absl::Status ValidateLabelList(absl::string_view field, const std::vector<std::string>& list,
+                               bool names = false) {
+  if (list.size() > kMaxPlacementListEntries) {
+    return Invalid(field, absl::StrFormat("at most %d entries, got %d", kMaxPlacementListEntries,
+                                          list.size()));
+  }
+  std::set<absl::string_view> seen;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string item = absl::StrCat(field, "[", i, "]");
+    RETURN_IF_ERROR(names ? ValidateName(item, list[i]) : ValidateLabel(item, list[i]));
+    if (!seen.insert(list[i]).second)
+      return Invalid(item, absl::StrCat("duplicate ", Quote(list[i])));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidatePlacement(const PlacementConstraints& p) {
+  RETURN_IF_ERROR(ValidateLabelList("spec.placement.jurisdictions", p.jurisdictions));
+  RETURN_IF_ERROR(ValidateLabelList("spec.placement.compliance_labels", p.compliance_labels));
+  RETURN_IF_ERROR(ValidateLabelList("spec.placement.providers", p.providers));
+  RETURN_IF_ERROR(ValidateLabelList("spec.placement.regions", p.regions));
+  RETURN_IF_ERROR(ValidateLabelList("spec.placement.clusters", p.clusters, /*names=*/true));
+  RETURN_IF_ERROR(
+      ValidateLabelList("spec.placement.denied_clusters", p.denied_clusters, /*names=*/true));
+  for (size_t i = 0; i < p.denied_clusters.size(); ++i) {
+    if (std::find(p.clusters.begin(), p.clusters.end(), p.denied_clusters[i]) != p.clusters.end()) {
+      return Invalid(absl::StrCat("spec.placement.denied_clusters[", i, "]"),
+                     absl::StrCat(Quote(p.denied_clusters[i]), " is also allowed"));
+    }
+  }
+  if (p.max_price_per_gpu_hour_micros < 0 || p.max_price_per_gpu_hour_micros > kMaxPriceMicros) {
+    return Invalid("spec.placement.max_price_per_gpu_hour",
+                   absl::StrFormat("must be 0..%d micro-units, got %d", kMaxPriceMicros,
+                                   p.max_price_per_gpu_hour_micros));
+  }
+  if (!p.client_region.empty()) {
+    RETURN_IF_ERROR(ValidateLabel("spec.placement.client_region", p.client_region));
+  }
+  if (p.max_rtt_micros < 0 || p.max_rtt_micros > kMaxRttMicros) {
+    return Invalid("spec.placement.max_rtt", "must be 0..10 s");
+  }
+  if (p.max_rtt_micros > 0 && p.client_region.empty()) {
+    return Invalid("spec.placement.client_region", "required with max_rtt");
+  }
+  if ((p.objective == Objective::kLatency || p.objective == Objective::kBalanced) &&
+      p.client_region.empty()) {
+    return Invalid("spec.placement.client_region",
+                   absl::StrCat("required with objective ", ObjectiveName(p.objective)));
+  }
+  if (static_cast<int>(p.objective) > static_cast<int>(Objective::kBalanced)) {
+    return Invalid("spec.placement.objective", "unknown");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDeclaration(absl::string_view field, const ClusterDeclaration& d) {
+  RETURN_IF_ERROR(ValidateName(absl::StrCat(field, ".cluster"), d.cluster));
+  for (const auto& [name, value] :
+       {std::pair<absl::string_view, const std::string*>{"provider", &d.provider},
+        {"region", &d.region},
+        {"zone", &d.zone},
+        {"jurisdiction", &d.jurisdiction}}) {
+    if (!value->empty()) RETURN_IF_ERROR(ValidateLabel(absl::StrCat(field, ".", name), *value));
+  }
+  if (d.compliance_labels) {
+    const std::string labels = absl::StrCat(field, ".compliance_labels");
+    if (d.compliance_labels->size() > kMaxLabels) {
+      return Invalid(
+          labels, absl::StrFormat("at most %d, got %d", kMaxLabels, d.compliance_labels->size()));
+    }
+    std::set<absl::string_view> seen;
+    for (size_t i = 0; i < d.compliance_labels->size(); ++i) {
+      const std::string item = absl::StrCat(labels, "[", i, "]");
+      RETURN_IF_ERROR(ValidateLabel(item, (*d.compliance_labels)[i]));
+      if (!seen.insert((*d.compliance_labels)[i]).second) {
+        return Invalid(item, absl::StrCat("duplicate ", Quote((*d.compliance_labels)[i])));
+      }
+    }
+  }
+  if (static_cast<int>(d.default_capacity) >= kCapacityTypes) {
+    return Invalid(absl::StrCat(field, ".default_capacity"), "unknown capacity type");
+  }
+  if (d.prices.size() > kMaxPriceEntries) {
+    return Invalid(absl::StrCat(field, ".prices"),
+                   absl::StrFormat("at most %d lines, got %d", kMaxPriceEntries, d.prices.size()));
+  }
+  std::set<std::tuple<absl::string_view, absl::string_view, int, int64_t>> keys;
+  for (size_t i = 0; i < d.prices.size(); ++i) {
+    const PriceEntry& e = d.prices[i];
+    const std::string line = absl::StrCat(field, ".prices[", i, "]");
+    if (!FindGpuModel(e.gpu_model)) {
+      return Invalid(absl::StrCat(line, ".gpu_model"),
+                     absl::StrCat("unknown GPU model ", Quote(e.gpu_model),
+                                  " (known: ", KnownGpuModelNames(), ")"));
+    }
+    if (!e.mig_profile.empty()) {
+      const MigGeometry* geo = FindMigGeometry(e.gpu_model);
+      if (geo == nullptr || geo->Find(e.mig_profile) == nullptr) {
+        return Invalid(
+            absl::StrCat(line, ".mig_profile"),
+            absl::StrCat(Quote(e.mig_profile), " is not a MIG profile of ", e.gpu_model));
+      }
+    }
+    if (static_cast<int>(e.capacity) >= kCapacityTypes) {
+      return Invalid(absl::StrCat(line, ".capacity"), "unknown capacity type");
+    }
+    if (e.micros_per_hour < 0 || e.micros_per_hour > kMaxPriceMicros) {
+      return Invalid(
+          absl::StrCat(line, ".per_hour"),
+          absl::StrFormat("must be 0..%d micro-units, got %d", kMaxPriceMicros, e.micros_per_hour));
+    }
+    if (e.effective_from == Timestamp{}) {
+      return Invalid(absl::StrCat(line, ".effective_from"), "required");
+    }
+    const int64_t from =
+        std::chrono::duration_cast<std::chrono::microseconds>(e.effective_from.time_since_epoch())
+            .count();
+    if (!keys.emplace(e.gpu_model, e.mig_profile, static_cast<int>(e.capacity), from).second) {
+      return Invalid(line, "a second line for the same model, profile, capacity and date");
+    }
+  }
+  if (d.rtt_micros.size() > kMaxRttEntries) {
+    return Invalid(
+        absl::StrCat(field, ".latency"),
+        absl::StrFormat("at most %d regions, got %d", kMaxRttEntries, d.rtt_micros.size()));
+  }
+  for (const auto& [region, rtt] : d.rtt_micros) {
+    const std::string item = absl::StrCat(field, ".latency[", Quote(region), "]");
+    RETURN_IF_ERROR(ValidateLabel(item, region));
+    if (rtt < 0 || rtt > kMaxRttMicros) return Invalid(item, "must be 0..10 s");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateSpec(const WorkloadSpec& spec) {
@@ -362,6 +510,7 @@ absl::Status ValidateSpec(const WorkloadSpec& spec) {
     return Invalid("spec.checkpoint_interval", "must be at most one year");
   }
   RETURN_IF_ERROR(ValidateRun(spec.run));
+  RETURN_IF_ERROR(ValidatePlacement(spec.placement));
   if (spec.retry.max_attempts < 1 || spec.retry.max_attempts > RetryPolicy::kMaxAttemptsLimit) {
     return Invalid("spec.retry.max_attempts",
                    absl::StrFormat("must be 1..%d, got %d", RetryPolicy::kMaxAttemptsLimit,

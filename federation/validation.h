@@ -115,6 +115,32 @@ size_t SpecTextBytes(const WorkloadSpec& spec);
 // named "register.cluster", "register.info.region", "register.inventory.nodes[3].gpus[1].uuid".
 absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeInfo>& nodes);
 
+// Routing (docs/routing.md).
+// Price book lines per cluster, and client regions with a declared RTT.
+inline constexpr size_t kMaxPriceEntries = 1024;
+inline constexpr size_t kMaxRttEntries = 256;
+// A price per hour: at most 10^6 currency units (in micro-units).
+inline constexpr int64_t kMaxPriceMicros = int64_t{1'000'000} * 1'000'000;
+// A round-trip time: at most 10 s (in microseconds).
+inline constexpr int64_t kMaxRttMicros = int64_t{10'000'000};
+// Names in a workload's placement lists (jurisdictions, labels, providers, regions, clusters):
+// at most this many in each.
+inline constexpr size_t kMaxPlacementListEntries = 64;
+
+// A workload's placement rules, fields named "spec.placement.<field>": every list entry IsLabel
+// (cluster names IsName), no duplicates, at most kMaxPlacementListEntries; a cluster not both
+// allowed and denied; max price 0..kMaxPriceMicros; max RTT 0..kMaxRttMicros and, when set, a
+// client region; objective latency or balanced needs a client region. ValidateSpec calls it.
+absl::Status ValidatePlacement(const PlacementConstraints& placement);
+
+// An admin's declaration, fields named "<field>.<name>" under `field` (e.g. "declarations[2]"):
+// cluster IsName; provider, region, zone, jurisdiction empty or IsLabel; compliance labels as an
+// inventory's; at most kMaxPriceEntries price lines, each with a known model (and, with a MIG
+// profile, one of that model's profiles), a price 0..kMaxPriceMicros, an effective date, and no
+// two for the same (model, profile, capacity type, effective date); at most kMaxRttEntries RTTs,
+// regions IsLabel, 0..kMaxRttMicros.
+absl::Status ValidateDeclaration(absl::string_view field, const ClusterDeclaration& declared);
+
 // ---- What a store must refuse (federation/store.h): every store applies these ------------------
 
 // "<field>: too large" when `value` does not fit in an int64 (a PostgreSQL bigint), the widest

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
+#include <string_view>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +26,21 @@ Timestamp ToMicros(Timestamp t) {
 // The one name rule (federation/validation.h), as PgStore applies it.
 absl::Status CheckName(absl::string_view field, const std::string& value) {
   return ValidateName(field, value);
+}
+
+// PutDeclarations' input, as PgStore checks it: each passes ValidateDeclaration
+// ("declarations[i]..."), and no cluster is named twice.
+absl::Status CheckDeclarations(const std::vector<ClusterDeclaration>& declarations) {
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < declarations.size(); ++i) {
+    const std::string field = absl::StrCat("declarations[", i, "]");
+    RETURN_IF_ERROR(ValidateDeclaration(field, declarations[i]));
+    if (!seen.insert(declarations[i].cluster).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".cluster: \"", declarations[i].cluster, "\" is declared twice"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -471,7 +488,13 @@ Cluster MemoryStore::AsStored(Cluster c) const {
     node.cordoned = node_cordons_.contains({c.info.name, node.name});
     node.schedulable = node.schedulable && !node.cordoned;
   }
+  c.declared = DeclaredLocked(c.info.name);
   return c;
+}
+
+ClusterDeclaration MemoryStore::DeclaredLocked(const std::string& cluster) const {
+  auto it = declarations_.find(cluster);
+  return it == declarations_.end() ? ClusterDeclaration{} : it->second;
 }
 
 absl::StatusOr<Cluster> MemoryStore::SetCordon(const std::string& cluster, const std::string& node,
@@ -541,6 +564,7 @@ absl::StatusOr<ClusterStore::LossResult> MemoryStore::LoseCluster(const std::str
   LossResult out;
   out.cluster = it->second;
   out.cluster.nodes.clear();
+  out.cluster.declared = DeclaredLocked(cluster);
   if (out.cluster.state != ClusterState::kUnreachable) ++out.cluster.epoch;
   out.cluster.state = ClusterState::kUnreachable;
   std::vector<Workload> held;
@@ -576,6 +600,25 @@ absl::StatusOr<Cluster> MemoryStore::GetCluster(const std::string& name) {
     return absl::NotFoundError(absl::StrCat("cluster \"", name, "\" not found"));
   }
   return AsStored(it->second);
+}
+
+absl::StatusOr<std::vector<ClusterDeclaration>> MemoryStore::ListDeclarations() {
+  absl::MutexLock lock(&mu_);
+  std::vector<ClusterDeclaration> out;
+  out.reserve(declarations_.size());
+  for (const auto& [name, d] : declarations_) out.push_back(d);
+  return out;
+}
+
+absl::Status MemoryStore::PutDeclarations(const std::vector<ClusterDeclaration>& declarations) {
+  RETURN_IF_ERROR(CheckDeclarations(declarations));
+  absl::MutexLock lock(&mu_);
+  for (ClusterDeclaration d : declarations) {
+    // As PostgreSQL keeps them: prices' times to the microsecond.
+    for (PriceEntry& e : d.prices) e.effective_from = ToMicros(e.effective_from);
+    declarations_[d.cluster] = std::move(d);
+  }
+  return absl::OkStatus();
 }
 
 // ---- Tenancy ---------------------------------------------------------------------------------

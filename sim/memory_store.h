@@ -108,6 +108,8 @@ class MemoryStore final : public WorkloadStore,
                                     bool cordoned) override;
   absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) override;
   absl::StatusOr<Cluster> GetCluster(const std::string& name) override;
+  absl::StatusOr<std::vector<ClusterDeclaration>> ListDeclarations() override;
+  absl::Status PutDeclarations(const std::vector<ClusterDeclaration>& declarations) override;
 
   // ---- TenantStore ----
   absl::StatusOr<Tenant> CreateTenant(const Tenant& tenant) override;
@@ -136,8 +138,11 @@ class MemoryStore final : public WorkloadStore,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A move to PLACED on a cluster that is unreachable or at another epoch (PgStore's fence).
   bool Fenced(const Transition& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `c` as the store hands it out: node cordons applied to its nodes.
+  // `c` as the store hands it out: node cordons applied to its nodes, its declaration set.
   Cluster AsStored(Cluster c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The declaration of `cluster`; empty (cluster "") when there is none.
+  ClusterDeclaration DeclaredLocked(const std::string& cluster) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The clock's time, to the microsecond.
   Timestamp Now() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -154,6 +159,9 @@ class MemoryStore final : public WorkloadStore,
   // By (tenant, project, resource): the order ListQuotas promises.
   std::map<std::tuple<std::string, std::string, std::string>, Quota> quotas_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Cluster> clusters_ ABSL_GUARDED_BY(mu_);
+  // Admin declarations by cluster name, apart from clusters_ (which registration rewrites): one
+  // may exist before its cluster registers.
+  std::map<std::string, ClusterDeclaration> declarations_ ABSL_GUARDED_BY(mu_);
   // (cluster, node) an operator cordoned; applied when a cluster is read (AsStored).
   std::set<std::pair<std::string, std::string>> node_cordons_ ABSL_GUARDED_BY(mu_);
   std::map<WorkloadId, Workload> workloads_ ABSL_GUARDED_BY(mu_);

@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "auth/principal.h"
@@ -17,6 +18,7 @@
 #include "federation/gpu_catalog.h"
 #include "federation/ports.h"
 #include "federation/quota.h"
+#include "federation/routing.h"
 #include "federation/scheduler.h"
 #include "federation/status_macros.h"
 #include "sim/memory_store.h"
@@ -55,12 +57,19 @@ class NoWatchers final : public EventSink {
 Cluster MakeCluster(const ScenarioCluster& spec) {
   Cluster c;
   c.info.name = spec.name;
-  c.info.provider = "sim";
+  c.info.provider = spec.provider;
+  c.info.region = spec.region;
+  c.info.jurisdiction = spec.jurisdiction;
+  c.info.compliance_labels = spec.compliance_labels;
   const std::optional<GpuModel> model = FindGpuModel(spec.model);
   for (int n = 0; n < spec.nodes; ++n) {
     NodeInfo node;
     node.name = absl::StrCat(spec.name, "-n", n);
     node.rack = absl::StrCat(spec.name, "-r", n / 4);
+    if (n >= spec.nodes - spec.spot_nodes) {
+      node.labels[std::string(kCapacityTypeLabel)] =
+          std::string(CapacityTypeName(CapacityType::kSpot));
+    }
     for (int g = 0; g < spec.gpus_per_node; ++g) {
       GpuInfo gpu;
       gpu.uuid = absl::StrCat("GPU-", node.name, "-", g);
@@ -76,10 +85,65 @@ Cluster MakeCluster(const ScenarioCluster& spec) {
   return c;
 }
 
+// The admin's side of a scenario cluster: its capacity type, prices and RTTs, in force from `from`.
+ClusterDeclaration Declare(const ScenarioCluster& spec, Timestamp from) {
+  ClusterDeclaration d;
+  d.cluster = spec.name;
+  d.default_capacity = spec.capacity;
+  for (const auto& [capacity, micros] : spec.price_micros) {
+    d.prices.push_back({spec.model, "", capacity, micros, from});
+  }
+  d.rtt_micros = spec.rtt_micros;
+  return d;
+}
+
+bool Has(const std::vector<std::string>& list, const std::string& value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+// The hard rule of `rules` a placement on `cluster` (on capacity of type `capacity`) breaks, from
+// the scenario's own description of the cluster; "" when none.
+std::string Violation(const ScenarioCluster& c, CapacityType capacity,
+                      const PlacementConstraints& rules) {
+  if (!rules.jurisdictions.empty() && !Has(rules.jurisdictions, c.jurisdiction)) {
+    return "jurisdiction";
+  }
+  for (const std::string& label : rules.compliance_labels) {
+    if (!Has(c.compliance_labels, label)) return "compliance";
+  }
+  if (!rules.providers.empty() && !Has(rules.providers, c.provider)) return "provider";
+  if (!rules.regions.empty() && !Has(rules.regions, c.region)) return "region";
+  if (!rules.clusters.empty() && !Has(rules.clusters, c.name)) return "clusters";
+  if (Has(rules.denied_clusters, c.name)) return "denied";
+  if (rules.max_rtt_micros > 0) {
+    auto it = c.rtt_micros.find(rules.client_region);
+    if (it == c.rtt_micros.end() || it->second > rules.max_rtt_micros) return "rtt";
+  }
+  if (capacity == CapacityType::kSpot && !rules.spot_tolerated) return "spot";
+  if (rules.max_price_per_gpu_hour_micros > 0 && capacity != CapacityType::kCommitted) {
+    auto it = c.price_micros.find(capacity);
+    if (it == c.price_micros.end() || it->second > rules.max_price_per_gpu_hour_micros) {
+      return "price";
+    }
+  }
+  return "";
+}
+
+// MakeCluster names nodes "<cluster>-n<i>"; the last `spot_nodes` are spot.
+CapacityType CapacityOfNode(const ScenarioCluster& c, const std::string& node) {
+  int index = 0;
+  if (node.size() > c.name.size() + 2 && absl::SimpleAtoi(node.substr(c.name.size() + 2), &index) &&
+      index >= c.nodes - c.spot_nodes) {
+    return CapacityType::kSpot;
+  }
+  return c.capacity;
+}
+
 struct Running {
   std::string tenant;
   std::string cluster;
   int64_t milli = 0;
+  std::optional<double> price_per_hour;  // currency units; nullopt: unpriced
   Timestamp ends{};
   std::optional<Timestamp> stops;  // asked to stop: it does at this time
   uint32_t attempt = 0;
@@ -89,7 +153,8 @@ struct Running {
 
 namespace {
 
-absl::StatusOr<ScenarioReport> RunOnce(const Scenario& scenario, VictimOrder victim_order) {
+absl::StatusOr<ScenarioReport> RunOnce(const Scenario& scenario, VictimOrder victim_order,
+                                       std::optional<Objective> objective = std::nullopt) {
   if (scenario.cycle <= std::chrono::seconds::zero()) {
     return absl::InvalidArgumentError("cycle: must be positive");
   }
@@ -149,6 +214,15 @@ absl::StatusOr<ScenarioReport> RunOnce(const Scenario& scenario, VictimOrder vic
     channels[c.name] = channel;
     links[c.name] = std::move(link);
   }
+  std::map<std::string, const ScenarioCluster*> described;
+  std::vector<ClusterDeclaration> declarations;
+  for (const ScenarioCluster& c : scenario.clusters) {
+    described[c.name] = &c;
+    declarations.push_back(Declare(c, clock.Now() - std::chrono::hours(1)));
+  }
+  RETURN_IF_ERROR(plane.ApplyDeclarations(admin, declarations, false).status());
+  std::map<std::string, ClusterDeclaration> declared_by_name;
+  for (const ClusterDeclaration& d : declarations) declared_by_name[d.cluster] = d;
   // Tenants, projects, weights, quotas.
   std::map<std::string, int64_t> weights;
   for (const ScenarioTenant& t : scenario.tenants) {
@@ -213,6 +287,8 @@ absl::StatusOr<ScenarioReport> RunOnce(const Scenario& scenario, VictimOrder vic
     r.fair_share = static_cast<double>(t.weight) / total_weight;
   }
   std::map<WorkloadId, Running> running;
+  std::vector<double> client_rtts;  // ms, one per placement of a workload with a client region
+  report.routing.objective = objective ? std::string(ObjectiveName(*objective)) : "as given";
   // Owners (work within its guarantee left waiting): when first seen waiting, and the cycles
   // spent waiting on victims to stop.
   struct OwnerWait {
@@ -252,6 +328,8 @@ absl::StatusOr<ScenarioReport> RunOnce(const Scenario& scenario, VictimOrder vic
       spec.retry.max_attempts = RetryPolicy::kMaxAttemptsLimit;
       spec.retry.on_preemption = true;
       spec.checkpoint_interval_ms = stream.checkpoint_every.count() * 1000;
+      spec.placement = stream.placement;
+      if (objective) spec.placement.objective = *objective;
       auto seconds = static_cast<double>(stream.duration.count());
       if (!stream.fixed_duration)
         seconds = std::exponential_distribution<double>(1.0 / seconds)(rng);
@@ -274,6 +352,18 @@ absl::StatusOr<ScenarioReport> RunOnce(const Scenario& scenario, VictimOrder vic
         r.tenant = w.spec.tenant;
         r.cluster = name;
         r.milli = HeldResources(w, model_of)[kGpuEquivalents];
+        // Priced as it runs: what the capacity it took costs per hour.
+        const ScenarioCluster& c = *described.at(name);
+        const ClusterDeclaration& book = declared_by_name.at(name);
+        double price = 0;
+        bool priced = true;
+        for (const ReplicaAssignment& replica : w.assignment.replicas) {
+          const std::optional<int64_t> micros =
+              ReplicaPricePerHour(book, w.spec, c.model, CapacityOfNode(c, replica.node), wall);
+          priced = priced && micros.has_value();
+          price += static_cast<double>(micros.value_or(0)) / 1e6;
+        }
+        if (priced) r.price_per_hour = price;
         r.ends = wall + std::chrono::milliseconds(w.spec.estimated_duration_ms);
         r.attempt = w.attempts;
         running[w.id] = r;
@@ -330,6 +420,20 @@ absl::StatusOr<ScenarioReport> RunOnce(const Scenario& scenario, VictimOrder vic
         for (const PreemptionVictim& v : plan.record.victims) o.victims.insert(v.id);
       }
       for (const Workload& w : step.cycle->placed) {
+        // Routing: how far from its users, and whether a hard rule was broken.
+        const ScenarioCluster& c = *described.at(w.assignment.cluster);
+        ++report.routing.placements;
+        for (const ReplicaAssignment& replica : w.assignment.replicas) {
+          if (!Violation(c, CapacityOfNode(c, replica.node), w.spec.placement).empty()) {
+            ++report.routing.residency_violations;
+            break;
+          }
+        }
+        if (const std::string& region = w.spec.placement.client_region; !region.empty()) {
+          if (auto rtt = c.rtt_micros.find(region); rtt != c.rtt_micros.end()) {
+            client_rtts.push_back(static_cast<double>(rtt->second) / 1000.0);
+          }
+        }
         if (auto s = submitted_in.find(w.id); s != submitted_in.end()) {
           TenantReport& t = tenants[w.spec.tenant];
           t.max_wait_cycles = std::max(t.max_wait_cycles, cycle - s->second);
@@ -349,6 +453,16 @@ absl::StatusOr<ScenarioReport> RunOnce(const Scenario& scenario, VictimOrder vic
     for (auto& [owner, o] : owners) {
       std::erase_if(o.victims, [&](WorkloadId v) { return !running.contains(v); });
       if (!o.victims.empty()) ++o.stopping_cycles;
+    }
+
+    // What the running work cost over this cycle.
+    const double cycle_hours = std::chrono::duration<double>(scenario.cycle).count() / 3600.0;
+    for (const auto& [id, r] : running) {
+      if (r.price_per_hour) {
+        report.routing.total_cost += *r.price_per_hour * cycle_hours;
+      } else {
+        report.routing.unpriced_gpu_hours += static_cast<double>(r.milli) / 1000.0 * cycle_hours;
+      }
     }
 
     // Shares after warm-up.
@@ -398,6 +512,11 @@ absl::StatusOr<ScenarioReport> RunOnce(const Scenario& scenario, VictimOrder vic
   }
   report.mean_utilisation =
       counted_cycles > 0 ? utilisation_sum / static_cast<double>(counted_cycles) : 0;
+  if (!client_rtts.empty()) {
+    const auto mid = client_rtts.begin() + static_cast<std::ptrdiff_t>(client_rtts.size() / 2);
+    std::nth_element(client_rtts.begin(), mid, client_rtts.end());
+    report.routing.p50_client_rtt_ms = *mid;
+  }
   return report;
 }
 
@@ -408,6 +527,14 @@ absl::StatusOr<ScenarioReport> RunScenario(const Scenario& scenario) {
   if (report.reclaims > 0) {
     ASSIGN_OR_RETURN(const ScenarioReport baseline, RunOnce(scenario, VictimOrder::kNewestFirst));
     report.gpu_seconds_lost_newest_first = baseline.gpu_seconds_lost;
+  }
+  if (scenario.compare_objectives) {
+    for (Objective o :
+         {Objective::kCost, Objective::kLatency, Objective::kBalanced, Objective::kPack}) {
+      ASSIGN_OR_RETURN(const ScenarioReport run, RunOnce(scenario, VictimOrder::kLeastWorkLost, o));
+      report.objectives.push_back(run.routing);
+      if (o == Objective::kPack) report.cost_blind_total_cost = run.routing.total_cost;
+    }
   }
   return report;
 }
@@ -426,6 +553,26 @@ nlohmann::json ToJson(const ScenarioReport& report) {
                         {"gpu_seconds_lost", report.gpu_seconds_lost},
                         {"gpu_seconds_lost_newest_first", report.gpu_seconds_lost_newest_first},
                         {"mean_utilisation", report.mean_utilisation}};
+  auto routing = [](const RoutingReport& r) {
+    return nlohmann::json{{"objective", r.objective},
+                          {"total_cost", r.total_cost},
+                          {"unpriced_gpu_hours", r.unpriced_gpu_hours},
+                          {"p50_client_rtt_ms", r.p50_client_rtt_ms},
+                          {"placements", r.placements},
+                          {"residency_violations", r.residency_violations}};
+  };
+  doc["routing"] = routing(report.routing);
+  int64_t violations = report.routing.residency_violations;
+  if (!report.objectives.empty()) {
+    doc["objectives"] = nlohmann::json::object();
+    for (const RoutingReport& r : report.objectives) {
+      doc["objectives"][r.objective] = routing(r);
+      violations += r.residency_violations;
+    }
+    doc["cost_blind_total_cost"] = report.cost_blind_total_cost;
+  }
+  // Every run's together: the figure that must be 0.
+  doc["residency_violations"] = violations;
   doc["tenants"] = nlohmann::json::array();
   for (const TenantReport& t : report.tenants) {
     doc["tenants"].push_back({{"name", t.name},

@@ -13,12 +13,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "federation/quota.h"
+#include "federation/types.h"
 #include "nlohmann/json.hpp"
 
 namespace gpufed::sim {
@@ -28,6 +30,18 @@ struct ScenarioCluster {
   int nodes = 1;
   int gpus_per_node = 8;
   std::string model = "H100-80GB";
+  // Routing (docs/routing.md): what its agent reports ...
+  std::string provider = "sim";
+  std::string region;
+  std::string jurisdiction;
+  std::vector<std::string> compliance_labels;
+  // ... and what an admin declares: the capacity type of its nodes, of which the last
+  // `spot_nodes` are spot; the price of one GPU-hour of its model per capacity type (micro-units;
+  // none: unpriced); the round-trip time from client regions (microseconds).
+  CapacityType capacity = CapacityType::kOnDemand;
+  int spot_nodes = 0;
+  std::map<CapacityType, int64_t> price_micros;
+  std::map<std::string, int64_t> rtt_micros;
 };
 
 // A stream of workloads of one tenant and project.
@@ -49,6 +63,8 @@ struct ScenarioStream {
   int32_t priority = 0;
   // Checkpointable: the workloads save their progress this often (0: they do not).
   std::chrono::seconds checkpoint_every{0};
+  // Where they may run and what they prefer (docs/routing.md).
+  PlacementConstraints placement;
 };
 
 struct ScenarioProject {
@@ -78,6 +94,25 @@ struct Scenario {
   std::vector<ScenarioCluster> clusters;
   std::vector<ScenarioTenant> tenants;
   std::vector<ScenarioStream> streams;
+  // Run once per objective (cost, latency, balanced, and pack: blind to price and distance),
+  // every stream's objective replaced by it, and report each (ScenarioReport::objectives).
+  bool compare_objectives = false;
+};
+
+// What routing cost and how far work ran from its users, in one run.
+struct RoutingReport {
+  std::string objective;  // "as given" for a run with the streams' own objectives
+  // Every GPU-hour run, priced by the cluster's price book for the capacity it ran on
+  // (committed: 0; unpriced: 0 and counted in `unpriced_gpu_hours`), in currency units.
+  double total_cost = 0;
+  double unpriced_gpu_hours = 0;
+  // Over every placement of a workload with a client region: the median round-trip time from
+  // that region to the cluster it was placed on (undeclared RTTs are left out).
+  double p50_client_rtt_ms = 0;
+  int64_t placements = 0;
+  // Placements that broke a stream's hard rule, checked here from the clusters as described
+  // (jurisdiction, compliance labels, provider, region, clusters, max RTT, spot, price cap).
+  int64_t residency_violations = 0;
 };
 
 struct TenantReport {
@@ -119,6 +154,11 @@ struct ScenarioReport {
   double gpu_seconds_lost_newest_first = 0;
   double mean_utilisation = 0;  // allocated / the pool's GPUs, mean after warm-up
   std::vector<TenantReport> tenants;
+  // Routing, for the run as given; with compare_objectives, also one per objective and the
+  // cost of the cost-blind one (pack) beside them.
+  RoutingReport routing;
+  std::vector<RoutingReport> objectives;
+  double cost_blind_total_cost = 0;
 };
 
 // INVALID_ARGUMENT naming what is wrong (an unknown tenant in a stream, a bad quota, ...).

@@ -1,5 +1,9 @@
 #include "storage/json_codec.h"
 
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +47,75 @@ absl::StatusOr<std::vector<MigInstance>> MigLayoutFromDoc(const json& doc, absl:
     out.push_back(MigInstance{m.value("profile", ""), m.value("start", 0)});
   }
   return out;
+}
+
+// An integer member of `obj` (absent or null: 0). INVALID_ARGUMENT, naming `what`.`key`, for
+// anything but an integer that fits in an int64 (a float would silently lose its fraction).
+absl::StatusOr<int64_t> Int64Member(const json& obj, const char* key, absl::string_view what) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return 0;
+  if (it->is_number_unsigned()) {
+    const uint64_t u = it->get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ".", key, ": too large"));
+    }
+    return static_cast<int64_t>(u);
+  }
+  if (it->is_number_integer()) return it->get<int64_t>();
+  return absl::InvalidArgumentError(absl::StrCat(what, ".", key, ": not an integer"));
+}
+
+int64_t ToMicros(Timestamp t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+Timestamp FromMicros(int64_t us) {
+  return Timestamp(std::chrono::duration_cast<Timestamp::duration>(std::chrono::microseconds(us)));
+}
+
+// spec.placement: only the constraints that are set, so that a constraint added later leaves
+// the text of every spec that does not use it as it was.
+json PlacementDoc(const PlacementConstraints& p) {
+  json doc = json::object();
+  const auto list = [&doc](const char* key, const std::vector<std::string>& values) {
+    if (!values.empty()) doc[key] = values;
+  };
+  list("jurisdictions", p.jurisdictions);
+  list("compliance_labels", p.compliance_labels);
+  list("providers", p.providers);
+  list("regions", p.regions);
+  list("clusters", p.clusters);
+  list("denied_clusters", p.denied_clusters);
+  if (p.max_price_per_gpu_hour_micros != 0) {
+    doc["max_price_per_gpu_hour_micros"] = p.max_price_per_gpu_hour_micros;
+  }
+  if (p.spot_tolerated) doc["spot_tolerated"] = true;
+  if (p.objective != Objective::kPack) doc["objective"] = std::string(ObjectiveName(p.objective));
+  if (!p.client_region.empty()) doc["client_region"] = p.client_region;
+  if (p.max_rtt_micros != 0) doc["max_rtt_micros"] = p.max_rtt_micros;
+  return doc;
+}
+
+absl::StatusOr<PlacementConstraints> PlacementFromDoc(const json& doc) {
+  constexpr absl::string_view kWhat = "workload spec: placement";
+  if (!doc.is_object()) return absl::InvalidArgumentError(absl::StrCat(kWhat, ": not an object"));
+  PlacementConstraints p;
+  p.jurisdictions = doc.value("jurisdictions", std::vector<std::string>{});
+  p.compliance_labels = doc.value("compliance_labels", std::vector<std::string>{});
+  p.providers = doc.value("providers", std::vector<std::string>{});
+  p.regions = doc.value("regions", std::vector<std::string>{});
+  p.clusters = doc.value("clusters", std::vector<std::string>{});
+  p.denied_clusters = doc.value("denied_clusters", std::vector<std::string>{});
+  ASSIGN_OR_RETURN(p.max_price_per_gpu_hour_micros,
+                   Int64Member(doc, "max_price_per_gpu_hour_micros", kWhat));
+  p.spot_tolerated = doc.value("spot_tolerated", false);
+  const std::string objective = doc.value("objective", "pack");
+  std::optional<Objective> o = ParseObjective(objective);
+  if (!o) return absl::InvalidArgumentError(absl::StrCat(kWhat, ".objective: ", objective));
+  p.objective = *o;
+  p.client_region = doc.value("client_region", "");
+  ASSIGN_OR_RETURN(p.max_rtt_micros, Int64Member(doc, "max_rtt_micros", kWhat));
+  return p;
 }
 
 // Compact, and never throws: text that is not valid UTF-8 is replaced (U+FFFD) rather than
@@ -89,6 +162,7 @@ std::string WorkloadSpecToJson(const WorkloadSpec& spec) {
                     {"on_preemption", spec.retry.on_preemption},
                     {"on_node_failure", spec.retry.on_node_failure}};
   }
+  if (!spec.placement.empty()) doc["placement"] = PlacementDoc(spec.placement);
   return Dump(doc);
 }
 
@@ -129,6 +203,9 @@ absl::StatusOr<WorkloadSpec> WorkloadSpecFromJson(std::string_view text) {
           spec.retry.on_cluster_lost = it->value("on_cluster_lost", false);
           spec.retry.on_preemption = it->value("on_preemption", false);
           spec.retry.on_node_failure = it->value("on_node_failure", false);
+        }
+        if (auto it = doc.find("placement"); it != doc.end() && !it->is_null()) {
+          ASSIGN_OR_RETURN(spec.placement, PlacementFromDoc(*it));
         }
         if (auto it = doc.find("run"); it != doc.end() && it->is_object()) {
           const json& run = *it;
@@ -234,6 +311,89 @@ absl::StatusOr<std::vector<MigInstance>> MigLayoutFromJson(std::string_view text
   return Decode<Layout>("mig_layout", text, [](const json& doc) -> absl::StatusOr<Layout> {
     return MigLayoutFromDoc(doc, "mig_layout");
   });
+}
+
+std::string ClusterDeclarationToJson(const ClusterDeclaration& d) {
+  json prices = json::array();
+  for (const PriceEntry& e : d.prices) {
+    prices.push_back({{"gpu_model", e.gpu_model},
+                      {"mig_profile", e.mig_profile},
+                      {"capacity", std::string(CapacityTypeName(e.capacity))},
+                      {"micros_per_hour", e.micros_per_hour},
+                      {"effective_from_us", ToMicros(e.effective_from)}});
+  }
+  json doc = {
+      {"cluster", d.cluster},
+      {"provider", d.provider},
+      {"region", d.region},
+      {"zone", d.zone},
+      {"jurisdiction", d.jurisdiction},
+      {"default_capacity", std::string(CapacityTypeName(d.default_capacity))},
+      {"prices", std::move(prices)},
+      {"rtt_micros", json(d.rtt_micros)},
+  };
+  // Absent: the agent's labels stay in force; [] declares that the cluster has none.
+  if (d.compliance_labels) doc["compliance_labels"] = *d.compliance_labels;
+  return Dump(doc);
+}
+
+absl::StatusOr<ClusterDeclaration> ClusterDeclarationFromJson(std::string_view text) {
+  constexpr absl::string_view kWhat = "cluster declaration";
+  return Decode<ClusterDeclaration>(
+      kWhat, text, [&](const json& doc) -> absl::StatusOr<ClusterDeclaration> {
+        if (!doc.is_object()) {
+          return absl::InvalidArgumentError(absl::StrCat(kWhat, ": not a JSON object"));
+        }
+        ClusterDeclaration d;
+        d.cluster = doc.value("cluster", "");
+        d.provider = doc.value("provider", "");
+        d.region = doc.value("region", "");
+        d.zone = doc.value("zone", "");
+        d.jurisdiction = doc.value("jurisdiction", "");
+        if (auto it = doc.find("compliance_labels"); it != doc.end() && !it->is_null()) {
+          d.compliance_labels = it->get<std::vector<std::string>>();
+        }
+        const std::string capacity = doc.value("default_capacity", "on-demand");
+        std::optional<CapacityType> c = ParseCapacityType(capacity);
+        if (!c) {
+          return absl::InvalidArgumentError(absl::StrCat(kWhat, ": default_capacity: ", capacity));
+        }
+        d.default_capacity = *c;
+        if (auto it = doc.find("prices"); it != doc.end() && !it->is_null()) {
+          if (!it->is_array()) {
+            return absl::InvalidArgumentError(absl::StrCat(kWhat, ": prices: not a JSON array"));
+          }
+          for (size_t i = 0; i < it->size(); ++i) {
+            const json& line = (*it)[i];
+            const std::string what = absl::StrCat(kWhat, ": prices[", i, "]");
+            if (!line.is_object()) {
+              return absl::InvalidArgumentError(absl::StrCat(what, ": not a JSON object"));
+            }
+            PriceEntry e;
+            e.gpu_model = line.value("gpu_model", "");
+            e.mig_profile = line.value("mig_profile", "");
+            const std::string name = line.value("capacity", "on-demand");
+            std::optional<CapacityType> type = ParseCapacityType(name);
+            if (!type) return absl::InvalidArgumentError(absl::StrCat(what, ".capacity: ", name));
+            e.capacity = *type;
+            ASSIGN_OR_RETURN(e.micros_per_hour, Int64Member(line, "micros_per_hour", what));
+            ASSIGN_OR_RETURN(const int64_t from_us, Int64Member(line, "effective_from_us", what));
+            e.effective_from = FromMicros(from_us);
+            d.prices.push_back(std::move(e));
+          }
+        }
+        if (auto it = doc.find("rtt_micros"); it != doc.end() && !it->is_null()) {
+          if (!it->is_object()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(kWhat, ": rtt_micros: not a JSON object"));
+          }
+          for (const auto& [region, value] : it->items()) {
+            ASSIGN_OR_RETURN(d.rtt_micros[region],
+                             Int64Member(*it, region.c_str(), absl::StrCat(kWhat, ": rtt_micros")));
+          }
+        }
+        return d;
+      });
 }
 
 std::string StringsToJson(const std::vector<std::string>& values) { return Dump(json(values)); }

@@ -52,10 +52,14 @@ using nlohmann::json;
   " epoch_us(w.updated_at) AS updated_us, epoch_us(w.started_at) AS started_us,"                 \
   " epoch_us(w.ended_at) AS ended_us, w.version, w.attempts, w.evicting "
 
-#define GPUFED_CLUSTER_COLUMNS                                                  \
-  " c.name, c.provider, c.region, c.zone, c.jurisdiction,"                      \
-  " to_json(c.compliance_labels)::text AS compliance_labels, c.state, c.epoch," \
-  " epoch_us(c.last_heartbeat) AS heartbeat_us, c.cordoned "
+// The admin's declaration comes with every cluster row (one primary-key lookup; NULL when there
+// is none), so every Cluster the store returns carries it, as the in-memory store's do.
+#define GPUFED_CLUSTER_COLUMNS                                                            \
+  " c.name, c.provider, c.region, c.zone, c.jurisdiction,"                                \
+  " to_json(c.compliance_labels)::text AS compliance_labels, c.state, c.epoch,"           \
+  " epoch_us(c.last_heartbeat) AS heartbeat_us, c.cordoned,"                              \
+  " (SELECT d.declaration::text FROM cluster_declarations d WHERE d.cluster = c.name) AS" \
+  " declaration "
 
 // One group of submits. Input: [{"ord": n, "spec": {...}, "reason": {"code", "figures",
 // "message"}}]. Tenant and project are resolved in the same statement so that an unknown one
@@ -375,6 +379,16 @@ constexpr const char* kLoseCluster =
     "UPDATE clusters c SET "
     "epoch = c.epoch + CASE WHEN c.state <> 'unreachable' THEN 1 ELSE 0 END, "
     "state = 'unreachable', updated_at = now() WHERE c.name = $1 RETURNING" GPUFED_CLUSTER_COLUMNS;
+// Admin declarations (migrations/0017): replaced whole, never touched by registration. $1 is
+// [{"cluster": ..., "declaration": {...}}], clusters distinct (ON CONFLICT may not update a row
+// twice in one statement).
+constexpr const char* kUpsertDeclarations =
+    "INSERT INTO cluster_declarations (cluster, declaration) "
+    "SELECT r.cluster, r.declaration FROM jsonb_to_recordset($1::jsonb) "
+    "AS r(cluster text, declaration jsonb) "
+    "ON CONFLICT (cluster) DO UPDATE SET declaration = EXCLUDED.declaration, updated_at = now()";
+constexpr const char* kListDeclarations =
+    "SELECT cluster, declaration::text AS declaration FROM cluster_declarations ORDER BY cluster";
 constexpr const char* kSetClusterState =
     "UPDATE clusters SET "
     "epoch = epoch + CASE WHEN $2 = 'unreachable' AND state <> 'unreachable' THEN 1 ELSE 0 END, "
@@ -487,6 +501,8 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"record_heartbeat", kRecordHeartbeat},
     {"set_cluster_state", kSetClusterState},
     {"lose_cluster", kLoseCluster},
+    {"upsert_declarations", kUpsertDeclarations},
+    {"list_declarations", kListDeclarations},
     {"create_tenant", kCreateTenant},
     {"list_tenants", kListTenants},
     {"tenant_exists", kTenantExists},
@@ -623,6 +639,18 @@ absl::StatusOr<std::vector<Workload>> WorkloadsFromResult(const pqxx::result& re
   return out;
 }
 
+// A stored declaration; the row's key names the cluster. One this build cannot read is INTERNAL.
+absl::StatusOr<ClusterDeclaration> DeclarationFromRow(const std::string& cluster,
+                                                      const pqxx::field& field) {
+  absl::StatusOr<ClusterDeclaration> d = ClusterDeclarationFromJson(field.c_str());
+  if (!d.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cluster ", cluster, ": stored declaration: ", d.status().message()));
+  }
+  d->cluster = cluster;
+  return d;
+}
+
 absl::StatusOr<Cluster> ClusterFromRow(const pqxx::row& row) {
   Cluster c;
   c.info.name = row["name"].c_str();
@@ -646,6 +674,9 @@ absl::StatusOr<Cluster> ClusterFromRow(const pqxx::row& row) {
   c.epoch = row["epoch"].as<uint64_t>();
   c.last_heartbeat = OptionalMicros(row["heartbeat_us"]);
   c.cordoned = row["cordoned"].as<bool>();
+  if (!row["declaration"].is_null()) {
+    ASSIGN_OR_RETURN(c.declared, DeclarationFromRow(c.info.name, row["declaration"]));
+  }
   return c;
 }
 
@@ -697,6 +728,21 @@ absl::Status ReadInventory(pqxx::transaction_base& txn, const std::string& clust
 // store, which must never hold a name the API would refuse.
 absl::Status CheckName(absl::string_view field, const std::string& value) {
   return ValidateName(field, value);
+}
+
+// PutDeclarations' input: each passes ValidateDeclaration ("declarations[i]..."), and no cluster
+// is named twice (which one would win is not for the store to guess).
+absl::Status CheckDeclarations(const std::vector<ClusterDeclaration>& declarations) {
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < declarations.size(); ++i) {
+    const std::string field = absl::StrCat("declarations[", i, "]");
+    RETURN_IF_ERROR(ValidateDeclaration(field, declarations[i]));
+    if (!seen.insert(declarations[i].cluster).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".cluster: \"", declarations[i].cluster, "\" is declared twice"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -1663,6 +1709,36 @@ absl::StatusOr<Cluster> PgStore::GetCluster(const std::string& name) {
         RETURN_IF_ERROR(ReadInventory(txn, name, by_name));
         return cluster;
       });
+}
+
+absl::StatusOr<std::vector<ClusterDeclaration>> PgStore::ListDeclarations() {
+  return pool_->Transact<pqxx::nontransaction>(
+      "list declarations",
+      [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<ClusterDeclaration>> {
+        std::vector<ClusterDeclaration> out;
+        for (const pqxx::row& row : txn.exec_prepared("list_declarations")) {
+          ASSIGN_OR_RETURN(ClusterDeclaration d,
+                           DeclarationFromRow(row["cluster"].c_str(), row["declaration"]));
+          out.push_back(std::move(d));
+        }
+        return out;
+      });
+}
+
+absl::Status PgStore::PutDeclarations(const std::vector<ClusterDeclaration>& declarations) {
+  RETURN_IF_ERROR(CheckDeclarations(declarations));
+  if (declarations.empty()) return absl::OkStatus();
+  json rows = json::array();
+  for (const ClusterDeclaration& d : declarations) {
+    rows.push_back(
+        {{"cluster", d.cluster}, {"declaration", json::parse(ClusterDeclarationToJson(d))}});
+  }
+  const std::string rows_text = rows.dump(-1, ' ', false, json::error_handler_t::replace);
+  // One statement: the whole batch is stored, or (an error) none of it.
+  return pool_->Transact("put declarations", [&](pqxx::work& txn) -> absl::Status {
+    txn.exec_prepared("upsert_declarations", rows_text);
+    return absl::OkStatus();
+  });
 }
 
 // ---- Tenancy -----------------------------------------------------------------------------

@@ -40,6 +40,12 @@
 //     ValidateInventory refuses (fields named as it names them, "register.inventory.nodes[1]...")
 //     or a figure a bigint column cannot hold. Also records a heartbeat. GetCluster includes
 //     nodes; ListClusters only if asked.
+//   - Declarations (migrations/0017) are one jsonb document per cluster, apart from the
+//     clusters table: RegisterCluster never writes them, and every Cluster returned (Register,
+//     Get, List, SetCordon, LoseCluster) carries its declaration (Cluster::declared).
+//     PutDeclarations stores the batch in one statement, all or nothing: INVALID_ARGUMENT for
+//     what ValidateDeclaration refuses ("declarations[i]...") or a cluster named twice.
+//     Prices' effective_from is kept to the microsecond.
 //   - LookupToken: NOT_FOUND for unknown or revoked tokens. CountTokens counts unrevoked ones.
 //     CreateToken: INVALID_ARGUMENT for a role outside auth::Role, a tenant role without tenant
 //     or an agent token without cluster; NOT_FOUND for an unknown tenant. Roles are stored by
@@ -154,6 +160,8 @@ class PgStore final : public WorkloadStore,
                                     bool cordoned) override;
   absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) override;
   absl::StatusOr<Cluster> GetCluster(const std::string& name) override;
+  absl::StatusOr<std::vector<ClusterDeclaration>> ListDeclarations() override;
+  absl::Status PutDeclarations(const std::vector<ClusterDeclaration>& declarations) override;
 
   // ---- TenantStore ----
   absl::StatusOr<Tenant> CreateTenant(const Tenant& tenant) override;

@@ -176,6 +176,94 @@ TEST_F(AppTest, BadYamlFailsBeforeAnyCall) {
   EXPECT_THAT(server_->submits(), IsEmpty());
 }
 
+TEST_F(AppTest, ApplyShowsTheDiffAndADryRunStoresNothing) {
+  WriteHomeConfig();
+  const std::string example = ExamplePath("clusters.yaml");
+  ASSERT_EQ(Run({"apply", "-f", example, "--dry-run"}), 0) << err_.str();
+  ASSERT_THAT(server_->apply_requests(), SizeIs(1));
+  EXPECT_TRUE(server_->apply_requests()[0].dry_run());
+  EXPECT_EQ(server_->apply_requests()[0].declarations_size(), 4);
+  EXPECT_EQ(server_->apply_requests()[0].declarations(1).prices(0).price_per_hour_micros(),
+            4'100'000);
+  EXPECT_THAT(out_.str(), StartsWith("CLUSTER          RESULT   CHANGES\n"
+                                     "onprem-dgx-fra   added    + 2 price line(s)\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("\n4 cluster(s): 4 added (dry run: nothing was stored)\n"));
+  EXPECT_EQ(server_->authorizations().back(), "Bearer gpf_cfg");
+
+  ASSERT_EQ(Run({"apply", "-f", example}), 0) << err_.str();
+  EXPECT_FALSE(server_->apply_requests().back().dry_run());
+  EXPECT_THAT(out_.str(), HasSubstr("\n4 cluster(s): 4 added\n"));
+
+  // Applying the same file again changes nothing.
+  ASSERT_EQ(Run({"apply", "-f", example, "-o", "json"}), 0) << err_.str();
+  const nlohmann::json json = nlohmann::json::parse(out_.str());
+  ASSERT_EQ(json["diffs"].size(), 4u);
+  for (const nlohmann::json& diff : json["diffs"]) {
+    EXPECT_EQ(diff["kind"], "DECLARATION_CHANGE_UNCHANGED") << diff;
+    EXPECT_TRUE(diff["changes"].empty()) << diff;
+  }
+  EXPECT_EQ(json["dry_run"], false);
+}
+
+TEST_F(AppTest, ClustersDeclarationsShowsWhatWasDeclared) {
+  WriteHomeConfig();
+  ASSERT_EQ(Run({"apply", "-f", ExamplePath("clusters.yaml")}), 0) << err_.str();
+  ASSERT_EQ(Run({"clusters", "declarations"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("DEFAULT-CAPACITY"));
+  EXPECT_THAT(out_.str(), HasSubstr("gdpr,sovereign   committed          "
+                                    "eu-west=14ms,us-east=92ms\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("(none)"));
+  EXPECT_THAT(out_.str(), HasSubstr("cloud-eu-a100    A100-80GB   -         spot        1.64       "
+                                    "2026-01-01T00:00:00Z\n"));
+  EXPECT_THAT(server_->cluster_requests(), IsEmpty()) << "not the cluster listing";
+
+  ASSERT_EQ(Run({"clusters", "declarations", "-o", "json"}), 0) << err_.str();
+  const nlohmann::json json = nlohmann::json::parse(out_.str());
+  ASSERT_EQ(json["declarations"].size(), 4u);
+  EXPECT_EQ(json["declarations"][0]["cluster"], "cloud-eu-a100");
+  EXPECT_EQ(json["declarations"][0]["prices"][0]["price_per_hour_micros"], "4100000");
+  EXPECT_EQ(json["declarations"][0]["client_rtts"]["eu-west"], "0.004s");
+}
+
+TEST_F(AppTest, ApplyRefusesABadFileBeforeAnyCall) {
+  WriteHomeConfig();
+  const std::string path =
+      Write("bad.yaml", "clusters:\n  - name: a\n    default_capacity: reserved\n");
+  EXPECT_EQ(Run({"apply", "-f", path}), 1);
+  EXPECT_EQ(err_.str(), "error: INVALID_ARGUMENT: " + path +
+                            ":3: clusters[0].default_capacity: expected one of on-demand, spot, "
+                            "committed, got \"reserved\"\n");
+  EXPECT_THAT(server_->apply_requests(), IsEmpty());
+  EXPECT_EQ(Run({"apply"}), 2) << "-f is required";
+  EXPECT_EQ(Run({"apply", "-f", Write("missing-dir/x.yaml", "")}), 1);
+}
+
+TEST_F(AppTest, ApplyPointsAServerErrorAtTheLineOfTheFile) {
+  WriteHomeConfig();
+  const std::string example = ExamplePath("clusters.yaml");
+  server_->FailNextApply(grpc::Status(
+      grpc::StatusCode::INVALID_ARGUMENT,
+      "declarations[1].prices[3].mig_profile: \"3g.40gb\" is not a MIG profile of L4"));
+  EXPECT_EQ(Run({"apply", "-f", example}), 1);
+  EXPECT_EQ(err_.str(), "error: INVALID_ARGUMENT: " + example +
+                            ":53: declarations[1].prices[3].mig_profile: \"3g.40gb\" is not a "
+                            "MIG profile of L4\n");
+  // Not retried: only UNAVAILABLE is.
+  EXPECT_THAT(server_->apply_requests(), SizeIs(1));
+}
+
+TEST_F(AppTest, ApplyFromStdin) {
+  WriteHomeConfig();
+  in_.str("clusters:\n  - name: piped\n    jurisdiction: eu\n");
+  ASSERT_EQ(Run({"apply", "-f", "-"}), 0) << err_.str();
+  ASSERT_THAT(server_->apply_requests(), SizeIs(1));
+  EXPECT_EQ(server_->apply_requests()[0].declarations(0).cluster(), "piped");
+  in_.clear();
+  in_.str("clusters:\n  - name: piped\n    jurisdictoin: eu\n");
+  EXPECT_EQ(Run({"apply", "-f", "-"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("<stdin>:3: clusters[0].jurisdictoin: unknown field"));
+}
+
 TEST_F(AppTest, ServerErrorsExitOneWithCodeAndMessage) {
   WriteHomeConfig();
   EXPECT_EQ(Run({"submit", "--name", ""}), 1);

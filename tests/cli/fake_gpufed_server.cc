@@ -130,6 +130,16 @@ std::vector<v1::DrainRequest> FakeGpufedServer::drain_requests() const {
   return drain_requests_;
 }
 
+std::vector<v1::ApplyClustersRequest> FakeGpufedServer::apply_requests() const {
+  absl::MutexLock lock(&mu_);
+  return apply_requests_;
+}
+
+void FakeGpufedServer::FailNextApply(grpc::Status status) {
+  absl::MutexLock lock(&mu_);
+  apply_failure_ = std::move(status);
+}
+
 std::vector<std::string> FakeGpufedServer::authorizations() const {
   absl::MutexLock lock(&mu_);
   return authorizations_;
@@ -383,6 +393,45 @@ grpc::Status FakeGpufedServer::Drain(grpc::ServerContext* context, const v1::Dra
     return grpc::Status::OK;
   }
   return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such cluster");
+}
+
+grpc::Status FakeGpufedServer::ApplyClusters(grpc::ServerContext* context,
+                                             const v1::ApplyClustersRequest* request,
+                                             v1::ApplyClustersResponse* response) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  apply_requests_.push_back(*request);
+  if (apply_failure_.has_value()) {
+    const grpc::Status failure = *std::move(apply_failure_);
+    apply_failure_.reset();
+    return failure;
+  }
+  for (const v1::ClusterDeclaration& d : request->declarations()) {
+    v1::DeclarationDiff* diff = response->add_diffs();
+    diff->set_cluster(d.cluster());
+    const auto it = declarations_.find(d.cluster());
+    if (it == declarations_.end()) {
+      diff->set_kind(v1::DECLARATION_CHANGE_ADDED);
+      diff->add_changes(absl::StrCat("+ ", d.prices_size(), " price line(s)"));
+    } else if (google::protobuf::util::MessageDifferencer::Equals(it->second, d)) {
+      diff->set_kind(v1::DECLARATION_CHANGE_UNCHANGED);
+    } else {
+      diff->set_kind(v1::DECLARATION_CHANGE_CHANGED);
+      diff->add_changes("declaration replaced");
+    }
+    if (!request->dry_run()) declarations_[d.cluster()] = d;
+  }
+  response->set_dry_run(request->dry_run());
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeGpufedServer::ListDeclarations(grpc::ServerContext* context,
+                                                const v1::ListDeclarationsRequest* /*request*/,
+                                                v1::ListDeclarationsResponse* response) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, d] : declarations_) *response->add_declarations() = d;
+  return grpc::Status::OK;
 }
 
 grpc::Status FakeGpufedServer::CreateTenant(grpc::ServerContext* context,

@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   void SetExplanation(const std::string& id, std::string explanation, bool never_fits,
                       std::string fits_now_on = "");
 
+  // The next ApplyClusters call answers this status (once) instead of applying.
+  void FailNextApply(grpc::Status status);
+
   // List answers at most this many workloads per page, whatever the client asks (default 1000).
   void SetMaxPageSize(size_t size);
 
@@ -71,6 +75,7 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   [[nodiscard]] std::vector<v1::ListClustersRequest> cluster_requests() const;
   [[nodiscard]] std::vector<v1::CreateTokenRequest> token_requests() const;
   [[nodiscard]] std::vector<v1::DrainRequest> drain_requests() const;
+  [[nodiscard]] std::vector<v1::ApplyClustersRequest> apply_requests() const;
   // The authorization metadata of every call, in order ("" when absent).
   [[nodiscard]] std::vector<std::string> authorizations() const;
   // The deadline of every call, in order (time_point::max() when it had none).
@@ -101,6 +106,13 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   // evicted when asked, the rest stay; else NOT_FOUND.
   grpc::Status Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
                      v1::DrainResponse* response) override;
+  // Declarations kept by cluster name: ADDED for a new name, UNCHANGED for an equal one, else
+  // CHANGED with one change line; nothing is kept on a dry run.
+  grpc::Status ApplyClusters(grpc::ServerContext* context, const v1::ApplyClustersRequest* request,
+                             v1::ApplyClustersResponse* response) override;
+  grpc::Status ListDeclarations(grpc::ServerContext* context,
+                                const v1::ListDeclarationsRequest* request,
+                                v1::ListDeclarationsResponse* response) override;
 
   // TenantService
   grpc::Status CreateTenant(grpc::ServerContext* context, const v1::CreateTenantRequest* request,
@@ -152,6 +164,9 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   std::vector<v1::ListWorkloadsRequest> list_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ListClustersRequest> cluster_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::DrainRequest> drain_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ApplyClustersRequest> apply_requests_ ABSL_GUARDED_BY(mu_);
+  std::optional<grpc::Status> apply_failure_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::ClusterDeclaration> declarations_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::CreateTokenRequest> token_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> authorizations_ ABSL_GUARDED_BY(mu_);
   std::vector<std::chrono::system_clock::time_point> deadlines_ ABSL_GUARDED_BY(mu_);

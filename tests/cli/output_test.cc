@@ -161,6 +161,112 @@ TEST(WorkloadDetailTest, ShowsSpecAndPlacement) {
             "Version:          0\n");
 }
 
+TEST(WorkloadDetailTest, ShowsThePlacementRulesGiven) {
+  v1::Workload w = SampleWorkload();
+  w.clear_assignment();
+  v1::PlacementConstraints& p = *w.mutable_spec()->mutable_placement();
+  p.add_jurisdictions("eu");
+  p.add_jurisdictions("de");
+  p.add_compliance_labels("gdpr");
+  p.add_denied_clusters("edge-l4");
+  p.set_max_price_per_gpu_hour_micros(4'000'000);
+  p.set_spot_tolerated(true);
+  p.set_objective(v1::OBJECTIVE_LATENCY);
+  p.set_client_region("eu-west");
+  p.mutable_max_rtt()->set_nanos(30'000'000);
+  std::ostringstream out;
+  WriteWorkloadDetail(w, kNow, out);
+  EXPECT_THAT(out.str(), HasSubstr("Jurisdictions:      eu, de\n"
+                                   "Compliance labels:  gdpr\n"
+                                   "Denied clusters:    edge-l4\n"
+                                   "Max price:          4.00 per GPU-hour\n"
+                                   "Spot:               tolerated\n"
+                                   "Objective:          latency (clients in eu-west, max RTT "
+                                   "30ms)\n"));
+  EXPECT_THAT(out.str(), Not(HasSubstr("Providers")));
+
+  // Rules left out are not shown; the objective the server applies is.
+  v1::Workload plain = SampleWorkload();
+  plain.mutable_spec()->mutable_placement()->add_regions("us-east-1");
+  out.str("");
+  WriteWorkloadDetail(plain, kNow, out);
+  EXPECT_THAT(out.str(), HasSubstr("Regions:          us-east-1\n"));
+  EXPECT_THAT(out.str(), HasSubstr("Spot:             not tolerated\n"));
+  EXPECT_THAT(out.str(), HasSubstr("Objective:        pack\n"));
+  EXPECT_THAT(out.str(), Not(HasSubstr("Max price")));
+
+  out.str("");
+  WriteWorkloadDetail(SampleWorkload(), kNow, out);
+  EXPECT_THAT(out.str(), Not(HasSubstr("Objective")));
+}
+
+TEST(ApplyResultTest, OneRowPerChangeAndASummary) {
+  v1::ApplyClustersResponse response;
+  v1::DeclarationDiff* added = response.add_diffs();
+  added->set_cluster("onprem-dgx-fra");
+  added->set_kind(v1::DECLARATION_CHANGE_ADDED);
+  added->add_changes("jurisdiction: \"\" -> de");
+  added->add_changes("+ price H100-80GB committed from 2026-01-01T00:00:00Z: 0.000000");
+  v1::DeclarationDiff* same = response.add_diffs();
+  same->set_cluster("edge-l4");
+  same->set_kind(v1::DECLARATION_CHANGE_UNCHANGED);
+  response.set_dry_run(true);
+  std::ostringstream out;
+  WriteApplyResult(response, out);
+  EXPECT_EQ(out.str(),
+            "CLUSTER          RESULT      CHANGES\n"
+            "onprem-dgx-fra   added       jurisdiction: \"\" -> de\n"
+            "                             + price H100-80GB committed from "
+            "2026-01-01T00:00:00Z: 0.000000\n"
+            "edge-l4          unchanged   -\n"
+            "2 cluster(s): 1 unchanged, 1 added (dry run: nothing was stored)\n");
+
+  response.set_dry_run(false);
+  response.mutable_diffs(0)->set_kind(v1::DECLARATION_CHANGE_CHANGED);
+  out.str("");
+  WriteApplyResult(response, out);
+  EXPECT_THAT(out.str(), HasSubstr("\n2 cluster(s): 1 unchanged, 1 changed\n"));
+}
+
+TEST(DeclarationTablesTest, AttributesThenPriceBooks) {
+  google::protobuf::RepeatedPtrField<v1::ClusterDeclaration> declarations;
+  v1::ClusterDeclaration& dgx = *declarations.Add();
+  dgx.set_cluster("onprem-dgx-fra");
+  dgx.set_provider("onprem");
+  dgx.set_jurisdiction("de");
+  dgx.mutable_compliance_labels()->add_labels("gdpr");
+  dgx.mutable_compliance_labels()->add_labels("sovereign");
+  dgx.set_default_capacity(v1::CAPACITY_TYPE_COMMITTED);
+  (*dgx.mutable_client_rtts())["us-east"].set_nanos(92'000'000);
+  (*dgx.mutable_client_rtts())["eu-west"].set_nanos(14'000'000);
+  v1::PriceEntry& price = *dgx.add_prices();
+  price.set_gpu_model("H100-80GB");
+  price.set_mig_profile("3g.40gb");
+  price.set_capacity_type(v1::CAPACITY_TYPE_SPOT);
+  price.set_price_per_hour_micros(1'640'000);
+  price.mutable_effective_from()->set_seconds(1782864000);
+  v1::ClusterDeclaration& edge = *declarations.Add();
+  edge.set_cluster("edge-l4");
+  edge.mutable_compliance_labels();  // declared: none
+  edge.set_default_capacity(v1::CAPACITY_TYPE_ON_DEMAND);
+  v1::ClusterDeclaration& bare = *declarations.Add();
+  bare.set_cluster("bare");
+  std::ostringstream out;
+  WriteDeclarationTables(declarations, out);
+  EXPECT_EQ(out.str(),
+            "CLUSTER          PROVIDER   REGION   ZONE   JURISDICTION   LABELS           "
+            "DEFAULT-CAPACITY   RTT\n"
+            "onprem-dgx-fra   onprem     -        -      de             gdpr,sovereign   "
+            "committed          eu-west=14ms,us-east=92ms\n"
+            "edge-l4          -          -        -      -              (none)           "
+            "on-demand          -\n"
+            "bare             -          -        -      -              -                "
+            "unspecified        -\n"
+            "\n"
+            "CLUSTER          MODEL       MIG       CAPACITY   PER-HOUR   EFFECTIVE-FROM\n"
+            "onprem-dgx-fra   H100-80GB   3g.40gb   spot       1.64       2026-07-01T00:00:00Z\n");
+}
+
 TEST(WorkloadTableTest, ShowsMigProfilesAndShares) {
   google::protobuf::RepeatedPtrField<v1::Workload> workloads;
   v1::Workload& mig = *workloads.Add();

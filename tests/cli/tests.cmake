@@ -3,10 +3,12 @@
 # channel (127.0.0.1, port 0). End-to-end tests against the real server live in tests/e2e.
 add_executable(gpufed_cli_test
   ${CMAKE_CURRENT_LIST_DIR}/app_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/clusters_yaml_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/commands_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/config_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/duration_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/fake_gpufed_server.cc
+  ${CMAKE_CURRENT_LIST_DIR}/money_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/output_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/process_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/workload_yaml_test.cc)

@@ -128,6 +128,93 @@ TEST(WorkloadYamlTest, ExamplesAskForWhatTheirNamesSay) {
   }
 }
 
+TEST(WorkloadYamlTest, PlacementRulesOfTheEuExample) {
+  absl::StatusOr<std::vector<WorkloadDocument>> docs =
+      LoadWorkloadFile(ExamplePath("inference-eu.yaml"));
+  ASSERT_OK(docs);
+  ASSERT_EQ(docs->size(), 1u);
+  const v1::WorkloadSpec& spec = (*docs)[0].spec;
+  EXPECT_EQ(spec.per_replica().mig_profile(), "3g.40gb");
+  ASSERT_TRUE(spec.has_placement());
+  const v1::PlacementConstraints& p = spec.placement();
+  EXPECT_THAT(p.jurisdictions(), ElementsAre("eu", "de"));
+  EXPECT_THAT(p.compliance_labels(), ElementsAre("gdpr"));
+  EXPECT_THAT(p.denied_clusters(), ElementsAre("edge-l4"));
+  EXPECT_TRUE(p.clusters().empty());
+  EXPECT_EQ(p.max_price_per_gpu_hour_micros(), 4'000'000);
+  EXPECT_TRUE(p.spot_tolerated());
+  EXPECT_EQ(p.objective(), v1::OBJECTIVE_LATENCY);
+  EXPECT_EQ(p.client_region(), "eu-west");
+  EXPECT_EQ(p.max_rtt().seconds(), 0);
+  EXPECT_EQ(p.max_rtt().nanos(), 30'000'000);
+}
+
+TEST(WorkloadYamlTest, PlacementReadsEveryRule) {
+  absl::StatusOr<std::vector<WorkloadDocument>> docs = ParseWorkloadYaml(
+      "name: x\n"
+      "placement:\n"
+      "  jurisdictions: eu\n"
+      "  compliance_labels: [gdpr, iso27001]\n"
+      "  providers: [onprem, aws]\n"
+      "  regions: [eu-west-1]\n"
+      "  clusters: [a, b]\n"
+      "  denied_clusters: [c]\n"
+      "  max_price_per_gpu_hour: 19.99\n"
+      "  spot_tolerated: false\n"
+      "  objective: BALANCED\n"
+      "  client_region: eu-west\n"
+      "  max_rtt: 1.5ms\n",
+      "x.yaml");
+  ASSERT_OK(docs);
+  const v1::PlacementConstraints& p = (*docs)[0].spec.placement();
+  EXPECT_THAT(p.jurisdictions(), ElementsAre("eu"));
+  EXPECT_THAT(p.compliance_labels(), ElementsAre("gdpr", "iso27001"));
+  EXPECT_THAT(p.providers(), ElementsAre("onprem", "aws"));
+  EXPECT_THAT(p.regions(), ElementsAre("eu-west-1"));
+  EXPECT_THAT(p.clusters(), ElementsAre("a", "b"));
+  EXPECT_THAT(p.denied_clusters(), ElementsAre("c"));
+  // Exact: 19.99 as a double is 19.98999...
+  EXPECT_EQ(p.max_price_per_gpu_hour_micros(), 19'990'000);
+  EXPECT_FALSE(p.spot_tolerated());
+  EXPECT_EQ(p.objective(), v1::OBJECTIVE_BALANCED);
+  EXPECT_EQ(p.max_rtt().nanos(), 1'500'000);
+
+  // No placement block: no rules (the server places anywhere, objective pack).
+  docs = ParseWorkloadYaml("name: x\n", "x.yaml");
+  ASSERT_OK(docs);
+  EXPECT_FALSE((*docs)[0].spec.has_placement());
+}
+
+TEST(WorkloadYamlTest, BadPlacementRulesNameTheLineAndTheField) {
+  EXPECT_EQ(ParseError("name: x\nplacement:\n  objective: cheapest\n"),
+            "train.yaml:3: placement.objective: expected one of pack, cost, latency, balanced, "
+            "got \"cheapest\"");
+  EXPECT_EQ(ParseError("name: x\nplacement:\n  jurisdiction: [eu]\n"),
+            "train.yaml:3: placement.jurisdiction: unknown field; did you mean "
+            "\"jurisdictions\"?");
+  EXPECT_EQ(ParseError("name: x\nplacement:\n  max_price_per_gpu_hour: 3.2.1\n"),
+            "train.yaml:3: placement.max_price_per_gpu_hour: expected a price such as 3.20 or "
+            "0.45, got \"3.2.1\"");
+  EXPECT_EQ(ParseError("name: x\nplacement:\n  spot_tolerated: yes\n"),
+            "train.yaml:3: placement.spot_tolerated: expected true or false, got \"yes\"");
+  EXPECT_EQ(ParseError("name: x\nplacement:\n  spot_tolerated: \"true\"\n"),
+            "train.yaml:3: placement.spot_tolerated: expected true or false, got \"true\"");
+  EXPECT_EQ(ParseError("name: x\nplacement:\n  max_rtt: fast\n"),
+            "train.yaml:3: placement.max_rtt: expected a duration such as 30s, 5m, 1h30m or "
+            "250ms, got \"fast\"");
+  EXPECT_EQ(ParseError("name: x\nplacement:\n  max_rtt: 10ns\n"),
+            "train.yaml:3: placement.max_rtt: must be a whole number of microseconds");
+  EXPECT_EQ(ParseError("name: x\nplacement:\n  regions: {a: b}\n"),
+            "train.yaml:3: placement.regions: expected a list of strings, got a mapping");
+  EXPECT_EQ(ParseError("name: x\nplacement: [eu]\n"),
+            "train.yaml:2: placement: expected a mapping, got a list");
+  // Which names exist, and whether latency needs a client region, are the server's to judge.
+  absl::StatusOr<std::vector<WorkloadDocument>> docs =
+      ParseWorkloadYaml("name: x\nplacement:\n  objective: latency\n", "x.yaml");
+  ASSERT_OK(docs);
+  EXPECT_EQ((*docs)[0].spec.placement().objective(), v1::OBJECTIVE_LATENCY);
+}
+
 TEST(WorkloadYamlTest, MultipleDocumentsKeepTheirOrderAndLines) {
   const std::string yaml =
       "name: a\n"

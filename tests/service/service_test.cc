@@ -370,6 +370,46 @@ TEST_F(ServiceTest, CheckpointIntervalRoundTrips) {
   EXPECT_FALSE(got.spec().has_checkpoint_interval());
 }
 
+// A workload's placement rules survive the API and the store; a spec without keeps none. What
+// the domain cannot hold, or a rule the server refuses, is INVALID_ARGUMENT naming the field.
+TEST_F(ServiceTest, PlacementRulesRoundTrip) {
+  v1::WorkloadSpec ruled = Spec("ruled", 1);
+  v1::PlacementConstraints& p = *ruled.mutable_placement();
+  p.add_jurisdictions("eu");
+  p.add_jurisdictions("de");
+  p.add_compliance_labels("gdpr");
+  p.add_providers("aws");
+  p.add_regions("eu-west-1");
+  p.add_clusters("cloud-eu");
+  p.add_denied_clusters("edge");
+  p.set_max_price_per_gpu_hour_micros(4'000'000);
+  p.set_spot_tolerated(true);
+  p.set_objective(v1::OBJECTIVE_LATENCY);
+  p.set_client_region("eu-west");
+  p.mutable_max_rtt()->set_nanos(30'000'000);
+  v1::SubmitResponse resp;
+  ASSERT_OK(Submit(ruled, &resp));
+  v1::Workload got = Get(resp.workload().id());
+  ASSERT_TRUE(got.spec().has_placement());
+  EXPECT_EQ(got.spec().placement().SerializeAsString(), p.SerializeAsString())
+      << got.spec().placement().DebugString();
+
+  ASSERT_OK(Submit(Spec("anywhere", 1), &resp));
+  EXPECT_FALSE(Get(resp.workload().id()).spec().has_placement());
+
+  v1::WorkloadSpec bad = Spec("bad", 1);
+  bad.mutable_placement()->set_objective(static_cast<v1::Objective>(42));
+  grpc::Status status = Submit(bad, &resp);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "spec.placement.objective: unknown value 42");
+  bad = Spec("bad", 1);
+  bad.mutable_placement()->add_clusters("c");
+  bad.mutable_placement()->add_denied_clusters("c");
+  status = Submit(bad, &resp);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), ::testing::StartsWith("spec.placement."));
+}
+
 // After a MIG repartition the agent sends its whole inventory again; the server stores it as
 // registration does and shows it. An invalid one ends the stream, naming the field.
 TEST_F(ServiceTest, AgentInventoryUpdateReplacesTheInventory) {
@@ -457,6 +497,141 @@ TEST_F(ServiceTest, APlatformAdminCordonsAClusterOrANode) {
       Call(admin_, [&](grpc::ClientContext* c) { return clusters_->Cordon(c, req, &cluster); })
           .error_code(),
       grpc::StatusCode::NOT_FOUND);
+}
+
+// Declarations (issue #11) through the API: ApplyClusters is declarative (applying twice changes
+// nothing), a dry run stores nothing, only platform admins apply, a cluster may be declared
+// before it registers, and an agent registering again never overwrites the declaration.
+TEST_F(ServiceTest, APlatformAdminDeclaresClustersAndApplyingTwiceChangesNothing) {
+  std::unique_ptr<FakeAgentStream> agent =
+      RegisteredAgent(address_, admin_, "dgx", 1, 2, "H100-80GB");
+  ASSERT_NE(agent, nullptr);
+
+  const auto price = [](v1::ClusterDeclaration* d, const std::string& model, v1::CapacityType type,
+                        int64_t micros) {
+    v1::PriceEntry* p = d->add_prices();
+    p->set_gpu_model(model);
+    p->set_capacity_type(type);
+    p->set_price_per_hour_micros(micros);
+    p->mutable_effective_from()->set_seconds(1577836800);  // 2020-01-01: in force
+    return p;
+  };
+  v1::ApplyClustersRequest req;
+  v1::ClusterDeclaration* dgx = req.add_declarations();
+  dgx->set_cluster("dgx");
+  dgx->set_jurisdiction("de");
+  dgx->mutable_compliance_labels()->add_labels("gdpr");
+  dgx->set_default_capacity(v1::CAPACITY_TYPE_COMMITTED);
+  price(dgx, "H100-80GB", v1::CAPACITY_TYPE_COMMITTED, 0);
+  (*dgx->mutable_client_rtts())["eu-west"].set_nanos(12'000'000);
+  v1::ClusterDeclaration* cloud = req.add_declarations();
+  cloud->set_cluster("cloud-eu");  // never registers in this test
+  cloud->set_provider("aws");
+  cloud->set_jurisdiction("eu");
+  price(cloud, "A100-80GB", v1::CAPACITY_TYPE_ON_DEMAND, 4'100'000);
+  price(cloud, "A100-80GB", v1::CAPACITY_TYPE_SPOT, 1'640'000);
+
+  const auto apply = [&](const std::string& token, v1::ApplyClustersResponse* resp) {
+    return Call(token,
+                [&](grpc::ClientContext* c) { return clusters_->ApplyClusters(c, req, resp); });
+  };
+  const auto declarations = [&] {
+    v1::ListDeclarationsResponse resp;
+    EXPECT_OK(Call(admin_, [&](grpc::ClientContext* c) {
+      return clusters_->ListDeclarations(c, v1::ListDeclarationsRequest(), &resp);
+    }));
+    return resp;
+  };
+  const auto get_dgx = [&] {
+    v1::GetClusterRequest get;
+    get.set_name("dgx");
+    v1::Cluster c;
+    EXPECT_OK(Call(admin_,
+                   [&](grpc::ClientContext* ctx) { return clusters_->GetCluster(ctx, get, &c); }));
+    return c;
+  };
+
+  // Only platform admins declare.
+  v1::ApplyClustersResponse resp;
+  EXPECT_EQ(apply(user_, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(declarations().declarations_size(), 0);
+
+  // A dry run says what would change and stores nothing.
+  req.set_dry_run(true);
+  ASSERT_OK(apply(admin_, &resp));
+  EXPECT_TRUE(resp.dry_run());
+  ASSERT_EQ(resp.diffs_size(), 2);
+  EXPECT_EQ(resp.diffs(0).cluster(), "dgx");
+  EXPECT_EQ(resp.diffs(0).kind(), v1::DECLARATION_CHANGE_ADDED);
+  EXPECT_FALSE(resp.diffs(0).changes().empty());
+  EXPECT_EQ(resp.diffs(1).cluster(), "cloud-eu");
+  EXPECT_EQ(resp.diffs(1).kind(), v1::DECLARATION_CHANGE_ADDED);
+  EXPECT_EQ(declarations().declarations_size(), 0);
+  EXPECT_FALSE(get_dgx().has_declaration());
+  EXPECT_EQ(get_dgx().info().jurisdiction(), "");
+
+  // Applied: stored, and laid over what the agent reported.
+  req.set_dry_run(false);
+  ASSERT_OK(apply(admin_, &resp));
+  EXPECT_FALSE(resp.dry_run());
+  ASSERT_EQ(resp.diffs_size(), 2);
+  EXPECT_EQ(resp.diffs(0).kind(), v1::DECLARATION_CHANGE_ADDED);
+  EXPECT_EQ(resp.diffs(1).kind(), v1::DECLARATION_CHANGE_ADDED);
+  v1::ListDeclarationsResponse listed = declarations();
+  ASSERT_EQ(listed.declarations_size(), 2);
+  EXPECT_EQ(listed.declarations(0).cluster(), "cloud-eu");
+  EXPECT_EQ(listed.declarations(0).prices_size(), 2);
+  const v1::ClusterDeclaration& stored = listed.declarations(1);
+  EXPECT_EQ(stored.cluster(), "dgx");
+  EXPECT_EQ(stored.default_capacity(), v1::CAPACITY_TYPE_COMMITTED);
+  ASSERT_EQ(stored.prices_size(), 1);
+  EXPECT_EQ(stored.prices(0).capacity_type(), v1::CAPACITY_TYPE_COMMITTED);
+  EXPECT_EQ(stored.prices(0).effective_from().seconds(), 1577836800);
+  EXPECT_EQ(stored.client_rtts().at("eu-west").nanos(), 12'000'000);
+  ASSERT_TRUE(stored.has_compliance_labels());
+  v1::Cluster cluster = get_dgx();
+  ASSERT_TRUE(cluster.has_declaration());
+  EXPECT_EQ(cluster.info().jurisdiction(), "de");
+  EXPECT_EQ(cluster.info().provider(), "onprem");  // not declared: the agent's
+  EXPECT_EQ(cluster.reported_info().jurisdiction(), "");
+
+  // Applying the same again changes nothing.
+  ASSERT_OK(apply(admin_, &resp));
+  ASSERT_EQ(resp.diffs_size(), 2);
+  for (const v1::DeclarationDiff& diff : resp.diffs()) {
+    EXPECT_EQ(diff.kind(), v1::DECLARATION_CHANGE_UNCHANGED) << diff.cluster();
+    EXPECT_TRUE(diff.changes().empty()) << diff.cluster();
+  }
+
+  // The agent registering again (a new connection) leaves the declaration in force.
+  agent.reset();
+  agent = RegisteredAgent(address_, admin_, "dgx", 1, 2, "H100-80GB");
+  ASSERT_NE(agent, nullptr);
+  cluster = get_dgx();
+  EXPECT_EQ(cluster.info().jurisdiction(), "de");
+  EXPECT_THAT(cluster.info().compliance_labels(), ::testing::ElementsAre("gdpr"));
+
+  // A price in force is history: another price for it is refused, and nothing changes.
+  v1::ApplyClustersRequest repriced = req;
+  repriced.mutable_declarations(1)->mutable_prices(0)->set_price_per_hour_micros(3'000'000);
+  v1::ApplyClustersResponse refused;
+  EXPECT_EQ(
+      Call(admin_,
+           [&](grpc::ClientContext* c) { return clusters_->ApplyClusters(c, repriced, &refused); })
+          .error_code(),
+      grpc::StatusCode::FAILED_PRECONDITION);
+
+  // What cannot be represented is refused naming the field; nothing is stored.
+  v1::ApplyClustersRequest bad = req;
+  bad.mutable_declarations(1)->mutable_prices(0)->set_capacity_type(v1::CAPACITY_TYPE_UNSPECIFIED);
+  bad.mutable_declarations(0)->set_jurisdiction("fr");
+  const grpc::Status status = Call(
+      admin_, [&](grpc::ClientContext* c) { return clusters_->ApplyClusters(c, bad, &refused); });
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              ::testing::HasSubstr("declarations[1].prices[0].capacity_type"));
+  EXPECT_EQ(get_dgx().info().jurisdiction(), "de");
+  EXPECT_EQ(declarations().declarations(0).prices(0).price_per_hour_micros(), 4'100'000);
 }
 
 // A drain with eviction: the restartable workload is stopped by its agent first and requeued

@@ -1,10 +1,13 @@
 include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
 
 # Service tests: the real server in-process, called through real gRPC channels.
+# apply_cli_test.cc drives gpufedctl (in-process) against the real server.
 add_executable(service_tests ${CMAKE_CURRENT_LIST_DIR}/service_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/listen_test.cc ${CMAKE_CURRENT_LIST_DIR}/watch_resume_test.cc)
-target_link_libraries(service_tests PRIVATE gpufed_server gpufed_test_support GTest::gtest GTest::gtest_main
-  PkgConfig::PQXX PkgConfig::HTTPLIB)
+  ${CMAKE_CURRENT_LIST_DIR}/listen_test.cc ${CMAKE_CURRENT_LIST_DIR}/watch_resume_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/apply_cli_test.cc)
+target_link_libraries(service_tests PRIVATE gpufed_server gpufed_cli_lib gpufed_test_support
+  GTest::gtest GTest::gtest_main PkgConfig::PQXX PkgConfig::HTTPLIB)
+target_compile_definitions(service_tests PRIVATE GPUFED_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 gtest_discover_tests(service_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)
 
 # gpufed-server's configuration parsing (server/config.cc): needs nothing running.

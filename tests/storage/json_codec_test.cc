@@ -2,6 +2,11 @@
 
 #include "storage/json_codec.h"
 
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/replicas.h"
 #include "tests/support/status_matchers.h"
@@ -10,6 +15,9 @@ namespace gpufed::storage {
 namespace {
 
 using ::gpufed::testing::StatusIs;
+using std::chrono::microseconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 WorkloadSpec FullSpec() {
   WorkloadSpec spec;
@@ -181,6 +189,202 @@ TEST(JsonCodecTest, ReasonFiguresRoundTripAsNumbersAndStrings) {
   EXPECT_TRUE(absl::IsInvalidArgument(ReasonFiguresFromJson("[1]").status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ReasonFiguresFromJson(R"({"a":1.5})").status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ReasonFiguresFromJson(R"({"a":[1]})").status()));
+}
+
+// ---- Routing (issue #11): spec.placement and cluster declarations ----------------------------
+
+PlacementConstraints FullPlacement() {
+  PlacementConstraints p;
+  p.jurisdictions = {"eu", "ch"};
+  p.compliance_labels = {"gdpr", "iso27001"};
+  p.providers = {"aws", "onprem"};
+  p.regions = {"eu-west-1", "eu-central"};
+  p.clusters = {"dgx-a", "dgx-b"};
+  p.denied_clusters = {"edge-1"};
+  p.max_price_per_gpu_hour_micros = 3'250'000;
+  p.spot_tolerated = true;
+  p.objective = Objective::kBalanced;
+  p.client_region = "eu-west";
+  p.max_rtt_micros = 45'000;
+  return p;
+}
+
+TEST(JsonCodecTest, PlacementRoundTrips) {
+  WorkloadSpec spec = FullSpec();
+  spec.placement = FullPlacement();
+  auto back = WorkloadSpecFromJson(WorkloadSpecToJson(spec));
+  ASSERT_OK(back);
+  EXPECT_EQ(*back, spec);
+  EXPECT_EQ(WorkloadSpecToJson(spec), WorkloadSpecToJson(*back));
+  WorkloadSpec other = spec;
+  other.placement.denied_clusters.clear();
+  EXPECT_NE(WorkloadSpecToJson(spec), WorkloadSpecToJson(other));
+
+  // Every objective by name.
+  for (Objective o :
+       {Objective::kPack, Objective::kCost, Objective::kLatency, Objective::kBalanced}) {
+    spec.placement.objective = o;
+    back = WorkloadSpecFromJson(WorkloadSpecToJson(spec));
+    ASSERT_OK(back);
+    EXPECT_EQ(back->placement.objective, o);
+  }
+}
+
+// Only what is set is written: an empty placement leaves the spec's text as it was before the
+// key existed (the old-row test above still holds), and one constraint writes one key.
+TEST(JsonCodecTest, PlacementIsWrittenOnlyWhenSetAndOnlyWhatIsSet) {
+  EXPECT_THAT(WorkloadSpecToJson(FullSpec()), Not(HasSubstr("placement")));
+  WorkloadSpec spot = FullSpec();
+  spot.placement.spot_tolerated = true;
+  EXPECT_THAT(WorkloadSpecToJson(spot), HasSubstr(R"("placement":{"spot_tolerated":true})"));
+  WorkloadSpec cost = FullSpec();
+  cost.placement.objective = Objective::kCost;
+  cost.placement.max_price_per_gpu_hour_micros = 2'000'000;
+  EXPECT_THAT(WorkloadSpecToJson(cost),
+              HasSubstr(R"("placement":{"max_price_per_gpu_hour_micros":2000000,)"
+                        R"("objective":"cost"})"));
+
+  // Absent, null or {}: no constraints.
+  auto absent = WorkloadSpecFromJson(R"({"tenant":"a","project":"p","name":"n"})");
+  ASSERT_OK(absent);
+  EXPECT_TRUE(absent->placement.empty());
+  auto null = WorkloadSpecFromJson(R"({"name":"n","placement":null})");
+  ASSERT_OK(null);
+  EXPECT_TRUE(null->placement.empty());
+  auto braces = WorkloadSpecFromJson(R"({"name":"n","placement":{}})");
+  ASSERT_OK(braces);
+  EXPECT_TRUE(braces->placement.empty());
+}
+
+TEST(JsonCodecTest, BadPlacementIsInvalidArgument) {
+  for (const char* bad : {
+           R"({"placement":[1]})",
+           R"({"placement":{"objective":"fastest"}})",
+           R"({"placement":{"regions":"eu"}})",
+           R"({"placement":{"max_rtt_micros":1.5}})",
+           R"({"placement":{"max_price_per_gpu_hour_micros":"3"}})",
+           R"({"placement":{"max_price_per_gpu_hour_micros":9223372036854775808}})",
+           R"({"placement":{"spot_tolerated":"yes"}})",
+       }) {
+    EXPECT_THAT(WorkloadSpecFromJson(bad), StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+  }
+}
+
+Timestamp At(int64_t us) { return Timestamp(microseconds(us)); }
+
+ClusterDeclaration FullDeclaration() {
+  ClusterDeclaration d;
+  d.cluster = "dgx-a";
+  d.provider = "aws";
+  d.region = "eu-west-1";
+  d.zone = "eu-west-1a";
+  d.jurisdiction = "eu";
+  d.compliance_labels = std::vector<std::string>{"gdpr", "iso27001"};
+  d.default_capacity = CapacityType::kCommitted;
+  d.prices = {
+      {"A100-80GB", "", CapacityType::kOnDemand, 4'100'000, At(1'717'200'000'000'000)},
+      {"H100-80GB", "", CapacityType::kSpot, 2'100'000, At(1'717'200'000'123'456)},
+      {"H100-80GB", "3g.40gb", CapacityType::kOnDemand, 1'600'000, At(1'717'200'000'000'001)},
+      {"H100-80GB", "3g.40gb", CapacityType::kCommitted, 0, At(1)},
+  };
+  d.rtt_micros = {{"eu-west", 1'200}, {"us-east", 85'000}, {"zero", 0}};
+  return d;
+}
+
+TEST(JsonCodecTest, DeclarationRoundTrips) {
+  const ClusterDeclaration d = FullDeclaration();
+  const std::string text = ClusterDeclarationToJson(d);
+  auto back = ClusterDeclarationFromJson(text);
+  ASSERT_OK(back);
+  EXPECT_EQ(*back, d);
+  EXPECT_EQ(ClusterDeclarationToJson(*back), text);
+
+  auto empty = ClusterDeclarationFromJson(ClusterDeclarationToJson(ClusterDeclaration{}));
+  ASSERT_OK(empty);
+  EXPECT_EQ(*empty, ClusterDeclaration{});
+  // Missing keys take the defaults (a later field must not need old rows rewritten).
+  auto bare = ClusterDeclarationFromJson("{}");
+  ASSERT_OK(bare);
+  EXPECT_EQ(*bare, ClusterDeclaration{});
+}
+
+// The stored shape: keys sorted, capacity types by name, prices as integers of micro-units,
+// effective dates as integers of microseconds since the epoch.
+TEST(JsonCodecTest, DeclarationTextIsFixed) {
+  ClusterDeclaration d;
+  d.cluster = "edge";
+  d.default_capacity = CapacityType::kSpot;
+  d.prices = {{"L4", "", CapacityType::kOnDemand, 650'000, At(1'700'000'000'000'001)}};
+  d.rtt_micros = {{"eu-west", 9'000}};
+  EXPECT_EQ(ClusterDeclarationToJson(d),
+            R"({"cluster":"edge","default_capacity":"spot","jurisdiction":"",)"
+            R"("prices":[{"capacity":"on-demand","effective_from_us":1700000000000001,)"
+            R"("gpu_model":"L4","micros_per_hour":650000,"mig_profile":""}],)"
+            R"("provider":"","region":"","rtt_micros":{"eu-west":9000},"zone":""})");
+}
+
+// Absent labels leave the agent's in force; an empty list declares "none": both survive.
+TEST(JsonCodecTest, DeclaredLabelsAbsentAndEmptyStayApart) {
+  ClusterDeclaration absent = FullDeclaration();
+  absent.compliance_labels.reset();
+  ClusterDeclaration none = FullDeclaration();
+  none.compliance_labels = std::vector<std::string>{};
+  EXPECT_THAT(ClusterDeclarationToJson(absent), Not(HasSubstr("compliance_labels")));
+  EXPECT_THAT(ClusterDeclarationToJson(none), HasSubstr(R"("compliance_labels":[])"));
+
+  auto absent_back = ClusterDeclarationFromJson(ClusterDeclarationToJson(absent));
+  ASSERT_OK(absent_back);
+  EXPECT_FALSE(absent_back->compliance_labels.has_value());
+  EXPECT_EQ(*absent_back, absent);
+  auto none_back = ClusterDeclarationFromJson(ClusterDeclarationToJson(none));
+  ASSERT_OK(none_back);
+  ASSERT_TRUE(none_back->compliance_labels.has_value());
+  EXPECT_TRUE(none_back->compliance_labels->empty());
+  EXPECT_EQ(*none_back, none);
+  auto null = ClusterDeclarationFromJson(R"({"compliance_labels":null})");
+  ASSERT_OK(null);
+  EXPECT_FALSE(null->compliance_labels.has_value());
+}
+
+// PostgreSQL keeps microseconds: a finer effective date loses what is below one.
+TEST(JsonCodecTest, DeclarationTimesAreKeptToTheMicrosecond) {
+  ClusterDeclaration d;
+  d.cluster = "c";
+  const Timestamp exact = At(1'717'200'000'654'321);
+  d.prices = {{"H100-80GB", "", CapacityType::kOnDemand, 1, exact + std::chrono::nanoseconds(999)}};
+  auto back = ClusterDeclarationFromJson(ClusterDeclarationToJson(d));
+  ASSERT_OK(back);
+  ASSERT_EQ(back->prices.size(), 1u);
+  EXPECT_EQ(back->prices[0].effective_from, exact);
+  // Before the epoch, too.
+  d.prices[0].effective_from = At(-5);
+  back = ClusterDeclarationFromJson(ClusterDeclarationToJson(d));
+  ASSERT_OK(back);
+  EXPECT_EQ(back->prices[0].effective_from, At(-5));
+}
+
+TEST(JsonCodecTest, BadDeclarationIsInvalidArgument) {
+  for (const char* bad : {
+           "7",
+           "{not json",
+           R"({"default_capacity":"reserved"})",
+           R"({"prices":{}})",
+           R"({"prices":[1]})",
+           R"({"prices":[{"capacity":"preemptible"}]})",
+           R"({"prices":[{"micros_per_hour":1.25}]})",
+           R"({"prices":[{"micros_per_hour":"100"}]})",
+           R"({"prices":[{"effective_from_us":"2024-06-01T00:00:00Z"}]})",
+           R"({"prices":[{"micros_per_hour":18446744073709551615}]})",
+           R"({"rtt_micros":[]})",
+           R"({"rtt_micros":{"eu":0.5}})",
+           R"({"compliance_labels":"gdpr"})",
+           R"({"cluster":1})",
+       }) {
+    EXPECT_THAT(ClusterDeclarationFromJson(bad), StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad;
+  }
+  EXPECT_THAT(ClusterDeclarationFromJson(R"({"prices":[{"capacity":"preemptible"}]})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("prices[0].capacity")));
 }
 
 }  // namespace

@@ -204,5 +204,77 @@ TEST_F(ClusterStoreTest, ListClustersWithAndWithoutNodes) {
   EXPECT_EQ((*full)[1].nodes[0], Node("b-site", "n1", 1));
 }
 
+// ---- Declarations (migrations/0017) ----------------------------------------------------------
+
+ClusterDeclaration Declared(const std::string& cluster) {
+  ClusterDeclaration d;
+  d.cluster = cluster;
+  d.region = "eu-west-1";
+  d.jurisdiction = "eu";
+  d.compliance_labels = std::vector<std::string>{"gdpr"};
+  d.prices = {{"H100-80GB", "", CapacityType::kSpot, 2'100'000,
+               Timestamp(std::chrono::microseconds(1'717'200'000'123'456))}};
+  d.rtt_micros = {{"eu-west", 1'200}};
+  return d;
+}
+
+// One jsonb document per cluster, readable with psql: names for enums, integers for figures.
+TEST_F(ClusterStoreTest, ADeclarationIsOneReadableJsonbRow) {
+  ASSERT_OK(store_->PutDeclarations({Declared("dgx")}));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM cluster_declarations"), 1);
+  EXPECT_EQ(Scalar("SELECT (declaration->'prices'->0->>'micros_per_hour')::bigint "
+                   "FROM cluster_declarations WHERE cluster = 'dgx'"),
+            2'100'000);
+  EXPECT_EQ(Scalar("SELECT (declaration->'prices'->0->>'effective_from_us')::bigint "
+                   "FROM cluster_declarations WHERE cluster = 'dgx'"),
+            1'717'200'000'123'456);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM cluster_declarations WHERE cluster = 'dgx' AND "
+                   "declaration->'prices'->0->>'capacity' = 'spot' AND "
+                   "declaration->>'default_capacity' = 'on-demand' AND "
+                   "(declaration->'rtt_micros'->>'eu-west')::bigint = 1200"),
+            1);
+  // Declared without its cluster: no clusters row (and no foreign key asks for one).
+  EXPECT_EQ(Scalar("SELECT count(*) FROM clusters"), 0);
+}
+
+// Registration reads the declaration but never writes it.
+TEST_F(ClusterStoreTest, RegisteringNeverWritesTheDeclarationsTable) {
+  ASSERT_OK(store_->PutDeclarations({Declared("dgx")}));
+  const int64_t written =
+      Scalar("SELECT epoch_us(updated_at) FROM cluster_declarations WHERE cluster = 'dgx'");
+  const int64_t xmin =
+      Scalar("SELECT xmin::text::bigint FROM cluster_declarations WHERE cluster = 'dgx'");
+  ASSERT_OK(store_->RegisterCluster(Info("dgx"), {Node("dgx", "n1", 2)}));
+  ASSERT_OK(store_->RegisterCluster(Info("dgx"), {}));
+  ASSERT_OK(store_->RegisterCluster(Info("other"), {}));
+  EXPECT_EQ(Scalar("SELECT epoch_us(updated_at) FROM cluster_declarations WHERE cluster = 'dgx'"),
+            written);
+  EXPECT_EQ(Scalar("SELECT xmin::text::bigint FROM cluster_declarations WHERE cluster = 'dgx'"),
+            xmin);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM cluster_declarations"), 1);
+}
+
+// The table holds what the store would write even against direct SQL.
+TEST_F(ClusterStoreTest, TheDeclarationsTableChecksNamesAndShape) {
+  EXPECT_THROW(
+      Exec("INSERT INTO cluster_declarations (cluster, declaration) VALUES ('Bad_Name', '{}')"),
+      pqxx::check_violation);
+  EXPECT_THROW(Exec("INSERT INTO cluster_declarations (cluster, declaration) VALUES ('ok', '[]')"),
+               pqxx::check_violation);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM cluster_declarations"), 0);
+}
+
+// A row this build cannot read (written by a newer one, or by hand) fails the read loudly, naming
+// the cluster, rather than reading as "no declaration".
+TEST_F(ClusterStoreTest, AnUnreadableDeclarationIsInternal) {
+  ASSERT_OK(store_->RegisterCluster(Info("dgx"), {}));
+  Exec(
+      "INSERT INTO cluster_declarations (cluster, declaration) "
+      "VALUES ('dgx', '{\"default_capacity\": \"reserved\"}')");
+  EXPECT_THAT(store_->GetCluster("dgx"), StatusIs(absl::StatusCode::kInternal, HasSubstr("dgx")));
+  EXPECT_THAT(store_->ListClusters(false), StatusIs(absl::StatusCode::kInternal));
+  EXPECT_THAT(store_->ListDeclarations(), StatusIs(absl::StatusCode::kInternal));
+}
+
 }  // namespace
 }  // namespace gpufed::storage

@@ -2000,6 +2000,243 @@ TEST_P(StoreContractTest, ListClustersByNameWithAndWithoutNodes) {
   EXPECT_EQ(full[1].last_heartbeat, bare[1].last_heartbeat);
 }
 
+// ---- Declarations (issue #11) -------------------------------------------------------------
+
+Timestamp AtMicros(int64_t us) { return Timestamp(microseconds(us)); }
+
+// A declaration ValidateDeclaration accepts, with something in every field.
+ClusterDeclaration Declaration(const std::string& cluster) {
+  ClusterDeclaration d;
+  d.cluster = cluster;
+  d.provider = "aws";
+  d.region = "eu-west-1";
+  d.zone = "eu-west-1a";
+  d.jurisdiction = "eu";
+  d.compliance_labels = std::vector<std::string>{"gdpr", "iso27001"};
+  d.default_capacity = CapacityType::kCommitted;
+  d.prices = {
+      {"A100-80GB", "", CapacityType::kOnDemand, 4'100'000, AtMicros(1'717'200'000'000'000)},
+      {"H100-80GB", "", CapacityType::kSpot, 2'100'000, AtMicros(1'717'200'000'123'456)},
+      {"H100-80GB", "3g.40gb", CapacityType::kOnDemand, 1'600'000, AtMicros(1'717'200'000'000'001)},
+  };
+  d.rtt_micros = {{"eu-west", 1'200}, {"us-east", 85'000}};
+  return d;
+}
+
+TEST_P(StoreContractTest, DeclarationsArePutListedByNameAndReplaced) {
+  EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(IsEmpty()));
+  ASSERT_OK(clusters().PutDeclarations({}));
+  EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(IsEmpty()));
+
+  ClusterDeclaration b = Declaration("b-site");
+  ClusterDeclaration a = Declaration("a-site");
+  a.compliance_labels.reset();  // absent: the agent's labels stay in force
+  a.default_capacity = CapacityType::kOnDemand;
+  a.rtt_micros.clear();
+  ASSERT_OK(clusters().PutDeclarations({b, a}));
+  EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(ElementsAre(a, b)));
+
+  // A second put replaces the declarations it names, whole, adds new ones and leaves the rest.
+  ClusterDeclaration a2;
+  a2.cluster = "a-site";
+  a2.region = "eu-central";
+  a2.compliance_labels = std::vector<std::string>{};  // declares "none": not the same as absent
+  ClusterDeclaration c = Declaration("c-site");
+  c.prices.clear();
+  ASSERT_OK(clusters().PutDeclarations({c, a2}));
+  ASSERT_OK_AND_ASSIGN(std::vector<ClusterDeclaration> listed, clusters().ListDeclarations());
+  EXPECT_THAT(listed, ElementsAre(a2, b, c));
+  ASSERT_EQ(listed.size(), 3u);
+  ASSERT_TRUE(listed[0].compliance_labels.has_value());
+  EXPECT_TRUE(listed[0].compliance_labels->empty());
+
+  // Putting the same again changes nothing.
+  ASSERT_OK(clusters().PutDeclarations({c, a2}));
+  EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(ElementsAre(a2, b, c)));
+
+  // Price dates are kept to the microsecond, as PostgreSQL keeps them.
+  ClusterDeclaration fine = Declaration("d-site");
+  fine.prices = {{"H100-80GB", "", CapacityType::kOnDemand, 1,
+                  AtMicros(1'717'200'000'654'321) + std::chrono::nanoseconds(999)}};
+  ASSERT_OK(clusters().PutDeclarations({fine}));
+  ASSERT_OK_AND_ASSIGN(listed, clusters().ListDeclarations());
+  ASSERT_EQ(listed.size(), 4u);
+  ASSERT_EQ(listed[3].prices.size(), 1u);
+  EXPECT_EQ(listed[3].prices[0].effective_from, AtMicros(1'717'200'000'654'321));
+}
+
+TEST_P(StoreContractTest, ADeclarationMadeBeforeItsClusterRegistersShowsOnceItDoes) {
+  const ClusterDeclaration d = Declaration("edge");
+  ASSERT_OK(clusters().PutDeclarations({d}));
+  // Declared, not registered: not a cluster yet.
+  EXPECT_THAT(clusters().ListClusters(false), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(clusters().GetCluster("edge"), StatusIs(Code::kNotFound));
+  EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(ElementsAre(d)));
+
+  ASSERT_OK_AND_ASSIGN(Cluster registered,
+                       clusters().RegisterCluster(Info("edge"), {Node("edge", "n1", 2)}));
+  EXPECT_EQ(registered.declared, d);
+  EXPECT_EQ(registered.info, Info("edge"));  // what the agent reported, not laid over
+  ASSERT_OK(clusters().RegisterCluster(Info("core"), {Node("core", "n1", 1)}));
+
+  for (bool include_nodes : {false, true}) {
+    ASSERT_OK_AND_ASSIGN(std::vector<Cluster> all, clusters().ListClusters(include_nodes));
+    ASSERT_EQ(all.size(), 2u);
+    EXPECT_EQ(all[0].info.name, "core");
+    EXPECT_EQ(all[0].declared, ClusterDeclaration{});  // none declared
+    EXPECT_EQ(all[0].declared.cluster, "");
+    EXPECT_EQ(all[1].info, Info("edge"));
+    EXPECT_EQ(all[1].declared, d);
+    EXPECT_EQ(all[1].nodes.size(), include_nodes ? 1u : 0u);
+  }
+  ASSERT_OK_AND_ASSIGN(Cluster edge, clusters().GetCluster("edge"));
+  EXPECT_EQ(edge.declared, d);
+  EXPECT_EQ(edge.info, Info("edge"));
+  ASSERT_OK_AND_ASSIGN(Cluster core, clusters().GetCluster("core"));
+  EXPECT_EQ(core.declared, ClusterDeclaration{});
+
+  // Declaring a registered cluster shows at once.
+  ClusterDeclaration core_d = Declaration("core");
+  core_d.prices.clear();
+  ASSERT_OK(clusters().PutDeclarations({core_d}));
+  ASSERT_OK_AND_ASSIGN(core, clusters().GetCluster("core"));
+  EXPECT_EQ(core.declared, core_d);
+}
+
+TEST_P(StoreContractTest, RegisteringAgainNeverChangesTheDeclaration) {
+  ClusterDeclaration d = Declaration("dgx");
+  d.compliance_labels = std::vector<std::string>{};
+  ASSERT_OK(clusters().PutDeclarations({d}));
+  ASSERT_OK(clusters().RegisterCluster(Info("dgx"), {Node("dgx", "a", 8)}));
+
+  // The agent moves, changes its labels, loses a node: its report changes, the declaration not.
+  ClusterInfo moved = Info("dgx");
+  moved.provider = "gcp";
+  moved.region = "us-central";
+  moved.zone = "";
+  moved.jurisdiction = "us";
+  moved.compliance_labels = {"fedramp"};
+  ASSERT_OK_AND_ASSIGN(Cluster again, clusters().RegisterCluster(moved, {}));
+  EXPECT_EQ(again.info, moved);
+  EXPECT_EQ(again.declared, d);
+  ASSERT_OK_AND_ASSIGN(Cluster got, clusters().GetCluster("dgx"));
+  EXPECT_EQ(got.info, moved);
+  EXPECT_EQ(got.declared, d);
+  EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(ElementsAre(d)));
+
+  // Nor do the other cluster writes; each returns the cluster with its declaration.
+  ASSERT_OK_AND_ASSIGN(Cluster cordoned, clusters().SetCordon("dgx", "", true));
+  EXPECT_EQ(cordoned.declared, d);
+  ASSERT_OK(clusters().SetClusterState("dgx", ClusterState::kDegraded));
+  std::vector<WorkloadId> shown;
+  uint64_t epoch_seen = 0;
+  ASSERT_OK_AND_ASSIGN(ClusterStore::LossResult loss,
+                       clusters().LoseCluster("dgx", RequeueAll(&shown, &epoch_seen)));
+  EXPECT_EQ(loss.cluster.declared, d);
+  ASSERT_OK(clusters().RegisterCluster(Info("dgx"), {Node("dgx", "a", 8)}));
+  ASSERT_OK_AND_ASSIGN(got, clusters().GetCluster("dgx"));
+  EXPECT_EQ(got.declared, d);
+  EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(ElementsAre(d)));
+}
+
+TEST_P(StoreContractTest, InvalidDeclarationsAreRefusedWholeAndStoreNothing) {
+  const ClusterDeclaration kept = Declaration("dgx");
+  ASSERT_OK(clusters().PutDeclarations({kept}));
+  ClusterDeclaration changed = kept;
+  changed.region = "eu-central";
+  const ClusterDeclaration fresh = Declaration("edge");
+
+  std::vector<ClusterDeclaration> bad;
+  {
+    ClusterDeclaration d = Declaration("Bad_Name");
+    bad.push_back(d);
+    d = Declaration("x");
+    d.cluster.clear();
+    bad.push_back(d);
+    d = Declaration("x");
+    d.region = "Not A Label";
+    bad.push_back(d);
+    d = Declaration("x");
+    d.compliance_labels = std::vector<std::string>{"gdpr", "gdpr"};
+    bad.push_back(d);
+    d = Declaration("x");
+    d.prices[0].gpu_model = "TPU-v5";
+    bad.push_back(d);
+    d = Declaration("x");
+    d.prices[0].mig_profile = "9g.99gb";
+    bad.push_back(d);
+    d = Declaration("x");
+    d.prices[0].micros_per_hour = -1;
+    bad.push_back(d);
+    d = Declaration("x");
+    d.prices[0].effective_from = Timestamp{};
+    bad.push_back(d);
+    d = Declaration("x");
+    d.prices.push_back(d.prices[0]);  // a second line for the same key and date
+    d.prices.back().micros_per_hour += 1;
+    bad.push_back(d);
+    d = Declaration("x");
+    d.rtt_micros["eu-west"] = kMaxRttMicros + 1;
+    bad.push_back(d);
+    d = Declaration("x");
+    d.rtt_micros["Bad Region"] = 10;
+    bad.push_back(d);
+  }
+  for (size_t i = 0; i < bad.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("bad declaration #", i));
+    // Alone, and behind valid ones in a batch: the whole batch is refused, nothing is stored.
+    EXPECT_THAT(clusters().PutDeclarations({bad[i]}), StatusIs(Code::kInvalidArgument));
+    EXPECT_THAT(clusters().PutDeclarations({changed, fresh, bad[i]}),
+                StatusIs(Code::kInvalidArgument, HasSubstr("declarations[2]")));
+    EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(ElementsAre(kept)));
+  }
+  // A cluster named twice in one batch: which one would win is not the store's to guess.
+  EXPECT_THAT(clusters().PutDeclarations({fresh, changed, fresh}),
+              StatusIs(Code::kInvalidArgument, HasSubstr("declarations[2]")));
+  EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(ElementsAre(kept)));
+
+  ASSERT_OK(clusters().PutDeclarations({changed, fresh}));
+  EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(ElementsAre(changed, fresh)));
+}
+
+TEST_P(StoreContractTest, PlacementConstraintsRoundTripThroughSubmitAndGet) {
+  AddTenants();
+  WorkloadSpec spec = Spec("routed");
+  spec.idempotency_key = "routed-1";
+  PlacementConstraints& p = spec.placement;
+  p.jurisdictions = {"eu", "ch"};
+  p.compliance_labels = {"gdpr"};
+  p.providers = {"aws", "onprem"};
+  p.regions = {"eu-west-1"};
+  p.clusters = {"dgx-a", "dgx-b"};
+  p.denied_clusters = {"edge"};
+  p.max_price_per_gpu_hour_micros = 3'250'000;
+  p.spot_tolerated = true;
+  p.objective = Objective::kBalanced;
+  p.client_region = "eu-west";
+  p.max_rtt_micros = 45'000;
+  ASSERT_OK(ValidateSpec(spec));
+
+  const Workload submitted = MustSubmit(spec);
+  EXPECT_EQ(submitted.spec, spec);
+  EXPECT_EQ(MustGet(submitted.id).spec, spec);
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> pending, workloads().ListPending(10));
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].spec.placement, p);
+
+  // The placement is part of the spec an idempotency key stands for.
+  ASSERT_OK_AND_ASSIGN(SubmitResult replay, workloads().Submit(spec));
+  EXPECT_FALSE(replay.created);
+  EXPECT_EQ(replay.workload.id, submitted.id);
+  WorkloadSpec elsewhere = spec;
+  elsewhere.placement.denied_clusters = {"dgx-c"};
+  EXPECT_THAT(workloads().Submit(elsewhere), StatusIs(Code::kAlreadyExists));
+
+  // A spec without constraints reads back without them.
+  const Workload plain = MustSubmit(Spec("plain"));
+  EXPECT_TRUE(MustGet(plain.id).spec.placement.empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, StoreContractTest,
                          ::testing::Values(Kind::kMemory, Kind::kPostgres),
                          [](const ::testing::TestParamInfo<Kind>& info) {

@@ -14,6 +14,8 @@ add_executable(federation_unit_tests
   ${UNIT_DIR}/federation/determinism_test.cc
   ${UNIT_DIR}/federation/decision_digest_test.cc
   ${UNIT_DIR}/federation/validation_test.cc
+  ${UNIT_DIR}/federation/routing_test.cc
+  ${UNIT_DIR}/federation/routing_property_test.cc
   ${UNIT_DIR}/auth/token_test.cc)
 target_link_libraries(federation_unit_tests PRIVATE gpufed_federation gpufed_auth
   GTest::gtest GTest::gtest_main)
@@ -37,7 +39,8 @@ add_executable(federation_use_case_tests ${UNIT_DIR}/federation/control_plane_te
   ${UNIT_DIR}/federation/quota_ledger_test.cc
   ${UNIT_DIR}/federation/reclaim_test.cc
   ${UNIT_DIR}/federation/starvation_test.cc
-  ${UNIT_DIR}/federation/quota_property_test.cc)
+  ${UNIT_DIR}/federation/quota_property_test.cc
+  ${UNIT_DIR}/federation/routing_use_case_test.cc)
 target_link_libraries(federation_use_case_tests PRIVATE gpufed_federation gpufed_test_memory
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(federation_use_case_tests PROPERTIES LABELS unit)

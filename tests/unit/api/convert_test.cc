@@ -1,20 +1,31 @@
-// The agent protocol's batching (api/convert.h AssignMessages, CancelMessages): no message to an
-// agent grows with the work its cluster holds. Nothing running; the service test
-// (tests/service/hostile_input_test.cc) checks the same through a real stream.
+// Conversions (api/convert.h). The agent protocol's batching (AssignMessages, CancelMessages): no
+// message to an agent grows with the work its cluster holds; the service test
+// (tests/service/hostile_input_test.cc) checks the same through a real stream. Routing: placement
+// rules and declarations survive the trip to protos and back, and what the domain cannot
+// represent is INVALID_ARGUMENT naming the field. Nothing running.
 
 #include "api/convert.h"
 
+#include <chrono>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace gpufed::api {
 namespace {
 
+using ::google::protobuf::util::TimeUtil;
+using ::gpufed::testing::IsOkAndHolds;
+using ::gpufed::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
 
@@ -137,6 +148,278 @@ TEST(CancelMessagesTest, ABatchOfTheLargestIdsIsSmall) {
   const std::vector<v1::ServerMessage> messages = CancelMessages(ids, 10000);
   ASSERT_THAT(messages, SizeIs(3));
   for (const v1::ServerMessage& m : messages) EXPECT_LT(m.ByteSizeLong(), size_t{1} << 20);
+}
+
+// ---- Routing ----------------------------------------------------------------------------------
+
+Timestamp At(int64_t unix_seconds) { return Timestamp(std::chrono::seconds(unix_seconds)); }
+
+WorkloadSpec SpecWithPlacement() {
+  WorkloadSpec s;
+  s.tenant = "acme";
+  s.project = "p";
+  s.name = "serve";
+  s.workload_class = WorkloadClass::kInference;
+  s.placement.jurisdictions = {"eu", "de"};
+  s.placement.compliance_labels = {"gdpr"};
+  s.placement.providers = {"onprem", "aws"};
+  s.placement.regions = {"eu-west-1"};
+  s.placement.clusters = {"a", "b"};
+  s.placement.denied_clusters = {"c"};
+  s.placement.max_price_per_gpu_hour_micros = 4'000'000;
+  s.placement.spot_tolerated = true;
+  s.placement.objective = Objective::kBalanced;
+  s.placement.client_region = "eu-west";
+  s.placement.max_rtt_micros = 1'500;
+  return s;
+}
+
+ClusterDeclaration FullDeclaration() {
+  ClusterDeclaration d;
+  d.cluster = "cloud-eu-a100";
+  d.provider = "aws";
+  d.region = "eu-west-1";
+  d.zone = "eu-west-1a";
+  d.jurisdiction = "eu";
+  d.compliance_labels = std::vector<std::string>{"gdpr", "iso27001"};
+  d.default_capacity = CapacityType::kSpot;
+  d.prices = {
+      PriceEntry{"A100-80GB", "", CapacityType::kOnDemand, 4'100'000, At(1767225600)},
+      PriceEntry{"A100-80GB", "3g.40gb", CapacityType::kSpot, 820'000, At(1782864000)},
+      PriceEntry{"A100-80GB", "", CapacityType::kCommitted, 0, At(1767225600)},
+  };
+  d.rtt_micros = {{"eu-west", 4'000}, {"us-east", 78'250}};
+  return d;
+}
+
+TEST(PlacementConvertTest, EveryRuleSurvivesTheRoundTrip) {
+  const WorkloadSpec spec = SpecWithPlacement();
+  const v1::WorkloadSpec proto = SpecToProto(spec);
+  ASSERT_TRUE(proto.has_placement());
+  EXPECT_EQ(proto.placement().objective(), v1::OBJECTIVE_BALANCED);
+  EXPECT_EQ(proto.placement().max_price_per_gpu_hour_micros(), 4'000'000);
+  EXPECT_EQ(TimeUtil::DurationToMicroseconds(proto.placement().max_rtt()), 1'500);
+  EXPECT_THAT(proto.placement().denied_clusters(), ElementsAre("c"));
+  absl::StatusOr<WorkloadSpec> back = SpecFromProto(proto);
+  ASSERT_OK(back);
+  EXPECT_EQ(back->placement, spec.placement);
+
+  // Each objective both ways.
+  for (Objective o :
+       {Objective::kPack, Objective::kCost, Objective::kLatency, Objective::kBalanced}) {
+    WorkloadSpec s = spec;
+    s.placement.objective = o;
+    absl::StatusOr<WorkloadSpec> round = SpecFromProto(SpecToProto(s));
+    ASSERT_OK(round);
+    EXPECT_EQ(round->placement.objective, o) << ObjectiveName(o);
+  }
+}
+
+TEST(PlacementConvertTest, NoRulesIsNoPlacementMessage) {
+  WorkloadSpec spec = SpecWithPlacement();
+  spec.placement = PlacementConstraints{};
+  EXPECT_FALSE(SpecToProto(spec).has_placement());
+  // An empty or absent message is no rules, objective pack.
+  v1::WorkloadSpec proto = SpecToProto(spec);
+  proto.mutable_placement();
+  EXPECT_THAT(SpecFromProto(proto),
+              IsOkAndHolds(::testing::Field(&WorkloadSpec::placement, PlacementConstraints{})));
+}
+
+TEST(PlacementConvertTest, WhatTheDomainCannotHoldNamesTheField) {
+  const v1::WorkloadSpec good = SpecToProto(SpecWithPlacement());
+  v1::WorkloadSpec p = good;
+  p.mutable_placement()->set_objective(static_cast<v1::Objective>(99));
+  EXPECT_THAT(SpecFromProto(p), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         "spec.placement.objective: unknown value 99"));
+  p = good;
+  p.mutable_placement()->mutable_max_rtt()->set_seconds(-1);
+  EXPECT_THAT(SpecFromProto(p), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         "spec.placement.max_rtt: must not be negative"));
+  p = good;
+  p.mutable_placement()->mutable_max_rtt()->set_nanos(-5);
+  EXPECT_THAT(SpecFromProto(p),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("spec.placement.max_rtt.nanos: must be 0..999999999")));
+  p = good;
+  p.mutable_placement()->mutable_max_rtt()->set_nanos(1'000'000'000);
+  EXPECT_THAT(SpecFromProto(p),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("spec.placement.max_rtt")));
+  p = good;
+  p.mutable_placement()->mutable_max_rtt()->set_nanos(1'500);
+  EXPECT_THAT(SpecFromProto(p),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("spec.placement.max_rtt: must be a whole number of "
+                                 "microseconds")));
+  p = good;
+  p.mutable_placement()->mutable_max_rtt()->set_seconds(int64_t{1} << 60);
+  EXPECT_THAT(SpecFromProto(p),
+              StatusIs(absl::StatusCode::kInvalidArgument, "spec.placement.max_rtt: out of range"));
+  // The ranges are the domain's (ValidatePlacement): a long RTT or a negative price convert.
+  p = good;
+  p.mutable_placement()->mutable_max_rtt()->set_seconds(3600);
+  p.mutable_placement()->set_max_price_per_gpu_hour_micros(-1);
+  EXPECT_OK(SpecFromProto(p));
+}
+
+TEST(DeclarationConvertTest, EveryFieldSurvivesTheRoundTrip) {
+  const ClusterDeclaration d = FullDeclaration();
+  const v1::ClusterDeclaration proto = DeclarationToProto(d);
+  EXPECT_EQ(proto.default_capacity(), v1::CAPACITY_TYPE_SPOT);
+  ASSERT_EQ(proto.prices_size(), 3);
+  EXPECT_EQ(proto.prices(0).capacity_type(), v1::CAPACITY_TYPE_ON_DEMAND);
+  EXPECT_EQ(proto.prices(1).capacity_type(), v1::CAPACITY_TYPE_SPOT);
+  EXPECT_EQ(proto.prices(2).capacity_type(), v1::CAPACITY_TYPE_COMMITTED);
+  EXPECT_EQ(proto.prices(1).effective_from().seconds(), 1782864000);
+  EXPECT_EQ(TimeUtil::DurationToMicroseconds(proto.client_rtts().at("us-east")), 78'250);
+  EXPECT_THAT(DeclarationFromProto("declarations[0]", proto), IsOkAndHolds(d));
+}
+
+TEST(DeclarationConvertTest, DeclaredNoLabelsDiffersFromNotDeclared) {
+  ClusterDeclaration none = FullDeclaration();
+  none.compliance_labels = std::vector<std::string>{};
+  const v1::ClusterDeclaration declared_none = DeclarationToProto(none);
+  EXPECT_TRUE(declared_none.has_compliance_labels());
+  EXPECT_THAT(DeclarationFromProto("d", declared_none), IsOkAndHolds(none));
+
+  ClusterDeclaration unset = FullDeclaration();
+  unset.compliance_labels.reset();
+  const v1::ClusterDeclaration not_declared = DeclarationToProto(unset);
+  EXPECT_FALSE(not_declared.has_compliance_labels());
+  EXPECT_THAT(DeclarationFromProto("d", not_declared), IsOkAndHolds(unset));
+  EXPECT_NE(none, unset);
+}
+
+TEST(DeclarationConvertTest, UnspecifiedDefaultCapacityIsOnDemand) {
+  v1::ClusterDeclaration p = DeclarationToProto(FullDeclaration());
+  p.set_default_capacity(v1::CAPACITY_TYPE_UNSPECIFIED);
+  absl::StatusOr<ClusterDeclaration> d = DeclarationFromProto("d", p);
+  ASSERT_OK(d);
+  EXPECT_EQ(d->default_capacity, CapacityType::kOnDemand);
+}
+
+// What the domain cannot represent is refused naming the field: "declarations[1].<field>".
+TEST(DeclarationConvertTest, BadInputNamesTheField) {
+  const auto request_with = [](const std::function<void(v1::ClusterDeclaration&)>& spoil) {
+    v1::ApplyClustersRequest request;
+    *request.add_declarations() = DeclarationToProto(FullDeclaration());
+    v1::ClusterDeclaration& second = *request.add_declarations();
+    second = DeclarationToProto(FullDeclaration());
+    second.set_cluster("second");
+    spoil(second);
+    return DeclarationsFromProto(request);
+  };
+  EXPECT_THAT(request_with([](v1::ClusterDeclaration& d) {
+                d.mutable_prices(0)->set_capacity_type(v1::CAPACITY_TYPE_UNSPECIFIED);
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "declarations[1].prices[0].capacity_type: must be set (ON_DEMAND, SPOT or "
+                       "COMMITTED)"));
+  EXPECT_THAT(request_with([](v1::ClusterDeclaration& d) {
+                d.mutable_prices(2)->set_capacity_type(static_cast<v1::CapacityType>(7));
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "declarations[1].prices[2].capacity_type: unknown value 7"));
+  EXPECT_THAT(request_with([](v1::ClusterDeclaration& d) {
+                d.set_default_capacity(static_cast<v1::CapacityType>(-3));
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "declarations[1].default_capacity: unknown value -3"));
+  EXPECT_THAT(
+      request_with([](v1::ClusterDeclaration& d) { d.mutable_prices(1)->clear_effective_from(); }),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "declarations[1].prices[1].effective_from: must be set"));
+  EXPECT_THAT(request_with([](v1::ClusterDeclaration& d) {
+                d.mutable_prices(1)->mutable_effective_from()->set_seconds(-86400);
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("declarations[1].prices[1].effective_from: must be after "
+                                 "1970-01-01 and before 2200-01-01")));
+  EXPECT_THAT(request_with([](v1::ClusterDeclaration& d) {
+                d.mutable_prices(1)->mutable_effective_from()->set_seconds(int64_t{1} << 40);
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("declarations[1].prices[1].effective_from: must be after")));
+  EXPECT_THAT(request_with([](v1::ClusterDeclaration& d) {
+                d.mutable_prices(1)->mutable_effective_from()->set_nanos(-1);
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("declarations[1].prices[1].effective_from.nanos: must be "
+                                 "0..999999999")));
+  EXPECT_THAT(request_with([](v1::ClusterDeclaration& d) {
+                (*d.mutable_client_rtts())["eu-west"].set_seconds(-1);
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "declarations[1].client_rtts[eu-west]: must not be negative"));
+  EXPECT_THAT(request_with([](v1::ClusterDeclaration& d) {
+                (*d.mutable_client_rtts())["us-east"].set_nanos(1);
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("declarations[1].client_rtts[us-east]: must be a whole number "
+                                 "of microseconds")));
+  // A good request converts, in order.
+  absl::StatusOr<std::vector<ClusterDeclaration>> good =
+      request_with([](v1::ClusterDeclaration&) {});
+  ASSERT_OK(good);
+  ASSERT_THAT(*good, SizeIs(2));
+  EXPECT_EQ((*good)[1].cluster, "second");
+  // Price lines keep the order they came in (the use case sorts after validating, so that
+  // errors name the lines as the caller sent them).
+  EXPECT_EQ((*good)[1].prices[1].mig_profile, "3g.40gb");
+}
+
+TEST(DeclarationConvertTest, DiffsAndListings) {
+  std::vector<DeclarationDiff> diffs(3);
+  diffs[0].cluster = "a";
+  diffs[0].kind = DeclarationDiff::Kind::kAdded;
+  diffs[0].changes = {"jurisdiction: \"\" -> eu"};
+  diffs[1].cluster = "b";
+  diffs[1].kind = DeclarationDiff::Kind::kChanged;
+  diffs[2].cluster = "c";
+  const v1::ApplyClustersResponse response = DiffsToProto(diffs, /*dry_run=*/true);
+  ASSERT_EQ(response.diffs_size(), 3);
+  EXPECT_TRUE(response.dry_run());
+  EXPECT_EQ(response.diffs(0).kind(), v1::DECLARATION_CHANGE_ADDED);
+  EXPECT_THAT(response.diffs(0).changes(), ElementsAre("jurisdiction: \"\" -> eu"));
+  EXPECT_EQ(response.diffs(1).kind(), v1::DECLARATION_CHANGE_CHANGED);
+  EXPECT_EQ(response.diffs(2).kind(), v1::DECLARATION_CHANGE_UNCHANGED);
+  EXPECT_EQ(response.diffs(2).cluster(), "c");
+
+  const v1::ListDeclarationsResponse listing = DeclarationsToProto({FullDeclaration()});
+  ASSERT_EQ(listing.declarations_size(), 1);
+  EXPECT_EQ(listing.declarations(0).cluster(), "cloud-eu-a100");
+}
+
+TEST(ClusterConvertTest, InfoIsTheReportWithTheDeclarationLaidOverIt) {
+  Cluster c;
+  c.info.name = "cloud-eu-a100";
+  c.info.provider = "aws";
+  c.info.region = "eu-west-1";
+  c.info.jurisdiction = "us";
+  c.info.compliance_labels = {"hipaa"};
+  v1::Cluster p = ClusterToProto(c, nullptr, /*include_nodes=*/false);
+  EXPECT_FALSE(p.has_declaration());
+  EXPECT_EQ(p.info().jurisdiction(), "us");
+  EXPECT_EQ(p.reported_info().jurisdiction(), "us");
+
+  c.declared = FullDeclaration();
+  c.declared.provider = "";  // not declared: the agent's stays
+  p = ClusterToProto(c, nullptr, /*include_nodes=*/false);
+  ASSERT_TRUE(p.has_declaration());
+  EXPECT_EQ(p.declaration().prices_size(), 3);
+  EXPECT_EQ(p.info().provider(), "aws");
+  EXPECT_EQ(p.info().jurisdiction(), "eu");
+  EXPECT_THAT(p.info().compliance_labels(), ElementsAre("gdpr", "iso27001"));
+  EXPECT_EQ(p.reported_info().jurisdiction(), "us");
+  EXPECT_THAT(p.reported_info().compliance_labels(), ElementsAre("hipaa"));
+}
+
+TEST(EnumConvertTest, EveryCapacityTypeBothWays) {
+  for (CapacityType t : {CapacityType::kOnDemand, CapacityType::kSpot, CapacityType::kCommitted}) {
+    EXPECT_THAT(CapacityTypeFromProto(CapacityTypeToProto(t), "f", std::nullopt), IsOkAndHolds(t));
+  }
+  EXPECT_THAT(CapacityTypeFromProto(v1::CAPACITY_TYPE_UNSPECIFIED, "f", CapacityType::kSpot),
+              IsOkAndHolds(CapacityType::kSpot));
 }
 
 }  // namespace
