@@ -5,10 +5,14 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/convert.h"
 #include "cli/duration.h"
+#include "cli/money.h"
+#include "cli/workload_yaml.h"
 #include "cli/yaml_util.h"
 #include "federation/quota.h"
 #include "federation/status_macros.h"
+#include "federation/validation.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpufed::cli {
@@ -135,12 +139,81 @@ absl::Status ParseTenant(const YamlField& f, sim::Scenario& scenario) {
   return absl::OkStatus();
 }
 
+// A cluster: its size and model; what its agent reports (provider, region, jurisdiction,
+// compliance_labels); and what an admin declares (capacity, spot_nodes, prices per capacity type
+// as decimal text, rtt per client region as durations).
+absl::Status ParseCluster(const YamlField& entry, sim::Scenario& scenario) {
+  sim::ScenarioCluster c;
+  RETURN_IF_ERROR(ForEachYamlField(
+      entry,
+      {"name", "nodes", "gpus_per_node", "model", "provider", "region", "jurisdiction",
+       "compliance_labels", "capacity", "spot_nodes", "prices", "rtt"},
+      [&](absl::string_view k, const YamlField& v) -> absl::Status {
+        if (k == "name") {
+          ASSIGN_OR_RETURN(c.name, YamlString(v));
+        } else if (k == "nodes") {
+          ASSIGN_OR_RETURN(const uint32_t n, YamlUint32(v));
+          if (n < 1 || n > 10000) return YamlError(v, "must be 1 to 10000");
+          c.nodes = static_cast<int>(n);
+        } else if (k == "gpus_per_node") {
+          ASSIGN_OR_RETURN(const uint32_t n, YamlUint32(v));
+          if (n < 1 || n > 64) return YamlError(v, "must be 1 to 64");
+          c.gpus_per_node = static_cast<int>(n);
+        } else if (k == "model") {
+          ASSIGN_OR_RETURN(c.model, YamlString(v));
+        } else if (k == "provider") {
+          ASSIGN_OR_RETURN(c.provider, YamlString(v));
+        } else if (k == "region") {
+          ASSIGN_OR_RETURN(c.region, YamlString(v));
+        } else if (k == "jurisdiction") {
+          ASSIGN_OR_RETURN(c.jurisdiction, YamlString(v));
+        } else if (k == "compliance_labels") {
+          ASSIGN_OR_RETURN(c.compliance_labels, YamlStringList(v));
+        } else if (k == "capacity") {
+          ASSIGN_OR_RETURN(const std::string text, YamlString(v));
+          std::optional<CapacityType> t = ParseCapacityType(text);
+          if (!t) return YamlError(v, "expected on-demand, spot or committed");
+          c.capacity = *t;
+        } else if (k == "spot_nodes") {
+          ASSIGN_OR_RETURN(const uint32_t n, YamlUint32(v));
+          c.spot_nodes = static_cast<int>(n);
+        } else if (k == "prices") {
+          return ForEachYamlField(v, {"on-demand", "spot", "committed"},
+                                  [&](absl::string_view type, const YamlField& p) -> absl::Status {
+                                    ASSIGN_OR_RETURN(const std::string text, YamlString(p));
+                                    absl::StatusOr<int64_t> micros = ParseMicros(text);
+                                    if (!micros.ok())
+                                      return YamlError(p, micros.status().message());
+                                    c.price_micros[*ParseCapacityType(type)] = *micros;
+                                    return absl::OkStatus();
+                                  });
+        } else {
+          return ForEachYamlField(
+              v, {}, [&](absl::string_view region, const YamlField& d) -> absl::Status {
+                ASSIGN_OR_RETURN(const std::string text, YamlString(d));
+                absl::StatusOr<absl::Duration> rtt = ParseDuration(text);
+                if (!rtt.ok()) return YamlError(d, rtt.status().message());
+                if (*rtt < absl::ZeroDuration() || *rtt > absl::Seconds(10)) {
+                  return YamlError(d, "must be 0s to 10s");
+                }
+                c.rtt_micros[std::string(region)] = absl::ToInt64Microseconds(*rtt);
+                return absl::OkStatus();
+              });
+        }
+        return absl::OkStatus();
+      }));
+  if (c.name.empty()) return YamlError(entry, "name: required");
+  if (c.spot_nodes > c.nodes) return YamlError(entry, "spot_nodes: more than nodes");
+  scenario.clusters.push_back(std::move(c));
+  return absl::OkStatus();
+}
+
 absl::Status ParseStream(const YamlField& f, sim::Scenario& scenario) {
   sim::ScenarioStream s;
   RETURN_IF_ERROR(ForEachYamlField(
       f,
       {"tenant", "project", "count", "per_hour", "start", "end", "gpus", "replicas", "duration",
-       "fixed_duration", "priority", "checkpoint_every"},
+       "fixed_duration", "priority", "checkpoint_every", "placement"},
       [&](absl::string_view key, const YamlField& value) -> absl::Status {
         if (key == "tenant") {
           ASSIGN_OR_RETURN(s.tenant, YamlString(value));
@@ -179,6 +252,15 @@ absl::Status ParseStream(const YamlField& f, sim::Scenario& scenario) {
           s.fixed_duration = text == "true";
         } else if (key == "checkpoint_every") {
           ASSIGN_OR_RETURN(s.checkpoint_every, YamlSeconds(value));
+        } else if (key == "placement") {
+          v1::PlacementConstraints proto;
+          RETURN_IF_ERROR(ParsePlacement(value, proto));
+          absl::StatusOr<PlacementConstraints> rules = api::PlacementFromProto("placement", proto);
+          if (!rules.ok()) return YamlError(value, rules.status().message());
+          if (absl::Status valid = ValidatePlacement(*rules); !valid.ok()) {
+            return YamlError(value, valid.message());
+          }
+          s.placement = *std::move(rules);
         } else {
           ASSIGN_OR_RETURN(s.priority, YamlInt32(value));
         }
@@ -207,7 +289,7 @@ absl::StatusOr<sim::Scenario> ParseScenario(absl::string_view file, const std::s
       doc,
       {"name", "seed", "cycle", "duration", "warmup", "half_life", "stop_grace",
        "reclaim_min_runtime", "reborrow_backoff", "starvation_bound", "clusters", "tenants",
-       "streams"},
+       "streams", "compare_objectives"},
       [&](absl::string_view key, const YamlField& value) -> absl::Status {
         if (key == "name") {
           ASSIGN_OR_RETURN(scenario.name, YamlString(value));
@@ -232,31 +314,10 @@ absl::StatusOr<sim::Scenario> ParseScenario(absl::string_view file, const std::s
         } else if (key == "starvation_bound") {
           ASSIGN_OR_RETURN(scenario.starvation_bound, YamlSeconds(value));
         } else if (key == "clusters") {
-          return ForEachListEntry(value, [&](const YamlField& entry) -> absl::Status {
-            sim::ScenarioCluster c;
-            RETURN_IF_ERROR(
-                ForEachYamlField(entry, {"name", "nodes", "gpus_per_node", "model"},
-                                 [&](absl::string_view k, const YamlField& v) -> absl::Status {
-                                   if (k == "name") {
-                                     ASSIGN_OR_RETURN(c.name, YamlString(v));
-                                   } else if (k == "nodes") {
-                                     ASSIGN_OR_RETURN(const uint32_t n, YamlUint32(v));
-                                     if (n < 1 || n > 10000)
-                                       return YamlError(v, "must be 1 to 10000");
-                                     c.nodes = static_cast<int>(n);
-                                   } else if (k == "gpus_per_node") {
-                                     ASSIGN_OR_RETURN(const uint32_t n, YamlUint32(v));
-                                     if (n < 1 || n > 64) return YamlError(v, "must be 1 to 64");
-                                     c.gpus_per_node = static_cast<int>(n);
-                                   } else {
-                                     ASSIGN_OR_RETURN(c.model, YamlString(v));
-                                   }
-                                   return absl::OkStatus();
-                                 }));
-            if (c.name.empty()) return YamlError(entry, "name: required");
-            scenario.clusters.push_back(std::move(c));
-            return absl::OkStatus();
-          });
+          return ForEachListEntry(value,
+                                  [&](const YamlField& e) { return ParseCluster(e, scenario); });
+        } else if (key == "compare_objectives") {
+          ASSIGN_OR_RETURN(scenario.compare_objectives, YamlBool(value));
         } else if (key == "tenants") {
           return ForEachListEntry(value,
                                   [&](const YamlField& e) { return ParseTenant(e, scenario); });

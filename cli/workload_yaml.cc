@@ -121,6 +121,8 @@ absl::Status ParseRetry(const YamlField& f, v1::RetryPolicy& retry) {
   });
 }
 
+}  // namespace
+
 // placement: {jurisdictions: [eu], objective: cost, max_price_per_gpu_hour: "4.00", ...}
 absl::Status ParsePlacement(const YamlField& f, v1::PlacementConstraints& placement) {
   static const auto* fields = new std::vector<absl::string_view>{
@@ -170,6 +172,8 @@ absl::Status ParsePlacement(const YamlField& f, v1::PlacementConstraints& placem
     return absl::OkStatus();
   });
 }
+
+namespace {
 
 absl::StatusOr<v1::WorkloadSpec> ParseSpec(const YamlField& doc) {
   v1::WorkloadSpec spec;

@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "cli/yaml_util.h"
 #include "gpufed/v1/types.pb.h"
 
 namespace gpufed::cli {
@@ -45,6 +46,11 @@ absl::StatusOr<std::vector<WorkloadDocument>> ParseWorkloadYaml(absl::string_vie
 // Reads and parses the file at `path` (named as given in messages). Errors as ReadTextFile
 // (read_file.h) or ParseWorkloadYaml.
 absl::StatusOr<std::vector<WorkloadDocument>> LoadWorkloadFile(const std::string& path);
+
+// A `placement:` block (jurisdictions, compliance_labels, providers, regions, clusters,
+// denied_clusters, max_price_per_gpu_hour, spot_tolerated, objective, client_region, max_rtt)
+// into `placement`; INVALID_ARGUMENT naming the file, line and key. Scenario streams use it too.
+absl::Status ParsePlacement(const YamlField& f, v1::PlacementConstraints& placement);
 
 }  // namespace gpufed::cli
 

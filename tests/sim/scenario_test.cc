@@ -4,8 +4,10 @@
 
 #include "sim/scenario.h"
 
+#include <map>
 #include <string>
 
+#include "cli/read_file.h"
 #include "cli/scenario_yaml.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -202,11 +204,48 @@ TEST(ScenarioYamlTest, ABadFileNamesTheLineAndField) {
            {"tenants: [{name: a, weight: 0}]\n", "tenants[0].weight"},
            {"cycle: soon\n", "cycle"},
            {"colour: blue\n", "colour"},
+           {"clusters: [{name: c1, prices: {on-demand: \"3,20\"}}]\n",
+            "clusters[0].prices.on-demand"},
+           {"clusters: [{name: c1, capacity: cheap}]\n", "clusters[0].capacity"},
+           {"clusters: [{name: c1, rtt: {eu: soon}}]\n", "clusters[0].rtt.eu"},
+           {"clusters: [{name: c1, nodes: 1, spot_nodes: 2}]\n", "spot_nodes"},
+           {head + "streams: [{tenant: a, count: 1, placement: {objective: fast}}]\n",
+            "streams[0].placement.objective"},
+           {head + "streams: [{tenant: a, count: 1, placement: {objective: latency}}]\n",
+            "client_region"},
            {"tenants: [\n", "invalid YAML"}}) {
     EXPECT_THAT(cli::ParseScenario("s.yaml", text),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(field)))
         << text;
   }
+}
+
+// examples/scenarios/routing-5-clusters.yaml: every objective keeps every hard rule, `cost` costs
+// less than placing blind to price, and `latency` runs closer to the users than `cost`. The
+// figures themselves are in docs/scenarios.md.
+TEST(ScenarioTest, RoutingObjectivesKeepTheRulesAndServeTheirEnds) {
+  ASSERT_OK_AND_ASSIGN(
+      const std::string text,
+      cli::ReadTextFile(GPUFED_SOURCE_DIR "/examples/scenarios/routing-5-clusters.yaml"));
+  ASSERT_OK_AND_ASSIGN(Scenario s, cli::ParseScenario("routing-5-clusters.yaml", text));
+  ASSERT_OK_AND_ASSIGN(ScenarioReport r, RunScenario(s));
+  ASSERT_EQ(r.objectives.size(), 4u);
+  std::map<std::string, RoutingReport> by;
+  for (const RoutingReport& o : r.objectives) {
+    EXPECT_EQ(o.residency_violations, 0) << o.objective;
+    EXPECT_GT(o.placements, 300) << o.objective;
+    EXPECT_EQ(o.unpriced_gpu_hours, 0) << o.objective;
+    by[o.objective] = o;
+  }
+  EXPECT_EQ(r.routing.residency_violations, 0);
+  EXPECT_EQ(r.cost_blind_total_cost, by["pack"].total_cost);
+  EXPECT_LT(by["cost"].total_cost, 0.8 * by["pack"].total_cost);
+  EXPECT_LT(by["balanced"].total_cost, by["pack"].total_cost);
+  EXPECT_LT(by["latency"].p50_client_rtt_ms, by["cost"].p50_client_rtt_ms);
+  const nlohmann::json doc = ToJson(r);
+  EXPECT_EQ(doc["residency_violations"], 0);
+  EXPECT_TRUE(doc["objectives"]["cost"].contains("p50_client_rtt_ms"));
+  EXPECT_TRUE(doc.contains("cost_blind_total_cost"));
 }
 
 }  // namespace
