@@ -141,7 +141,9 @@ absl::StatusOr<Explanation> ControlPlane::Explain(const auth::Principal& who, Wo
         out.reason = w.pending_reason;
         break;
       }
-      PlacementDecision d = ports_.scheduler->Explain(w.spec);
+      RoutingExplanation routing = ports_.scheduler->ExplainRouting(w.spec);
+      PlacementDecision d = routing.decision;
+      out.routing = std::move(routing);
       if (d.assignment) {
         out.fits_now_on = d.assignment->cluster;
         out.text = absl::StrCat("fits now on ", d.assignment->cluster,
@@ -165,6 +167,23 @@ absl::StatusOr<Explanation> ControlPlane::Explain(const auth::Principal& who, Wo
   }
   out.workload = std::move(w);
   return out;
+}
+
+absl::StatusOr<RoutingExplanation> ControlPlane::WhatIf(const auth::Principal& who,
+                                                        WorkloadSpec spec) {
+  if (spec.tenant.empty()) spec.tenant = who.tenant;
+  RETURN_IF_ERROR(ValidateName("spec.tenant", spec.tenant));
+  if (!who.CanSubmit(spec.tenant)) {
+    return absl::PermissionDeniedError("permission denied: may not submit to this tenant");
+  }
+  RETURN_IF_ERROR(ValidateSpec(spec));
+  ASSIGN_OR_RETURN(std::vector<Project> projects, ports_.tenants->ListProjects(spec.tenant));
+  if (std::none_of(projects.begin(), projects.end(),
+                   [&](const Project& p) { return p.name == spec.project; })) {
+    return absl::NotFoundError(absl::StrCat("spec.project: project \"", spec.project,
+                                            "\" does not exist in tenant \"", spec.tenant, "\""));
+  }
+  return ports_.scheduler->ExplainRouting(spec);
 }
 
 absl::StatusOr<Workload> ControlPlane::Cancel(const auth::Principal& who, WorkloadId id,

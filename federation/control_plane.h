@@ -72,6 +72,9 @@ struct Explanation {
   PendingReason reason;     // PENDING and it does not fit now: why, as data
   bool never_fits = false;  // PENDING: no cluster could ever hold it
   std::string fits_now_on;  // PENDING and it fits now: the cluster the scheduler would choose
+  // PENDING (not held back by quota): every cluster's rules, offers and prices as the workload
+  // meets them, and the choice (docs/routing.md#explain).
+  std::optional<RoutingExplanation> routing;
 };
 
 // What declaring a cluster lost did.
@@ -149,6 +152,10 @@ class ControlPlane {
   // PERMISSION_DENIED for a tenant the caller may not read.
   absl::StatusOr<WorkloadPage> ListWorkloads(const auth::Principal& who, ListFilter filter);
   absl::StatusOr<Explanation> Explain(const auth::Principal& who, WorkloadId id);
+  // Where `spec` would go now and what it would cost, without submitting it: checked as Submit
+  // checks it (INVALID_ARGUMENT, PERMISSION_DENIED; tenant and project must exist), then routed
+  // on the scheduler's latest pool. Quota admission is not judged.
+  absl::StatusOr<RoutingExplanation> WhatIf(const auth::Principal& who, WorkloadSpec spec);
   // PENDING/ADMITTED: CANCELLED at once. PLACED/RUNNING: cancel requested, the agent stops it
   // and confirms. FAILED_PRECONDITION when already ended; PERMISSION_DENIED for a reader.
   absl::StatusOr<Workload> Cancel(const auth::Principal& who, WorkloadId id, std::string reason);

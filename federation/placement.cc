@@ -38,6 +38,8 @@ Filter MakeFilter(const Pool& pool, const WorkloadSpec& spec, const PlacementSco
     f.cluster_ok = scope->clusters;
   }
   f.demand = Demand::Of(spec);
+  f.min_driver = PackVersion(spec.placement.min_driver_version).value_or(0);
+  f.min_cuda = PackVersion(spec.placement.min_cuda_version).value_or(0);
   if (f.demand.kind == Demand::Kind::kMig) {
     for (size_t id = 0; id < pool.model_count(); ++id) {
       const MigGeometry* geo = FindMigGeometry(pool.ModelName(static_cast<uint16_t>(id)));
@@ -63,7 +65,9 @@ std::optional<EngineCache::RequestKey> RequestKeyOf(const Filter& filter, const 
                                  d.mig_profile,
                                  spec.topology == Topology::kSameNvlinkDomain,
                                  options.partitioning,
-                                 filter.capacity};
+                                 filter.capacity,
+                                 filter.min_driver,
+                                 filter.min_cuda};
 }
 
 std::optional<uint64_t> Filter::ModelBits() const {
@@ -81,6 +85,7 @@ bool GpuEligible(const Filter& f, const NodeSlots& node, size_t g) {
   const GpuSlot& slot = node.gpus[g];  // its copies of the inventory's figures
   if (!slot.healthy || slot.memory_mib < f.min_memory) return false;
   if ((f.capacity & (1U << static_cast<int>(slot.capacity))) == 0) return false;
+  if (node.driver_version < f.min_driver || node.cuda_version < f.min_cuda) return false;
   const uint16_t m = slot.model;
   if (!f.any_model && (m >= f.model_ok.size() || !f.model_ok[m])) return false;
   if (f.demand.kind == Demand::Kind::kMig) return m < f.mig_ok.size() && f.mig_ok[m];

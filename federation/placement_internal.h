@@ -24,7 +24,9 @@ struct Filter {
   std::vector<bool> model_ok;  // by model id
   std::vector<bool> mig_ok;    // by model id: the model's geometry has the MIG profile
   uint64_t min_memory = 0;
-  uint8_t capacity = 0xff;       // allowed capacity types as bits (PlacementScope::capacity)
+  uint8_t capacity = 0xff;  // allowed capacity types as bits (PlacementScope::capacity)
+  uint64_t min_driver = 0;  // PackVersion of the spec's minimums; 0: any
+  uint64_t min_cuda = 0;
   std::vector<bool> cluster_ok;  // by cluster index; empty: every cluster
 
   [[nodiscard]] bool ClusterOk(size_t index) const {
@@ -106,12 +108,14 @@ struct EngineCache {
     bool one_domain;
     bool partitioning;
     uint8_t capacity;
+    uint64_t min_driver;
+    uint64_t min_cuda;
     bool operator==(const RequestKey&) const = default;
     template <typename H>
     friend H AbslHashValue(H h, const RequestKey& k) {
       return H::combine(std::move(h), k.kind, k.gpus, k.milli, k.cpu_millis, k.memory_mib,
                         k.min_gpu_memory, k.models, k.mig_profile, k.one_domain, k.partitioning,
-                        k.capacity);
+                        k.capacity, k.min_driver, k.min_cuda);
     }
   };
   struct NodeKey {

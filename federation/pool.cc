@@ -255,6 +255,12 @@ NodeSlots Pool::MakeNode(const NodeInfo& info, CapacityType default_capacity) {
   if (auto label = info.labels.find(std::string(kCapacityTypeLabel)); label != info.labels.end()) {
     capacity = ParseCapacityType(label->second).value_or(default_capacity);
   }
+  auto version = [&](absl::string_view label) -> uint64_t {
+    auto it = info.labels.find(std::string(label));
+    return it == info.labels.end() ? 0 : PackVersion(it->second).value_or(0);
+  };
+  node.driver_version = version(kDriverVersionLabel);
+  node.cuda_version = version(kCudaVersionLabel);
   for (size_t g = 0; g < info.gpus.size(); ++g) {
     node.gpus[g].model = ModelId(info.gpus[g].model);
     node.gpus[g].capacity = capacity;
@@ -309,6 +315,9 @@ void Pool::UpsertCluster(const Cluster& cluster) {
   for (const NodeInfo& node : cluster.nodes) {
     slots.node_at.emplace(node.name, static_cast<uint32_t>(slots.nodes.size()));
     slots.nodes.push_back(MakeNode(node, cluster.declared.default_capacity));
+    slots.max_driver_version =
+        std::max(slots.max_driver_version, slots.nodes.back().driver_version);
+    slots.max_cuda_version = std::max(slots.max_cuda_version, slots.nodes.back().cuda_version);
     for (const GpuSlot& gpu : slots.nodes.back().gpus) {
       if (gpu.model >= slots.capacity_by_model.size()) {
         slots.capacity_by_model.resize(gpu.model + 1, 0);

@@ -81,6 +81,9 @@ struct NodeSlots {
   // Changes (to a number no node had before) whenever RecountNode runs, that is after every
   // change to the node; copies share it. Placement remembers per version what it found.
   uint64_t version = 0;
+  // Its GPUs' driver and CUDA versions from its labels (PackVersion; 0: not reported).
+  uint64_t driver_version = 0;
+  uint64_t cuda_version = 0;
 
   // The workload holding GPU `g` (the first one, if it is shared); 0 if none.
   [[nodiscard]] WorkloadId HolderOf(size_t g) const;
@@ -121,6 +124,9 @@ struct ClusterSlots {
   // Per interned model id: bit t set when the cluster has a GPU of that model of CapacityType t
   // (healthy or not; what the router prices).
   std::vector<uint8_t> capacity_by_model;
+  // The newest driver and CUDA version of any of its nodes (PackVersion; 0: none reported).
+  uint64_t max_driver_version = 0;
+  uint64_t max_cuda_version = 0;
   // Unique to each inventory a pool is given (UpsertCluster), shared by copies: what depends
   // only on the inventory (topology groups) may be remembered under it.
   uint64_t inventory_id = 0;

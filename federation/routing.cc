@@ -38,16 +38,26 @@ std::string Millis(int64_t micros) {
   return absl::StrFormat("%g ms", static_cast<double>(micros) / 1000.0);
 }
 
+// The GPU rule an offer breaks, in words; "" when none.
+std::string RefusedOffer(const ClusterDeclaration& declared, const WorkloadSpec& spec,
+                         absl::string_view model, CapacityType capacity, Timestamp at) {
+  const PlacementConstraints& rules = spec.placement;
+  if (capacity == CapacityType::kSpot && !rules.spot_tolerated) return "spot not tolerated";
+  if (rules.max_price_per_gpu_hour_micros > 0 && capacity != CapacityType::kCommitted) {
+    const std::optional<int64_t> price = PricePerGpuHour(declared, spec, model, capacity, at);
+    if (!price) return "unpriced, and a price cap is set";
+    if (*price > rules.max_price_per_gpu_hour_micros) {
+      return absl::StrCat("price ", Money(*price), " per GPU-hour above ",
+                          Money(rules.max_price_per_gpu_hour_micros));
+    }
+  }
+  return "";
+}
+
 // The GPU-level rules (spot, price cap) for one offer of a cluster that passes the cluster rules.
 bool OfferAllowed(const ClusterDeclaration& declared, const WorkloadSpec& spec,
                   absl::string_view model, CapacityType capacity, Timestamp at) {
-  const PlacementConstraints& rules = spec.placement;
-  if (capacity == CapacityType::kSpot && !rules.spot_tolerated) return false;
-  if (rules.max_price_per_gpu_hour_micros > 0 && capacity != CapacityType::kCommitted) {
-    const std::optional<int64_t> price = PricePerGpuHour(declared, spec, model, capacity, at);
-    if (!price || *price > rules.max_price_per_gpu_hour_micros) return false;
-  }
-  return true;
+  return RefusedOffer(declared, spec, model, capacity, at).empty();
 }
 
 bool ModelAllowed(const WorkloadSpec& spec, absl::string_view model) {
@@ -111,6 +121,20 @@ PendingReason NoClusterReason(const Pool& pool, const WorkloadSpec& spec, Timest
             [&](const ClusterSlots& c) { return Contains(rules.regions, c.info.region); })) {
     return reason;
   }
+  if (!rules.min_driver_version.empty() &&
+      apply(absl::StrCat("with driver ", rules.min_driver_version, " or newer"),
+            [&](const ClusterSlots& c) {
+              return c.max_driver_version >= PackVersion(rules.min_driver_version).value_or(0);
+            })) {
+    return reason;
+  }
+  if (!rules.min_cuda_version.empty() &&
+      apply(absl::StrCat("with CUDA ", rules.min_cuda_version, " or newer"),
+            [&](const ClusterSlots& c) {
+              return c.max_cuda_version >= PackVersion(rules.min_cuda_version).value_or(0);
+            })) {
+    return reason;
+  }
   if (rules.max_rtt_micros > 0 &&
       apply(absl::StrCat("within ", Millis(rules.max_rtt_micros), " of client region ",
                          rules.client_region),
@@ -152,6 +176,26 @@ struct Call {
   std::vector<bool> models;
   uint8_t capacity = 0;
 };
+
+// An offer's key under `objective` (lower is better; +inf: unpriced or no known distance).
+double OfferKey(Objective objective, const RoutingWeights& weights,
+                std::optional<int64_t> replica_price, std::optional<int64_t> per_gpu_hour,
+                std::optional<int64_t> rtt) {
+  switch (objective) {
+    case Objective::kPack:
+      return 0;
+    case Objective::kCost:
+      return replica_price ? static_cast<double>(*replica_price) : kInfinity;
+    case Objective::kLatency:
+      return rtt ? static_cast<double>(*rtt) : kInfinity;
+    case Objective::kBalanced:
+      return per_gpu_hour && rtt
+                 ? weights.cost * static_cast<double>(*per_gpu_hour) / kMicrosPerUnit +
+                       weights.latency * static_cast<double>(*rtt) / 1000.0
+                 : kInfinity;
+  }
+  return kInfinity;
+}
 
 constexpr uint16_t kAnyModel = 0xffff;  // an offer of a request for no GPU
 
@@ -333,6 +377,14 @@ std::string BrokenClusterRule(const ClusterSlots& cluster, const PlacementConstr
     return absl::StrCat("region ", info.region.empty() ? "(none)" : info.region, " not in ",
                         absl::StrJoin(rules.regions, ", "));
   }
+  if (!rules.min_driver_version.empty() &&
+      cluster.max_driver_version < PackVersion(rules.min_driver_version).value_or(0)) {
+    return absl::StrCat("no node with driver ", rules.min_driver_version, " or newer");
+  }
+  if (!rules.min_cuda_version.empty() &&
+      cluster.max_cuda_version < PackVersion(rules.min_cuda_version).value_or(0)) {
+    return absl::StrCat("no node with CUDA ", rules.min_cuda_version, " or newer");
+  }
   if (rules.max_rtt_micros > 0) {
     auto it = cluster.declared.rtt_micros.find(rules.client_region);
     if (it == cluster.declared.rtt_micros.end()) {
@@ -367,23 +419,7 @@ std::vector<Offer> OffersFor(const Pool& pool, const WorkloadSpec& spec, Timesta
       o.capacity = capacity;
       o.replica_price = price;
       o.rtt_micros = rtt;
-      switch (rules.objective) {
-        case Objective::kPack:
-          o.key = 0;
-          break;
-        case Objective::kCost:
-          o.key = price ? static_cast<double>(*price) : kInfinity;
-          break;
-        case Objective::kLatency:
-          o.key = rtt ? static_cast<double>(*rtt) : kInfinity;
-          break;
-        case Objective::kBalanced:
-          o.key = per_gpu_hour && rtt
-                      ? weights.cost * static_cast<double>(*per_gpu_hour) / kMicrosPerUnit +
-                            weights.latency * static_cast<double>(*rtt) / 1000.0
-                      : kInfinity;
-          break;
-      }
+      o.key = OfferKey(rules.objective, weights, price, per_gpu_hour, rtt);
       offers.push_back(o);
     };
     if (no_gpu) {
@@ -457,6 +493,107 @@ PlacementDecision Router::Place(PlacementEngine& engine, const Pool& pool, const
     decision.reason.Set(figure::kNeeds, placement_internal::DescribeNeeds(spec, Demand::Of(spec)));
   }
   return decision;
+}
+
+RoutingExplanation Router::Explain(PlacementEngine& engine, const Pool& pool,
+                                   const WorkloadSpec& spec, Timestamp at) const {
+  const PlacementConstraints& rules = spec.placement;
+  RoutingExplanation out;
+  out.objective = rules.objective;
+  out.estimated_hours = EstimatedHours(spec);
+  out.decision = Place(engine, pool, spec, 0, {}, at);
+  if (out.decision.assignment) {
+    out.price_per_hour = PlacementPricePerHour(pool, spec, *out.decision.assignment, at);
+    if (out.price_per_hour) {
+      out.estimated_cost = static_cast<int64_t>(
+          std::llround(static_cast<double>(*out.price_per_hour) * out.estimated_hours));
+    }
+  }
+  const bool no_gpu = Demand::Of(spec).kind == Demand::Kind::kNone;
+  for (size_t i = 0; i < pool.clusters().size(); ++i) {
+    const ClusterSlots& c = pool.clusters()[i];
+    const ClusterInfo& info = c.info;
+    ClusterCandidate cand;
+    cand.cluster = info.name;
+    auto check = [&](std::string rule, bool passed, std::string detail) {
+      cand.rules.push_back({std::move(rule), passed, std::move(detail)});
+    };
+    if (!rules.clusters.empty()) {
+      check("clusters", Contains(rules.clusters, info.name), info.name);
+    }
+    if (!rules.denied_clusters.empty()) {
+      check("denied clusters", !Contains(rules.denied_clusters, info.name), info.name);
+    }
+    if (!rules.jurisdictions.empty()) {
+      check("jurisdiction", Contains(rules.jurisdictions, info.jurisdiction), info.jurisdiction);
+    }
+    for (const std::string& label : rules.compliance_labels) {
+      check(absl::StrCat("compliance label ", label), Contains(info.compliance_labels, label),
+            absl::StrCat("[", absl::StrJoin(info.compliance_labels, ", "), "]"));
+    }
+    if (!rules.providers.empty()) {
+      check("provider", Contains(rules.providers, info.provider), info.provider);
+    }
+    if (!rules.regions.empty()) check("region", Contains(rules.regions, info.region), info.region);
+    auto version = [](uint64_t packed) {
+      if (packed == 0) return std::string("none reported");
+      return absl::StrCat(packed >> 40, ".", (packed >> 20) & 0xfffff, ".", packed & 0xfffff);
+    };
+    if (!rules.min_driver_version.empty()) {
+      check("min driver version",
+            c.max_driver_version >= PackVersion(rules.min_driver_version).value_or(0),
+            absl::StrCat("newest ", version(c.max_driver_version)));
+    }
+    if (!rules.min_cuda_version.empty()) {
+      check("min CUDA version",
+            c.max_cuda_version >= PackVersion(rules.min_cuda_version).value_or(0),
+            absl::StrCat("newest ", version(c.max_cuda_version)));
+    }
+    std::optional<int64_t> rtt;
+    if (auto it = c.declared.rtt_micros.find(rules.client_region);
+        !rules.client_region.empty() && it != c.declared.rtt_micros.end()) {
+      rtt = it->second;
+    }
+    if (rules.max_rtt_micros > 0) {
+      check("max RTT", rtt && *rtt <= rules.max_rtt_micros,
+            rtt ? absl::StrCat(Millis(*rtt), " from ", rules.client_region)
+                : absl::StrCat("none declared from ", rules.client_region));
+    }
+    const bool cluster_ok = BrokenClusterRule(c, rules).empty();
+    for (size_t m = 0; m < c.capacity_by_model.size() && !no_gpu; ++m) {
+      if (c.capacity_by_model[m] == 0) continue;
+      const std::string& model = pool.ModelName(static_cast<uint16_t>(m));
+      if (!ModelAllowed(spec, model)) continue;
+      for (int t = 0; t < kCapacityTypes; ++t) {
+        const auto capacity = static_cast<CapacityType>(t);
+        if ((c.capacity_by_model[m] & Bit(capacity)) == 0) continue;
+        OfferCheck o;
+        o.model = model;
+        o.capacity = capacity;
+        o.replica_price = ReplicaPricePerHour(c.declared, spec, model, capacity, at);
+        o.rtt_micros = rtt;
+        o.key = OfferKey(rules.objective, weights_, o.replica_price,
+                         PricePerGpuHour(c.declared, spec, model, capacity, at), rtt);
+        o.refused = RefusedOffer(c.declared, spec, model, capacity, at);
+        if (cluster_ok && o.refused.empty()) {
+          cand.allowed = true;
+          PlacementScope scope;
+          scope.clusters.assign(pool.clusters().size(), false);
+          scope.clusters[i] = true;
+          scope.models.assign(pool.model_count(), false);
+          scope.models[m] = true;
+          scope.capacity = Bit(capacity);
+          scope.explain = false;
+          o.fits_now = engine.Place(pool, spec, 0, {}, &scope).assignment.has_value();
+        }
+        cand.offers.push_back(std::move(o));
+      }
+    }
+    if (no_gpu) cand.allowed = cluster_ok;
+    cand.chosen = out.decision.assignment && out.decision.assignment->cluster == info.name;
+    out.candidates.push_back(std::move(cand));
+  }
+  return out;
 }
 
 }  // namespace gpufed

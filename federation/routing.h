@@ -79,6 +79,47 @@ struct Offer {
 std::vector<Offer> OffersFor(const Pool& pool, const WorkloadSpec& spec, Timestamp at,
                              const RoutingWeights& weights);
 
+// ---- Explain and what-if ----
+
+// One hard rule of a workload as one cluster meets it.
+struct RuleCheck {
+  std::string rule;  // "jurisdiction", "compliance label gdpr", "provider", "region", "clusters",
+                     // "denied clusters", "max RTT"
+  bool passed = false;
+  std::string detail;  // what the cluster has: "eu", "[gdpr, hipaa]", "12 ms from eu-west"
+};
+
+// One (model, capacity type) of a cluster as the workload sees it.
+struct OfferCheck {
+  std::string model;
+  CapacityType capacity = CapacityType::kOnDemand;
+  std::optional<int64_t> replica_price;  // per hour, micro-units; nullopt: unpriced
+  std::optional<int64_t> rtt_micros;     // from the client region; nullopt: not declared
+  double key = 0;                        // under the objective; +inf: last
+  std::string refused;                   // the GPU rule it breaks ("spot not tolerated", ...)
+  bool fits_now = false;                 // allowed and would hold the workload now, alone
+};
+
+struct ClusterCandidate {
+  std::string cluster;
+  std::vector<RuleCheck> rules;  // every rule the workload sets, passed or not
+  std::vector<OfferCheck> offers;
+  bool allowed = false;  // every rule passed and some offer is allowed
+  bool chosen = false;
+};
+
+struct RoutingExplanation {
+  Objective objective = Objective::kPack;
+  std::vector<ClusterCandidate> candidates;  // every cluster of the pool, in name order
+  PlacementDecision decision;                // what the router decides now
+  // Set when it fits now: the price of the placement per hour (every replica) and over its
+  // estimated duration (EstimatedHours), in micro-units; nullopt when something it takes is
+  // unpriced.
+  std::optional<int64_t> price_per_hour;
+  std::optional<int64_t> estimated_cost;
+  double estimated_hours = 1;
+};
+
 class Router {
  public:
   explicit Router(RoutingWeights weights = {}) : weights_(weights) {}
@@ -89,6 +130,11 @@ class Router {
   // what keeps those busy.
   PlacementDecision Place(PlacementEngine& engine, const Pool& pool, const WorkloadSpec& spec,
                           WorkloadId id, const MigQueue& mig_queue, Timestamp at) const;
+
+  // Place, and beside it every cluster's rules and offers as the workload meets them. Costs an
+  // engine call per allowed offer: for explain and what-if, not the scheduling cycle.
+  RoutingExplanation Explain(PlacementEngine& engine, const Pool& pool, const WorkloadSpec& spec,
+                             Timestamp at) const;
 
   [[nodiscard]] const RoutingWeights& weights() const { return weights_; }
 

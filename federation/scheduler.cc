@@ -666,14 +666,23 @@ std::shared_ptr<const Pool> Scheduler::Snapshot() const {
 }
 
 PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
+  return Evaluate(spec, /*candidates=*/false).decision;
+}
+
+RoutingExplanation Scheduler::ExplainRouting(const WorkloadSpec& spec) const {
+  return Evaluate(spec, /*candidates=*/true);
+}
+
+RoutingExplanation Scheduler::Evaluate(const WorkloadSpec& spec, bool candidates) const {
   absl::MutexLock explain_lock(&explain_mu_);
   std::shared_ptr<const Pool> snapshot;
   {
     absl::MutexLock lock(&mu_);
     if (!loaded_) {
       // An empty pool would read "no clusters are registered" and never_fits: wrong and final.
-      PlacementDecision not_yet;
-      not_yet.reason = PendingReason(ReasonCode::kNotLoaded);
+      RoutingExplanation not_yet;
+      not_yet.objective = spec.placement.objective;
+      not_yet.decision.reason = PendingReason(ReasonCode::kNotLoaded);
       return not_yet;
     }
     snapshot = snapshot_;
@@ -687,7 +696,11 @@ PlacementDecision Scheduler::Explain(const WorkloadSpec& spec) const {
     explain_pool_ = std::make_unique<Pool>(*snapshot);
     explain_source_ = std::move(snapshot);
   }
-  return router_.Place(*explain_engine_, *explain_pool_, spec, 0, {}, clock_->Now());
+  if (candidates) return router_.Explain(*explain_engine_, *explain_pool_, spec, clock_->Now());
+  RoutingExplanation out;
+  out.objective = spec.placement.objective;
+  out.decision = router_.Place(*explain_engine_, *explain_pool_, spec, 0, {}, clock_->Now());
+  return out;
 }
 
 std::vector<FairShare> Scheduler::FairShareReport() const {

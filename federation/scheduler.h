@@ -168,7 +168,15 @@ class Scheduler {
   // starting server, or one that is not the active scheduler) there is no pool to judge by: the
   // reason says so and never_fits stays false. Safe from any thread.
   PlacementDecision Explain(const WorkloadSpec& spec) const;
+  // The same with every cluster's rules, offers and prices beside it (Router::Explain): what
+  // `gpufedctl explain` lists per candidate and `submit --what-if` answers.
+  RoutingExplanation ExplainRouting(const WorkloadSpec& spec) const;
 
+ private:
+  // Explain (without `candidates`: the decision alone) and ExplainRouting.
+  RoutingExplanation Evaluate(const WorkloadSpec& spec, bool candidates) const;
+
+ public:
   // Queue length after the last cycle.
   int pending_count() const;
 

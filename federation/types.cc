@@ -1,7 +1,11 @@
 #include "federation/types.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 
 namespace gpufed {
 namespace {
@@ -79,6 +83,23 @@ std::optional<CapacityType> ParseCapacityType(absl::string_view name) {
 absl::string_view ObjectiveName(Objective o) { return NameOf(kObjectives, o); }
 std::optional<Objective> ParseObjective(absl::string_view name) {
   return Lookup(kObjectives, name);
+}
+
+std::optional<uint64_t> PackVersion(absl::string_view version) {
+  uint64_t packed = 0;
+  int parts = 0;
+  for (absl::string_view part : absl::StrSplit(version, '.')) {
+    uint32_t n = 0;
+    if (++parts > 3 || part.empty() || part.size() > 7 ||
+        !std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        !absl::SimpleAtoi(part, &n) || n >= (1U << 20)) {
+      return std::nullopt;
+    }
+    packed = (packed << 20) | n;
+  }
+  if (parts == 0) return std::nullopt;
+  for (; parts < 3; ++parts) packed <<= 20;
+  return packed;
 }
 
 ClusterInfo EffectiveInfo(const ClusterInfo& reported, const ClusterDeclaration& declared) {

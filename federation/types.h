@@ -66,6 +66,13 @@ std::optional<CapacityType> ParseCapacityType(absl::string_view name);
 // The node label that says a node's capacity type ("spot", ...); nodes without it have their
 // cluster's declared default.
 inline constexpr absl::string_view kCapacityTypeLabel = "gpufed.io/capacity-type";
+// The node labels an agent reports its GPUs' driver and CUDA versions under ("550.54.15",
+// "12.4"), as nvidia-smi shows them.
+inline constexpr absl::string_view kDriverVersionLabel = "gpufed.io/driver-version";
+inline constexpr absl::string_view kCudaVersionLabel = "gpufed.io/cuda-version";
+// A dotted version of up to three numbers below 2^20 ("550.54.15", "12.4") packed so that
+// versions compare as integers (missing parts are 0); nullopt for anything else.
+std::optional<uint64_t> PackVersion(absl::string_view version);
 
 // What decides between the clusters a workload may use (docs/routing.md#objectives).
 //  kPack: the tightest cluster that holds it (least free capacity first): the default, blind to
@@ -96,6 +103,10 @@ struct PlacementConstraints {
   // and then a cluster with no declared RTT to that region is not allowed.
   std::string client_region;
   int64_t max_rtt_micros = 0;
+  // Oldest NVIDIA driver and CUDA version it runs on ("550.54", "12.4"; empty: any), compared
+  // with its nodes' kDriverVersionLabel / kCudaVersionLabel; a node that reports none fails.
+  std::string min_driver_version;
+  std::string min_cuda_version;
 
   [[nodiscard]] bool empty() const { return *this == PlacementConstraints{}; }
   bool operator==(const PlacementConstraints&) const = default;

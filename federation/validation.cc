@@ -307,7 +307,7 @@ size_t SpecTextBytes(const WorkloadSpec& spec) {
                            &p.clusters, &p.denied_clusters}) {
     for (const std::string& item : *list) bytes += item.size();
   }
-  bytes += p.client_region.size();
+  bytes += p.client_region.size() + p.min_driver_version.size() + p.min_cuda_version.size();
   return bytes;
 }
 
@@ -365,6 +365,15 @@ absl::Status ValidatePlacement(const PlacementConstraints& p) {
       p.client_region.empty()) {
     return Invalid("spec.placement.client_region",
                    absl::StrCat("required with objective ", ObjectiveName(p.objective)));
+  }
+  for (const auto& [name, value] : {std::pair<absl::string_view, const std::string*>{
+                                        "min_driver_version", &p.min_driver_version},
+                                    {"min_cuda_version", &p.min_cuda_version}}) {
+    if (!value->empty() && !PackVersion(*value)) {
+      return Invalid(
+          absl::StrCat("spec.placement.", name),
+          absl::StrCat(Quote(*value), " is not a version of one to three numbers (\"550.54.15\")"));
+    }
   }
   if (static_cast<int>(p.objective) > static_cast<int>(Objective::kBalanced)) {
     return Invalid("spec.placement.objective", "unknown");

@@ -93,6 +93,8 @@ json PlacementDoc(const PlacementConstraints& p) {
   if (p.objective != Objective::kPack) doc["objective"] = std::string(ObjectiveName(p.objective));
   if (!p.client_region.empty()) doc["client_region"] = p.client_region;
   if (p.max_rtt_micros != 0) doc["max_rtt_micros"] = p.max_rtt_micros;
+  if (!p.min_driver_version.empty()) doc["min_driver_version"] = p.min_driver_version;
+  if (!p.min_cuda_version.empty()) doc["min_cuda_version"] = p.min_cuda_version;
   return doc;
 }
 
@@ -115,6 +117,8 @@ absl::StatusOr<PlacementConstraints> PlacementFromDoc(const json& doc) {
   p.objective = *o;
   p.client_region = doc.value("client_region", "");
   ASSIGN_OR_RETURN(p.max_rtt_micros, Int64Member(doc, "max_rtt_micros", kWhat));
+  p.min_driver_version = doc.value("min_driver_version", "");
+  p.min_cuda_version = doc.value("min_cuda_version", "");
   return p;
 }
 

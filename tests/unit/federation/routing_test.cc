@@ -258,5 +258,42 @@ TEST(RouterTest, ComplianceProviderRegionAndClusterListsAreHardRules) {
   EXPECT_EQ(d.reason.Text(figure::kRule), "with compliance label sovereign");
 }
 
+TEST(VersionTest, VersionsCompareNumberByNumber) {
+  EXPECT_LT(*PackVersion("550.54.15"), *PackVersion("550.90"));
+  EXPECT_LT(*PackVersion("12.4"), *PackVersion("12.10"));
+  EXPECT_EQ(*PackVersion("12"), *PackVersion("12.0.0"));
+  for (const char* bad : {"", "12.", ".4", "12.4.1.1", "v12", "12.-1", "1 2", "99999999"}) {
+    EXPECT_EQ(PackVersion(bad), std::nullopt) << bad;
+  }
+}
+
+TEST(RouterTest, DriverAndCudaMinimumsKeepWorkOffOlderNodes) {
+  Pool pool;
+  Cluster c = MakeCluster("a", 2, 8, "H100-80GB");
+  c.nodes[0].labels[std::string(kDriverVersionLabel)] = "535.161.08";
+  c.nodes[0].labels[std::string(kCudaVersionLabel)] = "12.2";
+  c.nodes[1].labels[std::string(kDriverVersionLabel)] = "550.54.15";
+  c.nodes[1].labels[std::string(kCudaVersionLabel)] = "12.4";
+  pool.UpsertCluster(c);
+  pool.UpsertCluster(MakeCluster("b", 1, 8, "H100-80GB"));  // reports no versions
+  WorkloadSpec spec = Gang(1, 8);
+  spec.placement.min_driver_version = "550";
+  spec.placement.min_cuda_version = "12.3";
+  PlacementDecision d = Route(pool, spec);
+  ASSERT_TRUE(d.assignment) << d.reason;
+  EXPECT_EQ(d.assignment->cluster, "a");
+  EXPECT_EQ(d.assignment->replicas[0].node, "a-n1");
+  ASSERT_OK(pool.Allocate(1, *d.assignment));
+  // The older node is free but too old: the reason is about capacity on what is allowed.
+  d = Route(pool, spec);
+  ASSERT_FALSE(d.assignment);
+  EXPECT_FALSE(d.reason.never_fits()) << d.reason;
+  spec.placement.min_cuda_version = "12.8";
+  d = Route(pool, spec);
+  ASSERT_FALSE(d.assignment);
+  EXPECT_EQ(d.reason.code, ReasonCode::kNoClusterAllowed);
+  EXPECT_EQ(d.reason.Text(figure::kRule), "with CUDA 12.8 or newer");
+}
+
 }  // namespace
 }  // namespace gpufed

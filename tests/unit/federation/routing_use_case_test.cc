@@ -154,5 +154,56 @@ TEST_F(RoutingUseCaseTest, TheSchedulerRoutesByDeclarationsAndAgentsNeverOverwri
   EXPECT_EQ(MustGet(de.workload.id).assignment.cluster, "b");
 }
 
+TEST_F(RoutingUseCaseTest, ExplainListsEveryCandidateWithItsRulesAndPrices) {
+  Register("a");
+  Register("b");
+  ClusterDeclaration a = Declared("a", "eu", 3'000'000);
+  a.rtt_micros["eu-west"] = 9'000;
+  ASSERT_OK(plane_.ApplyDeclarations(Admin(), {a, Declared("b", "us", 1'000'000)}, false));
+  Step();
+  WorkloadSpec spec = Ruled("eu");
+  spec.placement.client_region = "eu-west";
+  spec.estimated_duration_ms = 2 * 3'600'000;
+
+  ASSERT_OK_AND_ASSIGN(RoutingExplanation what_if, plane_.WhatIf(User("acme"), spec));
+  ASSERT_TRUE(what_if.decision.assignment);
+  EXPECT_EQ(what_if.decision.assignment->cluster, "a");
+  EXPECT_EQ(what_if.price_per_hour, 8 * 3'000'000);
+  EXPECT_EQ(what_if.estimated_cost, 2 * 8 * 3'000'000);
+  ASSERT_EQ(what_if.candidates.size(), 2u);
+  const ClusterCandidate& ca = what_if.candidates[0];
+  const ClusterCandidate& cb = what_if.candidates[1];
+  EXPECT_TRUE(ca.chosen);
+  EXPECT_TRUE(ca.allowed);
+  ASSERT_EQ(ca.rules.size(), 1u);
+  EXPECT_EQ(ca.rules[0].rule, "jurisdiction");
+  EXPECT_TRUE(ca.rules[0].passed);
+  ASSERT_EQ(ca.offers.size(), 1u);
+  EXPECT_TRUE(ca.offers[0].fits_now);
+  EXPECT_EQ(ca.offers[0].rtt_micros, 9'000);
+  EXPECT_FALSE(cb.allowed);
+  EXPECT_FALSE(cb.rules[0].passed);
+  EXPECT_EQ(cb.rules[0].detail, "us");
+  EXPECT_FALSE(cb.offers[0].fits_now) << "not allowed: not tried";
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> none, store_.ListPending(10));
+  EXPECT_TRUE(none.empty()) << "a what-if submits nothing";
+
+  // Nothing fits: explain of a submitted workload shows the same candidates.
+  ASSERT_OK_AND_ASSIGN(SubmitResult first, Submit(User("acme"), spec));
+  Step();
+  ASSERT_OK_AND_ASSIGN(SubmitResult second, Submit(User("acme"), spec));
+  ASSERT_OK_AND_ASSIGN(Explanation why, plane_.Explain(User("acme"), second.workload.id));
+  ASSERT_TRUE(why.routing);
+  EXPECT_FALSE(why.routing->decision.assignment);
+  EXPECT_FALSE(why.routing->candidates[0].offers[0].fits_now);
+  EXPECT_TRUE(why.routing->candidates[0].allowed);
+
+  // Checked like a submission.
+  EXPECT_THAT(plane_.WhatIf(User("other"), spec), StatusIs(absl::StatusCode::kPermissionDenied));
+  spec.placement.max_rtt_micros = -1;
+  EXPECT_THAT(plane_.WhatIf(User("acme"), spec), StatusIs(absl::StatusCode::kInvalidArgument));
+  (void)first;
+}
+
 }  // namespace
 }  // namespace gpufed
