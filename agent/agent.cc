@@ -12,8 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "agent/spot_reclaim.h"
 #include "federation/mig.h"
 #include "federation/status_macros.h"
+#include "federation/types.h"
 #include "spdlog/spdlog.h"
 
 namespace gpufed::agent {
@@ -35,6 +37,8 @@ constexpr absl::Duration kMinHeartbeat = absl::Milliseconds(10);
 constexpr size_t kMaxUnansweredHeartbeats = 64;
 // Repeated connection failures are logged at warning level once per this many attempts.
 constexpr int kFailureLogEvery = 12;
+// A spot reclaim's log line names at most this many workloads.
+constexpr size_t kMaxIdsLogged = 20;
 
 bool IsActive(v1::WorkloadState s) {
   return s == v1::WORKLOAD_STATE_PLACED || s == v1::WORKLOAD_STATE_RUNNING;
@@ -70,6 +74,28 @@ bool SameLayout(const google::protobuf::RepeatedPtrField<v1::MigInstance>& a,
   return true;
 }
 
+// "a, b, c" or "a, b, ... and 7 more": ids for a log line.
+std::string IdList(const std::vector<std::string>& ids) {
+  if (ids.empty()) return "none";
+  if (ids.size() <= kMaxIdsLogged) return absl::StrJoin(ids, ", ");
+  return absl::StrCat(absl::StrJoin(ids.begin(), ids.begin() + kMaxIdsLogged, ", "), ", ... and ",
+                      ids.size() - kMaxIdsLogged, " more");
+}
+
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// `inventory` without the nodes named in `away`.
+v1::Inventory WithoutNodes(const v1::Inventory& inventory, const std::vector<std::string>& away) {
+  if (away.empty()) return inventory;
+  v1::Inventory out;
+  for (const v1::Node& node : inventory.nodes()) {
+    if (!Contains(away, node.name())) *out.add_nodes() = node;
+  }
+  return out;
+}
+
 std::string Describe(const grpc::Status& s) {
   // gRPC and Abseil share the code numbering.
   return absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())), ": ",
@@ -95,6 +121,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, Clust
   if (options.max_updates_per_report < 1) {
     return absl::InvalidArgumentError("max_updates_per_report: must be >= 1");
   }
+  RETURN_IF_ERROR(ValidateSpotReclaimSchedule(options.spot_reclaim));
   if (!make_backend) return absl::InvalidArgumentError("backend: no factory");
   std::unique_ptr<Agent> agent(new Agent(std::move(options), std::move(topology)));
   Agent* self = agent.get();
@@ -154,6 +181,9 @@ AgentStats Agent::Stats() const {
   s.inventory_updates_sent = inventory_updates_sent_;
   s.lease_expiries = lease_expiries_;
   s.lease_stops = lease_stops_;
+  s.spot_reclaims = spot_reclaims_;
+  s.spot_reclaim_stops = spot_reclaim_stops_;
+  s.spot_nodes_away = reclaimed_nodes_.size();
   return s;
 }
 
@@ -178,7 +208,12 @@ void Agent::ReplaceInventory(v1::Inventory inventory) {
 
 v1::Inventory Agent::Inventory() const {
   absl::MutexLock lock(&mu_);
-  return inventory_;
+  return WithoutNodes(inventory_, reclaimed_nodes_);
+}
+
+v1::Inventory Agent::ReportedInventoryLocked() {
+  if (!reclaimed_nodes_.empty()) reclaim_reported_ = true;
+  return WithoutNodes(inventory_, reclaimed_nodes_);
 }
 
 absl::Duration Agent::Jitter(absl::Duration d) {
@@ -189,6 +224,8 @@ absl::Duration Agent::Jitter(absl::Duration d) {
 
 void Agent::Run() {
   std::thread lease([this] { LeaseLoop(); });
+  std::thread spot;
+  if (options_.spot_reclaim.enabled()) spot = std::thread([this] { SpotLoop(); });
   absl::Duration backoff = options_.initial_backoff;
   int failures = 0;
   while (true) {
@@ -242,6 +279,7 @@ void Agent::Run() {
     }
   }
   lease.join();
+  if (spot.joinable()) spot.join();
   spdlog::info("agent stopped");
 }
 
@@ -391,7 +429,7 @@ void Agent::SendLoop(Stream* stream) {
       v1::AgentMessage m;
       m.set_seq(++seq_);
       m.set_epoch(epoch_);
-      *m.mutable_inventory()->mutable_inventory() = inventory_;
+      *m.mutable_inventory()->mutable_inventory() = ReportedInventoryLocked();
       out.push_back(std::move(m));
       inventory_dirty_ = false;
       ++inventory_updates_sent_;
@@ -509,6 +547,7 @@ Agent::Record Agent::NewRecord(const v1::WorkAssignment& a) {
   r.time = Now();
   if (ledger_ != nullptr) ledger_->Started(a.workload_id(), r.attempt, r.epoch);
   for (const v1::ReplicaAssignment& ra : a.assignment().replicas()) {
+    if (!Contains(r.nodes, ra.node())) r.nodes.push_back(ra.node());
     for (const std::string& uuid : ra.gpu_uuids()) {
       r.gpus.push_back(GpuUse{ra.node(), uuid, ra.mig_profile(), ra.mig_start()});
     }
@@ -534,6 +573,12 @@ void Agent::HandleAssign(const v1::AssignBatch& batch) {
       if (it != workloads_.end() && a.attempt() > it->second.attempt) {
         // A later attempt of a workload known from an earlier one (it was moved away and
         // placed here again). The earlier run must end before this one starts.
+        if (it->second.held) {
+          // The earlier attempt waited for a node a spot reclaim took, and never started.
+          it->second.held.reset();
+          Finish(id, it->second, v1::WORKLOAD_STATE_CANCELLED, 0,
+                 "not started: a later attempt replaced it while its spot node was away", now);
+        }
         if (IsActive(it->second.state)) {
           it->second.next = a;
           to_cancel.push_back(id);
@@ -612,11 +657,51 @@ void Agent::StartOne(const v1::WorkAssignment& work) {
              "not started: the agent's lease ran out", Now());
       return;
     }
+    if (it != workloads_.end() && IsActive(it->second.state)) {
+      Record& r = it->second;
+      const std::string away = ReclaimedNodesOf(r);
+      if (r.reclaimed) {
+        // A reclaim took its node before it started.
+        Finish(work.workload_id(), r, v1::WORKLOAD_STATE_CANCELLED, 0,
+               absl::StrCat("not started: its spot node ",
+                            away.empty() ? absl::StrJoin(r.nodes, ",") : away,
+                            " was reclaimed by the provider"),
+               Now());
+        return;
+      }
+      if (!away.empty()) {
+        // Placed before the server heard of the reclaim: it waits for the node (the server
+        // will normally cancel it first, to place it elsewhere).
+        r.held = work;
+        // Not "workload <id> attempt <n>: ...": those lines record starts and ends.
+        spdlog::info(
+            "spot reclaim {}: workload {} (attempt {}) was placed on spot node {}, which "
+            "is away; held until it is back",
+            spot_reclaims_, work.workload_id(), r.attempt, away);
+        return;
+      }
+    }
   }
   // MIG layout changes come first: the replicas may need the instances they create.
   const absl::Status repartitioned = ApplyRepartitions(work);
   const absl::Status started = repartitioned.ok() ? backend_->Start(work) : repartitioned;
-  if (started.ok()) return;
+  if (started.ok()) {
+    bool reclaimed = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = workloads_.find(work.workload_id());
+      reclaimed = it != workloads_.end() && it->second.reclaimed && IsActive(it->second.state) &&
+                  it->second.attempt == work.attempt();
+    }
+    // A reclaim came while it was starting, and its stop may have missed it: stop it now.
+    if (reclaimed) {
+      const absl::Status s = backend_->Cancel(work.workload_id());
+      if (!s.ok() && !absl::IsNotFound(s)) {
+        spdlog::warn("spot reclaim stop {}: {}", work.workload_id(), s.ToString());
+      }
+    }
+    return;
+  }
   absl::MutexLock lock(&mu_);
   auto it = workloads_.find(work.workload_id());
   if (it == workloads_.end() || !IsActive(it->second.state)) return;
@@ -733,6 +818,11 @@ void Agent::HandleCancel(const v1::CancelBatch& batch) {
       } else if (IsTerminal(it->second.state)) {
         it->second.terminal_acked = false;
         Enqueue(StatusOf(id, it->second));
+      } else if (it->second.held) {
+        // Waiting for a spot node that is away: never started, so nothing to stop.
+        it->second.held.reset();
+        Finish(id, it->second, v1::WORKLOAD_STATE_CANCELLED, 0,
+               "cancelled before it started: its spot node was away", now);
       } else {
         to_cancel.push_back(id);
       }
@@ -803,9 +893,17 @@ void Agent::LeaseLoop() {
       lease_expired_ = true;
       ++lease_expiries_;
       std::vector<std::string> stop;
+      const absl::Time now = Now();
       for (auto& [id, r] : workloads_) {
         if (IsActive(r.state) && r.stop_on_lease && !r.lease_stopped) {
           r.lease_stopped = true;
+          if (r.held) {
+            // Held for a spot node that is away: never started, so it simply ends.
+            r.held.reset();
+            Finish(id, r, v1::WORKLOAD_STATE_LOST, 0, "not started: the agent's lease ran out",
+                   now);
+            continue;
+          }
           stop.push_back(id);
         }
       }
@@ -825,6 +923,136 @@ void Agent::LeaseLoop() {
     }
     WaitChanged(held ? lease_until_ : After(absl::Hours(1)));
   }
+}
+
+void Agent::SpotLoop() {
+  const absl::Duration every = options_.spot_reclaim.every;
+  const MonotonicTime origin = Mono();
+  MonotonicTime next = NextSpotReclaim(origin, every, origin);
+  bool said_waiting = false;
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    const MonotonicTime now = Mono();
+    if (reclaimed_nodes_.empty()) {
+      if (now < next) {
+        WaitChanged(next);
+        continue;
+      }
+      std::vector<std::string> stop = BeginReclaimLocked(now);
+      if (reclaimed_nodes_.empty()) {  // no spot node to take
+        next = NextSpotReclaim(origin, every, now);
+        continue;
+      }
+      // Without the lock: the backend's stop may take a while, and its events take the lock.
+      mu_.Unlock();
+      for (const std::string& id : stop) {
+        const absl::Status s = backend_->Cancel(id);
+        // NOT_FOUND: still starting (StartOne stops it) or already ending by itself.
+        if (!s.ok() && !absl::IsNotFound(s)) {
+          spdlog::warn("spot reclaim stop {}: {}", id, s.ToString());
+        }
+      }
+      mu_.Lock();
+      continue;
+    }
+    if (now < reclaim_until_) {
+      WaitChanged(reclaim_until_);
+      continue;
+    }
+    if (!ReclaimSettledLocked()) {
+      // The server has not heard all of it yet (no stream, or acks on their way): the nodes
+      // stay away, or it could hear of a stop after their return and take it for a cancel.
+      // An ack or a new stream signals changed_.
+      if (!said_waiting) {
+        spdlog::info(
+            "spot reclaim {}: nodes due back; waiting for the server to acknowledge the reclaim "
+            "first",
+            spot_reclaims_);
+        said_waiting = true;
+      }
+      WaitChanged(After(absl::Hours(1)));
+      continue;
+    }
+    said_waiting = false;
+    std::vector<v1::WorkAssignment> held = EndReclaimLocked(now);
+    next = NextSpotReclaim(origin, every, now);
+    if (held.empty()) continue;
+    mu_.Unlock();
+    for (const v1::WorkAssignment& work : held) StartOne(work);
+    mu_.Lock();
+  }
+}
+
+std::vector<std::string> Agent::BeginReclaimLocked(MonotonicTime now) {
+  std::vector<std::string> nodes = SpotNodes(inventory_);
+  if (nodes.empty()) {
+    spdlog::info("spot reclaim due, but no node is labelled {}: spot; nothing to take",
+                 std::string(kCapacityTypeLabel));
+    return {};
+  }
+  reclaimed_nodes_ = nodes;
+  reclaim_began_ = now;
+  reclaim_until_ = now + absl::ToChronoNanoseconds(options_.spot_reclaim.duration);
+  reclaim_reported_ = false;
+  inventory_dirty_ = true;
+  std::vector<std::string> stop;
+  for (auto& [id, r] : workloads_) {
+    if (!IsActive(r.state) || r.held || r.reclaimed) continue;
+    if (std::any_of(r.nodes.begin(), r.nodes.end(),
+                    [&](const std::string& n) { return Contains(nodes, n); })) {
+      r.reclaimed = true;
+      stop.push_back(id);
+    }
+  }
+  std::sort(stop.begin(), stop.end());
+  ++spot_reclaims_;
+  spot_reclaim_stops_ += stop.size();
+  spdlog::info(
+      "spot reclaim {}: the provider takes back {} spot node(s) for {}: {}; reporting the "
+      "inventory without them and stopping the {} workload(s) on them: {}",
+      spot_reclaims_, nodes.size(), absl::FormatDuration(options_.spot_reclaim.duration),
+      absl::StrJoin(nodes, ", "), stop.size(), IdList(stop));
+  changed_.SignalAll();
+  return stop;
+}
+
+std::vector<v1::WorkAssignment> Agent::EndReclaimLocked(MonotonicTime now) {
+  std::vector<v1::WorkAssignment> held;
+  std::vector<std::string> ids;
+  for (auto& [id, r] : workloads_) {
+    if (!r.held) continue;
+    held.push_back(*std::move(r.held));
+    r.held.reset();
+    ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  spdlog::info(
+      "spot reclaim {}: {} spot node(s) back after {}: {}; reporting them again and starting the "
+      "{} workload(s) held for them: {}",
+      spot_reclaims_, reclaimed_nodes_.size(),
+      absl::FormatDuration(absl::FromChrono(now - reclaim_began_)),
+      absl::StrJoin(reclaimed_nodes_, ", "), ids.size(), IdList(ids));
+  reclaimed_nodes_.clear();
+  reclaim_reported_ = false;
+  inventory_dirty_ = true;
+  changed_.SignalAll();
+  return held;
+}
+
+bool Agent::ReclaimSettledLocked() const {
+  if (!reclaim_reported_) return false;
+  return std::none_of(workloads_.begin(), workloads_.end(), [](const auto& entry) {
+    const Record& r = entry.second;
+    return r.reclaimed && !(IsTerminal(r.state) && r.terminal_acked);
+  });
+}
+
+std::string Agent::ReclaimedNodesOf(const Record& r) const {
+  std::vector<std::string> away;
+  for (const std::string& n : r.nodes) {
+    if (Contains(reclaimed_nodes_, n)) away.push_back(n);
+  }
+  return absl::StrJoin(away, ",");
 }
 
 void Agent::ClockMoved() {
@@ -858,6 +1086,11 @@ void Agent::OnEvent(WorkloadEvent event) {
       event.state = v1::WORKLOAD_STATE_LOST;
       event.message = absl::StrCat("stopped by the agent: its lease ran out (",
                                    absl::FormatDuration(lease_), " without an answer)");
+    } else if (r.reclaimed && event.state == v1::WORKLOAD_STATE_CANCELLED) {
+      const std::string away = ReclaimedNodesOf(r);
+      event.message =
+          absl::StrCat("stopped: its spot node ", away.empty() ? absl::StrJoin(r.nodes, ",") : away,
+                       " was reclaimed by the provider");
     }
     spdlog::info(
         "workload {} attempt {}: {} {}", event.workload_id, r.attempt,
@@ -940,10 +1173,15 @@ v1::AgentMessage Agent::BuildRegister() {
   reg->set_cluster(topology_.cluster);
   *reg->mutable_info() = topology_.info;
   // The current inventory: it replaces whatever the server had, so a pending update is moot.
-  *reg->mutable_inventory() = inventory_;
+  *reg->mutable_inventory() = ReportedInventoryLocked();
   inventory_dirty_ = false;
   reg->set_agent_version(options_.agent_version);
   for (const auto& [id, r] : workloads_) {
+    // Work a spot reclaim stopped is left out until its end is acknowledged: the server applies
+    // Register's statuses before it looks at the inventory, and would take that end for a plain
+    // cancel. It goes out from the outbox right after, once the server has evicted the work from
+    // the missing node. Work held for a node away was never started.
+    if (r.held || (r.reclaimed && IsTerminal(r.state))) continue;
     if (IsActive(r.state) || (IsTerminal(r.state) && !r.terminal_acked)) {
       *reg->add_known_workloads() = StatusOf(id, r);
     }

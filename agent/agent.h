@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "agent/backend.h"
 #include "agent/ledger.h"
+#include "agent/spot_reclaim.h"
 #include "agent/topology.h"
 #include "federation/clock.h"
 #include "gpufed/v1/agent_service.grpc.pb.h"
@@ -60,6 +61,11 @@ struct AgentOptions {
   // ended, so that after a restart it reports what it ran instead of running it again. Empty:
   // no ledger (a restarted agent knows nothing of its earlier runs).
   std::string state_dir;
+  // Simulated spot reclaims (docs/agent.md#spot-reclaims-simulated): every `spot_reclaim.every`
+  // after Run() starts (zero: never) the provider takes back every node labelled
+  // gpufed.io/capacity-type: spot for `spot_reclaim.duration`. Checked by
+  // ValidateSpotReclaimSchedule.
+  SpotReclaimSchedule spot_reclaim;
   // What every interval above is measured with and status times are read from. Null: the
   // process's SystemClock.
   const Clock* clock = nullptr;
@@ -84,6 +90,11 @@ struct AgentStats {
   // Times the lease ran out, and workloads the agent stopped by itself then.
   uint64_t lease_expiries = 0;
   uint64_t lease_stops = 0;
+  // Simulated spot reclaims that took nodes, the workloads they stopped, and the spot nodes
+  // away now.
+  uint64_t spot_reclaims = 0;
+  uint64_t spot_reclaim_stops = 0;
+  size_t spot_nodes_away = 0;
 };
 
 // The agent's side of AgentService.Connect (docs/domain.md#agents-and-fencing): dials the server,
@@ -98,6 +109,11 @@ struct AgentStats {
 // (WorkAssignment.stop_when_lease_expires) and reports each LOST once it can, so that a
 // partitioned cluster never runs what the server has placed again. A new lease (the agent
 // reached the server again) ends that.
+//
+// Simulated spot reclaims (docs/agent.md#spot-reclaims-simulated), when scheduled: at each one the
+// agent reports its inventory without its spot nodes and stops the work on them; the server evicts
+// that work as a node failure. The nodes come back after the schedule's duration, once the
+// server has acknowledged every stop, so that it never hears a stop before the loss of the node.
 //
 // Thread-safe. Run() drives the connection; Shutdown() and Stats() may be called from any other
 // thread. Destroy the agent only after Run() has returned.
@@ -129,7 +145,8 @@ class Agent {
   void ReplaceInventory(v1::Inventory inventory);
 
   [[nodiscard]] AgentStats Stats() const;
-  // The inventory as the agent reports it now (the topology's, after any repartitions).
+  // The inventory as the agent reports it now (the topology's, after any repartitions and
+  // ReplaceInventory, without spot nodes a reclaim has taken).
   [[nodiscard]] v1::Inventory Inventory() const;
   [[nodiscard]] const Backend& backend() const { return *backend_; }
 
@@ -153,9 +170,15 @@ class Agent {
     uint64_t epoch = 0;    // the assignment's epoch
     uint32_t attempt = 0;  // the assignment's attempt
     bool terminal_acked = false;
-    bool stop_on_lease = false;  // WorkAssignment.stop_when_lease_expires
-    bool lease_stopped = false;  // the agent stopped it: its lease ran out
-    std::vector<GpuUse> gpus;    // while active, for checking repartitions
+    bool stop_on_lease = false;      // WorkAssignment.stop_when_lease_expires
+    bool lease_stopped = false;      // the agent stopped it: its lease ran out
+    std::vector<GpuUse> gpus;        // while active, for checking repartitions
+    std::vector<std::string> nodes;  // its replicas' nodes, each once
+    // A spot reclaim took one of its nodes: the agent stopped it (or never started it).
+    bool reclaimed = false;
+    // Assigned to a node away in a spot reclaim (the server placed it before it heard): not
+    // started until the node comes back, unless the server cancels it first.
+    std::optional<v1::WorkAssignment> held;
     // A later attempt handed over while this one still runs: started once this one has ended.
     std::optional<v1::WorkAssignment> next;
   };
@@ -186,6 +209,22 @@ class Agent {
   void ExtendLeaseLocked(MonotonicTime until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for the lease to run out and stops what it must; until Shutdown.
   void LeaseLoop();
+  // Runs the spot reclaim schedule until Shutdown (only when one is set).
+  void SpotLoop();
+  // Takes the spot nodes away: the inventory without them goes out, and the ids of the active
+  // workloads on them (to stop, without the lock) are returned. No spot node: nothing happens.
+  std::vector<std::string> BeginReclaimLocked(MonotonicTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The nodes come back; returns the assignments held for them (to start, without the lock).
+  std::vector<v1::WorkAssignment> EndReclaimLocked(MonotonicTime now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The server has heard the reclaim: the inventory without the nodes was written, and every
+  // workload the reclaim stopped has its end acknowledged.
+  [[nodiscard]] bool ReclaimSettledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The inventory without the nodes a reclaim has taken: what Register and InventoryUpdate say.
+  [[nodiscard]] v1::Inventory ReportedInventoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The nodes of `r` a reclaim has taken, comma-separated; empty when none.
+  [[nodiscard]] std::string ReclaimedNodesOf(const Record& r) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new record for `a`, active (starting).
   Record NewRecord(const v1::WorkAssignment& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnEvent(WorkloadEvent event);
@@ -240,7 +279,8 @@ class Agent {
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
   uint64_t registrations_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicate_assignments_ ABSL_GUARDED_BY(mu_) = 0;
-  // What Register and InventoryUpdate report: the topology, changed by repartitions.
+  // The topology, changed by repartitions and ReplaceInventory. Register and InventoryUpdate
+  // report it without the nodes a spot reclaim has taken (ReportedInventoryLocked).
   v1::Inventory inventory_ ABSL_GUARDED_BY(mu_);
   // The inventory changed since it was last sent (Register or InventoryUpdate).
   bool inventory_dirty_ ABSL_GUARDED_BY(mu_) = false;
@@ -259,6 +299,16 @@ class Agent {
   std::deque<std::pair<uint64_t, MonotonicTime>> heartbeats_sent_ ABSL_GUARDED_BY(mu_);
   uint64_t lease_expiries_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t lease_stops_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // The spot reclaim under way: the nodes away (empty: none), in inventory order, when it
+  // began and when they are due back, and whether an inventory without them has been written
+  // to a stream since.
+  std::vector<std::string> reclaimed_nodes_ ABSL_GUARDED_BY(mu_);
+  MonotonicTime reclaim_began_ ABSL_GUARDED_BY(mu_){};
+  MonotonicTime reclaim_until_ ABSL_GUARDED_BY(mu_){};
+  bool reclaim_reported_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t spot_reclaims_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t spot_reclaim_stops_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::flat_hash_map<std::string, Record> workloads_ ABSL_GUARDED_BY(mu_);
   // Ended workloads in the order they ended, for Forget().

@@ -16,6 +16,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "agent/spot_reclaim.h"
 
 #ifndef GPUFED_VERSION
 #define GPUFED_VERSION "dev"
@@ -95,6 +97,27 @@ absl::Status ApplyConfig(CLI::App& app, const std::string& path, bool token_set)
   return absl::OkStatus();
 }
 
+// A duration option ("90s", "10m", "1h30m"; absl::ParseDuration's forms): finite and >= 0.
+CLI::Option* AddDurationOption(CLI::App& app, const std::string& name, absl::Duration* out,
+                               const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name,
+          [name, out](const std::string& text) {
+            absl::Duration d;
+            if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration() ||
+                d == absl::InfiniteDuration()) {
+              throw CLI::ValidationError(
+                  name,
+                  absl::StrCat("\"", text,
+                               "\" is not a duration (a number with a unit: 90s, 10m, 1h30m)"));
+            }
+            *out = d;
+          },
+          help)
+      ->type_name("DURATION");
+}
+
 absl::Status ReadToken(const std::string& path, std::string* token) {
   std::ifstream in(path);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--token-file: cannot read ", path));
@@ -157,6 +180,14 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
       ->envname("GPUFED_HEALTH_TIMEOUT")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
+  AddDurationOption(app, "--spot-reclaim-every", &f.spot_reclaim_every,
+                    "simulate the provider taking back the spot nodes (label "
+                    "gpufed.io/capacity-type: spot) this often, e.g. 30m; 0: never")
+      ->envname("GPUFED_SPOT_RECLAIM_EVERY");
+  AddDurationOption(app, "--spot-reclaim-for", &f.spot_reclaim_for,
+                    "how long the spot nodes stay away at each reclaim (shorter than "
+                    "--spot-reclaim-every)")
+      ->envname("GPUFED_SPOT_RECLAIM_FOR");
 
   FlagsOutcome outcome;
   auto fail = [&outcome](absl::string_view message) {
@@ -210,6 +241,10 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
     return fail("an agent token is required (--token, --token-file or GPUFED_AGENT_TOKEN)");
   }
   if (f.server.empty()) return fail("--server: must not be empty");
+  if (absl::Status s = ValidateSpotReclaimSchedule({f.spot_reclaim_every, f.spot_reclaim_for});
+      !s.ok()) {
+    return fail(s.message());
+  }
   outcome.flags = std::move(f);
   return outcome;
 }

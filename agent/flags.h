@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "absl/time/time.h"
+
 namespace gpufed::agent {
 
 // gpufed-agent's settings (docs/interfaces.md), after flags, environment and config file.
@@ -24,6 +26,10 @@ struct AgentFlags {
   std::string health_command;
   double health_interval_seconds = 30;
   double health_timeout_seconds = 10;
+  // Simulated spot reclaims (docs/agent.md#spot-reclaims-simulated): every `spot_reclaim_every`
+  // (zero: never) the spot nodes leave the inventory for `spot_reclaim_for`.
+  absl::Duration spot_reclaim_every = absl::ZeroDuration();
+  absl::Duration spot_reclaim_for = absl::ZeroDuration();
 };
 
 // What ParseAgentFlags decided: run with `flags`, or exit with `exit_code` after printing

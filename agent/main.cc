@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -20,8 +21,10 @@
 #include "agent/gpu_health.h"
 #include "agent/process_backend.h"
 #include "agent/sim_backend.h"
+#include "agent/spot_reclaim.h"
 #include "agent/topology.h"
 #include "federation/clock.h"
+#include "federation/types.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -134,6 +137,7 @@ int Main(int argc, char** argv) {
   options.token = flags.token;
   options.agent_version = GPUFED_VERSION;
   options.clock = &clock;
+  options.spot_reclaim = {flags.spot_reclaim_every, flags.spot_reclaim_for};
   const v1::Inventory inventory = topology->inventory;
   const int gpus = CountGpus(topology->inventory);
   const int nodes = topology->inventory.nodes_size();
@@ -143,6 +147,21 @@ int Main(int argc, char** argv) {
   if (!agent.ok()) return ConfigError(agent.status().message());
   spdlog::info("gpufed-agent {}: cluster {} ({} nodes, {} GPUs), {} backend, server {}",
                GPUFED_VERSION, cluster, nodes, gpus, flags.backend, flags.server);
+
+  if (options.spot_reclaim.enabled()) {
+    const std::vector<std::string> spot = SpotNodes(inventory);
+    if (spot.empty()) {
+      spdlog::warn(
+          "spot reclaims every {} for {}: no node of the topology is labelled {}: spot, so they "
+          "will find nothing to take",
+          absl::FormatDuration(options.spot_reclaim.every),
+          absl::FormatDuration(options.spot_reclaim.duration), std::string(kCapacityTypeLabel));
+    } else {
+      spdlog::info("spot reclaims (simulated) every {} for {}: spot node(s) {}",
+                   absl::FormatDuration(options.spot_reclaim.every),
+                   absl::FormatDuration(options.spot_reclaim.duration), absl::StrJoin(spot, ", "));
+    }
+  }
 
   std::unique_ptr<GpuHealthMonitor> health;
   if (!flags.health_command.empty()) {

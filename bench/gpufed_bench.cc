@@ -3,6 +3,8 @@
 //   gpufed-bench submit --clients 8 --count 20000   durable, acknowledged submissions
 //   gpufed-bench e2e --jobs 5000                    first submit to last SUCCEEDED, process backend
 //   gpufed-bench failover --runs 10 --jobs 8        cut a cluster off: time until its work moved
+//   gpufed-bench spot --runs 5 --jobs 8             spot reclaims: time until the work is placed
+//                                                   again (bench/spot_bench.h)
 //   gpufed-bench placement --gpus 100000 --clusters 1000
 //                                                   the placement engine and pool alone, in memory
 //   gpufed-bench watch-flood --streams 1000         Watch streams that never read: the server's
@@ -32,7 +34,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "bench/placement_bench.h"
+#include "bench/spot_bench.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
@@ -794,6 +798,25 @@ int main(int argc, char** argv) {
   e2e->add_option("--jobs", jobs)->check(CLI::Range(1, 1000000));
   e2e->add_option("--clients", clients)->check(CLI::Range(1, 256));
   e2e->add_option("--topology", topology);
+  gpufed::bench::SpotBenchOptions sb;
+  auto* spot = app.add_subcommand(
+      "spot",
+      "two sim clusters, one reclaiming its spot nodes: time until the work is placed again");
+  spot->add_option("--runs", sb.runs, "reclaims measured")->check(CLI::Range(1, 1000));
+  spot->add_option("--jobs", sb.jobs, "one-GPU workloads per case (at most 8)")
+      ->check(CLI::Range(1, 8));
+  auto duration = [](absl::Duration* out) {
+    return [out](const std::string& text) {
+      if (!absl::ParseDuration(text, out) || *out <= absl::ZeroDuration() ||
+          *out == absl::InfiniteDuration()) {
+        throw CLI::ValidationError("duration", "\"" + text + "\": want e.g. 30s, 2m");
+      }
+    };
+  };
+  spot->add_option_function<std::string>("--every", duration(&sb.every),
+                                         "the agent's --spot-reclaim-every (default 30s)");
+  spot->add_option_function<std::string>("--for", duration(&sb.away),
+                                         "the agent's --spot-reclaim-for (default 10s)");
   gpufed::bench::PlacementBenchOptions pb;
   auto* placement =
       app.add_subcommand("placement", "placement engine and pool in memory, steady-state stream");
@@ -843,6 +866,13 @@ int main(int argc, char** argv) {
   if (flood_streams->parsed()) return RunFloodStreams(flood_address, streams);
   Target target;
   if (absl::Status s = StartTarget(&target, "bench"); !s.ok()) return Fail(s.ToString());
+  if (spot->parsed()) {
+    gpufed::bench::SpotBenchTarget st{target.address, target.server.admin_token, target.token,
+                                      "bench", target.dir->path()};
+    const int rc = gpufed::bench::RunSpotBench(st, sb);
+    target.server.process->Stop();
+    return rc;
+  }
   int rc = submit->parsed()        ? BenchSubmit(target, clients, count, paced_rate, paced_seconds)
            : failover->parsed()    ? BenchFailover(target, runs, jobs)
            : watch_flood->parsed() ? BenchWatchFlood(target, streams, flood_rate, flood_seconds)

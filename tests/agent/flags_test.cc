@@ -15,9 +15,11 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr const char* kEnv[] = {"GPUFED_AGENT_CONFIG",     "GPUFED_SERVER",   "GPUFED_AGENT_TOKEN",
-                                "GPUFED_AGENT_TOKEN_FILE", "GPUFED_TOPOLOGY", "GPUFED_BACKEND",
-                                "GPUFED_LOG_LEVEL",        "GPUFED_WORK_DIR", "GPUFED_KILL_GRACE"};
+constexpr const char* kEnv[] = {
+    "GPUFED_AGENT_CONFIG",       "GPUFED_SERVER",          "GPUFED_AGENT_TOKEN",
+    "GPUFED_AGENT_TOKEN_FILE",   "GPUFED_TOPOLOGY",        "GPUFED_BACKEND",
+    "GPUFED_LOG_LEVEL",          "GPUFED_WORK_DIR",        "GPUFED_KILL_GRACE",
+    "GPUFED_SPOT_RECLAIM_EVERY", "GPUFED_SPOT_RECLAIM_FOR"};
 
 class FlagsTest : public ::testing::Test {
  protected:
@@ -153,6 +155,50 @@ TEST_F(FlagsTest, FlagBeatsEnvironmentBeatsConfig) {
   EXPECT_EQ(o.flags->token, "env-token");  // the config's token_file is the same setting
   EXPECT_EQ(o.flags->topology, "/abs/topology.yaml");
   EXPECT_EQ(o.flags->log_level, "error");
+}
+
+// Simulated spot reclaims: durations as people type them, from a flag, the environment or the
+// config file; "for" must be shorter than "every", and needs it.
+TEST_F(FlagsTest, SpotReclaimDurations) {
+  FlagsOutcome none = Parse({"--topology", "t", "--token", "t"});
+  ASSERT_TRUE(none.flags.has_value()) << none.err;
+  EXPECT_EQ(none.flags->spot_reclaim_every, absl::ZeroDuration());
+  EXPECT_EQ(none.flags->spot_reclaim_for, absl::ZeroDuration());
+
+  FlagsOutcome o = Parse({"--topology", "t", "--token", "t", "--spot-reclaim-every", "1h30m",
+                          "--spot-reclaim-for=90s"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->spot_reclaim_every, absl::Minutes(90));
+  EXPECT_EQ(o.flags->spot_reclaim_for, absl::Seconds(90));
+
+  setenv("GPUFED_SPOT_RECLAIM_EVERY", "10m", 1);
+  FlagsOutcome env = Parse({"--config", Write("s.yaml",
+                                              "topology: t\ntoken: t\nspot_reclaim_every: 1h\n"
+                                              "spot-reclaim-for: 2m\n")});
+  ASSERT_TRUE(env.flags.has_value()) << env.err;
+  EXPECT_EQ(env.flags->spot_reclaim_every, absl::Minutes(10));  // the environment beats the file
+  EXPECT_EQ(env.flags->spot_reclaim_for, absl::Minutes(2));
+  unsetenv("GPUFED_SPOT_RECLAIM_EVERY");
+
+  const std::vector<std::string> base = {"--topology", "t", "--token", "t"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), base.begin(), base.end());
+    return Parse(extra);
+  };
+  ExpectError(with({"--spot-reclaim-every", "10"}),
+              "--spot-reclaim-every: \"10\" is not a duration");
+  ExpectError(with({"--spot-reclaim-every", "-5m", "--spot-reclaim-for", "1m"}),
+              "--spot-reclaim-every");
+  ExpectError(with({"--spot-reclaim-every", "inf", "--spot-reclaim-for", "1m"}),
+              "--spot-reclaim-every");
+  ExpectError(with({"--spot-reclaim-every", "10m"}),
+              "--spot-reclaim-for: must be > 0 and shorter than --spot-reclaim-every");
+  ExpectError(with({"--spot-reclaim-every", "10m", "--spot-reclaim-for", "10m"}),
+              "--spot-reclaim-for: must be > 0 and shorter");
+  ExpectError(with({"--spot-reclaim-for", "1m"}), "--spot-reclaim-for: needs --spot-reclaim-every");
+  ExpectError(
+      Parse({"--config", Write("bad.yaml", "topology: t\ntoken: t\nspot_reclaim_for: soon\n")}),
+      "bad.yaml:3: spot-reclaim-for:");
 }
 
 TEST_F(FlagsTest, BadConfigNamesFileLineAndKey) {

@@ -9,7 +9,8 @@ add_library(gpufed_agent_testing STATIC ${AGENT_TEST_DIR}/test_agent_server.cc)
 target_link_libraries(gpufed_agent_testing PUBLIC gpufed_proto gpufed_agent_lib
   absl::synchronization absl::time absl::strings)
 
-foreach(name topology flags sim_backend process_backend agent main ledger gpu_health)
+foreach(name topology flags sim_backend process_backend agent main ledger gpu_health
+    spot_reclaim)
   add_executable(agent_${name}_test ${AGENT_TEST_DIR}/${name}_test.cc)
   target_link_libraries(agent_${name}_test PRIVATE gpufed_agent_lib gpufed_agent_testing
     GTest::gtest GTest::gmock GTest::gtest_main)

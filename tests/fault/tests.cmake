@@ -6,6 +6,7 @@ include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
 add_executable(fault_tests
   ${CMAKE_CURRENT_LIST_DIR}/fault_support.cc
   ${CMAKE_CURRENT_LIST_DIR}/fault_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/spot_reclaim_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/under_load_test.cc)
 target_link_libraries(fault_tests PRIVATE gpufed_test_support gpufed_storage gpufed_proto
   PkgConfig::PQXX GTest::gmock GTest::gtest GTest::gtest_main absl::strings absl::time)
