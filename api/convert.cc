@@ -744,6 +744,8 @@ absl::StatusOr<PlacementConstraints> PlacementFromProto(absl::string_view field,
                    ObjectiveFromProto(p.objective(), absl::StrCat(field, ".objective")));
   c.client_region = p.client_region();
   ASSIGN_OR_RETURN(c.max_rtt_micros, RttMicros(absl::StrCat(field, ".max_rtt"), p.max_rtt()));
+  c.min_driver_version = p.min_driver_version();
+  c.min_cuda_version = p.min_cuda_version();
   return c;
 }
 
@@ -759,6 +761,8 @@ v1::PlacementConstraints PlacementToProto(const PlacementConstraints& c) {
   p.set_spot_tolerated(c.spot_tolerated);
   p.set_objective(ObjectiveToProto(c.objective));
   p.set_client_region(c.client_region);
+  p.set_min_driver_version(c.min_driver_version);
+  p.set_min_cuda_version(c.min_cuda_version);
   if (c.max_rtt_micros > 0) {
     *p.mutable_max_rtt() = TimeUtil::MicrosecondsToDuration(c.max_rtt_micros);
   }
@@ -1001,6 +1005,55 @@ v1::ExplainResponse ExplanationToProto(const Explanation& e) {
   response.set_never_fits(e.never_fits);
   response.set_fits_now_on(e.fits_now_on);
   response.set_reason_code(std::string(ReasonCodeName(e.reason.code)));
+  if (e.routing) {
+    response.set_objective(ObjectiveToProto(e.routing->objective));
+    for (const ClusterCandidate& c : e.routing->candidates) {
+      *response.add_candidates() = CandidateToProto(c);
+    }
+  } else {
+    response.set_objective(ObjectiveToProto(e.workload.spec.placement.objective));
+  }
+  return response;
+}
+
+v1::ClusterCandidate CandidateToProto(const ClusterCandidate& c) {
+  v1::ClusterCandidate p;
+  p.set_cluster(c.cluster);
+  for (const RuleCheck& r : c.rules) {
+    v1::RuleCheck& rule = *p.add_rules();
+    rule.set_rule(r.rule);
+    rule.set_passed(r.passed);
+    rule.set_detail(r.detail);
+  }
+  for (const OfferCheck& o : c.offers) {
+    v1::OfferCheck& offer = *p.add_offers();
+    offer.set_gpu_model(o.model);
+    offer.set_capacity_type(CapacityTypeToProto(o.capacity));
+    if (o.replica_price) offer.set_price_per_hour_micros(*o.replica_price);
+    if (o.rtt_micros) *offer.mutable_rtt() = TimeUtil::MicrosecondsToDuration(*o.rtt_micros);
+    offer.set_key(o.key);
+    offer.set_refused(o.refused);
+    offer.set_fits_now(o.fits_now);
+  }
+  p.set_allowed(c.allowed);
+  p.set_chosen(c.chosen);
+  return p;
+}
+
+v1::WhatIfResponse WhatIfToProto(const RoutingExplanation& e) {
+  v1::WhatIfResponse response;
+  if (e.decision.assignment) {
+    *response.mutable_assignment() = AssignmentToProto(*e.decision.assignment);
+  } else {
+    response.set_explanation(RenderReason(e.decision.reason));
+    response.set_reason_code(std::string(ReasonCodeName(e.decision.reason.code)));
+    response.set_never_fits(e.decision.reason.never_fits());
+  }
+  if (e.price_per_hour) response.set_price_per_hour_micros(*e.price_per_hour);
+  if (e.estimated_cost) response.set_estimated_cost_micros(*e.estimated_cost);
+  response.set_estimated_hours(e.estimated_hours);
+  response.set_objective(ObjectiveToProto(e.objective));
+  for (const ClusterCandidate& c : e.candidates) *response.add_candidates() = CandidateToProto(c);
   return response;
 }
 

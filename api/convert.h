@@ -110,7 +110,15 @@ absl::StatusOr<ListFilter> ListFilterFromProto(const v1::ListWorkloadsRequest& r
 // response stops early and its token continues where it stopped, so that no response grows
 // with the size of what other callers submitted.
 v1::ListWorkloadsResponse WorkloadPageToProto(const WorkloadPage& page, size_t max_bytes);
+// The workload, the words and the code; with `e.routing`, its objective and every candidate
+// cluster (else the spec's objective and no candidates).
 v1::ExplainResponse ExplanationToProto(const Explanation& e);
+// One cluster as a workload meets it: its rules, its offers (an unpriced offer has no
+// price_per_hour_micros, an undeclared distance no rtt) and the choice.
+v1::ClusterCandidate CandidateToProto(const ClusterCandidate& c);
+// Where a spec would go now and what it would cost. When it does not fit: no assignment, the
+// reason's words (RenderReason) and code, and whether waiting will not help.
+v1::WhatIfResponse WhatIfToProto(const RoutingExplanation& e);
 
 // ---- The agent protocol ----
 

@@ -77,6 +77,21 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Explain(grpc::CallbackServerConte
   });
 }
 
+grpc::ServerUnaryReactor* WorkloadServiceImpl::WhatIf(grpc::CallbackServerContext* context,
+                                                      const v1::SubmitRequest* request,
+                                                      v1::WhatIfResponse* response) {
+  // On the executor like the other reads: routing a spec on the scheduler's pool takes an engine
+  // call per allowed offer.
+  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    if (!request->has_spec()) return absl::InvalidArgumentError("spec: required");
+    ASSIGN_OR_RETURN(WorkloadSpec spec, SpecFromProto(request->spec()));
+    ASSIGN_OR_RETURN(RoutingExplanation e, ctx_.plane->WhatIf(who, std::move(spec)));
+    *response = WhatIfToProto(e);
+    return absl::OkStatus();
+  });
+}
+
 grpc::ServerUnaryReactor* WorkloadServiceImpl::List(grpc::CallbackServerContext* context,
                                                     const v1::ListWorkloadsRequest* request,
                                                     v1::ListWorkloadsResponse* response) {

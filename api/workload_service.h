@@ -29,6 +29,9 @@ class WorkloadServiceImpl final : public v1::WorkloadService::CallbackService {
   grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* context,
                                     const v1::ExplainRequest* request,
                                     v1::ExplainResponse* response) override;
+  grpc::ServerUnaryReactor* WhatIf(grpc::CallbackServerContext* context,
+                                   const v1::SubmitRequest* request,
+                                   v1::WhatIfResponse* response) override;
   grpc::ServerWriteReactor<v1::WorkloadEvent>* Watch(grpc::CallbackServerContext* context,
                                                      const v1::WatchRequest* request) override;
 

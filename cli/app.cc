@@ -81,6 +81,7 @@ struct Flags {
 
   SubmitFlags submit;
   std::string submit_file;
+  bool what_if = false;
 
   std::string id;
   std::string reason;
@@ -141,6 +142,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
       "submit", "Submit a workload from flags (command after --), or workloads from a YAML file");
   CLI::Option* file_opt = submit->add_option(
       "-f,--file", f.submit_file, "YAML file with one or more workload documents ('-': stdin)");
+  submit->add_flag("--what-if", f.what_if,
+                   "Only show where it would go now and what it would cost; submit nothing");
   submit->add_option("--tenant", f.submit.tenant, "Tenant (default: from the config)");
   submit->add_option("--project", f.submit.project, "Project (default: from the config)");
   std::vector<CLI::Option*> spec_opts = {
@@ -183,7 +186,9 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   get->add_option("id", f.id, "Workload ID")->required();
 
   CLI::App* explain = app.add_subcommand(
-      "explain", "Why a workload is pending: the nearest blocker, evaluated now");
+      "explain",
+      "Why a workload is pending: the nearest blocker, and every cluster's rules and offers, "
+      "evaluated now");
   explain->add_option("id", f.id, "Workload ID")->required();
 
   CLI::App* list = app.add_subcommand("list", "List workloads, newest first");
@@ -367,7 +372,7 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
       ApplySubmitDefaults(doc.spec, {f.submit.tenant, config->tenant},
                           {f.submit.project, config->project});
     }
-    status = commands.Submit(docs);
+    status = f.what_if ? commands.WhatIf(docs) : commands.Submit(docs);
   } else if (get->parsed()) {
     status = commands.Get(f.id);
   } else if (explain->parsed()) {

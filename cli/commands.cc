@@ -219,6 +219,31 @@ absl::Status Commands::Submit(const std::vector<WorkloadDocument>& docs) {
   return absl::OkStatus();
 }
 
+absl::Status Commands::WhatIf(const std::vector<WorkloadDocument>& docs) {
+  bool first = true;
+  for (const WorkloadDocument& doc : docs) {
+    v1::SubmitRequest request;
+    *request.mutable_spec() = doc.spec;
+    v1::WhatIfResponse response;
+    // Safe to retry: a what-if stores nothing.
+    absl::Status status = Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+      return workloads_->WhatIf(context, request, &response);
+    });
+    if (!status.ok()) {
+      return Annotate(status, doc.origin.empty() ? "" : absl::StrCat(doc.origin, ": "), "");
+    }
+    if (env_.format == OutputFormat::kJson) {
+      RETURN_IF_ERROR(WriteJson(response, *env_.out));
+    } else {
+      if (!first) *env_.out << "\n";
+      WriteWhatIf(doc.spec, response, *env_.out);
+    }
+    first = false;
+    env_.out->flush();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Commands::Get(absl::string_view id) {
   v1::GetWorkloadRequest request;
   request.set_id(std::string(id));
@@ -250,6 +275,10 @@ absl::Status Commands::Explain(absl::string_view id) {
   if (response.never_fits()) {
     out << "Waiting will not help: no cluster could hold it even when empty. Change the request "
            "(models, GPUs per replica, topology) or add capacity.\n";
+  }
+  if (!response.candidates().empty()) {
+    out << "\nObjective: " << ObjectiveName(response.objective()) << "\n";
+    WriteCandidateTable(response.objective(), response.candidates(), out);
   }
   return absl::OkStatus();
 }

@@ -145,9 +145,18 @@ class Commands {
   // submitted. The specs must be complete (ApplySubmitDefaults). Prints one result per workload.
   absl::Status Submit(const std::vector<WorkloadDocument>& docs);
 
+  // Asks the server where each document would go now and what it would cost (WhatIf), in
+  // order, stopping at the first error, which is returned prefixed with the document's origin.
+  // Nothing is submitted. Prints, per document, where it would go, its price per hour and
+  // estimated cost, and every candidate cluster (WriteWhatIf); JSON: one WhatIfResponse per
+  // document per line. Retried like a read.
+  absl::Status WhatIf(const std::vector<WorkloadDocument>& docs);
+
   absl::Status Get(absl::string_view id);
 
-  // Prints the workload's state and, for a pending one, the server's fresh explanation.
+  // Prints the workload's state and, for a pending one, the server's fresh explanation; then,
+  // when the server sent them, the objective and every candidate cluster with its rules and
+  // offers (WriteCandidateTable).
   absl::Status Explain(absl::string_view id);
 
   // Pages through the server's results until options.limit workloads or the last page. JSON

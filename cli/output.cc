@@ -1,6 +1,7 @@
 #include "cli/output.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -276,6 +277,8 @@ void AddPlacement(const v1::PlacementConstraints& p, Details& d) {
           absl::StrCat(FormatMicros(p.max_price_per_gpu_hour_micros()), " per GPU-hour"));
   }
   d.Add("Spot", p.spot_tolerated() ? "tolerated" : "not tolerated");
+  d.Add("Min driver", p.min_driver_version());
+  d.Add("Min CUDA", p.min_cuda_version());
   std::string objective = ObjectiveName(p.objective());
   std::vector<std::string> clients;
   if (!p.client_region().empty()) clients.push_back(absl::StrCat("clients in ", p.client_region()));
@@ -393,6 +396,107 @@ void WriteWatchEvent(const v1::WorkloadEvent& event, std::ostream& out) {
   }
   if (const std::string reason = Reason(w); !reason.empty()) absl::StrAppend(&line, "  ", reason);
   out << SanitizeForTerminal(line) << "\n";
+}
+
+namespace {
+
+std::string RuleText(const v1::RuleCheck& r) {
+  return absl::StrCat(r.rule(), "=", OrDash(r.detail()), r.passed() ? " ok" : " FAIL");
+}
+
+// An offer's key as the objective measures it.
+std::string KeyText(v1::Objective objective, double key) {
+  if (std::isinf(key)) return "last";
+  if (std::isnan(key)) return "?";
+  switch (objective) {
+    case v1::OBJECTIVE_COST:
+      return FormatMicros(std::llround(key));
+    case v1::OBJECTIVE_LATENCY:
+      return DurationToText(absl::Microseconds(std::llround(key)));
+    case v1::OBJECTIVE_BALANCED:
+      return absl::StrFormat("%.3f", key);
+    default:
+      return "-";
+  }
+}
+
+}  // namespace
+
+void WriteCandidateTable(v1::Objective objective,
+                         const google::protobuf::RepeatedPtrField<v1::ClusterCandidate>& candidates,
+                         std::ostream& out) {
+  Table table({"CLUSTER", "ALLOWED", "CHOSEN", "RULES", "MODEL", "CAPACITY", "PRICE/H", "RTT",
+               "KEY", "REFUSED", "FITS-NOW"});
+  for (const v1::ClusterCandidate& c : candidates) {
+    std::vector<std::string> first = {
+        c.cluster(), c.allowed() ? "yes" : "no", c.chosen() ? "yes" : "-",
+        OrDash(absl::StrJoin(c.rules(), "; ", [](std::string* text, const v1::RuleCheck& r) {
+          absl::StrAppend(text, RuleText(r));
+        }))};
+    if (c.offers().empty()) {
+      first.insert(first.end(), {"-", "-", "-", "-", "-", "-", "-"});
+      table.AddRow(std::move(first));
+      continue;
+    }
+    bool first_row = true;
+    for (const v1::OfferCheck& o : c.offers()) {
+      std::vector<std::string> row = first_row ? first : std::vector<std::string>{"", "", "", ""};
+      first_row = false;
+      row.insert(
+          row.end(),
+          {o.gpu_model(), CapacityTypeName(o.capacity_type()),
+           o.has_price_per_hour_micros() ? FormatMicros(o.price_per_hour_micros()) : "unpriced",
+           o.has_rtt() ? DurationToText(DurationFromProto(o.rtt())) : "-",
+           KeyText(objective, o.key()), OrDash(o.refused()), o.fits_now() ? "yes" : "no"});
+      table.AddRow(std::move(row));
+    }
+  }
+  table.Render(out);
+}
+
+void WriteWhatIf(const v1::WorkloadSpec& spec, const v1::WhatIfResponse& response,
+                 std::ostream& out) {
+  Details d;
+  d.Add("Workload",
+        absl::StrCat(spec.name(), " (", spec.tenant(), "/", spec.project(), "), not submitted"));
+  const v1::Assignment& a = response.assignment();
+  const absl::Duration hours = absl::Seconds(std::llround(response.estimated_hours() * 3600));
+  if (response.has_assignment()) {
+    d.Add("Would go to", a.cluster());
+    for (int i = 0; i < a.replicas_size(); ++i) {
+      d.Add(absl::StrCat("Replica ", i), ReplicaText(a.replicas(i)));
+    }
+    for (int i = 0; i < a.repartitions_size(); ++i) {
+      d.Add(absl::StrCat("Repartition ", i), RepartitionText(a.repartitions(i)));
+    }
+    if (response.has_price_per_hour_micros()) {
+      d.Add("Price", absl::StrCat(FormatMicros(response.price_per_hour_micros()), " per hour"));
+    } else {
+      d.Add("Price", "unpriced (a GPU it would take has no price in force)");
+    }
+    const std::string over =
+        absl::StrCat("over ", DurationToText(hours),
+                     DurationFromProto(spec.estimated_duration()) > absl::ZeroDuration()
+                         ? ""
+                         : " (no estimated duration: 1h assumed)");
+    d.Add("Estimated cost",
+          response.has_estimated_cost_micros()
+              ? absl::StrCat(FormatMicros(response.estimated_cost_micros()), " ", over)
+              : "unknown (unpriced)");
+  } else {
+    d.Add("Would go to", "nowhere now");
+    d.Add("Why", response.explanation());
+  }
+  d.Add("Objective", ObjectiveName(response.objective()));
+  d.Render(out);
+  if (response.never_fits()) {
+    out << "Waiting will not help: no cluster may or could hold it as asked. Change the request "
+           "(rules, models, GPUs per replica, topology) or the clusters.\n";
+  }
+  if (!response.candidates().empty()) {
+    out << "\n";
+    WriteCandidateTable(response.objective(), response.candidates(), out);
+  }
 }
 
 void WriteClusterTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& clusters,

@@ -91,6 +91,24 @@ void WriteCancelResult(const v1::Workload& workload, std::ostream& out);
 // One line per event: "<time>  <id>  <name>  <FROM> -> <TO>  [cluster=<c>]  [reason]".
 void WriteWatchEvent(const v1::WorkloadEvent& event, std::ostream& out);
 
+// Every candidate cluster of an explain or a what-if, one row per offer (a cluster without
+// offers gets one row): CLUSTER ALLOWED CHOSEN RULES MODEL CAPACITY PRICE/H RTT KEY REFUSED
+// FITS-NOW. The cluster's cells are on its first row only. RULES lists each rule with what the
+// cluster has and "ok" or "FAIL" ("jurisdiction=eu ok; max RTT=12 ms from eu-west FAIL"), "-"
+// when the workload sets none. PRICE/H is one replica's price per hour ("unpriced" when the
+// book has none), RTT "-" when none is declared, KEY the offer's place under `objective` (cost:
+// a price, latency: an RTT, balanced: the weighted sum, pack: "-"; "last" when unpriced or
+// undeclared), REFUSED the GPU rule it breaks, FITS-NOW "yes" or "no".
+void WriteCandidateTable(v1::Objective objective,
+                         const google::protobuf::RepeatedPtrField<v1::ClusterCandidate>& candidates,
+                         std::ostream& out);
+
+// What a what-if found for `spec`: "Key: value" lines (Workload, Would go to, a line per replica
+// and repartition, Price per hour, Estimated cost over the estimated hours, or Why and a
+// never-fits line), the Objective, then the candidate table after a blank line.
+void WriteWhatIf(const v1::WorkloadSpec& spec, const v1::WhatIfResponse& response,
+                 std::ostream& out);
+
 // NAME PROVIDER REGION STATE NODES GPUS FREE MODELS, where MODELS lists "<model>:<free>/<total>".
 void WriteClusterTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& clusters,
                        std::ostream& out);

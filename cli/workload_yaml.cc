@@ -126,9 +126,9 @@ absl::Status ParseRetry(const YamlField& f, v1::RetryPolicy& retry) {
 // placement: {jurisdictions: [eu], objective: cost, max_price_per_gpu_hour: "4.00", ...}
 absl::Status ParsePlacement(const YamlField& f, v1::PlacementConstraints& placement) {
   static const auto* fields = new std::vector<absl::string_view>{
-      "jurisdictions",   "compliance_labels",      "providers",      "regions",   "clusters",
-      "denied_clusters", "max_price_per_gpu_hour", "spot_tolerated", "objective", "client_region",
-      "max_rtt"};
+      "jurisdictions",   "compliance_labels",      "providers",       "regions",   "clusters",
+      "denied_clusters", "max_price_per_gpu_hour", "spot_tolerated",  "objective", "client_region",
+      "max_rtt",         "min_driver_version",     "min_cuda_version"};
   const auto list = [](const YamlField& value,
                        google::protobuf::RepeatedPtrField<std::string>* out) -> absl::Status {
     ASSIGN_OR_RETURN(const std::vector<std::string> names, YamlStringList(value));
@@ -163,6 +163,10 @@ absl::Status ParsePlacement(const YamlField& f, v1::PlacementConstraints& placem
       placement.set_objective(o);
     } else if (key == "client_region") {
       ASSIGN_OR_RETURN(*placement.mutable_client_region(), YamlString(value));
+    } else if (key == "min_driver_version") {
+      ASSIGN_OR_RETURN(*placement.mutable_min_driver_version(), YamlString(value));
+    } else if (key == "min_cuda_version") {
+      ASSIGN_OR_RETURN(*placement.mutable_min_cuda_version(), YamlString(value));
     } else if (key == "max_rtt") {
       ASSIGN_OR_RETURN(*placement.mutable_max_rtt(), YamlDuration(value));
       if (placement.max_rtt().nanos() % 1000 != 0) {

@@ -356,6 +356,11 @@ absl::StatusOr<ClusterDeclaration> KeepHistory(const std::string& field,
 absl::StatusOr<std::vector<DeclarationDiff>> ControlPlane::ApplyDeclarations(
     const auth::Principal& who, std::vector<ClusterDeclaration> declarations, bool dry_run) {
   if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
+  if (declarations.size() > kMaxDeclarationsPerApply) {
+    return absl::InvalidArgumentError(absl::StrCat("declarations: at most ",
+                                                   kMaxDeclarationsPerApply, " in one apply, got ",
+                                                   declarations.size()));
+  }
   std::set<std::string> named;
   for (size_t i = 0; i < declarations.size(); ++i) {
     const std::string field = absl::StrCat("declarations[", i, "]");
@@ -376,7 +381,8 @@ absl::StatusOr<std::vector<DeclarationDiff>> ControlPlane::ApplyDeclarations(
     DeclarationDiff diff;
     diff.cluster = declarations[i].cluster;
     auto it = by_name.find(diff.cluster);
-    const ClusterDeclaration empty{.cluster = diff.cluster};
+    ClusterDeclaration empty;
+    empty.cluster = diff.cluster;
     const ClusterDeclaration& before = it == by_name.end() ? empty : *it->second;
     ASSIGN_OR_RETURN(ClusterDeclaration after,
                      KeepHistory(field, before, std::move(declarations[i]), now));

@@ -73,7 +73,7 @@ struct Explanation {
   bool never_fits = false;  // PENDING: no cluster could ever hold it
   std::string fits_now_on;  // PENDING and it fits now: the cluster the scheduler would choose
   // PENDING (not held back by quota): every cluster's rules, offers and prices as the workload
-  // meets them, and the choice (docs/routing.md#explain).
+  // meets them, and the choice (docs/routing.md#explain-and-what-if).
   std::optional<RoutingExplanation> routing;
 };
 

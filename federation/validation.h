@@ -119,6 +119,8 @@ absl::Status ValidateInventory(const ClusterInfo& info, const std::vector<NodeIn
 // Price book lines per cluster, and client regions with a declared RTT.
 inline constexpr size_t kMaxPriceEntries = 1024;
 inline constexpr size_t kMaxRttEntries = 256;
+// Declarations in one apply.
+inline constexpr size_t kMaxDeclarationsPerApply = 4096;
 // A price per hour: at most 10^6 currency units (in micro-units).
 inline constexpr int64_t kMaxPriceMicros = int64_t{1'000'000} * 1'000'000;
 // A round-trip time: at most 10 s (in microseconds).

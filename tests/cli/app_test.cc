@@ -399,6 +399,42 @@ TEST_F(AppTest, ExplainTextAndJson) {
   EXPECT_EQ(Run({"explain"}), 2) << "the id is required";
 }
 
+TEST_F(AppTest, SubmitWhatIfAsksWhereEachDocumentWouldGoAndSubmitsNothing) {
+  WriteHomeConfig();
+  v1::WhatIfResponse r;
+  r.mutable_assignment()->set_cluster("dgx");
+  r.set_price_per_hour_micros(3'200'000);
+  r.set_estimated_cost_micros(3'200'000);
+  r.set_estimated_hours(1);
+  r.set_objective(v1::OBJECTIVE_COST);
+  server_->SetWhatIf(r);
+  const std::string path = Write("two.yaml", "name: a\n---\nname: b\nproject: p2\n");
+  ASSERT_EQ(Run({"submit", "--what-if", "-f", path}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), StartsWith("Workload:        a (demo/default), not submitted\n"
+                                     "Would go to:     dgx\n"
+                                     "Price:           3.20 per hour\n"
+                                     "Estimated cost:  3.20 over 1h (no estimated duration: 1h "
+                                     "assumed)\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("\n\nWorkload:        b (demo/p2), not submitted\n"));
+  ASSERT_THAT(server_->what_ifs(), SizeIs(2));
+  EXPECT_EQ(server_->what_ifs()[1].spec().project(), "p2");
+  EXPECT_EQ(server_->what_ifs()[0].spec().tenant(), "demo");
+  EXPECT_THAT(server_->submits(), IsEmpty());
+
+  // From flags too, and as JSON.
+  ASSERT_EQ(Run({"submit", "--what-if", "--name", "c", "--gpus", "2", "-o", "json"}), 0)
+      << err_.str();
+  const nlohmann::json json = nlohmann::json::parse(out_.str());
+  EXPECT_EQ(json["assignment"]["cluster"], "dgx");
+  EXPECT_EQ(json["price_per_hour_micros"], "3200000");
+  EXPECT_EQ(server_->what_ifs().back().spec().per_replica().gpus(), 2u);
+  EXPECT_THAT(server_->submits(), IsEmpty());
+
+  // The server's refusal names the field.
+  EXPECT_EQ(Run({"submit", "--what-if", "--name", ""}), 1);
+  EXPECT_EQ(err_.str(), "error: INVALID_ARGUMENT: spec.name: must not be empty\n");
+}
+
 TEST_F(AppTest, ClustersWithNodes) {
   WriteHomeConfig();
   v1::Cluster c;

@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -270,6 +271,201 @@ TEST_F(CommandsTest, ExplainErrorsComeBackAsTheServerSentThem) {
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.message(), HasSubstr("id: "));
   EXPECT_EQ(out_.contents(), "");
+}
+
+// Two clusters as a cost-minded workload ruled to "eu" meets them: dgx is allowed and chosen,
+// with a committed and an unpriced spot offer besides; cloud-us breaks the rule.
+std::vector<v1::ClusterCandidate> Candidates() {
+  std::vector<v1::ClusterCandidate> candidates(2);
+  v1::ClusterCandidate& dgx = candidates[0];
+  dgx.set_cluster("dgx");
+  dgx.set_allowed(true);
+  dgx.set_chosen(true);
+  v1::RuleCheck* rule = dgx.add_rules();
+  rule->set_rule("jurisdiction");
+  rule->set_passed(true);
+  rule->set_detail("eu");
+  rule = dgx.add_rules();
+  rule->set_rule("max RTT");
+  rule->set_passed(true);
+  rule->set_detail("9 ms from eu-west");
+  v1::OfferCheck* offer = dgx.add_offers();
+  offer->set_gpu_model("H100-80GB");
+  offer->set_capacity_type(v1::CAPACITY_TYPE_COMMITTED);
+  offer->set_price_per_hour_micros(0);
+  offer->mutable_rtt()->set_nanos(9'000'000);
+  offer->set_key(0);
+  offer->set_fits_now(true);
+  offer = dgx.add_offers();
+  offer->set_gpu_model("H100-80GB");
+  offer->set_capacity_type(v1::CAPACITY_TYPE_SPOT);
+  offer->mutable_rtt()->set_nanos(9'000'000);
+  offer->set_key(std::numeric_limits<double>::infinity());
+  offer->set_refused("spot not tolerated");
+  v1::ClusterCandidate& us = candidates[1];
+  us.set_cluster("cloud-us");
+  rule = us.add_rules();
+  rule->set_rule("jurisdiction");
+  rule->set_passed(false);
+  rule->set_detail("us");
+  rule = us.add_rules();
+  rule->set_rule("max RTT");
+  rule->set_passed(false);
+  rule->set_detail("none declared from eu-west");
+  offer = us.add_offers();
+  offer->set_gpu_model("A100-80GB");
+  offer->set_capacity_type(v1::CAPACITY_TYPE_ON_DEMAND);
+  offer->set_price_per_hour_micros(8'200'000);
+  offer->set_key(8'200'000);
+  return candidates;
+}
+
+TEST_F(CommandsTest, ExplainShowsEveryCandidateClusterAfterTheReason) {
+  const std::string id = AddWorkload("train", v1::WORKLOAD_STATE_PENDING);
+  server_->SetExplanation(id, "fits now on dgx; the scheduler places it in its next cycle",
+                          /*never_fits=*/false, "dgx");
+  server_->SetExplainCandidates(id, v1::OBJECTIVE_COST, Candidates());
+  Commands commands(Env());
+  ASSERT_OK(commands.Explain(id));
+  EXPECT_EQ(out_.contents(),
+            "Workload 1 (demo/default/train): PENDING\n"
+            "fits now on dgx; the scheduler places it in its next cycle\n"
+            "\n"
+            "Objective: cost\n"
+            "CLUSTER    ALLOWED   CHOSEN   RULES                                                   "
+            "        "
+            "MODEL       CAPACITY    PRICE/H    RTT   KEY    REFUSED              FITS-NOW\n"
+            "dgx        yes       yes      jurisdiction=eu ok; max RTT=9 ms from eu-west ok        "
+            "        "
+            "H100-80GB   committed   0.00       9ms   0.00   -                    yes\n"
+            "                                                                                      "
+            "        "
+            "H100-80GB   spot        unpriced   9ms   last   spot not tolerated   no\n"
+            "cloud-us   no        -        jurisdiction=us FAIL; max RTT=none declared from "
+            "eu-west FAIL   "
+            "A100-80GB   on-demand   8.20       -     8.20   -                    no\n");
+}
+
+TEST_F(CommandsTest, ExplainJsonCarriesTheCandidates) {
+  const std::string id = AddWorkload("train", v1::WORKLOAD_STATE_PENDING);
+  server_->SetExplainCandidates(id, v1::OBJECTIVE_COST, Candidates());
+  Commands commands(Env(OutputFormat::kJson));
+  ASSERT_OK(commands.Explain(id));
+  const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
+  ASSERT_THAT(lines, SizeIs(1)) << "one JSON object on one line";
+  const nlohmann::json json = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(json["objective"], "OBJECTIVE_COST");
+  ASSERT_EQ(json["candidates"].size(), 2u);
+  const nlohmann::json& dgx = json["candidates"][0];
+  EXPECT_EQ(dgx["cluster"], "dgx");
+  EXPECT_EQ(dgx["chosen"], true);
+  EXPECT_EQ(dgx["rules"][1]["detail"], "9 ms from eu-west");
+  // Free (committed) and unpriced are told apart: an unpriced offer has no price at all.
+  EXPECT_EQ(dgx["offers"][0]["price_per_hour_micros"], "0");
+  EXPECT_EQ(dgx["offers"][0]["rtt"], "0.009s");
+  EXPECT_FALSE(dgx["offers"][1].contains("price_per_hour_micros")) << dgx["offers"][1].dump();
+  EXPECT_EQ(dgx["offers"][1]["key"], "Infinity");
+  EXPECT_EQ(dgx["offers"][1]["refused"], "spot not tolerated");
+  const nlohmann::json& us = json["candidates"][1];
+  EXPECT_EQ(us["allowed"], false);
+  EXPECT_EQ(us["rules"][0]["passed"], false);
+  EXPECT_FALSE(us["offers"][0].contains("rtt"));
+  EXPECT_EQ(us["offers"][0]["key"], 8200000);
+}
+
+v1::WhatIfResponse FitsOnDgx() {
+  v1::WhatIfResponse r;
+  v1::Assignment& a = *r.mutable_assignment();
+  a.set_cluster("dgx");
+  a.set_epoch(2);
+  v1::ReplicaAssignment& replica = *a.add_replicas();
+  replica.set_node("dgx-01");
+  replica.add_gpu_uuids("GPU-a");
+  replica.add_gpu_uuids("GPU-b");
+  replica.add_gpu_indices(0);
+  replica.add_gpu_indices(1);
+  r.set_price_per_hour_micros(6'400'000);
+  r.set_estimated_cost_micros(9'600'000);
+  r.set_estimated_hours(1.5);
+  r.set_objective(v1::OBJECTIVE_COST);
+  for (v1::ClusterCandidate& c : Candidates()) *r.add_candidates() = std::move(c);
+  return r;
+}
+
+TEST_F(CommandsTest, WhatIfSaysWhereItWouldGoAndWhatItWouldCostAndSubmitsNothing) {
+  server_->SetWhatIf(FitsOnDgx());
+  WorkloadDocument doc = Doc("train");
+  doc.spec.mutable_estimated_duration()->set_seconds(5400);
+  Commands commands(Env());
+  ASSERT_OK(commands.WhatIf({doc}));
+  const std::string out = out_.contents();
+  EXPECT_THAT(out, ::testing::StartsWith("Workload:        train (demo/default), not submitted\n"
+                                         "Would go to:     dgx\n"
+                                         "Replica 0:       dgx-01 GPUs 0,1 (GPU-a,GPU-b)\n"
+                                         "Price:           6.40 per hour\n"
+                                         "Estimated cost:  9.60 over 1h30m\n"
+                                         "Objective:       cost\n"
+                                         "\n"
+                                         "CLUSTER    ALLOWED   CHOSEN   RULES"))
+      << out;
+  EXPECT_THAT(out, HasSubstr("spot        unpriced   9ms   last   spot not tolerated   no\n"));
+  ASSERT_THAT(server_->what_ifs(), SizeIs(1));
+  EXPECT_EQ(server_->what_ifs()[0].spec().name(), "train");
+  EXPECT_THAT(server_->submits(), SizeIs(0));
+  EXPECT_EQ(server_->workload_count(), 0);
+  EXPECT_THAT(server_->authorizations(), ElementsAre("Bearer gpf_secret"));
+}
+
+TEST_F(CommandsTest, WhatIfThatDoesNotFitSaysWhyAndWhetherWaitingHelps) {
+  v1::WhatIfResponse r;
+  r.set_explanation("no cluster in jurisdiction de offers 8 GPUs");
+  r.set_reason_code("NoClusterAllowed");
+  r.set_never_fits(true);
+  r.set_estimated_hours(1);
+  r.set_objective(v1::OBJECTIVE_COST);
+  server_->SetWhatIf(r);
+  Commands commands(Env());
+  ASSERT_OK(commands.WhatIf({Doc("train")}));
+  const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
+  ASSERT_THAT(lines, SizeIs(5)) << out_.contents();
+  EXPECT_EQ(lines[1], "Would go to:  nowhere now");
+  EXPECT_EQ(lines[2], "Why:          no cluster in jurisdiction de offers 8 GPUs");
+  EXPECT_EQ(lines[3], "Objective:    cost");
+  EXPECT_THAT(lines[4], ::testing::StartsWith("Waiting will not help: "));
+}
+
+TEST_F(CommandsTest, WhatIfOnUnpricedCapacityHasNoCost) {
+  v1::WhatIfResponse r = FitsOnDgx();
+  r.clear_price_per_hour_micros();
+  r.clear_estimated_cost_micros();
+  r.set_estimated_hours(1);
+  r.clear_candidates();
+  server_->SetWhatIf(r);
+  Commands commands(Env());
+  ASSERT_OK(commands.WhatIf({Doc("train")}));
+  EXPECT_THAT(out_.contents(),
+              HasSubstr("Price:           unpriced (a GPU it would take has no price in force)\n"
+                        "Estimated cost:  unknown (unpriced)\n"));
+  EXPECT_THAT(out_.contents(), Not(HasSubstr("CLUSTER")));
+}
+
+TEST_F(CommandsTest, WhatIfJsonIsOneLinePerDocumentAndErrorsNameTheDocument) {
+  server_->SetWhatIf(FitsOnDgx());
+  Commands commands(Env(OutputFormat::kJson));
+  ASSERT_OK(commands.WhatIf({Doc("a"), Doc("b")}));
+  const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
+  ASSERT_THAT(lines, SizeIs(2));
+  const nlohmann::json json = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(json["assignment"]["cluster"], "dgx");
+  EXPECT_EQ(json["price_per_hour_micros"], "6400000");
+  EXPECT_EQ(json["estimated_cost_micros"], "9600000");
+  EXPECT_EQ(json["estimated_hours"], 1.5);
+  EXPECT_EQ(json["candidates"].size(), 2u);
+
+  const absl::Status bad = commands.WhatIf({Doc("ok"), Doc("", "batch.yaml:9")});
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(), "batch.yaml:9: spec.name: must not be empty");
+  EXPECT_THAT(server_->submits(), SizeIs(0));
 }
 
 TEST_F(CommandsTest, ListPagesUpToTheLimit) {

@@ -90,6 +90,24 @@ void FakeGpufedServer::SetExplanation(const std::string& id, std::string explana
   r.set_fits_now_on(std::move(fits_now_on));
 }
 
+void FakeGpufedServer::SetExplainCandidates(const std::string& id, v1::Objective objective,
+                                            std::vector<v1::ClusterCandidate> candidates) {
+  absl::MutexLock lock(&mu_);
+  v1::ExplainResponse& r = explanations_[id];
+  r.set_objective(objective);
+  r.mutable_candidates()->Assign(candidates.begin(), candidates.end());
+}
+
+void FakeGpufedServer::SetWhatIf(v1::WhatIfResponse response) {
+  absl::MutexLock lock(&mu_);
+  what_if_ = std::move(response);
+}
+
+std::vector<v1::SubmitRequest> FakeGpufedServer::what_ifs() const {
+  absl::MutexLock lock(&mu_);
+  return what_ifs_;
+}
+
 void FakeGpufedServer::SetMaxPageSize(size_t size) {
   absl::MutexLock lock(&mu_);
   max_page_size_ = size;
@@ -339,10 +357,24 @@ grpc::Status FakeGpufedServer::Explain(grpc::ServerContext* context,
   }
   if (auto it = explanations_.find(request->id()); it != explanations_.end()) {
     *response = it->second;
-  } else {
+  }
+  if (response->explanation().empty()) {
     response->set_explanation(workloads_[id].pending_reason());
   }
   *response->mutable_workload() = workloads_[id];
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeGpufedServer::WhatIf(grpc::ServerContext* context,
+                                      const v1::SubmitRequest* request,
+                                      v1::WhatIfResponse* response) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  what_ifs_.push_back(*request);
+  if (request->spec().name().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "spec.name: must not be empty");
+  }
+  *response = what_if_;
   return grpc::Status::OK;
 }
 

@@ -59,6 +59,14 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   void SetExplanation(const std::string& id, std::string explanation, bool never_fits,
                       std::string fits_now_on = "");
 
+  // The objective and candidate clusters Explain answers for workload `id` (with or without a
+  // SetExplanation).
+  void SetExplainCandidates(const std::string& id, v1::Objective objective,
+                            std::vector<v1::ClusterCandidate> candidates);
+
+  // What WhatIf answers for a valid spec (one with a name); an empty response until set.
+  void SetWhatIf(v1::WhatIfResponse response);
+
   // The next ApplyClusters call answers this status (once) instead of applying.
   void FailNextApply(grpc::Status status);
 
@@ -71,6 +79,7 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
 
   // What the server saw.
   [[nodiscard]] std::vector<v1::SubmitRequest> submits() const;
+  [[nodiscard]] std::vector<v1::SubmitRequest> what_ifs() const;
   [[nodiscard]] std::vector<v1::ListWorkloadsRequest> list_requests() const;
   [[nodiscard]] std::vector<v1::ListClustersRequest> cluster_requests() const;
   [[nodiscard]] std::vector<v1::CreateTokenRequest> token_requests() const;
@@ -96,6 +105,10 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
                      grpc::ServerWriter<v1::WorkloadEvent>* writer) override;
   grpc::Status Explain(grpc::ServerContext* context, const v1::ExplainRequest* request,
                        v1::ExplainResponse* response) override;
+  // Records the request; INVALID_ARGUMENT for a spec without a name, else the SetWhatIf answer.
+  // Stores nothing.
+  grpc::Status WhatIf(grpc::ServerContext* context, const v1::SubmitRequest* request,
+                      v1::WhatIfResponse* response) override;
 
   // ClusterService
   grpc::Status ListClusters(grpc::ServerContext* context, const v1::ListClustersRequest* request,
@@ -161,6 +174,8 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   std::vector<v1::Quota> quotas_ ABSL_GUARDED_BY(mu_);
   int watch_all_cancelled_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<v1::SubmitRequest> submits_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::SubmitRequest> what_ifs_ ABSL_GUARDED_BY(mu_);
+  v1::WhatIfResponse what_if_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ListWorkloadsRequest> list_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ListClustersRequest> cluster_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::DrainRequest> drain_requests_ ABSL_GUARDED_BY(mu_);

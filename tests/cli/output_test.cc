@@ -1,9 +1,12 @@
 #include "cli/output.h"
 
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -412,6 +415,50 @@ TEST(ClusterTableTest, ShowsCapacityPerModel) {
   EXPECT_EQ(out.str(),
             "NAME         PROVIDER   REGION    STATE   NODES   GPUS   FREE   MODELS\n"
             "onprem-dgx   onprem     us-east   ready   2       16     9      H100-80GB:9/16\n");
+}
+
+// One candidate with one offer of `key` (RTT 12 ms, priced 2.50), and one without offers.
+google::protobuf::RepeatedPtrField<v1::ClusterCandidate> OneOffer(double key) {
+  google::protobuf::RepeatedPtrField<v1::ClusterCandidate> candidates;
+  v1::ClusterCandidate& c = *candidates.Add();
+  c.set_cluster("edge");
+  c.set_allowed(true);
+  v1::OfferCheck& o = *c.add_offers();
+  o.set_gpu_model("L4");
+  o.set_capacity_type(v1::CAPACITY_TYPE_ON_DEMAND);
+  o.set_price_per_hour_micros(2'500'000);
+  o.mutable_rtt()->set_nanos(12'000'000);
+  o.set_key(key);
+  candidates.Add()->set_cluster("empty");
+  return candidates;
+}
+
+TEST(CandidateTableTest, TheKeyReadsInTheObjectivesUnits) {
+  const auto key_cell = [](v1::Objective objective, double key) {
+    std::ostringstream out;
+    WriteCandidateTable(objective, OneOffer(key), out);
+    std::vector<std::string> rows = absl::StrSplit(out.str(), '\n', absl::SkipEmpty());
+    std::vector<std::string> cells = absl::StrSplit(rows.at(1), ' ', absl::SkipEmpty());
+    return cells.at(8);  // CLUSTER ALLOWED CHOSEN RULES MODEL CAPACITY PRICE/H RTT KEY
+  };
+  EXPECT_EQ(key_cell(v1::OBJECTIVE_COST, 2'500'000), "2.50");
+  EXPECT_EQ(key_cell(v1::OBJECTIVE_LATENCY, 12'000), "12ms");
+  EXPECT_EQ(key_cell(v1::OBJECTIVE_BALANCED, 2.74), "2.740");
+  EXPECT_EQ(key_cell(v1::OBJECTIVE_PACK, 0), "-");
+  EXPECT_EQ(key_cell(v1::OBJECTIVE_UNSPECIFIED, 0), "-");
+  EXPECT_EQ(key_cell(v1::OBJECTIVE_LATENCY, std::numeric_limits<double>::infinity()), "last");
+}
+
+TEST(CandidateTableTest, AClusterWithoutOffersGetsOneRowOfDashes) {
+  std::ostringstream out;
+  WriteCandidateTable(v1::OBJECTIVE_LATENCY, OneOffer(12'000), out);
+  EXPECT_EQ(out.str(),
+            "CLUSTER   ALLOWED   CHOSEN   RULES   MODEL   CAPACITY    PRICE/H   RTT    KEY    "
+            "REFUSED   FITS-NOW\n"
+            "edge      yes       -        -       L4      on-demand   2.50      12ms   12ms   -   "
+            "      no\n"
+            "empty     no        -        -       -       -           -         -      -      -   "
+            "      -\n");
 }
 
 TEST(GpuTableTest, ShowsWhatHoldsEachGpu) {

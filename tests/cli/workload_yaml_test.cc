@@ -163,7 +163,9 @@ TEST(WorkloadYamlTest, PlacementReadsEveryRule) {
       "  spot_tolerated: false\n"
       "  objective: BALANCED\n"
       "  client_region: eu-west\n"
-      "  max_rtt: 1.5ms\n",
+      "  max_rtt: 1.5ms\n"
+      "  min_driver_version: \"550.54\"\n"
+      "  min_cuda_version: 12.4\n",
       "x.yaml");
   ASSERT_OK(docs);
   const v1::PlacementConstraints& p = (*docs)[0].spec.placement();
@@ -178,6 +180,8 @@ TEST(WorkloadYamlTest, PlacementReadsEveryRule) {
   EXPECT_FALSE(p.spot_tolerated());
   EXPECT_EQ(p.objective(), v1::OBJECTIVE_BALANCED);
   EXPECT_EQ(p.max_rtt().nanos(), 1'500'000);
+  EXPECT_EQ(p.min_driver_version(), "550.54");
+  EXPECT_EQ(p.min_cuda_version(), "12.4");
 
   // No placement block: no rules (the server places anywhere, objective pack).
   docs = ParseWorkloadYaml("name: x\n", "x.yaml");

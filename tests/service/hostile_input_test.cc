@@ -459,6 +459,9 @@ TEST_F(HostileInputTest, InvalidUtf8IsInvalidArgumentNamingTheField) {
   const std::string bytes("\x0a\x03\x1a\x01\xff", 5);
   EXPECT_TRUE(InvalidNaming(
       RawUnaryCall(channel_, user_, "/gpufed.v1.WorkloadService/Submit", bytes), "spec.name"));
+  // WhatIf takes the same request.
+  EXPECT_TRUE(InvalidNaming(
+      RawUnaryCall(channel_, user_, "/gpufed.v1.WorkloadService/WhatIf", bytes), "spec.name"));
   EXPECT_EQ(CountWorkloads(), 0);
 }
 

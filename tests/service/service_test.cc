@@ -634,6 +634,142 @@ TEST_F(ServiceTest, APlatformAdminDeclaresClustersAndApplyingTwiceChangesNothing
   EXPECT_EQ(declarations().declarations(0).prices(0).price_per_hour_micros(), 4'100'000);
 }
 
+// What-if (issue #11): where a workload would go now and what it would cost, through the API,
+// checked like a submission, and nothing stored.
+TEST_F(ServiceTest, WhatIfRoutesOnTheLivePoolAndSubmitsNothing) {
+  std::vector<std::unique_ptr<FakeAgentStream>> agents;
+  for (const char* name : {"cheap-eu", "cheap-us", "pricey-eu"}) {
+    agents.push_back(RegisteredAgent(address_, admin_, name, 1, 8, "H100-80GB"));
+    ASSERT_NE(agents.back(), nullptr) << name;
+  }
+  v1::ApplyClustersRequest declare;
+  const auto declared = [&](const std::string& cluster, const std::string& jurisdiction,
+                            int64_t micros) {
+    v1::ClusterDeclaration* d = declare.add_declarations();
+    d->set_cluster(cluster);
+    d->set_jurisdiction(jurisdiction);
+    v1::PriceEntry* p = d->add_prices();
+    p->set_gpu_model("H100-80GB");
+    p->set_capacity_type(v1::CAPACITY_TYPE_ON_DEMAND);
+    p->set_price_per_hour_micros(micros);
+    p->mutable_effective_from()->set_seconds(1577836800);  // 2020-01-01: in force
+  };
+  declared("cheap-eu", "eu", 2'000'000);
+  declared("cheap-us", "us", 1'000'000);  // the cheapest, but outside the rule
+  declared("pricey-eu", "eu", 3'000'000);
+  v1::ApplyClustersResponse applied;
+  ASSERT_OK(Call(admin_, [&](grpc::ClientContext* c) {
+    return clusters_->ApplyClusters(c, declare, &applied);
+  }));
+
+  v1::WorkloadSpec spec = Spec("what-if", 1, 4);
+  spec.mutable_placement()->add_jurisdictions("eu");
+  spec.mutable_placement()->set_objective(v1::OBJECTIVE_COST);
+  spec.mutable_estimated_duration()->set_seconds(90 * 60);
+  const auto what_if = [&](const v1::WorkloadSpec& s, v1::WhatIfResponse* resp,
+                           const std::string& token) {
+    v1::SubmitRequest req;
+    *req.mutable_spec() = s;
+    return Call(token, [&](grpc::ClientContext* c) { return workloads_->WhatIf(c, req, resp); });
+  };
+
+  // The scheduler takes in the clusters and their declarations in its next cycles (one cluster
+  // at a time); until it has loaded the pool it says so (NotLoaded), never "never".
+  const auto settled = [](const v1::WhatIfResponse& r) {
+    if (r.candidates_size() != 3) return false;
+    for (const v1::ClusterCandidate& c : r.candidates()) {
+      if (c.rules_size() != 1 || c.rules(0).detail().empty() || c.offers_size() != 1 ||
+          !c.offers(0).has_price_per_hour_micros()) {
+        return false;
+      }
+    }
+    return true;
+  };
+  v1::WhatIfResponse r;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  do {
+    r.Clear();
+    ASSERT_OK(what_if(spec, &r, user_));
+    if (r.reason_code() == "NotLoaded") {
+      EXPECT_FALSE(r.never_fits()) << r.explanation();
+    }
+  } while (!settled(r) && Clock::now() < deadline);
+  ASSERT_TRUE(r.has_assignment()) << r.reason_code() << ": " << r.explanation();
+  EXPECT_EQ(r.assignment().cluster(), "cheap-eu");
+  ASSERT_EQ(r.assignment().replicas_size(), 1);
+  EXPECT_EQ(r.assignment().replicas(0).node(), "cheap-eu-n0");
+  EXPECT_EQ(r.assignment().replicas(0).gpu_uuids_size(), 4);
+  EXPECT_TRUE(r.explanation().empty()) << r.explanation();
+  EXPECT_TRUE(r.reason_code().empty());
+  EXPECT_EQ(r.objective(), v1::OBJECTIVE_COST);
+  // 4 GPUs x 2.00 per hour, over 1.5 hours.
+  ASSERT_TRUE(r.has_price_per_hour_micros());
+  EXPECT_EQ(r.price_per_hour_micros(), 8'000'000);
+  EXPECT_EQ(r.estimated_hours(), 1.5);
+  ASSERT_TRUE(r.has_estimated_cost_micros());
+  EXPECT_EQ(r.estimated_cost_micros(), 12'000'000);
+  // Every cluster, in name order, with its rule and its offer.
+  ASSERT_EQ(r.candidates_size(), 3);
+  EXPECT_EQ(r.candidates(0).cluster(), "cheap-eu");
+  EXPECT_TRUE(r.candidates(0).allowed());
+  EXPECT_TRUE(r.candidates(0).chosen());
+  const v1::ClusterCandidate& us = r.candidates(1);
+  EXPECT_EQ(us.cluster(), "cheap-us");
+  EXPECT_FALSE(us.allowed());
+  EXPECT_FALSE(us.chosen());
+  ASSERT_EQ(us.rules_size(), 1);
+  EXPECT_EQ(us.rules(0).rule(), "jurisdiction");
+  EXPECT_FALSE(us.rules(0).passed());
+  EXPECT_EQ(us.rules(0).detail(), "us");
+  ASSERT_EQ(us.offers_size(), 1);
+  EXPECT_EQ(us.offers(0).gpu_model(), "H100-80GB");
+  EXPECT_EQ(us.offers(0).capacity_type(), v1::CAPACITY_TYPE_ON_DEMAND);
+  EXPECT_EQ(us.offers(0).price_per_hour_micros(), 4'000'000) << "one replica of 4 GPUs";
+  EXPECT_FALSE(us.offers(0).fits_now()) << "not allowed: not tried";
+  const v1::ClusterCandidate& pricey = r.candidates(2);
+  EXPECT_EQ(pricey.cluster(), "pricey-eu");
+  EXPECT_TRUE(pricey.allowed());
+  EXPECT_FALSE(pricey.chosen());
+  ASSERT_EQ(pricey.offers_size(), 1);
+  EXPECT_TRUE(pricey.offers(0).fits_now());
+  EXPECT_GT(pricey.offers(0).key(), r.candidates(0).offers(0).key());
+
+  // A rule no cluster meets: nowhere, the rule named, and waiting will not help.
+  v1::WorkloadSpec nowhere = spec;
+  nowhere.mutable_placement()->set_jurisdictions(0, "de");
+  ASSERT_OK(what_if(nowhere, &r, user_));
+  EXPECT_FALSE(r.has_assignment());
+  EXPECT_EQ(r.reason_code(), "NoClusterAllowed") << r.explanation();
+  EXPECT_NE(r.explanation().find("jurisdiction de"), std::string::npos) << r.explanation();
+  EXPECT_TRUE(r.never_fits());
+  EXPECT_FALSE(r.has_price_per_hour_micros());
+  EXPECT_EQ(r.candidates_size(), 3);
+
+  // Checked like a submission: another tenant's user may not, a bad spec names the field.
+  grpc::Status status = what_if(spec, &r, other_);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  v1::WorkloadSpec bad = spec;
+  bad.mutable_placement()->mutable_max_rtt()->set_nanos(500);  // not whole microseconds
+  status = what_if(bad, &r, user_);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.placement.max_rtt"), std::string::npos)
+      << status.error_message();
+  bad = spec;
+  bad.set_name("");
+  status = what_if(bad, &r, user_);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.name"), std::string::npos) << status.error_message();
+  status = Call(user_, [&](grpc::ClientContext* c) {
+    return workloads_->WhatIf(c, v1::SubmitRequest(), &r);
+  });
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "spec: required");
+  EXPECT_EQ(what_if(spec, &r, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  // Nothing was submitted.
+  EXPECT_EQ(CountWorkloads(), 0);
+}
+
 // A drain with eviction: the restartable workload is stopped by its agent first and requeued
 // only once the agent confirms; the other keeps running.
 TEST_F(ServiceTest, APlatformAdminDrainsAClusterAndItsRestartableWorkIsStoppedThenRequeued) {

@@ -206,6 +206,8 @@ PlacementConstraints FullPlacement() {
   p.objective = Objective::kBalanced;
   p.client_region = "eu-west";
   p.max_rtt_micros = 45'000;
+  p.min_driver_version = "550.54.15";
+  p.min_cuda_version = "12.4";
   return p;
 }
 

@@ -2215,6 +2215,7 @@ TEST_P(StoreContractTest, PlacementConstraintsRoundTripThroughSubmitAndGet) {
   p.objective = Objective::kBalanced;
   p.client_region = "eu-west";
   p.max_rtt_micros = 45'000;
+  p.min_driver_version = "550";
   ASSERT_OK(ValidateSpec(spec));
 
   const Workload submitted = MustSubmit(spec);

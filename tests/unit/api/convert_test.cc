@@ -2,7 +2,8 @@
 // message to an agent grows with the work its cluster holds; the service test
 // (tests/service/hostile_input_test.cc) checks the same through a real stream. Routing: placement
 // rules and declarations survive the trip to protos and back, and what the domain cannot
-// represent is INVALID_ARGUMENT naming the field. Nothing running.
+// represent is INVALID_ARGUMENT naming the field. Explain and what-if: every candidate's rules,
+// offers (unpriced is not free) and the choice reach the proto. Nothing running.
 
 #include "api/convert.h"
 
@@ -171,6 +172,8 @@ WorkloadSpec SpecWithPlacement() {
   s.placement.objective = Objective::kBalanced;
   s.placement.client_region = "eu-west";
   s.placement.max_rtt_micros = 1'500;
+  s.placement.min_driver_version = "550.54.15";
+  s.placement.min_cuda_version = "12.4";
   return s;
 }
 
@@ -420,6 +423,178 @@ TEST(EnumConvertTest, EveryCapacityTypeBothWays) {
   }
   EXPECT_THAT(CapacityTypeFromProto(v1::CAPACITY_TYPE_UNSPECIFIED, "f", CapacityType::kSpot),
               IsOkAndHolds(CapacityType::kSpot));
+}
+
+// ---- Explain and what-if: every candidate cluster as the workload meets it ----
+
+ClusterCandidate SampleCandidate() {
+  ClusterCandidate c;
+  c.cluster = "cloud-eu";
+  c.rules.push_back({"jurisdiction", true, "eu"});
+  c.rules.push_back({"max RTT", false, "none declared from eu-west"});
+  OfferCheck priced;
+  priced.model = "H100-80GB";
+  priced.capacity = CapacityType::kOnDemand;
+  priced.replica_price = 24'000'000;
+  priced.rtt_micros = 9'000;
+  priced.key = 24'000'000;
+  priced.fits_now = true;
+  OfferCheck committed;
+  committed.model = "H100-80GB";
+  committed.capacity = CapacityType::kCommitted;
+  committed.replica_price = 0;
+  committed.key = 0;
+  OfferCheck unpriced;
+  unpriced.model = "A100-80GB";
+  unpriced.capacity = CapacityType::kSpot;
+  unpriced.key = std::numeric_limits<double>::infinity();
+  unpriced.refused = "spot not tolerated";
+  c.offers = {priced, committed, unpriced};
+  c.allowed = true;
+  c.chosen = true;
+  return c;
+}
+
+TEST(RoutingExplanationConvertTest, ACandidateCarriesEveryRuleOfferAndTheChoice) {
+  const v1::ClusterCandidate p = CandidateToProto(SampleCandidate());
+  EXPECT_EQ(p.cluster(), "cloud-eu");
+  EXPECT_TRUE(p.allowed());
+  EXPECT_TRUE(p.chosen());
+  ASSERT_THAT(p.rules(), SizeIs(2));
+  EXPECT_EQ(p.rules(0).rule(), "jurisdiction");
+  EXPECT_TRUE(p.rules(0).passed());
+  EXPECT_EQ(p.rules(0).detail(), "eu");
+  EXPECT_EQ(p.rules(1).rule(), "max RTT");
+  EXPECT_FALSE(p.rules(1).passed());
+  EXPECT_EQ(p.rules(1).detail(), "none declared from eu-west");
+  ASSERT_THAT(p.offers(), SizeIs(3));
+
+  const v1::OfferCheck& priced = p.offers(0);
+  EXPECT_EQ(priced.gpu_model(), "H100-80GB");
+  EXPECT_EQ(priced.capacity_type(), v1::CAPACITY_TYPE_ON_DEMAND);
+  ASSERT_TRUE(priced.has_price_per_hour_micros());
+  EXPECT_EQ(priced.price_per_hour_micros(), 24'000'000);
+  ASSERT_TRUE(priced.has_rtt());
+  EXPECT_EQ(TimeUtil::DurationToMicroseconds(priced.rtt()), 9'000);
+  EXPECT_EQ(priced.key(), 24'000'000);
+  EXPECT_TRUE(priced.refused().empty());
+  EXPECT_TRUE(priced.fits_now());
+
+  // Committed capacity is free, which is not the same as unpriced.
+  const v1::OfferCheck& committed = p.offers(1);
+  EXPECT_EQ(committed.capacity_type(), v1::CAPACITY_TYPE_COMMITTED);
+  ASSERT_TRUE(committed.has_price_per_hour_micros());
+  EXPECT_EQ(committed.price_per_hour_micros(), 0);
+  EXPECT_FALSE(committed.has_rtt()) << "no RTT declared";
+  EXPECT_FALSE(committed.fits_now());
+
+  const v1::OfferCheck& unpriced = p.offers(2);
+  EXPECT_EQ(unpriced.gpu_model(), "A100-80GB");
+  EXPECT_EQ(unpriced.capacity_type(), v1::CAPACITY_TYPE_SPOT);
+  EXPECT_FALSE(unpriced.has_price_per_hour_micros());
+  EXPECT_EQ(unpriced.key(), std::numeric_limits<double>::infinity()) << "last";
+  EXPECT_EQ(unpriced.refused(), "spot not tolerated");
+}
+
+TEST(RoutingExplanationConvertTest, AWhatIfThatFitsCarriesWhereAndWhatItCosts) {
+  RoutingExplanation e;
+  e.objective = Objective::kCost;
+  e.candidates = {SampleCandidate()};
+  Assignment a;
+  a.cluster = "cloud-eu";
+  a.epoch = 3;
+  ReplicaAssignment r;
+  r.node = "n1";
+  r.gpu_uuids = {"GPU-1"};
+  r.gpu_indices = {0};
+  a.replicas.push_back(r);
+  e.decision.assignment = a;
+  e.price_per_hour = 24'000'000;
+  e.estimated_cost = 36'000'000;
+  e.estimated_hours = 1.5;
+
+  const v1::WhatIfResponse p = WhatIfToProto(e);
+  ASSERT_TRUE(p.has_assignment());
+  EXPECT_EQ(p.assignment().cluster(), "cloud-eu");
+  EXPECT_EQ(p.assignment().epoch(), 3u);
+  ASSERT_THAT(p.assignment().replicas(), SizeIs(1));
+  EXPECT_EQ(p.assignment().replicas(0).node(), "n1");
+  EXPECT_TRUE(p.explanation().empty());
+  EXPECT_TRUE(p.reason_code().empty());
+  EXPECT_FALSE(p.never_fits());
+  ASSERT_TRUE(p.has_price_per_hour_micros());
+  EXPECT_EQ(p.price_per_hour_micros(), 24'000'000);
+  ASSERT_TRUE(p.has_estimated_cost_micros());
+  EXPECT_EQ(p.estimated_cost_micros(), 36'000'000);
+  EXPECT_EQ(p.estimated_hours(), 1.5);
+  EXPECT_EQ(p.objective(), v1::OBJECTIVE_COST);
+  ASSERT_THAT(p.candidates(), SizeIs(1));
+  EXPECT_EQ(p.candidates(0).cluster(), "cloud-eu");
+  EXPECT_TRUE(p.candidates(0).chosen());
+
+  // It fits on capacity with no price: no price and no cost, rather than a free placement.
+  e.price_per_hour.reset();
+  e.estimated_cost.reset();
+  const v1::WhatIfResponse unpriced = WhatIfToProto(e);
+  EXPECT_TRUE(unpriced.has_assignment());
+  EXPECT_FALSE(unpriced.has_price_per_hour_micros());
+  EXPECT_FALSE(unpriced.has_estimated_cost_micros());
+}
+
+TEST(RoutingExplanationConvertTest, AWhatIfThatDoesNotFitSaysWhyInWordsAndCode) {
+  RoutingExplanation e;
+  e.objective = Objective::kLatency;
+  e.decision.reason = PendingReason(ReasonCode::kNoClusterAllowed);
+  e.decision.reason.Set(figure::kRule, "in jurisdiction de");
+  e.decision.reason.Set(figure::kNeeds, "8 GPUs");
+  const v1::WhatIfResponse p = WhatIfToProto(e);
+  EXPECT_FALSE(p.has_assignment());
+  EXPECT_EQ(p.explanation(), RenderReason(e.decision.reason));
+  EXPECT_THAT(p.explanation(), HasSubstr("jurisdiction de"));
+  EXPECT_EQ(p.reason_code(), "NoClusterAllowed");
+  EXPECT_TRUE(p.never_fits());
+  EXPECT_FALSE(p.has_price_per_hour_micros());
+  EXPECT_FALSE(p.has_estimated_cost_micros());
+  EXPECT_EQ(p.estimated_hours(), 1);
+  EXPECT_EQ(p.objective(), v1::OBJECTIVE_LATENCY);
+  EXPECT_THAT(p.candidates(), IsEmpty());
+
+  // Not loaded yet: waiting will help.
+  e.decision.reason = PendingReason(ReasonCode::kNotLoaded);
+  const v1::WhatIfResponse not_loaded = WhatIfToProto(e);
+  EXPECT_EQ(not_loaded.reason_code(), "NotLoaded");
+  EXPECT_FALSE(not_loaded.never_fits());
+  EXPECT_FALSE(not_loaded.explanation().empty());
+}
+
+TEST(RoutingExplanationConvertTest, ExplainCarriesTheCandidatesWhenTheWorkloadWasRouted) {
+  Explanation e;
+  e.workload = Sized(7, 0);
+  e.workload.state = WorkloadState::kPending;
+  e.workload.spec.placement.objective = Objective::kBalanced;
+  e.text = "fits now on cloud-eu; the scheduler places it in its next cycle";
+  e.fits_now_on = "cloud-eu";
+  // Held back by quota, or not pending: no routing, and the spec's objective.
+  v1::ExplainResponse p = ExplanationToProto(e);
+  EXPECT_EQ(p.objective(), v1::OBJECTIVE_BALANCED);
+  EXPECT_THAT(p.candidates(), IsEmpty());
+  EXPECT_EQ(p.fits_now_on(), "cloud-eu");
+
+  RoutingExplanation routing;
+  routing.objective = Objective::kBalanced;
+  ClusterCandidate edge;
+  edge.cluster = "edge";
+  routing.candidates = {SampleCandidate(), edge};
+  e.routing = routing;
+  p = ExplanationToProto(e);
+  EXPECT_EQ(p.workload().id(), "7");
+  EXPECT_EQ(p.objective(), v1::OBJECTIVE_BALANCED);
+  ASSERT_THAT(p.candidates(), SizeIs(2));
+  EXPECT_EQ(p.candidates(0).cluster(), "cloud-eu");
+  EXPECT_THAT(p.candidates(0).offers(), SizeIs(3));
+  EXPECT_EQ(p.candidates(1).cluster(), "edge");
+  EXPECT_FALSE(p.candidates(1).allowed());
+  EXPECT_THAT(p.candidates(1).offers(), IsEmpty());
 }
 
 }  // namespace
