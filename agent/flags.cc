@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "agent/spot_reclaim.h"
+#include "federation/validation.h"
 
 #ifndef GPUFED_VERSION
 #define GPUFED_VERSION "dev"
@@ -149,6 +150,13 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
       "--token-file", f.token_file, "file holding the agent token (Env:GPUFED_AGENT_TOKEN_FILE)");
   app.add_option("--topology", f.topology, "the cluster's topology YAML (required)")
       ->envname("GPUFED_TOPOLOGY");
+  app.add_option("--discover", f.discover,
+                 "this node's name: its GPUs come from nvidia-smi -q -x and topo -m, not the "
+                 "topology file (docs/agent.md)")
+      ->envname("GPUFED_DISCOVER");
+  app.add_option("--nvidia-smi", f.nvidia_smi, "the nvidia-smi --discover runs (name or path)")
+      ->envname("GPUFED_NVIDIA_SMI")
+      ->capture_default_str();
   app.add_option("--backend", f.backend, "how assignments run")
       ->envname("GPUFED_BACKEND")
       ->check(CLI::IsMember({"sim", "process"}))
@@ -230,6 +238,11 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
   if (f.topology.empty()) {
     return fail("--topology is required (flag, GPUFED_TOPOLOGY or config key topology)");
   }
+  if (!f.discover.empty() && !IsLabel(f.discover)) {
+    return fail(absl::StrCat("--discover: node name \"", f.discover, "\" must be 1..",
+                             kMaxNameLength, " characters of [a-z0-9-]"));
+  }
+  if (f.nvidia_smi.empty()) return fail("--nvidia-smi: must not be empty");
   if (!f.token.empty() && !f.token_file.empty()) {
     return fail(absl::StrCat(f.config_file, ": token and token_file are both set; give one"));
   }

@@ -16,6 +16,10 @@ struct AgentFlags {
   std::string token;
   std::string token_file;
   std::string topology;
+  // Real-GPU discovery (agent/discovery.h): this node's GPUs come from nvidia-smi, not from the
+  // topology file (which still names the cluster). Empty: no discovery.
+  std::string discover;
+  std::string nvidia_smi = "nvidia-smi";  // command name or path
   std::string backend = "sim";
   std::string log_level = "info";
   // process backend: logs go to <work_dir>/logs. Empty: $TMPDIR (or /tmp)/gpufed-agent-<cluster>.

@@ -8,8 +8,10 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -17,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
+#include "agent/discovery.h"
 #include "agent/flags.h"
 #include "agent/gpu_health.h"
 #include "agent/process_backend.h"
@@ -50,12 +53,39 @@ std::string DefaultWorkDir(const std::string& cluster) {
   return (base / absl::StrCat("gpufed-agent-", cluster)).string();
 }
 
+// The cluster as the topology file says, with the --discover node's GPUs from nvidia-smi.
+absl::StatusOr<ClusterTopology> LoadTopology(const AgentFlags& flags) {
+  if (flags.discover.empty()) return LoadClusterTopology(flags.topology);
+  DiscoveryOptions options;
+  options.node = flags.discover;
+  options.nvidia_smi = flags.nvidia_smi;
+  std::vector<std::string> notes;
+  absl::StatusOr<ClusterTopology> topology =
+      LoadTopologyWithDiscovery(flags.topology, options, &notes);
+  for (const std::string& note : notes) spdlog::warn("discovery: {}", note);
+  if (topology.ok()) {
+    for (const v1::Node& node : topology->inventory.nodes()) {
+      if (node.name() != flags.discover) continue;
+      auto label = [&node](absl::string_view key) {
+        auto it = node.labels().find(std::string(key));
+        return it == node.labels().end() ? std::string("none") : it->second;
+      };
+      spdlog::info("discovery: node {}: {} GPU(s) {}, driver {}, CUDA {}", node.name(),
+                   node.gpus_size(), node.gpus_size() > 0 ? node.gpus(0).model() : "",
+                   label(kDriverVersionLabel), label(kCudaVersionLabel));
+    }
+  }
+  return topology;
+}
+
 // SIGHUP: the operator (or a health checker) changed the topology file, e.g. took out a node
-// that died or marked a GPU `healthy: false`. The new inventory goes to the server; a file that
-// does not load, or names another cluster, changes nothing.
-void Reload(const std::string& path, const std::string& cluster, Agent& agent,
+// that died or marked a GPU `healthy: false`; with --discover, nvidia-smi runs again too. The new
+// inventory goes to the server; a file that does not load, a discovery that fails, or a file
+// naming another cluster changes nothing.
+void Reload(const AgentFlags& flags, const std::string& cluster, Agent& agent,
             GpuHealthMonitor* health) {
-  absl::StatusOr<ClusterTopology> topology = LoadClusterTopology(path);
+  const std::string& path = flags.topology;
+  absl::StatusOr<ClusterTopology> topology = LoadTopology(flags);
   if (!topology.ok()) {
     spdlog::error("SIGHUP: {} not reloaded: {}", path, topology.status().ToString());
     return;
@@ -65,7 +95,8 @@ void Reload(const std::string& path, const std::string& cluster, Agent& agent,
                   topology->cluster, cluster);
     return;
   }
-  spdlog::info("SIGHUP: {} reloaded ({} nodes, {} GPUs); reporting the new inventory", path,
+  spdlog::info("SIGHUP: {} reloaded{} ({} nodes, {} GPUs); reporting the new inventory", path,
+               flags.discover.empty() ? "" : absl::StrCat(" and ", flags.discover, " discovered"),
                topology->inventory.nodes_size(), CountGpus(topology->inventory));
   // The file is the operator's word: GPUs the health probe failed are back until it fails them
   // again.
@@ -94,7 +125,7 @@ int Main(int argc, char** argv) {
   // the check.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
-  absl::StatusOr<ClusterTopology> topology = LoadClusterTopology(flags.topology);
+  absl::StatusOr<ClusterTopology> topology = LoadTopology(flags);
   if (!topology.ok()) return ConfigError(topology.status().message());
 
   // SIGINT/SIGTERM are taken by sigwait in one thread; block them before any thread exists so
@@ -189,7 +220,7 @@ int Main(int argc, char** argv) {
       const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
       if (sig < 0) continue;
       if (sig == SIGHUP) {
-        Reload(flags.topology, cluster, **agent, health.get());
+        Reload(flags, cluster, **agent, health.get());
         continue;
       }
       const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";

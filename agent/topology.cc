@@ -70,7 +70,8 @@ struct Fields {
 
 class Parser {
  public:
-  explicit Parser(absl::string_view source) : source_(source) {}
+  Parser(absl::string_view source, TopologyOptions options)
+      : source_(source), options_(std::move(options)) {}
 
   absl::StatusOr<ClusterTopology> Parse(absl::string_view yaml) {
     YAML::Node root;
@@ -102,7 +103,7 @@ class Parser {
         return ParseNode(n, p, &out);
       }));
     }
-    if (out.inventory.nodes().empty()) {
+    if (out.inventory.nodes().empty() && options_.discovered_node.empty()) {
       return Error(root, "node_groups", "the cluster has no nodes (give node_groups or nodes)");
     }
     // Explicit NVLink domains may span nodes (an NVL72 rack), but must not merge with a domain
@@ -493,6 +494,12 @@ class Parser {
       node.set_name(prefix + number);
       RETURN_IF_ERROR(
           ClaimNodeName(node.name(), *f.Find("name_prefix"), Join(path, "name_prefix")));
+      if (node.name() == options_.discovered_node) {
+        return Error(*f.Find("name_prefix"), Join(path, "name_prefix"),
+                     absl::StrFormat("generates node \"%s\", which is discovered (--discover): "
+                                     "list it under nodes without gpus, or not at all",
+                                     node.name()));
+      }
       node.set_rack(absl::StrReplaceAll(base.rack(), {{"{n}", number}}));
       node.set_block(absl::StrReplaceAll(base.block(), {{"{n}", number}}));
       for (uint64_t i = 0; i < gpu_count; ++i) {
@@ -535,6 +542,18 @@ class Parser {
 
     const YAML::Node* gpus = f.Find("gpus");
     const std::string gpath = Join(path, "gpus");
+    if (*name == options_.discovered_node) {
+      // Its GPUs come from nvidia-smi (agent/discovery.h), which fills them in.
+      if (gpus != nullptr) {
+        return Error(*gpus, gpath,
+                     absl::StrFormat("node \"%s\" is discovered (--discover): its GPUs come "
+                                     "from nvidia-smi; leave out gpus",
+                                     *name),
+                     n);
+      }
+      *out->inventory.add_nodes() = std::move(node);
+      return absl::OkStatus();
+    }
     if (gpus == nullptr || gpus->IsNull() || (gpus->IsSequence() && gpus->size() == 0)) {
       return Error(gpus != nullptr ? *gpus : n, gpath, "a node needs at least one GPU", n);
     }
@@ -611,6 +630,7 @@ class Parser {
   }
 
   std::string source_;
+  TopologyOptions options_;
   absl::flat_hash_set<std::string> node_names_;
   absl::flat_hash_set<std::string> uuids_;
   absl::flat_hash_set<std::string> generated_domains_;
@@ -622,8 +642,14 @@ class Parser {
 
 absl::StatusOr<ClusterTopology> ParseClusterTopology(std::string_view yaml,
                                                      std::string_view source_view) {
+  return ParseClusterTopology(yaml, source_view, TopologyOptions{});
+}
+
+absl::StatusOr<ClusterTopology> ParseClusterTopology(std::string_view yaml,
+                                                     std::string_view source_view,
+                                                     const TopologyOptions& options) {
   const std::string source(source_view);
-  Parser parser(source);
+  Parser parser(source, options);
   try {
     return parser.Parse(std::string(yaml));
   } catch (const YAML::Exception& e) {
@@ -635,12 +661,17 @@ absl::StatusOr<ClusterTopology> ParseClusterTopology(std::string_view yaml,
 }
 
 absl::StatusOr<ClusterTopology> LoadClusterTopology(const std::string& path) {
+  return LoadClusterTopology(path, TopologyOptions{});
+}
+
+absl::StatusOr<ClusterTopology> LoadClusterTopology(const std::string& path,
+                                                    const TopologyOptions& options) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read topology file ", path));
   std::stringstream text;
   text << in.rdbuf();
   if (in.bad()) return absl::NotFoundError(absl::StrCat("cannot read topology file ", path));
-  return ParseClusterTopology(text.str(), path);
+  return ParseClusterTopology(text.str(), path, options);
 }
 
 int CountGpus(const v1::Inventory& inventory) {

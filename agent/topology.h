@@ -35,8 +35,22 @@ struct ClusterTopology {
 absl::StatusOr<ClusterTopology> ParseClusterTopology(std::string_view yaml,
                                                      std::string_view source);
 
+// For a cluster one of whose nodes the agent discovers from nvidia-smi (agent/discovery.h)
+// rather than reads from the file.
+struct TopologyOptions {
+  // The discovered node's name; empty: none. The file may then have no nodes at all, and may
+  // list this node under `nodes` without `gpus` (its rack, block, cpu_millis, memory_mib,
+  // labels and schedulable then apply to the discovered node); listing GPUs for it, or a node
+  // group generating its name, is an error.
+  std::string discovered_node;
+};
+absl::StatusOr<ClusterTopology> ParseClusterTopology(std::string_view yaml, std::string_view source,
+                                                     const TopologyOptions& options);
+
 // Reads `path` and parses it as above. NOT_FOUND when the file cannot be read.
 absl::StatusOr<ClusterTopology> LoadClusterTopology(const std::string& path);
+absl::StatusOr<ClusterTopology> LoadClusterTopology(const std::string& path,
+                                                    const TopologyOptions& options);
 
 // Counts GPUs across the inventory.
 int CountGpus(const v1::Inventory& inventory);

@@ -16,10 +16,11 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr const char* kEnv[] = {
-    "GPUFED_AGENT_CONFIG",       "GPUFED_SERVER",          "GPUFED_AGENT_TOKEN",
-    "GPUFED_AGENT_TOKEN_FILE",   "GPUFED_TOPOLOGY",        "GPUFED_BACKEND",
-    "GPUFED_LOG_LEVEL",          "GPUFED_WORK_DIR",        "GPUFED_KILL_GRACE",
-    "GPUFED_SPOT_RECLAIM_EVERY", "GPUFED_SPOT_RECLAIM_FOR"};
+    "GPUFED_AGENT_CONFIG",       "GPUFED_SERVER",           "GPUFED_AGENT_TOKEN",
+    "GPUFED_AGENT_TOKEN_FILE",   "GPUFED_TOPOLOGY",         "GPUFED_BACKEND",
+    "GPUFED_LOG_LEVEL",          "GPUFED_WORK_DIR",         "GPUFED_KILL_GRACE",
+    "GPUFED_SPOT_RECLAIM_EVERY", "GPUFED_SPOT_RECLAIM_FOR", "GPUFED_DISCOVER",
+    "GPUFED_NVIDIA_SMI"};
 
 class FlagsTest : public ::testing::Test {
  protected:
@@ -96,6 +97,28 @@ TEST_F(FlagsTest, BadFlagsAreOneLineAndExitTwo) {
   ExpectError(Parse({"--topology", "t", "--token-file", dir_ + "/missing"}),
               "--token-file: cannot read");
   ExpectError(Parse({"--topology", "t", "--token-file", Write("empty", " \n")}), "is empty");
+}
+
+TEST_F(FlagsTest, Discovery) {
+  FlagsOutcome o = Parse({"--topology", "t.yaml", "--token", "t"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->discover, "");
+  EXPECT_EQ(o.flags->nvidia_smi, "nvidia-smi");
+  o = Parse({"--topology", "t.yaml", "--token", "t", "--discover", "dgx-01", "--nvidia-smi",
+             "/usr/bin/nvidia-smi"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->discover, "dgx-01");
+  EXPECT_EQ(o.flags->nvidia_smi, "/usr/bin/nvidia-smi");
+  setenv("GPUFED_DISCOVER", "gpu-07", 1);
+  const std::string config = Write("agent.yaml", "nvidia_smi: /opt/nvidia/bin/nvidia-smi\n");
+  o = Parse({"--topology", "t.yaml", "--token", "t", "--config", config});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->discover, "gpu-07");
+  EXPECT_EQ(o.flags->nvidia_smi, "/opt/nvidia/bin/nvidia-smi");
+  ExpectError(Parse({"--topology", "t", "--token", "t", "--discover", "DGX_01"}),
+              "--discover: node name \"DGX_01\" must be 1..63 characters of [a-z0-9-]");
+  ExpectError(Parse({"--topology", "t", "--token", "t", "--nvidia-smi", ""}),
+              "--nvidia-smi: must not be empty");
 }
 
 TEST_F(FlagsTest, EnvironmentFillsInAndFlagsWin) {

@@ -7,6 +7,7 @@
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill
 #include <spawn.h>
 #include <stdlib.h>  // NOLINT(modernize-deprecated-headers): POSIX mkdtemp
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -256,6 +257,109 @@ TEST_F(AgentBinaryTest, RunsProcessWorkAndStopsCleanlyOnSigterm) {
   EXPECT_THAT(err, HasSubstr("connected to"));
   EXPECT_THAT(err, HasSubstr("SIGTERM: shutting down"));
   EXPECT_THAT(err, ::testing::Not(HasSubstr("tok-from-file")));  // the token is never logged
+}
+
+// A stand-in nvidia-smi that prints dir/q.xml for `-q -x` and dir/topo.txt for `topo -m`.
+std::string FakeNvidiaSmi(const std::string& dir) {
+  std::string path = dir + "/nvidia-smi";
+  std::ofstream(path) << "#!/bin/sh\n"
+                      << "case \"$1\" in\n"
+                      << "  -q) cat '" << dir << "/q.xml' ;;\n"
+                      << "  topo) cat '" << dir << "/topo.txt' ;;\n"
+                      << "esac\n";
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+std::string DiscoverySample(const std::string& name) {
+  return ReadFile(absl::StrCat(GPUFED_SOURCE_DIR, "/tests/agent/testdata/discovery/", name))
+      .value_or("");
+}
+
+const v1::Node* NodeNamed(const v1::Inventory& inventory, const std::string& name) {
+  for (const v1::Node& n : inventory.nodes()) {
+    if (n.name() == name) return &n;
+  }
+  return nullptr;
+}
+
+TEST_F(AgentBinaryTest, DiscoversItsNodeAtStartAndOnSighup) {
+  std::unique_ptr<TestAgentServer> server = TestAgentServer::Start();
+  ASSERT_NE(server, nullptr);
+  const std::string xml = DiscoverySample("dgx-h100-q.xml");
+  ASSERT_FALSE(xml.empty());
+  Write("q.xml", xml);
+  Write("topo.txt", DiscoverySample("dgx-h100-topo.txt"));
+  // The file names the cluster and another node; dgx-01 is discovered.
+  const std::string topology = Write("cluster.yaml",
+                                     "cluster: {name: onprem, provider: onprem, region: us-east}\n"
+                                     "nodes:\n"
+                                     "  - {name: dgx-01, rack: r7}\n"
+                                     "  - {name: cpu-01, gpus: [{model: L4}]}\n");
+  AgentProcess p(
+      {"--server", server->address(), "--token", "t", "--topology", topology, "--discover",
+       "dgx-01", "--nvidia-smi", FakeNvidiaSmi(dir_), "--work-dir", dir_ + "/work"},
+      dir_);
+  ASSERT_TRUE(p.started());
+  ASSERT_TRUE(server->WaitFor([](const Log& log) {
+    return !log.streams.empty() && !log.streams[0].messages.empty();
+  })) << p.Stderr();
+  const v1::AgentMessage first = server->Snapshot().streams[0].messages[0];
+  ASSERT_TRUE(first.has_register_()) << p.Stderr();
+  const v1::Inventory& inventory = first.register_().inventory();
+  ASSERT_EQ(inventory.nodes_size(), 2);
+  const v1::Node* dgx = NodeNamed(inventory, "dgx-01");
+  ASSERT_NE(dgx, nullptr);
+  EXPECT_EQ(dgx->rack(), "r7");
+  ASSERT_EQ(dgx->gpus_size(), 8);
+  EXPECT_EQ(dgx->gpus(1).model(), "H100-80GB");
+  EXPECT_EQ(dgx->gpus(1).nvlink_domain(), "dgx-01-nvl");
+  EXPECT_TRUE(dgx->gpus(1).healthy());
+  EXPECT_EQ(dgx->labels().at("gpufed.io/driver-version"), "550.54.15");
+  EXPECT_THAT(p.Stderr(), HasSubstr("discovery: node dgx-01: 8 GPU(s) H100-80GB, driver "
+                                    "550.54.15, CUDA 12.4"));
+
+  // GPU 1 now asks for a reset: SIGHUP runs nvidia-smi again and reports it.
+  const std::string gpu1 = "<gpu id=\"00000000:2A:00.0\">";
+  const size_t at = xml.find("<reset_required>No</reset_required>", xml.find(gpu1));
+  ASSERT_NE(at, std::string::npos);
+  std::string failed = xml;
+  failed.replace(at, std::string("<reset_required>No</reset_required>").size(),
+                 "<reset_required>Yes</reset_required>");
+  Write("q.xml", failed);
+  p.Signal(SIGHUP);
+  ASSERT_TRUE(server->WaitFor([](const Log& log) {
+    for (const v1::AgentMessage& m : log.streams.back().messages) {
+      if (!m.has_inventory()) continue;
+      const v1::Node* node = NodeNamed(m.inventory().inventory(), "dgx-01");
+      if (node != nullptr && node->gpus_size() == 8 && !node->gpus(1).healthy()) return true;
+    }
+    return false;
+  })) << p.Stderr();
+  EXPECT_THAT(p.Stderr(), HasSubstr("reported unhealthy: reset required"));
+
+  // Output that does not parse changes nothing and is logged.
+  Write("topo.txt", "garbage\n");
+  p.Signal(SIGHUP);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!absl::StrContains(p.Stderr(), "no header line naming GPU0") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_THAT(p.Stderr(), HasSubstr("not reloaded: INVALID_ARGUMENT: nvidia-smi topo -m"));
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(), 0) << p.Stderr();
+}
+
+TEST_F(AgentBinaryTest, DiscoveryThatFailsAtStartIsOneLineExitTwo) {
+  const std::string topology =
+      Write("cluster.yaml", "cluster: {name: onprem, provider: onprem, region: us-east}\n");
+  // Runs, prints nothing (as a shell does for a missing nvidia-smi, on stderr).
+  const std::string silent = Write("nvidia-smi", "#!/bin/sh\nexit 0\n");
+  chmod(silent.c_str(), 0755);
+  AgentProcess p(
+      {"--token", "t", "--topology", topology, "--discover", "dgx-01", "--nvidia-smi", silent},
+      dir_);
+  ExpectConfigError(p, "nvidia-smi -q -x: printed nothing");
 }
 
 }  // namespace
