@@ -9,6 +9,10 @@
 //                                                   the placement engine and pool alone, in memory
 //   gpufed-bench watch-flood --streams 1000         Watch streams that never read: the server's
 //                                                   memory, other callers' latency
+//   gpufed-bench fleet --clusters 1000 --gpus 100000
+//                                                   simulated clusters heartbeating against one
+//                                                   server under a steady load
+//                                                   (bench/fleet_bench.h)
 //
 // submit and e2e start their own gpufed-server (embedded PostgreSQL, fsync on, in a temporary
 // folder). Each prints its figures as one JSON object on its last line.
@@ -35,6 +39,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "bench/fleet_bench.h"
 #include "bench/placement_bench.h"
 #include "bench/spot_bench.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
@@ -857,6 +862,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 100000.0));
   watch_flood->add_option("--seconds", flood_seconds, "length of each measured phase")
       ->check(CLI::Range(1.0, 3600.0));
+  // fleet: a thousand simulated clusters against one server (bench/fleet_bench.h)
+  gpufed::bench::FleetBenchOptions fleet_options;
+  auto* fleet = app.add_subcommand(
+      "fleet", "simulated clusters heartbeating against one server under a steady load");
+  gpufed::bench::AddFleetOptions(fleet, &fleet_options);
   CLI11_PARSE(app, argc, argv);
   // The client side of the measurement: Debian's Abseil checks lock order on every Mutex
   // acquisition (gRPC's included), a cost a production client does not pay.
@@ -864,6 +874,7 @@ int main(int argc, char** argv) {
 
   if (placement->parsed()) return gpufed::bench::RunPlacementBench(pb);
   if (flood_streams->parsed()) return RunFloodStreams(flood_address, streams);
+  if (fleet->parsed()) return gpufed::bench::RunFleetBench(fleet_options);
   Target target;
   if (absl::Status s = StartTarget(&target, "bench"); !s.ok()) return Fail(s.ToString());
   if (spot->parsed()) {
