@@ -278,6 +278,31 @@ std::optional<int64_t> PriceAt(const ClusterDeclaration& declared, absl::string_
   return price;
 }
 
+namespace {
+
+// The share of one GPU a replica of `d` takes on `model`, as numerator / denominator: whole GPUs
+// n/1, a share of N milli-GPU N/1000, a MIG instance its compute slices over the GPU's, no GPU
+// 0/1. nullopt for a MIG profile the model does not have.
+std::optional<std::pair<int64_t, int64_t>> GpuFraction(const Demand& d, absl::string_view model) {
+  switch (d.kind) {
+    case Demand::Kind::kWhole:
+      return std::pair<int64_t, int64_t>{d.gpus, 1};
+    case Demand::Kind::kShare:
+      return std::pair<int64_t, int64_t>{d.milli, kMilliPerGpu};
+    case Demand::Kind::kMig: {
+      const MigGeometry* geo = FindMigGeometry(model);
+      const MigProfile* profile = geo == nullptr ? nullptr : geo->Find(d.mig_profile);
+      if (profile == nullptr) return std::nullopt;
+      return std::pair<int64_t, int64_t>{profile->compute_slices, geo->compute_slices};
+    }
+    case Demand::Kind::kNone:
+      return std::pair<int64_t, int64_t>{0, 1};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<int64_t> ReplicaPricePerHour(const ClusterDeclaration& declared,
                                            const WorkloadSpec& spec, absl::string_view model,
                                            CapacityType capacity, Timestamp at) {
@@ -289,45 +314,19 @@ std::optional<int64_t> ReplicaPricePerHour(const ClusterDeclaration& declared,
     }
   }
   const std::optional<int64_t> gpu = PriceAt(declared, model, "", capacity, at);
-  if (!gpu) return std::nullopt;
-  switch (d.kind) {
-    case Demand::Kind::kWhole:
-      return *gpu * d.gpus;
-    case Demand::Kind::kShare:
-      return Scaled(*gpu, d.milli, kMilliPerGpu);
-    case Demand::Kind::kMig: {
-      const MigGeometry* geo = FindMigGeometry(model);
-      const MigProfile* profile = geo == nullptr ? nullptr : geo->Find(d.mig_profile);
-      if (profile == nullptr) return std::nullopt;
-      return Scaled(*gpu, profile->compute_slices, geo->compute_slices);
-    }
-    case Demand::Kind::kNone:
-      return 0;
-  }
-  return std::nullopt;
+  const std::optional<std::pair<int64_t, int64_t>> fraction = GpuFraction(d, model);
+  if (!gpu || !fraction) return std::nullopt;
+  return Scaled(*gpu, fraction->first, fraction->second);
 }
 
 std::optional<int64_t> PricePerGpuHour(const ClusterDeclaration& declared, const WorkloadSpec& spec,
                                        absl::string_view model, CapacityType capacity,
                                        Timestamp at) {
   const std::optional<int64_t> replica = ReplicaPricePerHour(declared, spec, model, capacity, at);
-  if (!replica) return std::nullopt;
-  const Demand d = Demand::Of(spec);
-  switch (d.kind) {
-    case Demand::Kind::kWhole:
-      return *replica / std::max<uint32_t>(d.gpus, 1);
-    case Demand::Kind::kShare:
-      return Scaled(*replica, kMilliPerGpu, d.milli);
-    case Demand::Kind::kMig: {
-      const MigGeometry* geo = FindMigGeometry(model);
-      const MigProfile* profile = geo == nullptr ? nullptr : geo->Find(d.mig_profile);
-      if (profile == nullptr) return std::nullopt;
-      return Scaled(*replica, geo->compute_slices, profile->compute_slices);
-    }
-    case Demand::Kind::kNone:
-      return 0;
-  }
-  return std::nullopt;
+  const std::optional<std::pair<int64_t, int64_t>> fraction = GpuFraction(Demand::Of(spec), model);
+  if (!replica || !fraction) return std::nullopt;
+  if (fraction->first == 0) return 0;
+  return Scaled(*replica, fraction->second, fraction->first);
 }
 
 double EstimatedHours(const WorkloadSpec& spec) {
