@@ -293,13 +293,26 @@ NodeSlots Pool::MakeNode(const NodeInfo& info, CapacityType default_capacity) {
   return node;
 }
 
-const ClusterSlots* Pool::FindCluster(absl::string_view name) const {
+int Pool::FindClusterIndex(absl::string_view name) const {
   auto it = cluster_at_.find(name);
-  return it == cluster_at_.end() ? nullptr : &clusters_[it->second];
+  return it == cluster_at_.end() ? -1 : static_cast<int>(it->second);
 }
 
-ClusterSlots* Pool::MutableCluster(absl::string_view name) {
-  return const_cast<ClusterSlots*>(FindCluster(name));
+const ClusterSlots* Pool::FindCluster(absl::string_view name) const {
+  const int index = FindClusterIndex(name);
+  return index < 0 ? nullptr : clusters_[index].get();
+}
+
+ClusterSlots& Pool::Own(uint32_t index) {
+  std::shared_ptr<ClusterSlots>& cluster = clusters_[index];
+  if (cluster.use_count() > 1) {
+    cluster = std::make_shared<ClusterSlots>(*cluster);
+  } else {
+    // Sole owner: whoever held the last other reference let go of it (a release), and its reads
+    // of the cluster happen before the writes that follow.
+    std::atomic_thread_fence(std::memory_order_acquire);
+  }
+  return *cluster;
 }
 
 void Pool::UpsertCluster(const Cluster& cluster) {
@@ -327,24 +340,28 @@ void Pool::UpsertCluster(const Cluster& cluster) {
     }
   }
 
-  ClusterSlots* target = MutableCluster(cluster.info.name);
-  if (target != nullptr) {
-    *target = std::move(slots);
+  int index = FindClusterIndex(cluster.info.name);
+  if (index >= 0) {
+    // A new object: copies of the pool keep the inventory they had.
+    clusters_[index] = std::make_shared<ClusterSlots>(std::move(slots));
   } else {
-    auto it = std::lower_bound(
-        clusters_.begin(), clusters_.end(), cluster.info.name,
-        [](const ClusterSlots& c, absl::string_view n) { return c.info.name < n; });
-    target = &*clusters_.insert(it, std::move(slots));
+    auto it = std::lower_bound(clusters_.begin(), clusters_.end(), cluster.info.name,
+                               [](const std::shared_ptr<ClusterSlots>& c, absl::string_view n) {
+                                 return c->info.name < n;
+                               });
+    index = static_cast<int>(it - clusters_.begin());
+    clusters_.insert(it, std::make_shared<ClusterSlots>(std::move(slots)));
     orders_.clear();  // cluster indices moved; rebuilt on next use
     cluster_at_.clear();
     for (size_t i = 0; i < clusters_.size(); ++i) {
-      cluster_at_.emplace(clusters_[i].info.name, static_cast<uint32_t>(i));
+      cluster_at_.emplace(clusters_[i]->info.name, static_cast<uint32_t>(i));
     }
   }
+  ClusterSlots& target = *clusters_[index];
   for (const auto& [id, alloc] : allocations_) {
-    if (alloc.assignment.cluster == cluster.info.name) Mark(*target, id, alloc, false);
+    if (alloc->assignment.cluster == cluster.info.name) Mark(target, id, *alloc, false);
   }
-  RefreshSummary(*target);
+  RefreshSummary(static_cast<uint32_t>(index));
 }
 
 void Pool::SetDeclaration(const ClusterDeclaration& declared) {
@@ -362,10 +379,10 @@ void Pool::SetDeclaration(const ClusterDeclaration& declared) {
 }
 
 void Pool::SetClusterState(absl::string_view cluster, ClusterState state) {
-  ClusterSlots* c = MutableCluster(cluster);
-  if (c == nullptr) return;
-  c->state = state;
-  Rerank(static_cast<uint32_t>(c - clusters_.data()));
+  const int index = FindClusterIndex(cluster);
+  if (index < 0) return;
+  Own(static_cast<uint32_t>(index)).state = state;
+  Rerank(static_cast<uint32_t>(index));
 }
 
 void Pool::Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, bool release,
@@ -397,12 +414,13 @@ absl::Status Pool::Allocate(WorkloadId id, const Assignment& assignment, HostDem
     return absl::FailedPreconditionError(
         absl::StrCat("workload ", id, " already holds an allocation"));
   }
-  Allocation alloc{assignment, host};
-  ClusterSlots* cluster = MutableCluster(assignment.cluster);
-  if (cluster == nullptr) {
+  auto alloc = std::make_shared<const Allocation>(Allocation{assignment, host});
+  const int index = FindClusterIndex(assignment.cluster);
+  if (index < 0) {
     allocations_.emplace(id, std::move(alloc));
     return absl::OkStatus();
   }
+  ClusterSlots* cluster = &Own(static_cast<uint32_t>(index));
   // Changes are made in place; the touched nodes' state is saved first so that a refusal puts it
   // back and changes nothing (cheaper than working on copies of whole nodes).
   struct Saved {
@@ -479,22 +497,23 @@ absl::Status Pool::Allocate(WorkloadId id, const Assignment& assignment, HostDem
   repartitions_applied_ += changed_layouts;
   absl::InlinedVector<uint32_t, 4> touched;
   for (const Saved& s : saved) touched.push_back(s.index);
-  RefreshSummary(*cluster, &touched);
+  RefreshSummary(static_cast<uint32_t>(index), &touched);
   return absl::OkStatus();
 }
 
 void Pool::Release(WorkloadId id) {
   auto it = allocations_.find(id);
   if (it == allocations_.end()) return;
-  if (ClusterSlots* cluster = MutableCluster(it->second.assignment.cluster)) {
+  if (const int index = FindClusterIndex(it->second->assignment.cluster); index >= 0) {
     absl::InlinedVector<uint32_t, 4> touched;
-    Mark(*cluster, id, it->second, /*release=*/true, &touched);
-    RefreshSummary(*cluster, &touched);
+    Mark(Own(static_cast<uint32_t>(index)), id, *it->second, /*release=*/true, &touched);
+    RefreshSummary(static_cast<uint32_t>(index), &touched);
   }
   allocations_.erase(it);
 }
 
-void Pool::RefreshSummary(ClusterSlots& cluster, const absl::InlinedVector<uint32_t, 4>* touched) {
+void Pool::RefreshSummary(uint32_t index, const absl::InlinedVector<uint32_t, 4>* touched) {
+  ClusterSlots& cluster = Own(index);
   // The nodes' own summaries are current (RecountNode runs after every change to a node): copy
   // the changed ones and add them all up instead of walking every GPU again.
   static std::atomic<uint64_t> next_version{1};
@@ -527,7 +546,7 @@ void Pool::RefreshSummary(ClusterSlots& cluster, const absl::InlinedVector<uint3
       s.mig_open += n.mig_open;
     }
   }
-  Rerank(static_cast<uint32_t>(&cluster - clusters_.data()));
+  Rerank(index);
 }
 
 namespace {
@@ -536,7 +555,7 @@ constexpr uint64_t kMaxRankFree = uint64_t{1} << (63 - Pool::ClusterOrder::kInde
 }  // namespace
 
 Pool::RankedCluster Pool::RankOf(uint32_t index, uint64_t model_mask) const {
-  const ClusterSlots& c = clusters_[index];
+  const ClusterSlots& c = *clusters_[index];
   RankedCluster r;
   r.key = std::min(RankFree(c, model_mask), kMaxRankFree) << ClusterOrder::kIndexBits | index;
   for (size_t m = 0; m < c.summary.size() && m < 64; ++m) {

@@ -1,9 +1,12 @@
 #ifndef GPUFED_FEDERATION_POOL_H_
 #define GPUFED_FEDERATION_POOL_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -166,10 +169,58 @@ struct HostDemand {
   uint64_t memory_mib = 0;
 };
 
+// The clusters of a pool in name order, read-only: a vector's reading half over the clusters the
+// pool shares with its copies.
+class ClusterList {
+ public:
+  using Shared = std::vector<std::shared_ptr<ClusterSlots>>;
+  class Iterator {
+   public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = ClusterSlots;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const ClusterSlots*;
+    using reference = const ClusterSlots&;
+
+    Iterator() = default;
+    explicit Iterator(Shared::const_iterator it) : it_(it) {}
+    reference operator*() const { return **it_; }
+    pointer operator->() const { return it_->get(); }
+    Iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    Iterator operator++(int) { return Iterator(it_++); }
+    difference_type operator-(const Iterator& other) const { return it_ - other.it_; }
+    bool operator==(const Iterator& other) const = default;
+
+   private:
+    Shared::const_iterator it_;
+  };
+
+  explicit ClusterList(const Shared& clusters) : clusters_(&clusters) {}
+  [[nodiscard]] size_t size() const { return clusters_->size(); }
+  [[nodiscard]] bool empty() const { return clusters_->empty(); }
+  const ClusterSlots& operator[](size_t i) const { return *(*clusters_)[i]; }
+  [[nodiscard]] Iterator begin() const { return Iterator(clusters_->begin()); }
+  [[nodiscard]] Iterator end() const { return Iterator(clusters_->end()); }
+
+ private:
+  const Shared* clusters_;
+};
+
 // The unified capacity pool held in memory by the scheduler (and by the simulator): every
 // cluster, node and GPU, and which workload holds each GPU, share of a GPU or MIG instance.
-// Rebuilt from PostgreSQL at start; kept current from committed changes. Not thread-safe: one
-// owner mutates it; readers get copies.
+// Rebuilt from PostgreSQL at start; kept current from committed changes.
+//
+// Copies are cheap and share what they have in common: a copy shares every cluster (and every
+// allocation) with the pool it was copied from until one of them changes it, which then changes
+// its own copy of that cluster only (copy on write). So the scheduler can publish its pool after
+// every cycle at the cost of the clusters that cycle changed, not of the whole federation.
+//
+// Thread-safety: not thread-safe; one owner mutates a Pool (and places on it: placement fills
+// caches). Copies may be made by the owner and handed to other threads, which read them (or
+// mutate their own copy) while the owner goes on changing the original.
 class Pool {
  public:
   // Adds or replaces a cluster's inventory and state. Allocations of workloads on that cluster
@@ -193,7 +244,7 @@ class Pool {
   size_t allocation_count() const { return allocations_.size(); }
 
   // Sorted by cluster name.
-  const std::vector<ClusterSlots>& clusters() const { return clusters_; }
+  ClusterList clusters() const { return ClusterList(clusters_); }
   const ClusterSlots* FindCluster(absl::string_view name) const;
 
   // Interned GPU model ids: stable for the life of the pool.
@@ -252,7 +303,9 @@ class Pool {
     HostDemand host;
   };
 
-  ClusterSlots* MutableCluster(absl::string_view name);
+  // The cluster at `index`, this pool's own (copied first when a copy of the pool shares it).
+  ClusterSlots& Own(uint32_t index);
+  int FindClusterIndex(absl::string_view name) const;  // -1 if absent
   NodeSlots MakeNode(const NodeInfo& info, CapacityType default_capacity);
   // Checks that the allocation fits (ignoring what `id` itself holds); OK or why not.
   absl::Status CheckFits(WorkloadId id, const ClusterSlots& cluster, const Allocation& alloc) const;
@@ -260,10 +313,10 @@ class Pool {
   // of the nodes it changed to `touched`, if given.
   void Mark(ClusterSlots& cluster, WorkloadId id, const Allocation& alloc, bool release,
             absl::InlinedVector<uint32_t, 4>* touched = nullptr);
-  // After nodes changed: refreshes the cluster's copies of their figures (`touched`; nullptr:
-  // every node), then its summary and its place in the cluster orders.
-  void RefreshSummary(ClusterSlots& cluster,
-                      const absl::InlinedVector<uint32_t, 4>* touched = nullptr);
+  // After nodes of the cluster at `index` (owned) changed: refreshes the cluster's copies of
+  // their figures (`touched`; nullptr: every node), then its summary and its place in the cluster
+  // orders.
+  void RefreshSummary(uint32_t index, const absl::InlinedVector<uint32_t, 4>* touched = nullptr);
 
   struct RankedOrder {
     uint64_t mask = 0;
@@ -273,9 +326,10 @@ class Pool {
   // Moves the cluster to its place in every order after its summary or state changed.
   void Rerank(uint32_t index);
 
-  std::vector<ClusterSlots> clusters_;
+  // Shared with copies of the pool until written (Own); an allocation never changes once made.
+  ClusterList::Shared clusters_;
   absl::flat_hash_map<std::string, uint32_t> cluster_at_;  // name -> index in clusters_
-  std::unordered_map<WorkloadId, Allocation> allocations_;
+  absl::flat_hash_map<WorkloadId, std::shared_ptr<const Allocation>> allocations_;
   std::vector<std::string> models_;
   std::unordered_map<std::string, uint16_t> model_ids_;
   uint64_t repartitions_applied_ = 0;

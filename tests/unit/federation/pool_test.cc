@@ -74,6 +74,38 @@ TEST(PoolTest, ClustersAreKeptSortedByName) {
   EXPECT_EQ(pool.FindCluster("nope"), nullptr);
 }
 
+TEST(PoolTest, CopiesAreIndependentAndShareWhatNeitherChanged) {
+  Pool pool;
+  pool.UpsertCluster(MakeCluster("a", 2, 4, "L4"));
+  pool.UpsertCluster(MakeCluster("b", 1, 4, "L4"));
+  ASSERT_OK(pool.Allocate(1, TwoGpus("a-n0")));
+  const Pool copy = pool;
+
+  // The original changes: the copy keeps what it had.
+  ASSERT_OK(pool.Allocate(2, TwoGpus("a-n1")));
+  pool.Release(1);
+  pool.SetClusterState("a", ClusterState::kDraining);
+  EXPECT_EQ(Pool::CapacityOf(*copy.FindCluster("a")).free, 6u);
+  EXPECT_EQ(copy.FindCluster("a")->nodes[0].HolderOf(0), 1);
+  EXPECT_EQ(copy.FindCluster("a")->nodes[1].HolderOf(0), 0);
+  EXPECT_EQ(copy.FindCluster("a")->state, ClusterState::kReady);
+  EXPECT_TRUE(copy.Holds(1));
+  EXPECT_FALSE(copy.Holds(2));
+  EXPECT_EQ(pool.FindCluster("a")->nodes[1].HolderOf(0), 2);
+  EXPECT_EQ(pool.FindCluster("a")->nodes[0].HolderOf(0), 0);
+  // A cluster neither changed is one object; a changed one is not.
+  EXPECT_EQ(copy.FindCluster("b"), pool.FindCluster("b"));
+  EXPECT_NE(copy.FindCluster("a"), pool.FindCluster("a"));
+
+  // The copy changes: the original keeps what it has.
+  Pool second = copy;
+  second.Release(1);
+  second.UpsertCluster(MakeCluster("b", 1, 2, "L4"));
+  EXPECT_EQ(Pool::CapacityOf(*copy.FindCluster("a")).free, 6u);
+  EXPECT_EQ(Pool::CapacityOf(*pool.FindCluster("b")).total, 4u);
+  EXPECT_EQ(Pool::CapacityOf(*second.FindCluster("b")).total, 2u);
+}
+
 }  // namespace
 }  // namespace gpufed
 
