@@ -277,6 +277,10 @@ absl::Status EmbeddedPostgres::WriteSettings() {
       {"log_line_prefix", "%m [%p] %q%u@%d "},
       // A client that dies inside a transaction must not hold row locks for ever.
       {"idle_in_transaction_session_timeout", "5min"},
+      // Prepared statements keep a generic plan until the tables it reads are analysed again;
+      // plans made while a fresh database was small (hash joins over whole tables) stay until
+      // then. Autovacuum looks every 10 s instead of every minute (docs/storage.md).
+      {"autovacuum_naptime", "10s"},
   };
   if (!options_.durable) {
     settings["fsync"] = "off";
