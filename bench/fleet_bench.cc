@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -414,10 +415,11 @@ std::vector<ClusterPlan> MakeFleet(const FleetBenchOptions& o, std::mt19937_64& 
   return fleet;
 }
 
-// What Scheduler::Publish pays after every cycle that changed the pool, measured here on this
-// fleet: a copy of the whole pool (make_shared<const Pool>) and the release of the previous one.
-// The pool holds about what the fill leaves (half the 8-GPU nodes held, by one or two
-// workloads each); the server's also carries the load's work and its caches.
+// What a cycle that changed the pool pays for Scheduler::Publish, measured here on this fleet:
+// a workload released and placed again on one cluster (which the published copy shares, so the
+// pool copies that cluster first), then a copy of the pool (make_shared<const Pool>) and the
+// release of the previous one. The pool holds about what the fill leaves (half the 8-GPU nodes
+// held, by one or two workloads each); the server's also carries the load's work and its caches.
 struct PoolCopyFigures {
   double ms = 0;
   size_t allocations = 0;
@@ -426,6 +428,7 @@ struct PoolCopyFigures {
 PoolCopyFigures MeasurePoolCopy(const std::vector<ClusterPlan>& fleet, int rounds) {
   Pool pool;
   WorkloadId next = 1;
+  std::vector<std::pair<WorkloadId, Assignment>> placed;
   for (const ClusterPlan& plan : fleet) {
     Cluster c;
     c.info.name = plan.name;
@@ -466,13 +469,19 @@ PoolCopyFigures MeasurePoolCopy(const std::vector<ClusterPlan>& fleet, int round
           r.gpu_uuids.push_back(n.gpus[g].uuid);
           r.gpu_indices.push_back(n.gpus[g].index);
         }
-        if (pool.Allocate(next, a).ok()) ++next;
+        if (pool.Allocate(next, a).ok()) placed.emplace_back(next++, std::move(a));
       }
     }
   }
   auto snapshot = std::make_shared<const Pool>(pool);
   const Clock::time_point t0 = Clock::now();
-  for (int r = 0; r < rounds; ++r) snapshot = std::make_shared<const Pool>(pool);
+  for (int r = 0; r < rounds && !placed.empty(); ++r) {
+    // Spread over the fleet: each round changes another cluster.
+    const auto& [id, assignment] = placed[(r * placed.size()) / rounds];
+    pool.Release(id);
+    if (!pool.Allocate(id, assignment).ok()) std::abort();  // it held exactly this a moment ago
+    snapshot = std::make_shared<const Pool>(pool);
+  }
   return {Ms(Clock::now() - t0) / rounds, pool.allocation_count()};
 }
 
