@@ -64,6 +64,12 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   AgentStream(const ApiContext& ctx, grpc::CallbackServerContext* context)
       : ctx_(ctx), context_(context), channel_(std::make_shared<ChannelHandle>(this)) {
     ctx_.metrics->agents_connected.Increment();
+    // Without a credential there is nothing to wait for (one is checked with the first message,
+    // off the gRPC thread, as it may need the store).
+    if (!context_->client_metadata().contains("authorization")) {
+      FinishOnce(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing bearer token"));
+      return;
+    }
     StartRead(&in_);
   }
 
@@ -229,10 +235,12 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   absl::Status Handle(const v1::AgentMessage& m) {
     if (link_ == nullptr) {
+      // Who is calling comes first: a stream without a valid credential learns nothing else.
+      ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context_));
       if (m.body_case() != v1::AgentMessage::kRegister) {
         return absl::FailedPreconditionError("the first message on a stream must be register");
       }
-      return HandleRegister(m.register_());
+      return HandleRegister(who, m.register_());
     }
     switch (m.body_case()) {
       case v1::AgentMessage::kRegister:
@@ -256,8 +264,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     return absl::OkStatus();
   }
 
-  absl::Status HandleRegister(const v1::Register& r) {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context_));
+  absl::Status HandleRegister(const auth::Principal& who, const v1::Register& r) {
     ASSIGN_OR_RETURN(ClusterInfo info, ClusterInfoFromProto(r.cluster(), r.info()));
     std::vector<NodeInfo> nodes = NodesFromProto(r.inventory());
     std::vector<AgentReport> known;
@@ -356,9 +363,11 @@ void ChannelHandle::SendCancels(const std::vector<WorkloadId>& ids) {
 }
 
 void ChannelHandle::Close(CloseReason reason, const std::string& why) {
-  // The agent waits its longest backoff after ABORTED, and redials at once after UNAVAILABLE.
-  const grpc::StatusCode code =
-      reason == CloseReason::kReplaced ? grpc::StatusCode::ABORTED : grpc::StatusCode::UNAVAILABLE;
+  // The agent waits its longest backoff after ABORTED, and redials at once after UNAVAILABLE;
+  // a revoked credential gets it nowhere.
+  grpc::StatusCode code = grpc::StatusCode::UNAVAILABLE;
+  if (reason == CloseReason::kReplaced) code = grpc::StatusCode::ABORTED;
+  if (reason == CloseReason::kRevoked) code = grpc::StatusCode::UNAUTHENTICATED;
   WithStream([&](AgentStream& s) { s.FinishOnce(grpc::Status(code, why)); });
 }
 

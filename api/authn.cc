@@ -54,7 +54,7 @@ absl::StatusOr<auth::Principal> Authenticator::AuthenticateToken(absl::string_vi
   Entry entry;
   if (record.ok()) {
     entry.principal =
-        auth::Principal{record->subject, record->role, record->tenant, record->cluster};
+        auth::Principal{record->subject, record->role, record->tenant, record->cluster, record->id};
     entry.expires = now + kCacheTtl;
   } else if (absl::IsNotFound(record.status())) {
     entry.expires = now + std::chrono::seconds(1);  // bad tokens: brief negative cache
@@ -66,6 +66,13 @@ absl::StatusOr<auth::Principal> Authenticator::AuthenticateToken(absl::string_vi
   cache_[hash] = entry;
   if (!entry.principal) return absl::UnauthenticatedError("invalid token");
   return *entry.principal;
+}
+
+void Authenticator::Forget(int64_t token_id) {
+  absl::MutexLock lock(&mu_);
+  absl::erase_if(cache_, [token_id](const auto& entry) {
+    return entry.second.principal && entry.second.principal->token_id == token_id;
+  });
 }
 
 }  // namespace gpufed::api

@@ -32,6 +32,8 @@ class Authenticator {
   // The caller, if its token is in the cache and valid; never blocks. nullopt: ask
   // Authenticate (on an executor thread).
   std::optional<auth::Principal> Cached(const grpc::ServerContextBase& context);
+  // Drops what is remembered of token `token_id` (it was revoked): its next use asks the store.
+  void Forget(int64_t token_id);
 
  private:
   // The token of the `authorization: Bearer` metadata; UNAUTHENTICATED without one.

@@ -6,6 +6,14 @@
 #include "federation/status_macros.h"
 
 namespace gpufed::api {
+namespace {
+
+// The workloads a listing lets its caller see named on GPUs.
+auto Visible(const ClusterListing& listing) {
+  return [&listing](WorkloadId id) { return listing.Visible(id); };
+}
+
+}  // namespace
 
 grpc::ServerUnaryReactor* ClusterServiceImpl::ListClusters(grpc::CallbackServerContext* context,
                                                            const v1::ListClustersRequest* request,
@@ -15,8 +23,8 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::ListClusters(grpc::CallbackServerC
     ASSIGN_OR_RETURN(ClusterListing listing,
                      ctx_.plane->ListClusters(who, request->include_nodes()));
     for (const Cluster& c : listing.clusters) {
-      *response->add_clusters() =
-          ClusterToProto(c, listing.pool->FindCluster(c.info.name), request->include_nodes());
+      *response->add_clusters() = ClusterToProto(c, listing.pool->FindCluster(c.info.name),
+                                                 request->include_nodes(), Visible(listing));
     }
     return absl::OkStatus();
   });
@@ -29,7 +37,8 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::GetCluster(grpc::CallbackServerCon
     ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
     ASSIGN_OR_RETURN(ClusterListing listing, ctx_.plane->GetCluster(who, request->name()));
     const Cluster& c = listing.clusters.front();
-    *response = ClusterToProto(c, listing.pool->FindCluster(c.info.name), /*include_nodes=*/true);
+    *response = ClusterToProto(c, listing.pool->FindCluster(c.info.name), /*include_nodes=*/true,
+                               Visible(listing));
     return absl::OkStatus();
   });
 }
@@ -54,7 +63,8 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::SetCordon(grpc::CallbackServerCont
     ASSIGN_OR_RETURN(ClusterListing listing,
                      ctx_.plane->Cordon(who, request->name(), request->node(), cordoned));
     const Cluster& c = listing.clusters.front();
-    *response = ClusterToProto(c, listing.pool->FindCluster(c.info.name), /*include_nodes=*/true);
+    *response = ClusterToProto(c, listing.pool->FindCluster(c.info.name), /*include_nodes=*/true,
+                               Visible(listing));
     return absl::OkStatus();
   });
 }
@@ -67,8 +77,8 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::Drain(grpc::CallbackServerContext*
     ASSIGN_OR_RETURN(DrainResult drained,
                      ctx_.plane->Drain(who, request->name(), request->node(), request->evict()));
     const Cluster& c = drained.listing.clusters.front();
-    *response->mutable_cluster() =
-        ClusterToProto(c, drained.listing.pool->FindCluster(c.info.name), /*include_nodes=*/true);
+    *response->mutable_cluster() = ClusterToProto(c, drained.listing.pool->FindCluster(c.info.name),
+                                                  /*include_nodes=*/true, Visible(drained.listing));
     for (WorkloadId id : drained.evicted) response->add_evicted_workload_ids(absl::StrCat(id));
     for (WorkloadId id : drained.staying) response->add_staying_workload_ids(absl::StrCat(id));
     return absl::OkStatus();

@@ -55,12 +55,14 @@ void MigLayoutToProto(const std::vector<MigInstance>& layout,
   }
 }
 
-// Every workload on a GPU, in holding order: whole-GPU or shared holders, then the owners of
-// its MIG instances. "" when idle.
-std::string Holders(const GpuSlot& slot) {
+// Every workload on a GPU the caller may see, in holding order: whole-GPU or shared holders,
+// then the owners of its MIG instances. "" when idle or held only by others.
+std::string Holders(const GpuSlot& slot, absl::FunctionRef<bool(WorkloadId)> visible) {
   std::vector<WorkloadId> ids;
-  const auto add = [&ids](WorkloadId id) {
-    if (id != 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  const auto add = [&](WorkloadId id) {
+    if (id != 0 && visible(id) && std::find(ids.begin(), ids.end(), id) == ids.end()) {
+      ids.push_back(id);
+    }
   };
   for (const GpuHold& h : slot.holders) add(h.id);
   for (WorkloadId id : slot.mig_owners) add(id);
@@ -560,7 +562,8 @@ v1::ClusterState ClusterStateToProto(ClusterState s) {
   return v1::CLUSTER_STATE_UNSPECIFIED;
 }
 
-v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool include_nodes) {
+v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool include_nodes,
+                           absl::FunctionRef<bool(WorkloadId)> visible) {
   v1::Cluster p;
   p.set_name(c.info.name);
   *p.mutable_info() = ClusterInfoToProto(EffectiveInfo(c.info, c.declared));
@@ -608,7 +611,10 @@ v1::Cluster ClusterToProto(const Cluster& c, const ClusterSlots* slots, bool inc
       MigLayoutToProto(g.mig_layout, pg->mutable_mig_layout());
       if (node_slots != nullptr) {
         const int i = node_slots->FindGpu(g.uuid);
-        if (i >= 0) pg->set_allocated_to(Holders(node_slots->gpus[i]));
+        if (i >= 0) {
+          pg->set_allocated(!node_slots->gpus[i].Idle());
+          pg->set_allocated_to(Holders(node_slots->gpus[i], visible));
+        }
       }
     }
   }

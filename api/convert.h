@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "auth/principal.h"
 #include "federation/control_plane.h"
@@ -58,7 +59,10 @@ v1::ClusterState ClusterStateToProto(ClusterState s);
 // A cluster as stored, with allocation and free capacity taken from the scheduler's pool
 // snapshot when it knows the cluster. `info` is the agent's report with the declaration laid
 // over it (EffectiveInfo), `reported_info` the report alone, `declaration` set when there is one.
-v1::Cluster ClusterToProto(const Cluster& cluster, const ClusterSlots* slots, bool include_nodes);
+// `visible`: whether the caller may see a workload named on a GPU (Gpu.allocated_to); every GPU
+// shows whether something holds it (Gpu.allocated).
+v1::Cluster ClusterToProto(const Cluster& cluster, const ClusterSlots* slots, bool include_nodes,
+                           absl::FunctionRef<bool(WorkloadId)> visible);
 
 // ---- Routing: placement rules, declarations, price books ----
 

@@ -65,9 +65,19 @@ grpc::ServerUnaryReactor* TenantServiceImpl::CreateToken(grpc::CallbackServerCon
     ASSIGN_OR_RETURN(token.role, RoleFromProto(request->role(), "role"));
     token.tenant = request->tenant();
     token.cluster = request->cluster();
-    ASSIGN_OR_RETURN(std::string secret, ctx_.plane->CreateToken(who, token));
-    response->set_token(secret);
+    ASSIGN_OR_RETURN(CreatedToken created, ctx_.plane->CreateToken(who, token));
+    response->set_token(created.secret);
+    response->set_token_id(created.id);
     return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TenantServiceImpl::RevokeToken(grpc::CallbackServerContext* context,
+                                                         const v1::RevokeTokenRequest* request,
+                                                         v1::RevokeTokenResponse* /*response*/) {
+  return RunOnExecutor(ctx_, context, [this, context, request]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    return ctx_.plane->RevokeToken(who, request->token_id());
   });
 }
 

@@ -23,6 +23,9 @@ class TenantServiceImpl final : public v1::TenantService::CallbackService {
   grpc::ServerUnaryReactor* ListProjects(grpc::CallbackServerContext* context,
                                          const v1::ListProjectsRequest* request,
                                          v1::ListProjectsResponse* response) override;
+  grpc::ServerUnaryReactor* RevokeToken(grpc::CallbackServerContext* context,
+                                        const v1::RevokeTokenRequest* request,
+                                        v1::RevokeTokenResponse* response) override;
   grpc::ServerUnaryReactor* CreateToken(grpc::CallbackServerContext* context,
                                         const v1::CreateTokenRequest* request,
                                         v1::CreateTokenResponse* response) override;

@@ -52,7 +52,8 @@ void WatchHub::TrimLoop() {
 }
 
 absl::StatusOr<uint64_t> WatchHub::Subscribe(const std::string& owner,
-                                             std::shared_ptr<Subscriber> subscriber) {
+                                             std::shared_ptr<Subscriber> subscriber,
+                                             int64_t token_id) {
   absl::MutexLock lock(&mu_);
   size_t& held = per_owner_[owner];
   if (held >= max_per_owner_) {
@@ -61,8 +62,20 @@ absl::StatusOr<uint64_t> WatchHub::Subscribe(const std::string& owner,
   }
   ++held;
   uint64_t handle = next_++;
-  subscribers_[handle] = Entry{owner, std::move(subscriber)};
+  subscribers_[handle] = Entry{owner, std::move(subscriber), token_id};
   return handle;
+}
+
+void WatchHub::EndCredential(int64_t token_id) {
+  if (token_id == 0) return;
+  std::vector<std::shared_ptr<Subscriber>> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [handle, entry] : subscribers_) {
+      if (entry.token_id == token_id) ended.push_back(entry.subscriber);
+    }
+  }
+  for (const std::shared_ptr<Subscriber>& s : ended) s->OnRevoked();
 }
 
 void WatchHub::Unsubscribe(uint64_t handle) {

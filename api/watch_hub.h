@@ -54,6 +54,9 @@ class WatchHub final : public EventSink {
     virtual void OnLost() = 0;
     // Its turn: start the next write, if one is still due.
     virtual void OnTurn() = 0;
+    // The credential it subscribed with was revoked: end the stream (UNAUTHENTICATED). Called on
+    // the revoking thread, not the dispatcher; must not block either.
+    virtual void OnRevoked() = 0;
   };
 
   static constexpr size_t kDefaultMaxPerOwner = 64;
@@ -63,8 +66,11 @@ class WatchHub final : public EventSink {
   ~WatchHub() override;  // stops the dispatcher; what it had not handed out is dropped
 
   // A handle for Unsubscribe; RESOURCE_EXHAUSTED when `owner` already holds max_per_owner.
+  // `token_id`: the API token the stream's caller presented (EndCredential), 0 for none.
   absl::StatusOr<uint64_t> Subscribe(const std::string& owner,
-                                     std::shared_ptr<Subscriber> subscriber);
+                                     std::shared_ptr<Subscriber> subscriber, int64_t token_id = 0);
+  // Tells every subscriber of token `token_id` that it was revoked (Subscriber::OnRevoked).
+  void EndCredential(int64_t token_id);
   // The subscriber gets nothing published after this; a batch the dispatcher is handing out at
   // this moment may still reach it.
   void Unsubscribe(uint64_t handle);
@@ -85,6 +91,7 @@ class WatchHub final : public EventSink {
   struct Entry {
     std::string owner;
     std::shared_ptr<Subscriber> subscriber;
+    int64_t token_id = 0;
   };
 
   void DispatchLoop();

@@ -223,6 +223,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
         r->Unref();
       }
     }
+    void OnRevoked() override {
+      if (WatchReactor* r = Acquire()) {
+        r->FinishOnce(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "credential revoked"));
+        r->Unref();
+      }
+    }
     // No more deliveries matter: the stream is ending (or has ended).
     void Done() { done_.store(true, std::memory_order_relaxed); }
     void Detach() {
@@ -280,6 +286,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   void Start() {
     absl::StatusOr<auth::Principal> who = ctx_.authn->Authenticate(*context_);
     if (!who.ok()) return FinishOnce(ToGrpcStatus(who.status()));
+    if (absl::Status allowed = ControlPlane::AuthorizeWatch(*who); !allowed.ok()) {
+      return FinishOnce(ToGrpcStatus(allowed));
+    }
     WorkloadId only_id = 0;
     if (!request_.workload_id().empty()) {
       absl::StatusOr<WorkloadId> id = WorkloadIdFromProto("workload_id", request_.workload_id());
@@ -304,7 +313,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       }
       shared_ = shared;
       // Subscribe before reading the current state so no change slips between the two.
-      subscribed = ctx_.watch->Subscribe(who->subject, shared);
+      subscribed = ctx_.watch->Subscribe(who->subject, shared, who->token_id);
       if (subscribed.ok()) handle_ = *subscribed;
     }
     if (!subscribed.ok()) return FinishOnce(ToGrpcStatus(subscribed.status()));

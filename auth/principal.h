@@ -1,6 +1,7 @@
 #ifndef GPUFED_AUTH_PRINCIPAL_H_
 #define GPUFED_AUTH_PRINCIPAL_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -21,6 +22,9 @@ struct Principal {
   Role role = Role::kViewer;
   std::string tenant;   // tenant roles and tenant-scoped viewers; empty: platform scope
   std::string cluster;  // agents only
+  // The API token the caller presented (TokenRecord::id); 0: none. Revoking it ends what it has
+  // open (ControlPlane::RevokeToken).
+  int64_t token_id = 0;
 
   [[nodiscard]] bool IsPlatformAdmin() const { return role == Role::kPlatformAdmin; }
   // Platform-wide viewers (finance) and platform admins see every tenant.

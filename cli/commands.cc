@@ -642,8 +642,23 @@ absl::Status Commands::CreateToken(const TokenOptions& options) {
   }));
   if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
   *env_.out << response.token() << "\n";
-  *env_.err << "token for " << SanitizeForTerminal(options.subject) << " ("
-            << RoleName(options.role) << "); store it now, it is not shown again\n";
+  *env_.err << "token " << response.token_id() << " for " << SanitizeForTerminal(options.subject)
+            << " (" << RoleName(options.role)
+            << "); store it now, it is not shown again (revoke it with gpufedctl tokens revoke "
+            << response.token_id() << ")\n";
+  return absl::OkStatus();
+}
+
+absl::Status Commands::RevokeToken(int64_t token_id) {
+  v1::RevokeTokenRequest request;
+  request.set_token_id(token_id);
+  v1::RevokeTokenResponse response;
+  // Retry-safe: revoking twice is the same as once.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return tenants_->RevokeToken(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  *env_.out << "token " << token_id << " revoked\n";
   return absl::OkStatus();
 }
 

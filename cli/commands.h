@@ -208,6 +208,8 @@ class Commands {
   // The table form prints only the secret on env.out (so `$(gpufedctl tokens create ...)`
   // captures it) and a reminder on env.err that it is shown once.
   absl::Status CreateToken(const TokenOptions& options);
+  // Revokes token `token_id` (CreateToken printed it): at once, its open streams included.
+  absl::Status RevokeToken(int64_t token_id);
 
  private:
   // Runs `call` with a fresh context per attempt; retries on UNAVAILABLE when `retry_safe`.

@@ -515,6 +515,18 @@ void WriteClusterTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& cl
   table.Render(out);
 }
 
+namespace {
+
+// The caller's workloads on the GPU; "(others)" beside them when the server says the GPU is
+// held by more than it names (another tenant's work, which a tenant never sees by id).
+std::string AllocatedCell(const v1::Gpu& gpu) {
+  if (!gpu.allocated()) return OrDash(gpu.allocated_to());
+  if (gpu.allocated_to().empty()) return "(others)";
+  return gpu.allocated_to();
+}
+
+}  // namespace
+
 void WriteGpuTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& clusters,
                    std::ostream& out) {
   Table table({"CLUSTER", "NODE", "RACK", "GPU", "MODEL", "MEMORY", "NVLINK", "MIG", "STATUS",
@@ -530,8 +542,7 @@ void WriteGpuTable(const google::protobuf::RepeatedPtrField<v1::Cluster>& cluste
         }
         table.AddRow({c.name(), node.name(), OrDash(node.rack()), absl::StrCat(gpu.index()),
                       gpu.model(), absl::StrCat(gpu.memory_mib(), "MiB"),
-                      OrDash(gpu.nvlink_domain()), MigCell(gpu), status,
-                      OrDash(gpu.allocated_to())});
+                      OrDash(gpu.nvlink_domain()), MigCell(gpu), status, AllocatedCell(gpu)});
       }
     }
   }

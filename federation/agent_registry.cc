@@ -124,6 +124,23 @@ void AgentRegistry::Fence(const std::string& cluster, uint64_t epoch) {
                "the cluster was declared lost and moved to a new epoch; register again");
 }
 
+std::vector<std::string> AgentRegistry::CloseCredential(int64_t token_id) {
+  std::vector<std::shared_ptr<AgentLink>> closed;
+  std::vector<std::string> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [cluster, e] : clusters_) {
+      if (e.link == nullptr || token_id == 0 || e.link->token_id() != token_id) continue;
+      closed.push_back(std::exchange(e.link, nullptr));
+      out.push_back(cluster);
+    }
+  }
+  for (const std::shared_ptr<AgentLink>& link : closed) {
+    link->Close(AgentChannel::CloseReason::kRevoked, "credential revoked");
+  }
+  return out;
+}
+
 std::vector<std::string> AgentRegistry::TakeTimedOut(MonotonicTime now,
                                                      std::chrono::nanoseconds timeout) {
   std::vector<std::string> out;

@@ -24,12 +24,14 @@ namespace gpufed {
 // acknowledged and ignored. Thread-safe.
 class AgentLink {
  public:
-  AgentLink(Cluster cluster, std::shared_ptr<AgentChannel> channel)
-      : cluster_(std::move(cluster)), channel_(std::move(channel)) {}
+  // `token_id`: the API token the agent registered with (0: none).
+  AgentLink(Cluster cluster, std::shared_ptr<AgentChannel> channel, int64_t token_id = 0)
+      : cluster_(std::move(cluster)), channel_(std::move(channel)), token_id_(token_id) {}
 
   const std::string& cluster() const { return cluster_.info.name; }
   const ClusterInfo& info() const { return cluster_.info; }
   uint64_t epoch() const { return cluster_.epoch; }
+  int64_t token_id() const { return token_id_; }
 
   // Sends `workloads` and remembers them as handed to this connection.
   void Assign(const std::vector<Workload>& workloads);
@@ -51,6 +53,7 @@ class AgentLink {
  private:
   const Cluster cluster_;
   const std::shared_ptr<AgentChannel> channel_;
+  const int64_t token_id_;
   mutable absl::Mutex mu_;
   absl::flat_hash_set<WorkloadId> assigned_ ABSL_GUARDED_BY(mu_);
   MonotonicTime last_heartbeat_write_ ABSL_GUARDED_BY(mu_){};
@@ -83,6 +86,9 @@ class AgentRegistry {
   // older epoch no longer speaks for it and is closed; its agent registers again and learns
   // the new epoch and what to stop.
   void Fence(const std::string& cluster, uint64_t epoch);
+  // Closes every connection registered with API token `token_id` (it was revoked); each
+  // cluster's agent must register again, with another credential. Returns the clusters.
+  std::vector<std::string> CloseCredential(int64_t token_id);
 
   // Clusters not heard from for longer than `timeout` at `now` and not already reported; each
   // is reported once until it is heard from again. A reported cluster's connection no longer

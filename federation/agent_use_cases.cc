@@ -44,7 +44,7 @@ absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
   AfterClusterCommit(std::cref(stored));
   Cluster cluster = stored;
   cluster.nodes.clear();  // the link needs the name, info and epoch only
-  auto link = std::make_shared<AgentLink>(cluster, std::move(channel));
+  auto link = std::make_shared<AgentLink>(cluster, std::move(channel), who.token_id);
   link->channel().SendRegistered(cluster);
   // Attach before reading the active set: a placement committed after the read is dispatched to
   // this link, one committed before it is in the set. Duplicates are harmless.

@@ -208,6 +208,13 @@ absl::StatusOr<Workload> ControlPlane::Cancel(const auth::Principal& who, Worklo
 
 // ---- Watch -----------------------------------------------------------------------------------
 
+absl::Status ControlPlane::AuthorizeWatch(const auth::Principal& who) {
+  if (who.role == auth::Role::kAgent || (!who.SeesAllTenants() && who.tenant.empty())) {
+    return absl::PermissionDeniedError("permission denied: may not watch workloads");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<WorkloadEvent> ControlPlane::WatchSnapshot(const auth::Principal& who,
                                                           WorkloadId id) {
   ASSIGN_OR_RETURN(Workload w, GetVisible(who, id));
@@ -218,13 +225,22 @@ absl::StatusOr<WorkloadEvent> ControlPlane::WatchSnapshot(const auth::Principal&
 
 absl::StatusOr<std::vector<Workload>> ControlPlane::WatchResync(const auth::Principal& who,
                                                                 ChangeCursor after, int limit) {
-  // A caller who sees no tenant (an agent) watches nothing.
-  if (!who.SeesAllTenants() && who.tenant.empty()) return std::vector<Workload>{};
+  RETURN_IF_ERROR(AuthorizeWatch(who));
   return ports_.workloads->ListChangedAfter(who.SeesAllTenants() ? "" : who.tenant, after.time,
                                             after.id, limit);
 }
 
 // ---- The pool --------------------------------------------------------------------------------
+
+absl::StatusOr<std::optional<absl::flat_hash_set<WorkloadId>>> ControlPlane::VisibleHolders(
+    const auth::Principal& who) {
+  if (who.SeesAllTenants()) return std::nullopt;
+  absl::flat_hash_set<WorkloadId> mine;
+  if (who.tenant.empty()) return mine;
+  ASSIGN_OR_RETURN(std::vector<WorkloadId> ids, ports_.workloads->ListHeldIds(who.tenant));
+  mine.insert(ids.begin(), ids.end());
+  return mine;
+}
 
 absl::StatusOr<ClusterListing> ControlPlane::ListClusters(const auth::Principal& who,
                                                           bool include_nodes) {
@@ -232,6 +248,7 @@ absl::StatusOr<ClusterListing> ControlPlane::ListClusters(const auth::Principal&
   ClusterListing out;
   ASSIGN_OR_RETURN(out.clusters, ports_.clusters->ListClusters(include_nodes));
   out.pool = ports_.scheduler->Snapshot();
+  ASSIGN_OR_RETURN(out.visible, VisibleHolders(who));
   return out;
 }
 
@@ -484,6 +501,7 @@ absl::StatusOr<ClusterListing> ControlPlane::GetCluster(const auth::Principal& w
   ASSIGN_OR_RETURN(Cluster cluster, ports_.clusters->GetCluster(name));
   out.clusters.push_back(std::move(cluster));
   out.pool = ports_.scheduler->Snapshot();
+  ASSIGN_OR_RETURN(out.visible, VisibleHolders(who));
   return out;
 }
 

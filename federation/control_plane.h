@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -46,6 +47,8 @@ struct ControlPlanePorts {
   Scheduler* scheduler = nullptr;
   const Clock* clock = nullptr;
   ControlMetrics* metrics = nullptr;  // optional
+  // Ends what a revoked token has open besides agent connections; optional.
+  CredentialSink* credentials = nullptr;
 };
 
 struct ControlPlaneOptions {
@@ -88,6 +91,11 @@ struct ClusterLoss {
 struct ClusterListing {
   std::vector<Cluster> clusters;
   std::shared_ptr<const Pool> pool;  // never null
+  // The workloads the caller may see named on the pool's GPUs; nullopt: every one (platform
+  // scope). A tenant sees its own; of the rest, only that capacity is held.
+  std::optional<absl::flat_hash_set<WorkloadId>> visible;
+
+  [[nodiscard]] bool Visible(WorkloadId id) const { return !visible || visible->contains(id); }
 };
 
 // What a drain did.
@@ -121,6 +129,12 @@ struct TokenRequest {
   auth::Role role = auth::Role::kViewer;
   std::string tenant;   // tenant roles; a viewer without one sees every tenant
   std::string cluster;  // agent role
+};
+
+// A token made: the secret (shown once) and the id it is revoked by.
+struct CreatedToken {
+  std::string secret;
+  int64_t id = 0;
 };
 
 class ControlPlane {
@@ -162,6 +176,9 @@ class ControlPlane {
 
   // ---- Watch ----
 
+  // Whether `who` may watch at all: PERMISSION_DENIED for a caller who reads no tenant's
+  // workloads (an agent's credential), before anything is subscribed.
+  static absl::Status AuthorizeWatch(const auth::Principal& who);
   // The first event of a Watch of one workload: the workload as it is now, as an event from its
   // state to itself. NOT_FOUND also for another tenant's workload (as GetWorkload). The
   // transport subscribes to the events before calling this, so that no change slips between
@@ -251,8 +268,14 @@ class ControlPlane {
   absl::StatusOr<Project> CreateProject(const auth::Principal& who, const Project& project);
   absl::StatusOr<std::vector<Project>> ListProjects(const auth::Principal& who,
                                                     const std::string& tenant);
-  // Returns the secret, shown once.
-  absl::StatusOr<std::string> CreateToken(const auth::Principal& who, const TokenRequest& request);
+  // Returns the secret, shown once, and the token's id.
+  absl::StatusOr<CreatedToken> CreateToken(const auth::Principal& who, const TokenRequest& request);
+  // Revokes token `id`: platform admins any, a tenant's admins their tenant's (NOT_FOUND for
+  // any other, as for none: nothing learned). At once in this process, after the commit: the
+  // token authenticates nothing more, an agent connection registered with it is closed
+  // (UNAUTHENTICATED) and its Watch streams end. INVALID_ARGUMENT naming token_id for an id that
+  // is not positive; PERMISSION_DENIED for other roles.
+  absl::Status RevokeToken(const auth::Principal& who, int64_t id);
   // On a database without tokens: makes a platform-admin token, hands the secret to `keep`
   // (which writes it where the operator finds it) and only then stores its hash, so that no
   // token exists that nobody can use. Returns whether one was made.
@@ -339,6 +362,11 @@ class ControlPlane {
   absl::StatusOr<std::vector<Workload>> Reclaim(const std::vector<ReclaimPlan>& reclaims);
 
  private:
+  // ClusterListing::visible for `who`: nullopt in platform scope, else its tenant's workloads
+  // that hold capacity. UNAVAILABLE.
+  absl::StatusOr<std::optional<absl::flat_hash_set<WorkloadId>>> VisibleHolders(
+      const auth::Principal& who);
+
   // A committed change to one cluster: registered or given a new inventory (the cluster as
   // stored), or moved to another state.
   struct ClusterStateChange {

@@ -38,11 +38,21 @@ class AgentChannel {
   // Stop these.
   virtual void SendCancels(const std::vector<WorkloadId>& ids) = 0;
   // Why a connection is ended: a newer one for the same cluster took over (the agent should not
-  // come straight back: it would take the cluster back and flap), or the cluster moved on to a
-  // new epoch without it (the agent should register again at once).
-  enum class CloseReason { kReplaced, kFenced };
+  // come straight back: it would take the cluster back and flap), the cluster moved on to a
+  // new epoch without it (the agent should register again at once), or the credential it
+  // registered with was revoked (it may not come back with it).
+  enum class CloseReason { kReplaced, kFenced, kRevoked };
   // Ends the connection.
   virtual void Close(CloseReason reason, const std::string& why) = 0;
+};
+
+// Ends what a revoked API token still has open in this process besides agent connections
+// (which the control plane closes itself): remembered authentications and Watch streams. Called
+// after the revocation committed; must only enqueue or flag, never block. Thread-safe.
+class CredentialSink {
+ public:
+  virtual ~CredentialSink() = default;
+  virtual void Revoked(int64_t token_id) = 0;
 };
 
 // "Only one scheduler is active." Not thread-safe: one owner (the control loop).

@@ -117,6 +117,9 @@ class WorkloadStore {
   virtual absl::StatusOr<std::vector<Workload>> ListPending(int limit) = 0;
   // Workloads that hold capacity (PLACED, RUNNING), optionally for one cluster.
   virtual absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) = 0;
+  // The ids of `tenant`'s workloads that hold capacity (PLACED, RUNNING), ascending: what the
+  // tenant may see named on the pool's GPUs. UNAVAILABLE.
+  virtual absl::StatusOr<std::vector<WorkloadId>> ListHeldIds(const std::string& tenant) = 0;
 
   // Applies all transitions in one transaction, each with its event row. A transition whose
   // guard fails is skipped, not an error.
@@ -280,6 +283,7 @@ struct TokenRecord {
   auth::Role role = auth::Role::kViewer;  // stored by auth::RoleName
   std::string tenant;                     // tenant roles
   std::string cluster;                    // agent role
+  int64_t id = 0;                         // set by the store
 };
 
 class TenantStore {
@@ -292,7 +296,12 @@ class TenantStore {
   virtual absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) = 0;
 
   virtual absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) = 0;
+  // A live (not revoked) token; NOT_FOUND otherwise.
   virtual absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) = 0;
+  // Revokes token `id` at once (LookupToken stops finding it); with `tenant` non-empty, only a
+  // token of that tenant. Returns the token. Revoking a revoked token changes nothing and
+  // returns it again. NOT_FOUND when there is no such token (in that tenant).
+  virtual absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant) = 0;
   virtual absl::StatusOr<int64_t> CountTokens() = 0;
 };
 

@@ -42,8 +42,8 @@ absl::StatusOr<std::vector<Project>> ControlPlane::ListProjects(const auth::Prin
   return ports_.tenants->ListProjects(tenant);
 }
 
-absl::StatusOr<std::string> ControlPlane::CreateToken(const auth::Principal& who,
-                                                      const TokenRequest& request) {
+absl::StatusOr<CreatedToken> ControlPlane::CreateToken(const auth::Principal& who,
+                                                       const TokenRequest& request) {
   RETURN_IF_ERROR(ValidateSubject(request.subject));
   TokenRecord record;
   record.subject = request.subject;
@@ -73,9 +73,25 @@ absl::StatusOr<std::string> ControlPlane::CreateToken(const auth::Principal& who
   } else if (!request.cluster.empty()) {
     return absl::InvalidArgumentError("cluster: only for the agent role");
   }
-  std::string token = auth::GenerateToken();
-  RETURN_IF_ERROR(ports_.tenants->CreateToken(auth::HashToken(token), record));
-  return token;
+  CreatedToken created{auth::GenerateToken(), 0};
+  const std::string hash = auth::HashToken(created.secret);
+  RETURN_IF_ERROR(ports_.tenants->CreateToken(hash, record));
+  ASSIGN_OR_RETURN(TokenRecord stored, ports_.tenants->LookupToken(hash));
+  created.id = stored.id;
+  return created;
+}
+
+absl::Status ControlPlane::RevokeToken(const auth::Principal& who, int64_t id) {
+  if (!who.IsPlatformAdmin() && who.role != auth::Role::kTenantAdmin) {
+    return absl::PermissionDeniedError("permission denied");
+  }
+  if (id <= 0) return absl::InvalidArgumentError("token_id: must be a positive token id");
+  RETURN_IF_ERROR(
+      ports_.tenants->RevokeToken(id, who.IsPlatformAdmin() ? "" : who.tenant).status());
+  // Committed: what the token still has open ends now, not when it next asks.
+  ports_.agents->CloseCredential(id);
+  if (ports_.credentials != nullptr) ports_.credentials->Revoked(id);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> ControlPlane::BootstrapAdminToken(

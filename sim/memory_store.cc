@@ -205,6 +205,15 @@ absl::StatusOr<std::vector<Workload>> MemoryStore::ListActive(const std::string&
   return out;
 }
 
+absl::StatusOr<std::vector<WorkloadId>> MemoryStore::ListHeldIds(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkloadId> out;
+  for (const auto& [id, w] : workloads_) {
+    if (HoldsCapacity(w.state) && w.spec.tenant == tenant) out.push_back(id);
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<TransitionResult>> MemoryStore::ApplyTransitions(
     const std::vector<Transition>& transitions) {
   for (size_t i = 0; i < transitions.size(); ++i) {
@@ -680,10 +689,30 @@ absl::Status MemoryStore::CreateToken(const std::string& token_hash, const Token
     return absl::NotFoundError(
         absl::StrCat("tenant: tenant \"", record.tenant, "\" does not exist"));
   }
-  if (!tokens_.try_emplace(token_hash, record).second) {
+  if (tokens_.contains(token_hash) || revoked_hashes_.contains(token_hash)) {
     return absl::AlreadyExistsError("token: a token with this hash already exists");
   }
+  TokenRecord stored = record;
+  stored.id = next_token_id_++;
+  tokens_.emplace(token_hash, std::move(stored));
   return absl::OkStatus();
+}
+
+absl::StatusOr<TokenRecord> MemoryStore::RevokeToken(int64_t id, const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  const auto in_scope = [&](const TokenRecord& r) { return tenant.empty() || r.tenant == tenant; };
+  if (auto it = revoked_tokens_.find(id); it != revoked_tokens_.end() && in_scope(it->second)) {
+    return it->second;
+  }
+  for (auto it = tokens_.begin(); it != tokens_.end(); ++it) {
+    if (it->second.id != id || !in_scope(it->second)) continue;
+    TokenRecord record = it->second;
+    revoked_hashes_.insert(it->first);
+    tokens_.erase(it);
+    revoked_tokens_.emplace(id, record);
+    return record;
+  }
+  return absl::NotFoundError("token_id: no such token");
 }
 
 absl::StatusOr<TokenRecord> MemoryStore::LookupToken(const std::string& token_hash) {

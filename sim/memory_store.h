@@ -82,6 +82,7 @@ class MemoryStore final : public WorkloadStore,
                                                          int limit) override;
   absl::StatusOr<std::vector<Workload>> ListPending(int limit) override;
   absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) override;
+  absl::StatusOr<std::vector<WorkloadId>> ListHeldIds(const std::string& tenant) override;
   absl::StatusOr<std::vector<TransitionResult>> ApplyTransitions(
       const std::vector<Transition>& transitions) override;
   absl::Status SetPendingReasons(
@@ -118,6 +119,7 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) override;
   absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) override;
   absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) override;
+  absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant) override;
   absl::StatusOr<int64_t> CountTokens() override;
 
   // ---- QuotaStore ----
@@ -152,7 +154,10 @@ class MemoryStore final : public WorkloadStore,
   mutable absl::Mutex mu_;
   std::map<std::string, Tenant> tenants_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, Project> projects_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, TokenRecord> tokens_ ABSL_GUARDED_BY(mu_);  // by hash
+  std::map<std::string, TokenRecord> tokens_ ABSL_GUARDED_BY(mu_);      // live ones, by hash
+  std::map<int64_t, TokenRecord> revoked_tokens_ ABSL_GUARDED_BY(mu_);  // by id
+  std::set<std::string> revoked_hashes_ ABSL_GUARDED_BY(mu_);           // never live again
+  int64_t next_token_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<PreemptionRecord> preemptions_ ABSL_GUARDED_BY(mu_);  // oldest first
   std::map<std::pair<std::string, std::string>, ShareWeight> weights_ ABSL_GUARDED_BY(mu_);
   UsageSnapshot usage_ ABSL_GUARDED_BY(mu_);

@@ -144,6 +144,9 @@ constexpr const char* kListChangedAfter =
 constexpr const char* kListActive =
     "SELECT" GPUFED_WORKLOAD_COLUMNS
     "FROM workloads w WHERE w.state IN ('PLACED', 'RUNNING') ORDER BY w.id";
+// By the tenant's index (tenant, id); only ids, so a tenant holding thousands costs little.
+constexpr const char* kListHeldIds =
+    "SELECT id FROM workloads WHERE tenant = $1 AND state IN ('PLACED', 'RUNNING') ORDER BY id";
 constexpr const char* kListActiveOnCluster =
     "SELECT" GPUFED_WORKLOAD_COLUMNS
     "FROM workloads w WHERE w.state IN ('PLACED', 'RUNNING') AND w.cluster = $1 ORDER BY w.id";
@@ -412,8 +415,13 @@ constexpr const char* kCreateToken =
     "VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, '')) ON CONFLICT (token_hash) DO NOTHING "
     "RETURNING id";
 constexpr const char* kLookupToken =
-    "SELECT subject, role, coalesce(tenant, '') AS tenant, coalesce(cluster, '') AS cluster "
+    "SELECT id, subject, role, coalesce(tenant, '') AS tenant, coalesce(cluster, '') AS cluster "
     "FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL";
+// The first revocation's time stays.
+constexpr const char* kRevokeToken =
+    "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) "
+    "WHERE id = $1 AND ($2 = '' OR tenant = $2) "
+    "RETURNING id, subject, role, coalesce(tenant, '') AS tenant, coalesce(cluster, '') AS cluster";
 constexpr const char* kCountTokens = "SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL";
 // ---- Quotas ----
 #define GPUFED_QUOTA_COLUMNS                                                                 \
@@ -469,6 +477,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_changed_after", kListChangedAfter},
     {"list_active", kListActive},
     {"list_active_on_cluster", kListActiveOnCluster},
+    {"list_held_ids", kListHeldIds},
     {"lock_workloads", kLockWorkloads},
     {"share_clusters", kShareClusters},
     {"apply_transitions", kApplyTransitions},
@@ -510,6 +519,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_projects", kListProjects},
     {"create_token", kCreateToken},
     {"lookup_token", kLookupToken},
+    {"revoke_token", kRevokeToken},
     {"count_tokens", kCountTokens},
     {"lock_quota_tenant", kLockQuotaTenant},
     {"lock_quota_resource", kLockQuotaResource},
@@ -1218,6 +1228,18 @@ absl::StatusOr<std::vector<Workload>> PgStore::ListActive(const std::string& clu
       });
 }
 
+absl::StatusOr<std::vector<WorkloadId>> PgStore::ListHeldIds(const std::string& tenant) {
+  return pool_->Transact<pqxx::nontransaction>(
+      "list held workload ids",
+      [&tenant](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<WorkloadId>> {
+        std::vector<WorkloadId> out;
+        for (const auto& row : txn.exec_prepared("list_held_ids", tenant)) {
+          out.push_back(row[0].as<WorkloadId>());
+        }
+        return out;
+      });
+}
+
 // ---- Workload writes -------------------------------------------------------------------------
 
 namespace {
@@ -1821,20 +1843,36 @@ absl::Status PgStore::CreateToken(const std::string& token_hash, const TokenReco
   });
 }
 
+namespace {
+
+absl::StatusOr<TokenRecord> TokenFromRow(const pqxx::row& row) {
+  // The column's CHECK admits only the names auth::ParseRole knows.
+  std::optional<auth::Role> role = auth::ParseRole(row["role"].c_str());
+  if (!role) {
+    return absl::InternalError(
+        absl::StrCat("token: stored role \"", row["role"].c_str(), "\" is unknown"));
+  }
+  return TokenRecord{row["subject"].c_str(), *role, row["tenant"].c_str(), row["cluster"].c_str(),
+                     row["id"].as<int64_t>()};
+}
+
+}  // namespace
+
 absl::StatusOr<TokenRecord> PgStore::LookupToken(const std::string& token_hash) {
   return pool_->Transact<pqxx::nontransaction>(
       "look up token", [&](pqxx::nontransaction& txn) -> absl::StatusOr<TokenRecord> {
         pqxx::result r = txn.exec_prepared("lookup_token", token_hash);
         if (r.empty()) return absl::NotFoundError("token not found");
-        // The column's CHECK admits only the names auth::ParseRole knows.
-        std::optional<auth::Role> role = auth::ParseRole(r[0]["role"].c_str());
-        if (!role) {
-          return absl::InternalError(
-              absl::StrCat("token: stored role \"", r[0]["role"].c_str(), "\" is unknown"));
-        }
-        return TokenRecord{r[0]["subject"].c_str(), *role, r[0]["tenant"].c_str(),
-                           r[0]["cluster"].c_str()};
+        return TokenFromRow(r[0]);
       });
+}
+
+absl::StatusOr<TokenRecord> PgStore::RevokeToken(int64_t id, const std::string& tenant) {
+  return pool_->Transact("revoke token", [&](pqxx::work& txn) -> absl::StatusOr<TokenRecord> {
+    pqxx::result r = txn.exec_prepared("revoke_token", id, tenant);
+    if (r.empty()) return absl::NotFoundError("token_id: no such token");
+    return TokenFromRow(r[0]);
+  });
 }
 
 absl::StatusOr<int64_t> PgStore::CountTokens() {

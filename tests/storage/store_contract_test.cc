@@ -409,6 +409,9 @@ TEST_P(StoreContractTest, TokensAreStoredByHashAndValidated) {
               StatusIs(Code::kAlreadyExists));
   ASSERT_OK_AND_ASSIGN(TokenRecord still, tenants().LookupToken("hash-user"));
   EXPECT_EQ(still.subject, "bob");
+  EXPECT_EQ(still.id, user.id);
+  EXPECT_GT(user.id, 0);
+  EXPECT_NE(user.id, agent.id);
 
   // Bad input: refused, nothing stored.
   EXPECT_THAT(tenants().CreateToken("h1", {"eve", static_cast<auth::Role>(42), "", ""}),
@@ -432,6 +435,39 @@ TEST_P(StoreContractTest, TokensAreStoredByHashAndValidated) {
   }
   ASSERT_OK_AND_ASSIGN(int64_t after, tenants().CountTokens());
   EXPECT_EQ(after, 5);
+}
+
+TEST_P(StoreContractTest, ARevokedTokenIsNoLongerFoundAndNeverComesBack) {
+  ASSERT_OK(tenants().CreateTenant(Tenant{"acme", "", {}}));
+  ASSERT_OK(tenants().CreateTenant(Tenant{"globex", "", {}}));
+  ASSERT_OK(tenants().CreateToken("hash-bob", {"bob", auth::Role::kTenantUser, "acme", ""}));
+  ASSERT_OK(tenants().CreateToken("hash-gil", {"gil", auth::Role::kTenantUser, "globex", ""}));
+  ASSERT_OK(tenants().CreateToken("hash-agent", {"agent-dgx", auth::Role::kAgent, "", "dgx"}));
+  ASSERT_OK_AND_ASSIGN(TokenRecord bob, tenants().LookupToken("hash-bob"));
+  ASSERT_OK_AND_ASSIGN(TokenRecord agent, tenants().LookupToken("hash-agent"));
+
+  // Another tenant's scope does not reach it, and changes nothing.
+  EXPECT_THAT(tenants().RevokeToken(bob.id, "globex"), StatusIs(Code::kNotFound));
+  ASSERT_OK(tenants().LookupToken("hash-bob"));
+  EXPECT_THAT(tenants().RevokeToken(bob.id + 1000, ""), StatusIs(Code::kNotFound));
+
+  ASSERT_OK_AND_ASSIGN(TokenRecord revoked, tenants().RevokeToken(bob.id, "acme"));
+  EXPECT_EQ(revoked.subject, "bob");
+  EXPECT_EQ(revoked.id, bob.id);
+  EXPECT_THAT(tenants().LookupToken("hash-bob"), StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().CountTokens(), IsOkAndHolds(2));
+  // Again: the same answer, nothing else changes.
+  ASSERT_OK_AND_ASSIGN(TokenRecord again, tenants().RevokeToken(bob.id, ""));
+  EXPECT_EQ(again.id, bob.id);
+  // Its hash is never live again.
+  EXPECT_THAT(tenants().CreateToken("hash-bob", {"bob", auth::Role::kTenantUser, "acme", ""}),
+              StatusIs(Code::kAlreadyExists));
+  EXPECT_THAT(tenants().LookupToken("hash-bob"), StatusIs(Code::kNotFound));
+
+  // Platform scope reaches any token, an agent's included.
+  ASSERT_OK(tenants().RevokeToken(agent.id, ""));
+  EXPECT_THAT(tenants().LookupToken("hash-agent"), StatusIs(Code::kNotFound));
+  ASSERT_OK(tenants().LookupToken("hash-gil"));
 }
 
 // ---- Submit and Get ------------------------------------------------------------------------
@@ -818,6 +854,11 @@ TEST_P(StoreContractTest, ListActiveIsPlacedAndRunningInIdOrder) {
   ASSERT_EQ(c2.size(), 1u);
   EXPECT_EQ(c2[0].assignment, AssignmentOn("c2", 3));
   EXPECT_THAT(workloads().ListActive("c9"), IsOkAndHolds(IsEmpty()));
+
+  // By tenant, ids only: the same three, none of another tenant's.
+  EXPECT_THAT(workloads().ListHeldIds("acme"),
+              IsOkAndHolds(std::vector<WorkloadId>{ids[0], ids[2], ids[4]}));
+  EXPECT_THAT(workloads().ListHeldIds("globex"), IsOkAndHolds(IsEmpty()));
 }
 
 // ---- Transitions ---------------------------------------------------------------------------

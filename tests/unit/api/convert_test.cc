@@ -400,14 +400,15 @@ TEST(ClusterConvertTest, InfoIsTheReportWithTheDeclarationLaidOverIt) {
   c.info.region = "eu-west-1";
   c.info.jurisdiction = "us";
   c.info.compliance_labels = {"hipaa"};
-  v1::Cluster p = ClusterToProto(c, nullptr, /*include_nodes=*/false);
+  v1::Cluster p =
+      ClusterToProto(c, nullptr, /*include_nodes=*/false, [](WorkloadId) { return true; });
   EXPECT_FALSE(p.has_declaration());
   EXPECT_EQ(p.info().jurisdiction(), "us");
   EXPECT_EQ(p.reported_info().jurisdiction(), "us");
 
   c.declared = FullDeclaration();
   c.declared.provider = "";  // not declared: the agent's stays
-  p = ClusterToProto(c, nullptr, /*include_nodes=*/false);
+  p = ClusterToProto(c, nullptr, /*include_nodes=*/false, [](WorkloadId) { return true; });
   ASSERT_TRUE(p.has_declaration());
   EXPECT_EQ(p.declaration().prices_size(), 3);
   EXPECT_EQ(p.info().provider(), "aws");

@@ -65,6 +65,10 @@ class FakeSubscriber : public WatchHub::Subscriber {
     log_.push_back("lost");
   }
   void OnTurn() override {}
+  void OnRevoked() override {
+    absl::MutexLock lock(&mu_);
+    log_.push_back("revoked");
+  }
 
   // Waits until `n` entries are logged; the log then.
   std::vector<std::string> AwaitLog(size_t n) {
@@ -132,6 +136,25 @@ TEST(WatchHubTest, AnUnsubscribedStreamGetsNothingMoreAndFreesItsOwnersPlace) {
 
 // One caller with ten streams that all want to write and another with one: the one gets a turn
 // in the first round, not after the ten.
+TEST(WatchHubTest, ARevokedCredentialsStreamsAreToldAndNoOneElses) {
+  WatchHub hub;
+  auto revoked_a = std::make_shared<FakeSubscriber>("a");
+  auto revoked_b = std::make_shared<FakeSubscriber>("b");
+  auto other = std::make_shared<FakeSubscriber>("other");
+  auto anonymous = std::make_shared<FakeSubscriber>("anonymous");
+  ASSERT_TRUE(hub.Subscribe("alice", revoked_a, /*token_id=*/7).ok());
+  ASSERT_TRUE(hub.Subscribe("alice", revoked_b, /*token_id=*/7).ok());
+  ASSERT_TRUE(hub.Subscribe("alice", other, /*token_id=*/8).ok());
+  ASSERT_TRUE(hub.Subscribe("bob", anonymous).ok());
+  hub.EndCredential(7);
+  hub.EndCredential(0);  // no token: nothing to end
+  hub.Publish(Event(1));
+  EXPECT_THAT(revoked_a->AwaitLog(2), ElementsAre("revoked", "event 1"));
+  EXPECT_THAT(revoked_b->AwaitLog(2), ElementsAre("revoked", "event 1"));
+  EXPECT_THAT(other->AwaitLog(1), ElementsAre("event 1"));
+  EXPECT_THAT(anonymous->AwaitLog(1), ElementsAre("event 1"));
+}
+
 TEST(WatchHubTest, WriteTurnsGoRoundRobinOverOwners) {
   WatchHub hub;
   absl::Mutex mu;

@@ -676,6 +676,49 @@ TEST_F(ControlPlaneTest, TenancyFollowsTheRoles) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST_F(ControlPlaneTest, RevokingATokenEndsItsUseAndItsAgentConnectionAtOnce) {
+  auth::Principal tenant_admin{"carol", auth::Role::kTenantAdmin, "acme", ""};
+  const auto token = [&](const auth::Principal& by, TokenRequest request) {
+    absl::StatusOr<CreatedToken> made = plane_.CreateToken(by, request);
+    EXPECT_OK(made);
+    return made.ok() ? *made : CreatedToken{};
+  };
+  const CreatedToken ci =
+      token(tenant_admin,
+            {.subject = "ci", .role = auth::Role::kTenantUser, .tenant = "acme", .cluster = ""});
+  const CreatedToken rival = token(
+      Admin(), {.subject = "x", .role = auth::Role::kTenantUser, .tenant = "other", .cluster = ""});
+  const CreatedToken agent = token(
+      Admin(), {.subject = "agent-c1", .role = auth::Role::kAgent, .tenant = "", .cluster = "c1"});
+  EXPECT_GT(ci.id, 0);
+
+  // Who may: a tenant's admin its own tenant's; another tenant's token is as unknown as none.
+  EXPECT_THAT(plane_.RevokeToken(User("acme"), ci.id),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(plane_.RevokeToken(tenant_admin, rival.id), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(plane_.RevokeToken(tenant_admin, agent.id), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(plane_.RevokeToken(Admin(), 0), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_OK(store_.LookupToken(auth::HashToken(rival.secret)));
+
+  ASSERT_OK(plane_.RevokeToken(tenant_admin, ci.id));
+  EXPECT_THAT(store_.LookupToken(auth::HashToken(ci.secret)),
+              StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(plane_.RevokeToken(tenant_admin, ci.id));  // again: nothing more to do
+
+  // An agent connection registered with a token is closed when the token is revoked; one
+  // registered with another credential stays.
+  auto channel = std::make_shared<FakeChannel>();
+  auth::Principal agent_who = AgentOf("c1");
+  agent_who.token_id = agent.id;
+  Cluster c1 = testing::MakeCluster("c1", 1, 8, "H100-80GB");
+  ASSERT_OK(plane_.RegisterAgent(agent_who, c1.info, c1.nodes, {}, channel));
+  std::shared_ptr<FakeChannel> other = Register("c2");
+  ASSERT_OK(plane_.RevokeToken(Admin(), agent.id));
+  EXPECT_TRUE(channel->closed);
+  EXPECT_THAT(channel->close_reasons, ElementsAre(AgentChannel::CloseReason::kRevoked));
+  EXPECT_FALSE(other->closed);
+}
+
 // ---- The pool --------------------------------------------------------------------------------
 
 TEST_F(ControlPlaneTest, ListClustersShowsEveryClusterWithTheSchedulersView) {
