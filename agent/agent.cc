@@ -107,6 +107,9 @@ std::string Describe(const grpc::Status& s) {
 absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, ClusterTopology topology,
                                                      const BackendFactory& make_backend) {
   if (options.server_address.empty()) return absl::InvalidArgumentError("server: required");
+  if (options.credentials == nullptr) {
+    return absl::InvalidArgumentError("credentials: required (TLS, or explicitly plaintext)");
+  }
   if (topology.cluster.empty()) return absl::InvalidArgumentError("topology: no cluster name");
   if (options.initial_backoff <= absl::ZeroDuration() ||
       options.max_backoff < options.initial_backoff) {
@@ -292,8 +295,7 @@ bool Agent::RunStream(grpc::Status* final_status) {
   // A fresh subchannel per attempt, so gRPC's own reconnect backoff (up to 2 minutes) never
   // sits under ours.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel =
-      grpc::CreateCustomChannel(options_.server_address, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(options_.server_address, options_.credentials, args);
   auto agent_service = v1::AgentService::NewStub(channel);
 
   Stream stream;

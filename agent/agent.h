@@ -34,6 +34,10 @@ struct AgentOptions {
   std::string server_address = "127.0.0.1:50051";
   // The cluster's agent token, sent as `authorization: Bearer <token>`. Never logged.
   std::string token;
+  // How the channel to the server is secured: grpc::SslCredentials verifying the server (as
+  // gpufed-agent builds them from --ca-file), or grpc::InsecureChannelCredentials() for a
+  // plaintext development server. Required: nothing chooses plaintext by default.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string agent_version;
   // Reconnect backoff: starts here, doubles per failed attempt, capped at max; each wait is
   // drawn uniformly from [d/2, d]. A registered stream resets it.

@@ -28,7 +28,7 @@ namespace gpufed::agent {
 namespace {
 
 // Config keys whose values are paths, resolved against the config file's folder.
-constexpr std::string_view kPathKeys[] = {"topology", "token-file", "work-dir"};
+constexpr std::string_view kPathKeys[] = {"topology", "token-file", "work-dir", "ca-file"};
 // Flags that make no sense inside the config file.
 constexpr std::string_view kNotConfigurable[] = {"config", "help", "version"};
 
@@ -131,6 +131,20 @@ absl::Status ReadToken(const std::string& path, std::string* token) {
   return absl::OkStatus();
 }
 
+absl::Status ReadCaFile(const std::string& path, std::string* pem) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--ca-file: cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  *pem = text.str();
+  // gRPC would take anything and fail only at connect time, with a vaguer message.
+  if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ca-file: ", path, " holds no PEM certificate"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
@@ -148,6 +162,13 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
       app.add_option("--token", f.token, "the cluster's agent token (Env:GPUFED_AGENT_TOKEN)");
   CLI::Option* token_file_opt = app.add_option(
       "--token-file", f.token_file, "file holding the agent token (Env:GPUFED_AGENT_TOKEN_FILE)");
+  app.add_option("--ca-file", f.ca_file,
+                 "CA certificate(s) (PEM) the server's TLS certificate must chain to (default: "
+                 "the system's roots)")
+      ->envname("GPUFED_CA_FILE");
+  app.add_flag("--insecure-plaintext", f.insecure_plaintext,
+               "no TLS, for a development server run with --insecure-plaintext (the agent token "
+               "travels in the clear)");
   app.add_option("--topology", f.topology, "the cluster's topology YAML (required)")
       ->envname("GPUFED_TOPOLOGY");
   app.add_option("--discover", f.discover,
@@ -254,6 +275,13 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
     return fail("an agent token is required (--token, --token-file or GPUFED_AGENT_TOKEN)");
   }
   if (f.server.empty()) return fail("--server: must not be empty");
+  if (f.insecure_plaintext && !f.ca_file.empty()) {
+    return fail("--insecure-plaintext and --ca-file are both given; TLS or plaintext, give one");
+  }
+  if (!f.ca_file.empty()) {
+    absl::Status read = ReadCaFile(f.ca_file, &f.ca_pem);
+    if (!read.ok()) return fail(read.message());
+  }
   if (absl::Status s = ValidateSpotReclaimSchedule({f.spot_reclaim_every, f.spot_reclaim_for});
       !s.ok()) {
     return fail(s.message());

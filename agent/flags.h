@@ -15,6 +15,12 @@ struct AgentFlags {
   // The token itself: from --token / GPUFED_AGENT_TOKEN, or read from --token-file.
   std::string token;
   std::string token_file;
+  // TLS to the server (docs/operations.md#tls): verified against the CA certificates in
+  // ca_file (PEM, read into ca_pem), or the system's roots without one. insecure_plaintext: no
+  // TLS, for a development server; never together with ca_file.
+  std::string ca_file;
+  std::string ca_pem;
+  bool insecure_plaintext = false;
   std::string topology;
   // Real-GPU discovery (agent/discovery.h): this node's GPUs come from nvidia-smi, not from the
   // topology file (which still names the cluster). Empty: no discovery.

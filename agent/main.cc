@@ -28,6 +28,7 @@
 #include "agent/topology.h"
 #include "federation/clock.h"
 #include "federation/types.h"
+#include "grpcpp/security/credentials.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -166,6 +167,16 @@ int Main(int argc, char** argv) {
   options.state_dir = flags.work_dir.empty() ? DefaultWorkDir(topology->cluster) : flags.work_dir;
   options.server_address = flags.server;
   options.token = flags.token;
+  if (flags.insecure_plaintext) {
+    spdlog::warn(
+        "--insecure-plaintext: talking to the server without TLS; the agent token travels in the "
+        "clear. For development only");
+    options.credentials = grpc::InsecureChannelCredentials();
+  } else {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = flags.ca_pem;  // empty: the system's roots
+    options.credentials = grpc::SslCredentials(tls);
+  }
   options.agent_version = GPUFED_VERSION;
   options.clock = &clock;
   options.spot_reclaim = {flags.spot_reclaim_every, flags.spot_reclaim_for};
@@ -176,8 +187,11 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<Agent>> agent =
       Agent::Create(options, *std::move(topology), factory);
   if (!agent.ok()) return ConfigError(agent.status().message());
-  spdlog::info("gpufed-agent {}: cluster {} ({} nodes, {} GPUs), {} backend, server {}",
-               GPUFED_VERSION, cluster, nodes, gpus, flags.backend, flags.server);
+  spdlog::info("gpufed-agent {}: cluster {} ({} nodes, {} GPUs), {} backend, server {} ({})",
+               GPUFED_VERSION, cluster, nodes, gpus, flags.backend, flags.server,
+               flags.insecure_plaintext ? "PLAINTEXT"
+               : flags.ca_file.empty()  ? "TLS, system roots"
+                                        : absl::StrCat("TLS, CA ", flags.ca_file));
 
   if (options.spot_reclaim.enabled()) {
     const std::vector<std::string> spot = SpotNodes(inventory);

@@ -9,13 +9,16 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/clusters_yaml.h"
 #include "cli/duration.h"
 #include "cli/enum_names.h"
 #include "cli/output.h"
+#include "cli/read_file.h"
 #include "cli/sim_command.h"
 #include "cli/workload_yaml.h"
+#include "federation/status_macros.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -53,7 +56,28 @@ CLI::Validator EnvEntryValidator() {
           "NAME=VALUE"};
 }
 
-std::shared_ptr<grpc::Channel> Dial(const std::string& server) {
+// TLS verifying the server against the configured CA (or the system's roots), unless the
+// configuration asks for plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const ClientConfig& config) {
+  if (config.insecure_plaintext) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions options;
+  if (!config.ca_file.empty()) {
+    absl::StatusOr<std::string> pem = ReadTextFile(config.ca_file);
+    if (!pem.ok()) {
+      return absl::Status(pem.status().code(), absl::StrCat("ca_file: ", pem.status().message()));
+    }
+    // gRPC would take anything here and fail only at connect time, with a vaguer message.
+    if (!absl::StrContains(*pem, "-----BEGIN CERTIFICATE-----")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ca_file: ", config.ca_file, " holds no PEM certificate"));
+    }
+    options.pem_root_certs = *std::move(pem);
+  }
+  return grpc::SslCredentials(options);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial(const ClientConfig& config) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials, Credentials(config));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
   args.SetUserAgentPrefix(absl::StrCat("gpufedctl/", GPUFED_VERSION));
@@ -61,9 +85,7 @@ std::shared_ptr<grpc::Channel> Dial(const std::string& server) {
   // UNAVAILABLE (commands.h) come sooner and would fail without even trying to connect.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  // TODO(gpufed): TLS once the server serves it (docs/domain.md#security-planned); tokens travel in
-  // clear until then.
-  return grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(config.server, credentials, args);
 }
 
 int ReportError(const absl::Status& status, std::ostream& err) {
@@ -76,6 +98,8 @@ struct Flags {
   std::string config_file;
   std::string server;
   std::string token;
+  std::string ca_file;
+  bool insecure_plaintext = false;
   std::string output = "table";
   std::string timeout = "10s";
 
@@ -122,14 +146,20 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   app.fallthrough();
   app.footer(
       "Configuration: --config FILE, else $GPUFED_CONFIG, else ~/.config/gpufed/config.yaml\n"
-      "(keys: server, token, tenant, project). $GPUFED_SERVER and $GPUFED_TOKEN override the\n"
-      "file; flags override both. See docs/cli.md.");
+      "(keys: server, token, tenant, project, ca_file, insecure_plaintext). $GPUFED_SERVER,\n"
+      "$GPUFED_TOKEN and $GPUFED_CA_FILE override the file; flags override both. See docs/cli.md.");
 
   CLI::Option* config_opt =
       app.add_option("--config", f.config_file, "Client configuration file (YAML)");
   CLI::Option* server_opt =
       app.add_option("--server", f.server, "Server address HOST:PORT (default 127.0.0.1:50051)");
   CLI::Option* token_opt = app.add_option("--token", f.token, "Bearer token");
+  CLI::Option* ca_file_opt = app.add_option(
+      "--ca-file", f.ca_file, "CA certificate(s) (PEM) to verify the server with (TLS)");
+  CLI::Option* insecure_opt = app.add_flag(
+      "--insecure-plaintext", f.insecure_plaintext,
+      "No TLS, for a development server run with --insecure-plaintext (the token travels in "
+      "the clear)");
   app.add_option("-o,--output", f.output, "Output format")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
@@ -333,11 +363,16 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   if (config_opt->count() > 0) config_flags.config_file = f.config_file;
   if (server_opt->count() > 0) config_flags.server = f.server;
   if (token_opt->count() > 0) config_flags.token = f.token;
+  if (ca_file_opt->count() > 0) config_flags.ca_file = f.ca_file;
+  if (insecure_opt->count() > 0) config_flags.insecure_plaintext = f.insecure_plaintext;
   absl::StatusOr<ClientConfig> config = ResolveClientConfig(config_flags, io.env);
   if (!config.ok()) return ReportError(config.status(), *io.err);
 
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Dial(*config);
+  if (!channel.ok()) return ReportError(channel.status(), *io.err);
+
   CommandEnv env;
-  env.channel = Dial(config->server);
+  env.channel = *std::move(channel);
   env.server = config->server;
   env.token = config->token;
   env.format = *ParseOutputFormat(f.output);

@@ -54,11 +54,18 @@ absl::StatusOr<ClientConfig> ParseClientConfig(absl::string_view text, absl::str
     return absl::InvalidArgumentError(absl::StrCat(where, ": invalid YAML: ", e.msg));
   }
   if (root.IsNull()) return base;  // An empty file configures nothing.
-  static const std::vector<absl::string_view> kKeys = {"server", "token", "tenant", "project"};
+  static const std::vector<absl::string_view> kKeys = {"server",  "token",   "tenant",
+                                                       "project", "ca_file", "insecure_plaintext"};
   RETURN_IF_ERROR(ForEachYamlField(
       YamlField{file_name, "", root}, kKeys, [&](absl::string_view key, const YamlField& value) {
+        if (key == "insecure_plaintext") {
+          ASSIGN_OR_RETURN(base.insecure_plaintext, YamlBool(value));
+          return absl::OkStatus();
+        }
         ASSIGN_OR_RETURN(std::string str, YamlString(value));
-        if (key == "server") {
+        if (key == "ca_file") {
+          base.ca_file = std::move(str);
+        } else if (key == "server") {
           base.server = std::move(str);
         } else if (key == "token") {
           absl::StatusOr<std::string> token = CleanToken(str, file_name);
@@ -100,9 +107,17 @@ absl::StatusOr<ClientConfig> ResolveClientConfig(const ConfigFlags& flags, const
   if (std::optional<std::string> token = NonEmpty(env("GPUFED_TOKEN"))) {
     ASSIGN_OR_RETURN(config.token, CleanToken(*token, "$GPUFED_TOKEN"));
   }
+  if (std::optional<std::string> ca = NonEmpty(env("GPUFED_CA_FILE"))) config.ca_file = *ca;
   if (flags.server.has_value()) config.server = *flags.server;
+  if (flags.ca_file.has_value()) config.ca_file = *flags.ca_file;
+  if (flags.insecure_plaintext.has_value()) config.insecure_plaintext = *flags.insecure_plaintext;
   if (flags.token.has_value()) {
     ASSIGN_OR_RETURN(config.token, CleanToken(*flags.token, "--token"));
+  }
+  if (config.insecure_plaintext && !config.ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "insecure_plaintext: a CA file is set too (ca_file, --ca-file or $GPUFED_CA_FILE); TLS or "
+        "plaintext, give one");
   }
   if (config.server.empty()) {
     return absl::InvalidArgumentError("server: the address is empty (use --server HOST:PORT)");

@@ -6,13 +6,16 @@
 // Precedence, lowest to highest:
 //   1. built-in defaults (server 127.0.0.1:50051, no token, no tenant or project);
 //   2. the YAML file: --config FILE, else $GPUFED_CONFIG, else ~/.config/gpufed/config.yaml;
-//   3. the environment: $GPUFED_SERVER, $GPUFED_TOKEN;
-//   4. flags: --server, --token.
+//   3. the environment: $GPUFED_SERVER, $GPUFED_TOKEN, $GPUFED_CA_FILE;
+//   4. flags: --server, --token, --ca-file, --insecure-plaintext.
 // A missing default file (~/.config/...) means "no file"; a file named by --config or
 // $GPUFED_CONFIG must exist, because a typo there should not quietly talk to another server.
 // Empty environment variables count as unset.
 //
-// Config file keys: server, token, tenant, project (strings). Unknown keys are errors.
+// Config file keys: server, token, tenant, project, ca_file (strings) and insecure_plaintext
+// (boolean). Unknown keys are errors. The connection is TLS, verifying the server against
+// ca_file (or the system's roots without it); plaintext only with insecure_plaintext, and never
+// with both set.
 //
 // Thread safety: stateless functions.
 
@@ -34,6 +37,10 @@ struct ClientConfig {
   // Default tenant for submit and list; default project for submit.
   std::string tenant;
   std::string project;
+  // PEM file of the CA(s) that signed the server's certificate; empty: the system's roots.
+  std::string ca_file;
+  // No TLS: for a development server started with --insecure-plaintext.
+  bool insecure_plaintext = false;
 };
 
 // Values given on the command line; nullopt when the flag was not given.
@@ -41,6 +48,8 @@ struct ConfigFlags {
   std::optional<std::string> config_file;
   std::optional<std::string> server;
   std::optional<std::string> token;
+  std::optional<std::string> ca_file;
+  std::optional<bool> insecure_plaintext;
 };
 
 // Looks up an environment variable; nullopt when unset. Injected so tests need not touch the
@@ -65,7 +74,8 @@ std::optional<ConfigPath> FindConfigFile(const ConfigFlags& flags, const EnvLook
 
 // Resolves the whole precedence chain. Errors: NOT_FOUND for an explicitly named file that does
 // not exist, errors from reading or parsing the file, and INVALID_ARGUMENT for a token holding
-// characters that cannot travel in gRPC metadata (or an empty server address).
+// characters that cannot travel in gRPC metadata (or an empty server address), or for ca_file
+// and insecure_plaintext both set.
 absl::StatusOr<ClientConfig> ResolveClientConfig(const ConfigFlags& flags, const EnvLookup& env);
 
 }  // namespace gpufed::cli

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole of gpufed on one machine: a server with its own embedded PostgreSQL, three simulated
 # clusters (an on-prem DGX H100 site, a cloud A100 region, an edge site with L4s), a tenant with
-# two projects, and a mixed batch of workloads that must all succeed.
+# two projects, and a mixed batch of workloads that must all succeed. Everything talks TLS: the
+# demo makes a local CA and a server certificate under its data folder (data/tls/) first.
 #
 # Run it through `make demo` (which builds first) or directly once built. It keeps running until
 # Ctrl-C, or for DEMO_SECONDS seconds when set (0: stop as soon as the batch has succeeded).
@@ -44,13 +45,15 @@ DATA_DIR=$DEMO_DIR/data
 LOG_DIR=$DEMO_DIR/logs
 RUN_DIR=$DEMO_DIR/run
 ADMIN_TOKEN_FILE=$DATA_DIR/admin.token
+TLS_DIR=$DATA_DIR/tls
 READY_FILE=$RUN_DIR/server.ready.json
 
 # The programs read these too. The demo decides everything itself (embedded PostgreSQL, its own
 # data folder, its own tokens), so a setting meant for a real deployment must not leak in.
 unset GPUFED_SERVER_CONFIG GPUFED_DATA_DIR GPUFED_DATABASE_URL GPUFED_ADMIN_TOKEN_FILE \
   GPUFED_AGENT_CONFIG GPUFED_SERVER GPUFED_AGENT_TOKEN GPUFED_TOPOLOGY GPUFED_BACKEND \
-  GPUFED_WORK_DIR GPUFED_GRPC_LISTEN GPUFED_HTTP_LISTEN GPUFED_TOKEN
+  GPUFED_WORK_DIR GPUFED_GRPC_LISTEN GPUFED_HTTP_LISTEN GPUFED_TOKEN GPUFED_CA_FILE \
+  GPUFED_TLS_CERT_FILE GPUFED_TLS_KEY_FILE
 
 SERVER_PID=""
 WATCH_PID=""
@@ -187,7 +190,7 @@ cleanup() {
 for prog in "$SERVER" "$AGENT" "$CTL"; do
   [[ -x "$prog" ]] || die "$prog not found; build first: make build (or run: make demo)"
 done
-for tool in curl jq timeout setsid; do
+for tool in curl jq timeout setsid openssl; do
   command -v "$tool" >/dev/null || die "'$tool' is missing; run: make deps"
 done
 CLUSTERS=()
@@ -216,6 +219,7 @@ if [[ $(id -u) -eq 0 ]] && id postgres >/dev/null 2>&1 &&
   ! runuser -u postgres -- test -x "$DEMO_DIR" 2>/dev/null; then
   DATA_DIR=/var/tmp/gpufed-demo-$(printf '%s' "$DEMO_DIR" | md5sum | cut -c1-8)/data
   ADMIN_TOKEN_FILE=$DATA_DIR/admin.token
+  TLS_DIR=$DATA_DIR/tls
   mkdir -p "$(dirname "$DATA_DIR")"
   chmod 0755 "$(dirname "$DATA_DIR")"
   say "the postgres user cannot enter $DEMO_DIR; the demo database goes to $DATA_DIR"
@@ -254,6 +258,17 @@ stop_orphan_postgres
 rm -rf "$DATA_DIR"
 rm -f "$READY_FILE" "$LOG_DIR"/*.log
 
+# A local CA and a server certificate for the names the demo dials (and the listen host when it
+# is another), so that gRPC and HTTP serve TLS and every client verifies the server.
+say "making a local CA and a server certificate in $TLS_DIR"
+cert_names=(localhost 127.0.0.1 ::1)
+for h in "$GRPC_HOST" "$HTTP_HOST"; do
+  [[ " ${cert_names[*]} " == *" $h "* ]] || cert_names+=("$h")
+done
+"$ROOT/scripts/make-dev-certs.sh" "$TLS_DIR" "${cert_names[@]}" >/dev/null ||
+  die "could not make the demo's certificates (openssl)"
+CA_FILE=$TLS_DIR/ca.crt
+
 say "starting gpufed-server (embedded PostgreSQL in $DATA_DIR/postgres)"
 # setsid: a Ctrl-C in this terminal reaches only this script, which then stops the agents and
 # the server in order. Without it the server and its PostgreSQL would get SIGINT at the same
@@ -265,6 +280,8 @@ setsid "$SERVER" \
   --admin-token-file "$ADMIN_TOKEN_FILE" \
   --ready-file "$READY_FILE" \
   --log-level "$LOG_LEVEL" \
+  --tls-cert-file "$TLS_DIR/server.crt" \
+  --tls-key-file "$TLS_DIR/server.key" \
   </dev/null >"$LOG_DIR/server.log" 2>&1 &
 SERVER_PID=$!
 echo "$SERVER_PID" >"$RUN_DIR/server.pid"
@@ -286,10 +303,10 @@ done
 GRPC_PORT=$(jq -r .grpc_port "$READY_FILE")
 HTTP_PORT=$(jq -r .http_port "$READY_FILE")
 GRPC_ADDR="$(dial_host "$GRPC_HOST"):$GRPC_PORT"
-HTTP_URL="http://$(dial_host "$HTTP_HOST"):$HTTP_PORT"
+HTTP_URL="https://$(dial_host "$HTTP_HOST"):$HTTP_PORT"
 
 deadline=$((SECONDS + 60))
-until curl -fsS -o /dev/null --max-time 2 "$HTTP_URL/readyz"; do
+until curl -fsS -o /dev/null --max-time 2 --cacert "$CA_FILE" "$HTTP_URL/readyz"; do
   alive "$SERVER_PID" || {
     show_log "$LOG_DIR/server.log"
     die "gpufed-server exited"
@@ -297,7 +314,7 @@ until curl -fsS -o /dev/null --max-time 2 "$HTTP_URL/readyz"; do
   ((SECONDS < deadline)) || die "$HTTP_URL/readyz did not answer 200 within 60s"
   sleep 0.2
 done
-say "server ready: gRPC $GRPC_ADDR, HTTP $HTTP_URL (pid $SERVER_PID)"
+say "server ready (TLS): gRPC $GRPC_ADDR, HTTPS $HTTP_URL (pid $SERVER_PID)"
 
 [[ -s "$ADMIN_TOKEN_FILE" ]] || die "no bootstrap admin token in $ADMIN_TOKEN_FILE"
 ADMIN_TOKEN=$(tr -d '[:space:]' <"$ADMIN_TOKEN_FILE")
@@ -310,7 +327,8 @@ ADMIN_TOKEN=$(tr -d '[:space:]' <"$ADMIN_TOKEN_FILE")
 ADMIN_CONFIG=$RUN_DIR/admin-config.yaml
 (
   umask 077
-  printf 'server: %s\ntoken: %s\n' "$GRPC_ADDR" "$ADMIN_TOKEN" >"$ADMIN_CONFIG"
+  printf 'server: %s\ntoken: %s\nca_file: %s\n' "$GRPC_ADDR" "$ADMIN_TOKEN" "$CA_FILE" \
+    >"$ADMIN_CONFIG"
 )
 admin() {
   echo "  \$ gpufedctl$(printf ' %q' "$@")" >&2
@@ -350,6 +368,7 @@ fi
   cat >"$CONFIG_FILE.tmp" <<EOF
 # Written by gpufed's scripts/demo.sh for the demo user (tenant-user in tenant demo).
 server: $GRPC_ADDR
+ca_file: $CA_FILE
 token: $USER_TOKEN
 tenant: demo
 project: research
@@ -377,6 +396,7 @@ say "starting three agents (simulated backends)"
 for c in "${CLUSTERS[@]}"; do
   setsid "$AGENT" \
     --server "$GRPC_ADDR" \
+    --ca-file "$CA_FILE" \
     --token-file "$DEMO_DIR/agents/$c.token" \
     --topology "${TOPOLOGY_OF[$c]}" \
     --backend sim \
@@ -539,8 +559,9 @@ example_id=${FIRST_ID:-<id>}
 config_hint=""
 if [[ -n "${GPUFED_CONFIG:-}" ]]; then config_hint="export GPUFED_CONFIG=$CONFIG_FILE"$'\n'"  "; fi
 cat <<EOF
-gpufed is running: gRPC $GRPC_ADDR, metrics $HTTP_URL/metrics, 3 simulated clusters.
-$CONFIG_FILE holds the demo user's server, token, tenant and project, so:
+gpufed is running over TLS: gRPC $GRPC_ADDR, metrics $HTTP_URL/metrics, 3 simulated clusters.
+The demo's CA is $CA_FILE (it signed the server's certificate, $TLS_DIR/server.crt).
+$CONFIG_FILE holds the demo user's server, CA file, token, tenant and project, so:
 
   ${config_hint}alias gpufedctl=$CTL
   gpufedctl clusters                  # the pool: clusters, state, GPUs free/total
@@ -554,7 +575,8 @@ $CONFIG_FILE holds the demo user's server, token, tenant and project, so:
   gpufedctl submit -f $ROOT/examples/inference-small.yaml
   gpufedctl cancel <id>
   gpufedctl -o json list              # any command, as JSON
-  curl $HTTP_URL/metrics   # Prometheus metrics; also /healthz, /readyz
+  curl --cacert $CA_FILE $HTTP_URL/metrics
+                                      # Prometheus metrics; also /healthz, /readyz
 
 Logs: $LOG_DIR/ (server.log, agent-<cluster>.log)
 EOF

@@ -31,8 +31,9 @@ packages=(
   postgresql-15 postgresql-client-15
   # systemd-analyze, which verifies the unit files in deploy/.
   systemd
-  # scripts/demo.sh: curl polls /readyz, jq reads `gpufedctl -o json`.
-  curl jq ca-certificates
+  # scripts/demo.sh: curl polls /readyz, jq reads `gpufedctl -o json`; openssl makes the demo's
+  # CA and server certificate (scripts/make-dev-certs.sh).
+  curl jq ca-certificates openssl
 )
 
 dev_tools_flag=""

@@ -42,6 +42,10 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "admin_token_file",
                                 "ready_file",
                                 "log_level",
+                                "tls_cert_file",
+                                "tls_key_file",
+                                "tls_reload_interval_seconds",
+                                "insecure_plaintext",
                                 "heartbeat_timeout_seconds",
                                 "heartbeat_interval_ms",
                                 "agent_lease_ms",
@@ -72,6 +76,10 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "admin_token_file", &config->admin_token_file),
         ReadKey(root, file, "ready_file", &config->ready_file),
         ReadKey(root, file, "log_level", &config->log_level),
+        ReadKey(root, file, "tls_cert_file", &config->tls_cert_file),
+        ReadKey(root, file, "tls_key_file", &config->tls_key_file),
+        ReadKey(root, file, "tls_reload_interval_seconds", &config->tls_reload_interval_seconds),
+        ReadKey(root, file, "insecure_plaintext", &config->insecure_plaintext),
         ReadKey(root, file, "heartbeat_timeout_seconds", &config->heartbeat_timeout_seconds),
         ReadKey(root, file, "heartbeat_interval_ms", &config->heartbeat_interval_ms),
         ReadKey(root, file, "agent_lease_ms", &config->agent_lease_ms),
@@ -134,6 +142,19 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
       ->envname("GPUFED_LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
+  app.add_option("--tls-cert-file", config.tls_cert_file,
+                 "TLS certificate (PEM, intermediates after it) for gRPC and HTTP; re-read when "
+                 "it changes")
+      ->envname("GPUFED_TLS_CERT_FILE");
+  app.add_option("--tls-key-file", config.tls_key_file, "the certificate's private key (PEM)")
+      ->envname("GPUFED_TLS_KEY_FILE");
+  app.add_option("--tls-reload-interval", config.tls_reload_interval_seconds,
+                 "seconds between gRPC's looks at the certificate files (HTTPS looks at every "
+                 "new connection)")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  app.add_flag("--insecure-plaintext", config.insecure_plaintext,
+               "DEVELOPMENT ONLY: serve gRPC and HTTP without TLS (tokens travel in the clear)");
   app.add_option("--heartbeat-timeout", config.heartbeat_timeout_seconds,
                  "seconds without heartbeat before a cluster is unreachable")
       ->check(CLI::Range(1, 3600))
@@ -231,8 +252,34 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(absl::StrCat(
         "fair_share_half_life_hours: must be 1 to 8760, got ", config.fair_share_half_life_hours));
   }
+  if (config.tls_reload_interval_seconds < 1 || config.tls_reload_interval_seconds > 86400) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tls_reload_interval_seconds: must be 1 to 86400, got ",
+                     config.tls_reload_interval_seconds));
+  }
+  if (absl::Status s = CheckTlsSettings(config); !s.ok()) return s;
   if (config.admin_token_file.empty()) config.admin_token_file = config.data_dir + "/admin.token";
   return config;
+}
+
+absl::Status CheckTlsSettings(const ServerConfig& config) {
+  const bool cert = !config.tls_cert_file.empty();
+  const bool key = !config.tls_key_file.empty();
+  if (config.insecure_plaintext) {
+    if (cert || key) {
+      return absl::InvalidArgumentError(
+          "insecure_plaintext: a TLS certificate is configured too; give one or the other");
+    }
+    return absl::OkStatus();
+  }
+  if (!cert && !key) {
+    return absl::InvalidArgumentError(
+        "no TLS certificate: set tls_cert_file and tls_key_file (--tls-cert-file, "
+        "--tls-key-file), or for development only insecure_plaintext (--insecure-plaintext)");
+  }
+  if (!cert) return absl::InvalidArgumentError("tls_cert_file: required with tls_key_file");
+  if (!key) return absl::InvalidArgumentError("tls_key_file: required with tls_cert_file");
+  return absl::OkStatus();
 }
 
 }  // namespace gpufed::server

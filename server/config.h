@@ -17,6 +17,15 @@ struct ServerConfig {
   std::string admin_token_file;  // empty: data_dir/admin.token
   std::string ready_file;
   std::string log_level = "info";
+  // TLS on both listeners (docs/operations.md#tls): the certificate (PEM, intermediates after
+  // it) and its key, re-read when the files change: by gRPC every tls_reload_interval_seconds,
+  // by HTTPS at the next connection. Without them the server refuses to start, unless
+  // insecure_plaintext: both listeners in the clear, bearer tokens readable on the wire
+  // (development only; logged as a warning at start).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  int tls_reload_interval_seconds = 10;
+  bool insecure_plaintext = false;
   // Failover (docs/operations.md#failover): an agent heartbeats every heartbeat_interval_ms;
   // each answered heartbeat extends its lease to agent_lease_ms from when it was sent, and when
   // the lease runs out it stops its restartable work by itself; a cluster silent for
@@ -53,6 +62,10 @@ struct ServerConfig {
 // Parses argv (with --config FILE and env vars). On --help, prints usage and returns
 // CANCELLED; on bad flags or a bad file, INVALID_ARGUMENT with one clear line.
 absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv);
+
+// TLS or plaintext, said once: both certificate files, or insecure_plaintext, and not both.
+// INVALID_ARGUMENT naming the setting otherwise. (Whether the files load is Server's to check.)
+absl::Status CheckTlsSettings(const ServerConfig& config);
 
 }  // namespace gpufed::server
 

@@ -36,6 +36,7 @@
 #include "nlohmann/json.hpp"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
+#include "server/tls.h"
 #include "spdlog/spdlog.h"
 #include "storage/embedded_postgres.h"
 #include "storage/leader_lock.h"
@@ -99,6 +100,20 @@ absl::Status Server::Start() {
   if (grpc_port != 0 && grpc_port == http_port) {
     return absl::InvalidArgumentError(absl::StrCat(
         "http_listen: port ", http_port, " is grpc_listen's too; give each its own port"));
+  }
+
+  // Before anything starts: a certificate that does not load stops the server with one line.
+  RETURN_IF_ERROR(CheckTlsSettings(config_));
+  std::shared_ptr<grpc::ServerCredentials> grpc_credentials;
+  if (config_.insecure_plaintext) {
+    spdlog::warn(
+        "insecure_plaintext: gRPC and HTTP serve PLAINTEXT; bearer tokens travel in the clear. "
+        "For development only: give tls_cert_file and tls_key_file in production");
+    grpc_credentials = grpc::InsecureServerCredentials();
+  } else {
+    const TlsFiles files{config_.tls_cert_file, config_.tls_key_file};
+    ASSIGN_OR_RETURN(http_certificate_, HttpCertificate::Create(files));
+    grpc_credentials = GrpcServerCredentials(files, config_.tls_reload_interval_seconds);
   }
 
   std::error_code ec;
@@ -187,9 +202,7 @@ absl::Status Server::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  // TLS (and mTLS for agents, docs/domain.md#security-planned) is not wired yet; listen on loopback
-  // by default.
-  builder.AddListeningPort(config_.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.AddListeningPort(config_.grpc_listen, grpc_credentials, &grpc_port_);
   // gRPC sets SO_REUSEPORT by default, which lets a second process (another gpufed-server, or
   // our own HTTP side) bind the same port and take half its connections. The port is ours alone.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -228,8 +241,10 @@ absl::Status Server::Start() {
     std::ofstream(tmp) << ready.dump() << "\n";
     std::filesystem::rename(tmp, config_.ready_file, ec);
   }
-  spdlog::info("gpufed-server serving: gRPC {}:{}, HTTP {}:{}", grpc_host, grpc_port_, http_host,
-               http_port_);
+  spdlog::info("gpufed-server serving: gRPC {}:{}, {} {}:{}{}", grpc_host, grpc_port_,
+               http_certificate_ ? "HTTPS" : "HTTP", http_host, http_port_,
+               http_certificate_ ? absl::StrCat(" (TLS certificate ", config_.tls_cert_file, ")")
+                                 : " (PLAINTEXT)");
   return absl::OkStatus();
 }
 
@@ -261,7 +276,18 @@ absl::Status Server::StartHttp() {
   std::string host;
   int port = 0;
   RETURN_IF_ERROR(SplitHostPort("http_listen", config_.http_listen, &host, &port));
-  http_ = std::make_unique<httplib::Server>();
+  if (http_certificate_) {
+    // cpp-httplib's SSLServer with our set-up of its SSL_CTX: the certificate comes from
+    // http_certificate_ at each handshake (server/tls.h), so new files need no restart.
+    auto https = std::make_unique<httplib::SSLServer>(
+        [cert = http_certificate_.get()](SSL_CTX& ctx) { return cert->SetUp(ctx); });
+    if (!https->is_valid()) {
+      return absl::InternalError("http_listen: cannot set up TLS (OpenSSL SSL_CTX)");
+    }
+    http_ = std::move(https);
+  } else {
+    http_ = std::make_unique<httplib::Server>();
+  }
   // As for gRPC: SO_REUSEADDR (a restart may bind while old connections linger) but not
   // cpp-httplib's default SO_REUSEPORT, which would share the port with whoever else binds it.
   http_->set_socket_options([](socket_t sock) {

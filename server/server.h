@@ -46,9 +46,12 @@ class WorkloadServiceImpl;
 
 namespace gpufed::server {
 
+class HttpCertificate;
+
 // The whole control plane in one process: (embedded) PostgreSQL, migrations, the store, the
 // gRPC services, the scheduler loop (active only while it holds the scheduler lock) and the HTTP
-// side (/healthz, /readyz, /metrics). The composition root: the only place that wires parts.
+// side (/healthz, /readyz, /metrics), both over TLS (server/tls.h) unless configured plaintext
+// for development. The composition root: the only place that wires parts.
 class Server {
  public:
   // Starts everything; returns once serving. Bad configuration or an unreachable / too-new
@@ -99,6 +102,8 @@ class Server {
   std::unique_ptr<api::QuotaServiceImpl> quota_service_;
   std::unique_ptr<api::AgentServiceImpl> agent_service_;
   std::unique_ptr<grpc::Server> grpc_;
+  // Null when serving plaintext; outlives http_, whose SSL_CTX calls it.
+  std::unique_ptr<HttpCertificate> http_certificate_;
   std::unique_ptr<httplib::Server> http_;
   std::thread http_thread_;
   std::thread loop_thread_;

@@ -216,6 +216,7 @@ class AgentTest : public ::testing::Test {
     ASSERT_OK(topology);
     options.server_address = server_->address();
     options.token = "tok-123";
+    options.credentials = grpc::InsecureChannelCredentials();  // the test server is plaintext
     options.agent_version = "test";
     options.shutdown_flush_timeout = absl::Milliseconds(200);
     options.initial_backoff = absl::Milliseconds(20);

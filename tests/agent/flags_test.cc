@@ -20,7 +20,7 @@ constexpr const char* kEnv[] = {
     "GPUFED_AGENT_TOKEN_FILE",   "GPUFED_TOPOLOGY",         "GPUFED_BACKEND",
     "GPUFED_LOG_LEVEL",          "GPUFED_WORK_DIR",         "GPUFED_KILL_GRACE",
     "GPUFED_SPOT_RECLAIM_EVERY", "GPUFED_SPOT_RECLAIM_FOR", "GPUFED_DISCOVER",
-    "GPUFED_NVIDIA_SMI"};
+    "GPUFED_NVIDIA_SMI",         "GPUFED_CA_FILE"};
 
 class FlagsTest : public ::testing::Test {
  protected:
@@ -238,6 +238,46 @@ TEST_F(FlagsTest, BadConfigNamesFileLineAndKey) {
   ExpectError(Parse({"--config", dir_ + "/missing.yaml"}), "--config: cannot read");
   ExpectError(Parse({"--config", Write("g.yaml", "topology: t\ntoken: a\ntoken_file: b\n")}),
               "token and token_file are both set");
+}
+
+TEST_F(FlagsTest, TlsByDefaultACaFileFromFlagEnvOrConfigAndPlaintextOnlyWhenAsked) {
+  const std::string pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  Write("ca.crt", pem);
+  FlagsOutcome o = Parse({"--topology", "t.yaml", "--token", "secret"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_FALSE(o.flags->insecure_plaintext);
+  EXPECT_EQ(o.flags->ca_pem, "");  // TLS with the system's roots
+
+  o = Parse({"--topology", "t.yaml", "--token", "secret", "--ca-file", dir_ + "/ca.crt"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->ca_pem, pem);
+
+  setenv("GPUFED_CA_FILE", (dir_ + "/ca.crt").c_str(), 1);
+  o = Parse({"--topology", "t.yaml", "--token", "secret"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->ca_pem, pem);
+  unsetenv("GPUFED_CA_FILE");
+
+  // Relative to the config file, like the other paths in it.
+  const std::string config = Write("agent.yaml", "ca_file: ca.crt\ninsecure_plaintext: false\n");
+  o = Parse({"--topology", "t.yaml", "--token", "secret", "--config", config});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->ca_file, dir_ + "/ca.crt");
+
+  o = Parse({"--topology", "t.yaml", "--token", "secret", "--insecure-plaintext"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_TRUE(o.flags->insecure_plaintext);
+}
+
+TEST_F(FlagsTest, BadCaFileOrCaFileWithPlaintextIsOneLine) {
+  ExpectError(Parse({"--topology", "t.yaml", "--token", "s", "--ca-file", dir_ + "/none.crt"}),
+              "--ca-file: cannot read");
+  ExpectError(
+      Parse({"--topology", "t.yaml", "--token", "s", "--ca-file", Write("junk.crt", "junk\n")}),
+      "holds no PEM certificate");
+  ExpectError(Parse({"--topology", "t.yaml", "--token", "s", "--insecure-plaintext", "--ca-file",
+                     Write("ca.crt", "-----BEGIN CERTIFICATE-----\n")}),
+              "give one");
 }
 
 }  // namespace

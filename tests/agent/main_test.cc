@@ -53,7 +53,8 @@ class AgentProcess {
   AgentProcess(const std::vector<std::string>& args, const std::string& dir) {
     out_ = dir + "/agent.out";
     err_ = dir + "/agent.err";
-    std::vector<std::string> argv_s = {GPUFED_AGENT_BIN};
+    // The test server is plaintext.
+    std::vector<std::string> argv_s = {GPUFED_AGENT_BIN, "--insecure-plaintext"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     argv.reserve(argv_s.size() + 1);

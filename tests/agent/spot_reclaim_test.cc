@@ -191,6 +191,7 @@ class SpotReclaimAgentTest : public ::testing::Test {
     AgentOptions options;
     options.server_address = server_->address();
     options.token = "tok";
+    options.credentials = grpc::InsecureChannelCredentials();  // the test server is plaintext
     options.agent_version = "test";
     options.shutdown_flush_timeout = absl::Milliseconds(200);
     options.initial_backoff = absl::Milliseconds(20);

@@ -59,7 +59,8 @@ class AppTest : public ::testing::Test {
   int Run(std::vector<std::string> args) {
     out_.str("");
     err_.str("");
-    args.insert(args.begin(), "gpufedctl");
+    // The fake server is plaintext.
+    args.insert(args.begin(), {"gpufedctl", "--insecure-plaintext"});
     std::vector<const char*> argv;
     argv.reserve(args.size());
     for (const std::string& a : args) argv.push_back(a.c_str());

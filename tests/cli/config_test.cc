@@ -161,5 +161,48 @@ TEST_F(ConfigTest, EmptyFileConfiguresNothing) {
   EXPECT_EQ(c->server, "127.0.0.1:50051");
 }
 
+TEST_F(ConfigTest, CaFileAndPlaintextFromFileEnvironmentAndFlags) {
+  env_["HOME"] = (dir_ / "home").string();
+  absl::StatusOr<ClientConfig> c = ResolveClientConfig({}, Env());
+  ASSERT_OK(c);
+  EXPECT_EQ(c->ca_file, "");
+  EXPECT_FALSE(c->insecure_plaintext);
+
+  Write("home/.config/gpufed/config.yaml", "ca_file: /file/ca.crt\n");
+  c = ResolveClientConfig({}, Env());
+  ASSERT_OK(c);
+  EXPECT_EQ(c->ca_file, "/file/ca.crt");
+  env_["GPUFED_CA_FILE"] = "/env/ca.crt";
+  c = ResolveClientConfig({}, Env());
+  ASSERT_OK(c);
+  EXPECT_EQ(c->ca_file, "/env/ca.crt");
+  ConfigFlags flags;
+  flags.ca_file = "/flag/ca.crt";
+  c = ResolveClientConfig(flags, Env());
+  ASSERT_OK(c);
+  EXPECT_EQ(c->ca_file, "/flag/ca.crt");
+
+  env_.erase("GPUFED_CA_FILE");
+  Write("home/.config/gpufed/config.yaml", "insecure_plaintext: true\n");
+  c = ResolveClientConfig({}, Env());
+  ASSERT_OK(c);
+  EXPECT_TRUE(c->insecure_plaintext);
+  flags = {};
+  flags.insecure_plaintext = false;
+  c = ResolveClientConfig(flags, Env());
+  ASSERT_OK(c);
+  EXPECT_FALSE(c->insecure_plaintext);
+}
+
+TEST_F(ConfigTest, CaFileAndPlaintextTogetherOrABadValueAreRefused) {
+  env_["HOME"] = (dir_ / "home").string();
+  Write("home/.config/gpufed/config.yaml", "insecure_plaintext: true\nca_file: /ca.crt\n");
+  EXPECT_THAT(ResolveClientConfig({}, Env()),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("give one")));
+  Write("home/.config/gpufed/config.yaml", "insecure_plaintext: sometimes\n");
+  EXPECT_THAT(ResolveClientConfig({}, Env()),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(":1:")));
+}
+
 }  // namespace
 }  // namespace gpufed::cli

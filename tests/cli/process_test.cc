@@ -40,7 +40,8 @@ class Child {
     posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
     posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
     posix_spawn_file_actions_addclose(&actions, err_pipe[0]);
-    std::vector<std::string> full = {GPUFEDCTL_PATH};
+    // The fake server is plaintext.
+    std::vector<std::string> full = {GPUFEDCTL_PATH, "--insecure-plaintext"};
     full.insert(full.end(), args.begin(), args.end());
     std::vector<char*> argv;
     argv.reserve(full.size() + 1);

@@ -63,8 +63,8 @@ bool IsListenAddress(const std::string& value) {
 
 const std::set<std::string> kLogLevels = {"trace", "debug", "info", "warn", "error"};
 
-// Every config key is a documented flag with '_' for '-' (heartbeat_timeout_seconds is the one
-// whose flag drops the unit: --heartbeat-timeout).
+// Every config key is a documented flag with '_' for '-' (heartbeat_timeout_seconds and
+// tls_reload_interval_seconds are the ones whose flags drop the unit).
 void ExpectKeysAreDocumentedFlags(const std::set<std::string>& keys) {
   const std::string contract = ReadFile(SourcePath("docs/interfaces.md"));
   ASSERT_FALSE(contract.empty()) << "docs/interfaces.md is missing";
@@ -72,6 +72,7 @@ void ExpectKeysAreDocumentedFlags(const std::set<std::string>& keys) {
     if (key == "work_dir") continue;  // Config-file only; not a flag in the contract.
     std::string flag = "--" + absl::StrReplaceAll(key, {{"_", "-"}});
     if (key == "heartbeat_timeout_seconds") flag = "--heartbeat-timeout";
+    if (key == "tls_reload_interval_seconds") flag = "--tls-reload-interval";
     EXPECT_NE(contract.find("`" + flag + " "), std::string::npos)
         << key << ": docs/interfaces.md documents no flag " << flag;
   }
@@ -88,7 +89,10 @@ TEST(ServerExampleConfigTest, HoldsExactlyTheDocumentedKeys) {
                                           "heartbeat_timeout_seconds",
                                           "heartbeat_interval_ms",
                                           "agent_lease_ms",
-                                          "archive_after_hours"};
+                                          "archive_after_hours",
+                                          "tls_cert_file",
+                                          "tls_key_file",
+                                          "tls_reload_interval_seconds"};
   EXPECT_EQ(Keys(config), expected);
   ExpectKeysAreDocumentedFlags(Keys(config));
 }
@@ -134,8 +138,8 @@ TEST(ServerExampleConfigTest, CommentedPlacementKeysShowTheDefaults) {
 
 TEST(AgentExampleConfigTest, HoldsExactlyTheDocumentedKeys) {
   const YAML::Node config = LoadScalarMap(SourcePath("deploy/agent.example.yaml"));
-  const std::set<std::string> expected = {"server",  "token_file", "topology",
-                                          "backend", "log_level",  "work_dir"};
+  const std::set<std::string> expected = {"server",  "ca_file",   "token_file", "topology",
+                                          "backend", "log_level", "work_dir"};
   EXPECT_EQ(Keys(config), expected);
   ExpectKeysAreDocumentedFlags(Keys(config));
 }

@@ -84,10 +84,16 @@ wait_exit() {
   wait "$pid" || exit_status=$?
 }
 
+# --- Certificates: the example files name /etc/gpufed/tls; the test makes its own.
+"$src/scripts/make-dev-certs.sh" "$work/tls" localhost 127.0.0.1 >/dev/null ||
+  fail "scripts/make-dev-certs.sh failed"
+ca=$work/tls/ca.crt
+
 # --- Server: the example file, with the paths and ports a test needs given as flags.
 "$bin/gpufed-server" --config "$src/deploy/server.example.yaml" \
   --data-dir "$work/data" --admin-token-file "$work/data/admin.token" \
   --grpc-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --ready-file "$work/ready.json" \
+  --tls-cert-file "$work/tls/server.crt" --tls-key-file "$work/tls/server.key" \
   </dev/null >"$work/server.log" 2>&1 &
 server_pid=$!
 
@@ -97,14 +103,16 @@ server_ready() {
 }
 wait_for 120 server_ready || fail "no ready file within 120s"
 grpc=127.0.0.1:$(jq -r .grpc_port "$work/ready.json")
-http=http://127.0.0.1:$(jq -r .http_port "$work/ready.json")
+http=https://127.0.0.1:$(jq -r .http_port "$work/ready.json")
 echo "ok: server started from server.example.yaml (gRPC $grpc, HTTP $http)"
 
-wait_for 60 curl -fsS -o /dev/null "$http/readyz" || fail "/readyz did not answer 200"
-curl -fsS -o /dev/null "$http/healthz" || fail "/healthz did not answer 200"
-curl -fsS "$http/metrics" >"$work/metrics.txt" || fail "/metrics did not answer 200"
+wait_for 60 curl -fsS -o /dev/null --cacert "$ca" "$http/readyz" || fail "/readyz did not answer 200"
+curl -fsS -o /dev/null --cacert "$ca" "$http/healthz" || fail "/healthz did not answer 200"
+curl -fsS --cacert "$ca" "$http/metrics" >"$work/metrics.txt" || fail "/metrics did not answer 200"
+curl -fsS -o /dev/null "http://${http#https://}/healthz" 2>/dev/null &&
+  fail "/healthz answered plaintext HTTP"
 grep -q '^# TYPE ' "$work/metrics.txt" || fail "/metrics is not Prometheus text format"
-echo "ok: /healthz, /readyz, /metrics"
+echo "ok: /healthz, /readyz, /metrics over HTTPS (plaintext refused)"
 
 [[ -s "$work/data/admin.token" ]] || fail "no admin token in $work/data/admin.token"
 mode=$(stat -c %a "$work/data/admin.token")
@@ -119,14 +127,15 @@ topology=$src/deploy/topologies/edge-l4.yaml
 cluster=$(awk '/^[^[:space:]#]/ { c = ($0 ~ /^cluster:/); next }
                c && /^[[:space:]]+name:/ { print $2; exit }' "$topology")
 [[ -n "$cluster" ]] || fail "$topology: no cluster.name"
-token=$("$bin/gpufedctl" --server "$grpc" --token "$admin_token" \
+token=$("$bin/gpufedctl" --server "$grpc" --ca-file "$ca" --token "$admin_token" \
   tokens create --role agent --subject "$cluster" --cluster "$cluster" |
   grep -oE 'gpf_[A-Za-z0-9_-]+' | head -n 1) || fail "tokens create failed"
 (
   umask 077
   echo "$token" >"$work/agent.token"
 )
-sed "s#^work_dir:.*#work_dir: $work/agent-work#" "$src/deploy/agent.example.yaml" \
+sed -e "s#^work_dir:.*#work_dir: $work/agent-work#" -e "s#^ca_file:.*#ca_file: $ca#" \
+  "$src/deploy/agent.example.yaml" \
   >"$work/agent.yaml"
 "$bin/gpufed-agent" --config "$work/agent.yaml" --server "$grpc" --token-file "$work/agent.token" \
   --topology "$topology" </dev/null >"$work/agent.log" 2>&1 &
@@ -134,7 +143,7 @@ agent_pid=$!
 
 registered() {
   kill -0 "$agent_pid" 2>/dev/null || fail "gpufed-agent exited"
-  "$bin/gpufedctl" --server "$grpc" --token "$admin_token" -o json clusters 2>/dev/null |
+  "$bin/gpufedctl" --server "$grpc" --ca-file "$ca" --token "$admin_token" -o json clusters 2>/dev/null |
     jq -e --arg c "$cluster" '[.. | objects | select(.name? == $c and has("state"))] | length > 0' \
       >/dev/null 2>&1
 }

@@ -36,8 +36,8 @@ class ApplyCliTest : public ::testing::Test {
   int Run(std::vector<std::string> args, const std::string& token = "") {
     out_.str("");
     err_.str("");
-    args.insert(args.begin(), {"gpufedctl", "--server", started_.address, "--token",
-                               token.empty() ? started_.admin_token : token});
+    args.insert(args.begin(), {"gpufedctl", "--insecure-plaintext", "--server", started_.address,
+                               "--token", token.empty() ? started_.admin_token : token});
     std::vector<const char*> argv;
     for (const std::string& a : args) argv.push_back(a.c_str());
     cli::CliIo io;

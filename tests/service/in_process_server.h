@@ -24,7 +24,8 @@ struct InProcessServer {
 };
 
 // `config` keeps what the caller set (heartbeats, policy, ...); database, data folder, token file
-// and log level are set here, and the listen addresses (127.0.0.1 port 0) unless
+// and log level are set here (and plaintext unless `config` names a certificate), and the listen
+// addresses (127.0.0.1 port 0) unless
 // `keep_listen_addresses`.
 inline absl::StatusOr<InProcessServer> StartInProcessServer(const std::string& data_dir,
                                                             server::ServerConfig config = {},
@@ -41,6 +42,8 @@ inline absl::StatusOr<InProcessServer> StartInProcessServer(const std::string& d
   config.data_dir = data_dir;
   config.admin_token_file = data_dir + "/admin.token";
   config.log_level = "warn";
+  // Plaintext unless the test brings a certificate.
+  if (config.tls_cert_file.empty()) config.insecure_plaintext = true;
   absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Create(config);
   if (!server.ok()) return server.status();
   InProcessServer out;

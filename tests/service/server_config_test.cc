@@ -1,5 +1,5 @@
 // gpufed-server's configuration (server/config.cc): the placement keys from the YAML file and
-// their flags, and the clear errors for bad values. Needs nothing running.
+// their flags, the TLS settings, and the clear errors for bad values. Needs nothing running.
 
 #include <cstdlib>
 #include <fstream>
@@ -25,7 +25,10 @@ class ServerConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // The environment variables the parser reads must not leak in from the caller.
-    for (const char* name : {"GPUFED_SERVER_CONFIG", "GPUFED_PLACEMENT_POLICY"}) unsetenv(name);
+    for (const char* name : {"GPUFED_SERVER_CONFIG", "GPUFED_PLACEMENT_POLICY",
+                             "GPUFED_TLS_CERT_FILE", "GPUFED_TLS_KEY_FILE"}) {
+      unsetenv(name);
+    }
   }
   void TearDown() override { unsetenv("GPUFED_PLACEMENT_POLICY"); }
 
@@ -35,7 +38,9 @@ class ServerConfigTest : public ::testing::Test {
     return path;
   }
 
-  static absl::StatusOr<ServerConfig> Load(std::vector<std::string> args) {
+  // Plaintext unless the test gives TLS settings of its own.
+  static absl::StatusOr<ServerConfig> Load(std::vector<std::string> args, bool plaintext = true) {
+    if (plaintext) args.insert(args.begin(), "--insecure-plaintext");
     args.insert(args.begin(), "gpufed-server");
     std::vector<char*> argv;
     argv.reserve(args.size());
@@ -135,6 +140,56 @@ TEST_F(ServerConfigTest, BadPlacementValuesInTheFileNameTheKeyAndLine) {
   config = Load({"--config", WriteConfig("placement: gpufed\n")});
   ASSERT_THAT(config, Not(IsOk()));
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("unknown key \"placement\""));
+}
+
+TEST_F(ServerConfigTest, WithoutACertificateOrThePlaintextFlagTheServerDoesNotStart) {
+  absl::StatusOr<ServerConfig> config = Load({}, /*plaintext=*/false);
+  ASSERT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("--insecure-plaintext"));
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("--tls-cert-file"));
+
+  config = Load({}, /*plaintext=*/true);
+  ASSERT_OK(config);
+  EXPECT_TRUE(config->insecure_plaintext);
+}
+
+TEST_F(ServerConfigTest, TlsFilesFromTheFileTheEnvironmentOrFlags) {
+  absl::StatusOr<ServerConfig> config =
+      Load({"--config", WriteConfig("tls_cert_file: /etc/gpufed/tls.crt\n"
+                                    "tls_key_file: /etc/gpufed/tls.key\n"
+                                    "tls_reload_interval_seconds: 30\n")},
+           /*plaintext=*/false);
+  ASSERT_OK(config);
+  EXPECT_EQ(config->tls_cert_file, "/etc/gpufed/tls.crt");
+  EXPECT_EQ(config->tls_key_file, "/etc/gpufed/tls.key");
+  EXPECT_EQ(config->tls_reload_interval_seconds, 30);
+  EXPECT_FALSE(config->insecure_plaintext);
+
+  setenv("GPUFED_TLS_CERT_FILE", "/env/tls.crt", 1);
+  setenv("GPUFED_TLS_KEY_FILE", "/env/tls.key", 1);
+  config = Load({}, /*plaintext=*/false);
+  ASSERT_OK(config);
+  EXPECT_EQ(config->tls_cert_file, "/env/tls.crt");
+  config = Load({"--tls-cert-file", "/flag/tls.crt"}, /*plaintext=*/false);
+  ASSERT_OK(config);
+  EXPECT_EQ(config->tls_cert_file, "/flag/tls.crt");
+  EXPECT_EQ(config->tls_key_file, "/env/tls.key");
+  unsetenv("GPUFED_TLS_CERT_FILE");
+  unsetenv("GPUFED_TLS_KEY_FILE");
+}
+
+TEST_F(ServerConfigTest, TlsAndPlaintextTogetherOrHalfAPairAreRefused) {
+  EXPECT_THAT(Load({"--tls-cert-file", "a.crt", "--tls-key-file", "a.key"}, /*plaintext=*/true),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("give one")));
+  EXPECT_THAT(Load({"--config", WriteConfig("insecure_plaintext: true\ntls_cert_file: a.crt\n")},
+                   /*plaintext=*/false),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("insecure_plaintext")));
+  EXPECT_THAT(Load({"--tls-cert-file", "a.crt"}, /*plaintext=*/false),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tls_key_file")));
+  EXPECT_THAT(Load({"--tls-key-file", "a.key"}, /*plaintext=*/false),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tls_cert_file")));
+  EXPECT_THAT(Load({"--config", WriteConfig("insecure_plaintext: true\n")}, /*plaintext=*/false),
+              IsOk());
 }
 
 }  // namespace

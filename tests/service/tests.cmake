@@ -24,3 +24,11 @@ add_executable(hostile_input_tests ${CMAKE_CURRENT_LIST_DIR}/hostile_input_test.
 target_link_libraries(hostile_input_tests PRIVATE gpufed_server gpufed_test_support GTest::gmock GTest::gtest
   GTest::gtest_main PkgConfig::PQXX)
 gtest_discover_tests(hostile_input_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)
+
+# TLS on the gRPC and HTTP listeners with certificates made at test time: trust, refusal, and
+# certificates replaced on disk without a restart (tests/service/tls_test.cc).
+add_executable(tls_tests ${CMAKE_CURRENT_LIST_DIR}/tls_test.cc)
+target_link_libraries(tls_tests PRIVATE gpufed_server gpufed_cli_lib gpufed_test_support
+  gpufed_test_certs GTest::gmock GTest::gtest GTest::gtest_main PkgConfig::HTTPLIB)
+target_compile_definitions(tls_tests PRIVATE GPUFED_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+gtest_discover_tests(tls_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)

@@ -103,8 +103,11 @@ absl::StatusOr<ServerProcess> StartServer(const ServerOptions& options) {
   std::filesystem::remove(ready);
   std::vector<std::string> argv = {
       BinDir() + "/gpufed-server", absl::StrCat("--grpc-listen=127.0.0.1:", options.grpc_port),
-      "--http-listen=127.0.0.1:0", "--data-dir=" + options.data_dir,
-      "--ready-file=" + ready,     "--log-level=info"};
+      "--http-listen=127.0.0.1:0", "--data-dir=" + options.data_dir, "--ready-file=" + ready,
+      "--log-level=info",
+      // Tests and benchmarks talk plaintext to their own loopback servers; TLS is tested by
+      // tests/service/tls_test.cc and the demo.
+      "--insecure-plaintext"};
   if (!options.database_url.empty()) argv.push_back("--database-url=" + options.database_url);
   argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
   ServerProcess server;
@@ -233,7 +236,8 @@ absl::StatusOr<std::string> CreateAgentToken(const std::string& address,
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartAgent(const AgentOptions& o) {
   std::vector<std::string> argv = {BinDir() + "/gpufed-agent", "--server=" + o.server_address,
-                                   "--topology=" + o.topology, "--backend=" + o.backend};
+                                   "--topology=" + o.topology, "--backend=" + o.backend,
+                                   "--insecure-plaintext"};
   if (!o.work_dir.empty()) argv.push_back("--work-dir=" + o.work_dir);
   argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
   // The token travels in the environment, not argv (argv is visible to every local user).

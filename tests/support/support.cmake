@@ -14,3 +14,9 @@ target_link_libraries(gpufed_test_support
   PRIVATE PkgConfig::PQXX PkgConfig::HTTPLIB nlohmann_json::nlohmann_json absl::strings)
 # The process harness finds topology files and examples in the source tree.
 target_compile_definitions(gpufed_test_support PRIVATE GPUFED_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+
+# Certificates made at test time (tests/support/test_certs.h): a CA and the certificates it
+# signs, with OpenSSL's C API.
+add_library(gpufed_test_certs STATIC ${CMAKE_CURRENT_LIST_DIR}/test_certs.cc)
+target_link_libraries(gpufed_test_certs PUBLIC absl::status absl::statusor absl::time
+  PRIVATE OpenSSL::Crypto absl::strings)
