@@ -8,8 +8,9 @@
 //   - HTTP through cpp-httplib's SSLServer, whose SSL_CTX gets an OpenSSL certificate callback
 //     that hands each new connection the current pair from an HttpCertificate, which re-reads the
 //     files when their inode, size or modification time changed.
-// A pair that does not load, or whose key does not match its certificate, is not taken: the
-// listener keeps serving the previous one (gRPC keeps its last good pair likewise).
+// On HTTPS a pair that does not load, or whose key does not match its certificate, is not taken:
+// the listener keeps serving the previous one. gRPC's provider keeps its last pair while a file
+// cannot be read; files replaced by rename, key first, keep it from reading half a rotation.
 
 #include <sys/stat.h>
 
