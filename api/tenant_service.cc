@@ -72,6 +72,24 @@ grpc::ServerUnaryReactor* TenantServiceImpl::CreateToken(grpc::CallbackServerCon
   });
 }
 
+grpc::ServerUnaryReactor* TenantServiceImpl::DeleteProject(
+    grpc::CallbackServerContext* context, const v1::DeleteProjectRequest* request,
+    v1::DeleteProjectResponse* /*response*/) {
+  return RunOnExecutor(ctx_, context, [this, context, request]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    return ctx_.plane->DeleteProject(who, request->tenant(), request->name());
+  });
+}
+
+grpc::ServerUnaryReactor* TenantServiceImpl::DeleteTenant(grpc::CallbackServerContext* context,
+                                                          const v1::DeleteTenantRequest* request,
+                                                          v1::DeleteTenantResponse* /*response*/) {
+  return RunOnExecutor(ctx_, context, [this, context, request]() -> absl::Status {
+    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
+    return ctx_.plane->DeleteTenant(who, request->name());
+  });
+}
+
 grpc::ServerUnaryReactor* TenantServiceImpl::RevokeToken(grpc::CallbackServerContext* context,
                                                          const v1::RevokeTokenRequest* request,
                                                          v1::RevokeTokenResponse* /*response*/) {

@@ -23,6 +23,12 @@ class TenantServiceImpl final : public v1::TenantService::CallbackService {
   grpc::ServerUnaryReactor* ListProjects(grpc::CallbackServerContext* context,
                                          const v1::ListProjectsRequest* request,
                                          v1::ListProjectsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteProject(grpc::CallbackServerContext* context,
+                                          const v1::DeleteProjectRequest* request,
+                                          v1::DeleteProjectResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteTenant(grpc::CallbackServerContext* context,
+                                         const v1::DeleteTenantRequest* request,
+                                         v1::DeleteTenantResponse* response) override;
   grpc::ServerUnaryReactor* RevokeToken(grpc::CallbackServerContext* context,
                                         const v1::RevokeTokenRequest* request,
                                         v1::RevokeTokenResponse* response) override;

@@ -268,6 +268,15 @@ class ControlPlane {
   absl::StatusOr<Project> CreateProject(const auth::Principal& who, const Project& project);
   absl::StatusOr<std::vector<Project>> ListProjects(const auth::Principal& who,
                                                     const std::string& tenant);
+  // Platform admins and the tenant's admins delete a project no workload names (ended ones count
+  // until archived), with its quotas and share weight. FAILED_PRECONDITION while workloads name
+  // it; NOT_FOUND for none, and for a tenant the caller may not read; PERMISSION_DENIED for a
+  // reader of the tenant who may not administer it.
+  absl::Status DeleteProject(const auth::Principal& who, const std::string& tenant,
+                             const std::string& name);
+  // Platform admins delete a tenant without projects or live tokens, with its quotas, share
+  // weights and revoked tokens. FAILED_PRECONDITION naming what is left; NOT_FOUND for none.
+  absl::Status DeleteTenant(const auth::Principal& who, const std::string& name);
   // Returns the secret, shown once, and the token's id.
   absl::StatusOr<CreatedToken> CreateToken(const auth::Principal& who, const TokenRequest& request);
   // Revokes token `id`: platform admins any, a tenant's admins their tenant's (NOT_FOUND for

@@ -294,6 +294,14 @@ class TenantStore {
   virtual absl::StatusOr<std::vector<Tenant>> ListTenants() = 0;
   virtual absl::StatusOr<Project> CreateProject(const Project& project) = 0;  // NOT_FOUND tenant
   virtual absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) = 0;
+  // Deletes a project no workload names (ended ones count until they are archived), with its
+  // quotas and share weight; FAILED_PRECONDITION (and nothing changes) while workloads name it.
+  // NOT_FOUND when there is no such project.
+  virtual absl::Status DeleteProject(const std::string& tenant, const std::string& name) = 0;
+  // Deletes a tenant without projects or live tokens, with its quotas, share weights and
+  // revoked tokens; FAILED_PRECONDITION naming what is left (and nothing changes) otherwise.
+  // NOT_FOUND when there is no such tenant.
+  virtual absl::Status DeleteTenant(const std::string& name) = 0;
 
   virtual absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) = 0;
   // A live (not revoked) token; NOT_FOUND otherwise.

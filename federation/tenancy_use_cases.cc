@@ -42,6 +42,30 @@ absl::StatusOr<std::vector<Project>> ControlPlane::ListProjects(const auth::Prin
   return ports_.tenants->ListProjects(tenant);
 }
 
+absl::Status ControlPlane::DeleteProject(const auth::Principal& who, const std::string& tenant,
+                                         const std::string& name) {
+  RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  RETURN_IF_ERROR(ValidateName("name", name));
+  if (!who.CanAdminTenant(tenant)) {
+    if (!who.CanRead(tenant)) {
+      return absl::NotFoundError(absl::StrCat("project ", tenant, "/", name, " does not exist"));
+    }
+    return absl::PermissionDeniedError("permission denied");
+  }
+  RETURN_IF_ERROR(ports_.tenants->DeleteProject(tenant, name));
+  // Its quotas and weight went with it.
+  if (ports_.scheduler != nullptr) ports_.scheduler->NotifyQuotasChanged();
+  return absl::OkStatus();
+}
+
+absl::Status ControlPlane::DeleteTenant(const auth::Principal& who, const std::string& name) {
+  RETURN_IF_ERROR(ValidateName("name", name));
+  if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(ports_.tenants->DeleteTenant(name));
+  if (ports_.scheduler != nullptr) ports_.scheduler->NotifyQuotasChanged();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CreatedToken> ControlPlane::CreateToken(const auth::Principal& who,
                                                        const TokenRequest& request) {
   RETURN_IF_ERROR(ValidateSubject(request.subject));

@@ -698,6 +698,53 @@ absl::Status MemoryStore::CreateToken(const std::string& token_hash, const Token
   return absl::OkStatus();
 }
 
+absl::Status MemoryStore::DeleteProject(const std::string& tenant, const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  auto it = projects_.find({tenant, name});
+  if (it == projects_.end()) {
+    return absl::NotFoundError(absl::StrCat("project ", tenant, "/", name, " does not exist"));
+  }
+  const auto named = std::count_if(workloads_.begin(), workloads_.end(), [&](const auto& w) {
+    return w.second.spec.tenant == tenant && w.second.spec.project == name;
+  });
+  if (named > 0) {
+    return absl::FailedPreconditionError(absl::StrCat("project ", tenant, "/", name,
+                                                      " is named by ", named,
+                                                      " workloads (ended ones until archived)"));
+  }
+  std::erase_if(quotas_, [&](const auto& q) {
+    return std::get<0>(q.first) == tenant && std::get<1>(q.first) == name;
+  });
+  weights_.erase({tenant, name});
+  projects_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status MemoryStore::DeleteTenant(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  if (!tenants_.contains(name)) {
+    return absl::NotFoundError(absl::StrCat("tenant ", name, " does not exist"));
+  }
+  const auto of_tenant = [&](const auto& container) {
+    return std::any_of(container.begin(), container.end(),
+                       [&](const auto& entry) { return std::get<0>(entry.first) == name; });
+  };
+  if (of_tenant(projects_)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tenant ", name, " has projects: delete them first"));
+  }
+  if (std::any_of(tokens_.begin(), tokens_.end(),
+                  [&](const auto& t) { return t.second.tenant == name; })) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tenant ", name, " has live tokens: revoke them first"));
+  }
+  std::erase_if(quotas_, [&](const auto& q) { return std::get<0>(q.first) == name; });
+  std::erase_if(weights_, [&](const auto& w) { return w.first.first == name; });
+  std::erase_if(revoked_tokens_, [&](const auto& t) { return t.second.tenant == name; });
+  tenants_.erase(name);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TokenRecord> MemoryStore::RevokeToken(int64_t id, const std::string& tenant) {
   absl::MutexLock lock(&mu_);
   const auto in_scope = [&](const TokenRecord& r) { return tenant.empty() || r.tenant == tenant; };

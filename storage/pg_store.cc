@@ -404,6 +404,25 @@ constexpr const char* kCreateTenant =
 constexpr const char* kListTenants =
     "SELECT name, display_name, epoch_us(created_at) AS created_us FROM tenants ORDER BY name";
 constexpr const char* kTenantExists = "SELECT 1 FROM tenants WHERE name = $1";
+// Deleting a project or tenant: its row locked FOR UPDATE first, which waits for (and then
+// excludes) the KEY SHARE locks a submit's or a new project's or token's insert takes on it.
+constexpr const char* kLockProject =
+    "SELECT 1 FROM projects WHERE tenant = $1 AND name = $2 FOR UPDATE";
+constexpr const char* kCountProjectWorkloads =
+    "SELECT count(*) FROM workloads WHERE tenant = $1 AND project = $2";
+constexpr const char* kDeleteProject =
+    "WITH q AS (DELETE FROM quotas WHERE tenant = $1 AND project = $2), "
+    "w AS (DELETE FROM share_weights WHERE tenant = $1 AND project = $2) "
+    "DELETE FROM projects WHERE tenant = $1 AND name = $2";
+constexpr const char* kLockTenant = "SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE";
+constexpr const char* kTenantDependents =
+    "SELECT EXISTS (SELECT 1 FROM projects WHERE tenant = $1) AS projects, "
+    "EXISTS (SELECT 1 FROM api_tokens WHERE tenant = $1 AND revoked_at IS NULL) AS tokens";
+constexpr const char* kDeleteTenant =
+    "WITH q AS (DELETE FROM quotas WHERE tenant = $1), "
+    "w AS (DELETE FROM share_weights WHERE tenant = $1), "
+    "t AS (DELETE FROM api_tokens WHERE tenant = $1 AND revoked_at IS NOT NULL) "
+    "DELETE FROM tenants WHERE name = $1";
 constexpr const char* kCreateProject =
     "INSERT INTO projects (tenant, name) VALUES ($1, $2) ON CONFLICT DO NOTHING "
     "RETURNING epoch_us(created_at) AS created_us";
@@ -516,6 +535,12 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_tenants", kListTenants},
     {"tenant_exists", kTenantExists},
     {"create_project", kCreateProject},
+    {"lock_project", kLockProject},
+    {"count_project_workloads", kCountProjectWorkloads},
+    {"delete_project", kDeleteProject},
+    {"lock_tenant", kLockTenant},
+    {"tenant_dependents", kTenantDependents},
+    {"delete_tenant", kDeleteTenant},
     {"list_projects", kListProjects},
     {"create_token", kCreateToken},
     {"lookup_token", kLookupToken},
@@ -1780,6 +1805,41 @@ absl::StatusOr<Tenant> PgStore::CreateTenant(const Tenant& tenant) {
         return out;
       },
       /*idempotent=*/false);
+}
+
+absl::Status PgStore::DeleteProject(const std::string& tenant, const std::string& name) {
+  return pool_->Transact("delete project", [&](pqxx::work& txn) -> absl::Status {
+    if (txn.exec_prepared("lock_project", tenant, name).empty()) {
+      return absl::NotFoundError(absl::StrCat("project ", tenant, "/", name, " does not exist"));
+    }
+    const auto named = txn.exec_prepared1("count_project_workloads", tenant, name)[0].as<int64_t>();
+    if (named > 0) {
+      return absl::FailedPreconditionError(absl::StrCat("project ", tenant, "/", name,
+                                                        " is named by ", named,
+                                                        " workloads (ended ones until archived)"));
+    }
+    txn.exec_prepared0("delete_project", tenant, name);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PgStore::DeleteTenant(const std::string& name) {
+  return pool_->Transact("delete tenant", [&](pqxx::work& txn) -> absl::Status {
+    if (txn.exec_prepared("lock_tenant", name).empty()) {
+      return absl::NotFoundError(absl::StrCat("tenant ", name, " does not exist"));
+    }
+    const pqxx::row left = txn.exec_prepared1("tenant_dependents", name);
+    if (left["projects"].as<bool>()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("tenant ", name, " has projects: delete them first"));
+    }
+    if (left["tokens"].as<bool>()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("tenant ", name, " has live tokens: revoke them first"));
+    }
+    txn.exec_prepared0("delete_tenant", name);
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<std::vector<Tenant>> PgStore::ListTenants() {

@@ -172,6 +172,8 @@ class PgStore final : public WorkloadStore,
   absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) override;
   absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) override;
   absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant) override;
+  absl::Status DeleteProject(const std::string& tenant, const std::string& name) override;
+  absl::Status DeleteTenant(const std::string& name) override;
   absl::StatusOr<int64_t> CountTokens() override;
 
   // ---- QuotaStore ----

@@ -2279,6 +2279,52 @@ TEST_P(StoreContractTest, PlacementConstraintsRoundTripThroughSubmitAndGet) {
   EXPECT_TRUE(MustGet(plain.id).spec.placement.empty());
 }
 
+TEST_P(StoreContractTest, AProjectOrTenantIsDeletedOnlyWhenNothingDependsOnIt) {
+  AddTenants();  // acme/research, acme/prod, globex/research
+  ASSERT_OK(tenants().CreateProject(Project{"acme", "empty", {}}));
+  const WorkloadId named = MustSubmit(Spec("w", "acme", "research")).id;
+  ASSERT_OK(quotas().SetQuota(MakeQuota("acme", "empty", "gpu", 1000), Accept()));
+  ASSERT_OK(quotas().SetShareWeight(ShareWeight{"acme", "empty", 3}));
+
+  // Workloads name it (an ended one too): refused, nothing changes.
+  ASSERT_OK(workloads().RequestCancel(named, "user:test", "done"));
+  EXPECT_THAT(tenants().DeleteProject("acme", "research"), StatusIs(Code::kFailedPrecondition));
+  EXPECT_THAT(tenants().DeleteProject("acme", "nope"), StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().DeleteProject("initech", "research"), StatusIs(Code::kNotFound));
+  ASSERT_OK_AND_ASSIGN(std::vector<Project> before, tenants().ListProjects("acme"));
+  EXPECT_EQ(before.size(), 3u);
+
+  // Its quotas and weight go with it.
+  ASSERT_OK(tenants().DeleteProject("acme", "empty"));
+  ASSERT_OK_AND_ASSIGN(std::vector<Project> after, tenants().ListProjects("acme"));
+  EXPECT_EQ(after.size(), 2u);
+  EXPECT_THAT(quotas().ListQuotas("acme"), IsOkAndHolds(IsEmpty()));
+  ASSERT_OK_AND_ASSIGN(std::vector<ShareWeight> weights, quotas().ListShareWeights());
+  EXPECT_TRUE(std::none_of(weights.begin(), weights.end(),
+                           [](const ShareWeight& w) { return w.project == "empty"; }));
+  EXPECT_THAT(tenants().DeleteProject("acme", "empty"), StatusIs(Code::kNotFound));
+
+  // A tenant with projects, or with live tokens, stays.
+  EXPECT_THAT(tenants().DeleteTenant("globex"), StatusIs(Code::kFailedPrecondition));
+  ASSERT_OK(tenants().DeleteProject("globex", "research"));
+  ASSERT_OK(tenants().CreateToken("hash-gil", {"gil", auth::Role::kTenantUser, "globex", ""}));
+  ASSERT_OK(tenants().CreateToken("hash-old", {"old", auth::Role::kViewer, "globex", ""}));
+  ASSERT_OK_AND_ASSIGN(TokenRecord old, tenants().LookupToken("hash-old"));
+  ASSERT_OK(tenants().RevokeToken(old.id, ""));
+  ASSERT_OK(quotas().SetQuota(MakeQuota("globex", "", "gpu", 500), Accept()));
+  EXPECT_THAT(tenants().DeleteTenant("globex"), StatusIs(Code::kFailedPrecondition));
+  ASSERT_OK_AND_ASSIGN(TokenRecord gil, tenants().LookupToken("hash-gil"));
+  ASSERT_OK(tenants().RevokeToken(gil.id, ""));
+  ASSERT_OK(tenants().DeleteTenant("globex"));
+  ASSERT_OK_AND_ASSIGN(std::vector<Tenant> left, tenants().ListTenants());
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].name, "acme");
+  EXPECT_THAT(quotas().ListQuotas("globex"), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(tenants().DeleteTenant("globex"), StatusIs(Code::kNotFound));
+  // The name is free again.
+  ASSERT_OK(tenants().CreateTenant(Tenant{"globex", "", {}}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, StoreContractTest,
                          ::testing::Values(Kind::kMemory, Kind::kPostgres),
                          [](const ::testing::TestParamInfo<Kind>& info) {

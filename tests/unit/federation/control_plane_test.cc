@@ -676,6 +676,38 @@ TEST_F(ControlPlaneTest, TenancyFollowsTheRoles) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST_F(ControlPlaneTest, ProjectsAndTenantsAreDeletedByTheirAdminsOnly) {
+  auth::Principal acme_admin{"carol", auth::Role::kTenantAdmin, "acme", ""};
+  auth::Principal other_admin{"dave", auth::Role::kTenantAdmin, "other", ""};
+  ASSERT_OK(plane_.CreateProject(acme_admin, Project{"acme", "scratch", {}}));
+
+  EXPECT_THAT(plane_.DeleteProject(User("acme"), "acme", "scratch"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  // Another tenant's project is as unknown as one that does not exist.
+  EXPECT_THAT(plane_.DeleteProject(other_admin, "acme", "scratch"),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(plane_.DeleteProject(acme_admin, "acme", "Bad Name"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_OK(plane_.DeleteProject(acme_admin, "acme", "scratch"));
+  EXPECT_THAT(plane_.DeleteProject(acme_admin, "acme", "scratch"),
+              StatusIs(absl::StatusCode::kNotFound));
+
+  // A project work was submitted to stays.
+  ASSERT_OK(Submit(User("acme"), Job()));
+  EXPECT_THAT(plane_.DeleteProject(acme_admin, "acme", "p"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  EXPECT_THAT(plane_.DeleteTenant(acme_admin, "other"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(plane_.DeleteTenant(Admin(), "other"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));  // it has a project
+  ASSERT_OK(plane_.DeleteProject(other_admin, "other", "p"));
+  ASSERT_OK(plane_.DeleteTenant(Admin(), "other"));
+  ASSERT_OK_AND_ASSIGN(std::vector<Tenant> left, plane_.ListTenants(Admin()));
+  ASSERT_THAT(left, SizeIs(1));
+  EXPECT_EQ(left[0].name, "acme");
+}
+
 TEST_F(ControlPlaneTest, RevokingATokenEndsItsUseAndItsAgentConnectionAtOnce) {
   auth::Principal tenant_admin{"carol", auth::Role::kTenantAdmin, "acme", ""};
   const auto token = [&](const auth::Principal& by, TokenRequest request) {
