@@ -130,6 +130,7 @@ struct Flags {
 
   std::string role;
   TokenOptions token_options;
+  int64_t token_id = 0;
 
   QuotaOptions quota;
 };
@@ -270,6 +271,9 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   tenants_create->add_option("name", f.tenant_name, "Tenant name")->required();
   tenants_create->add_option("--display-name", f.display_name, "Human-readable name");
   CLI::App* tenants_list = tenants->add_subcommand("list", "List tenants");
+  CLI::App* tenants_delete = tenants->add_subcommand(
+      "delete", "Delete a tenant without projects or live tokens (platform admin)");
+  tenants_delete->add_option("name", f.tenant_name, "Tenant name")->required();
 
   CLI::App* projects = app.add_subcommand("projects", "Create and list projects");
   projects->require_subcommand(1);
@@ -278,8 +282,12 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   projects_create->add_option("name", f.project_name, "Project name")->required();
   CLI::App* projects_list = projects->add_subcommand("list", "List a tenant's projects");
   projects_list->add_option("tenant", f.project_tenant, "Tenant")->required();
+  CLI::App* projects_delete =
+      projects->add_subcommand("delete", "Delete a project no workload names (tenant admin)");
+  projects_delete->add_option("tenant", f.project_tenant, "Tenant")->required();
+  projects_delete->add_option("name", f.project_name, "Project name")->required();
 
-  CLI::App* tokens = app.add_subcommand("tokens", "Create API tokens");
+  CLI::App* tokens = app.add_subcommand("tokens", "Create and revoke API tokens");
   tokens->require_subcommand(1);
   CLI::App* tokens_create =
       tokens->add_subcommand("create", "Create a token; the secret is printed once");
@@ -290,6 +298,9 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
       ->required();
   tokens_create->add_option("--tenant", f.token_options.tenant, "Tenant (tenant roles)");
   tokens_create->add_option("--cluster", f.token_options.cluster, "Cluster (agent role)");
+  CLI::App* tokens_revoke = tokens->add_subcommand(
+      "revoke", "Revoke a token at once, its open streams included (the id tokens create printed)");
+  tokens_revoke->add_option("id", f.token_id, "Token id")->required()->check(CLI::PositiveNumber);
 
   CLI::App* quota = app.add_subcommand("quota", "Set, show and delete quotas");
   quota->require_subcommand(1);
@@ -448,10 +459,14 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.CreateTenant(f.tenant_name, f.display_name);
   } else if (tenants_list->parsed()) {
     status = commands.ListTenants();
+  } else if (tenants_delete->parsed()) {
+    status = commands.DeleteTenant(f.tenant_name);
   } else if (projects_create->parsed()) {
     status = commands.CreateProject(f.project_tenant, f.project_name);
   } else if (projects_list->parsed()) {
     status = commands.ListProjects(f.project_tenant);
+  } else if (projects_delete->parsed()) {
+    status = commands.DeleteProject(f.project_tenant, f.project_name);
   } else if (quota_set->parsed()) {
     status = commands.SetQuota(f.quota);
   } else if (quota_get->parsed()) {
@@ -468,6 +483,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   } else if (tokens_create->parsed()) {
     f.token_options.role = *ParseRole(f.role);
     status = commands.CreateToken(f.token_options);
+  } else if (tokens_revoke->parsed()) {
+    status = commands.RevokeToken(f.token_id);
   }
   if (!status.ok()) return ReportError(status, *io.err);
   return 0;

@@ -490,6 +490,33 @@ absl::Status Commands::CreateTenant(absl::string_view name, absl::string_view di
   return absl::OkStatus();
 }
 
+absl::Status Commands::DeleteTenant(absl::string_view name) {
+  v1::DeleteTenantRequest request;
+  request.set_name(std::string(name));
+  v1::DeleteTenantResponse response;
+  // Not retried: a retry after a delete that committed would answer NOT_FOUND.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/false, [&](grpc::ClientContext* context) {
+    return tenants_->DeleteTenant(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  *env_.out << "tenant/" << SanitizeForTerminal(name) << " deleted\n";
+  return absl::OkStatus();
+}
+
+absl::Status Commands::DeleteProject(absl::string_view tenant, absl::string_view name) {
+  v1::DeleteProjectRequest request;
+  request.set_tenant(std::string(tenant));
+  request.set_name(std::string(name));
+  v1::DeleteProjectResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/false, [&](grpc::ClientContext* context) {
+    return tenants_->DeleteProject(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  *env_.out << "project/" << SanitizeForTerminal(tenant) << "/" << SanitizeForTerminal(name)
+            << " deleted\n";
+  return absl::OkStatus();
+}
+
 absl::Status Commands::ListTenants() {
   v1::ListTenantsResponse response;
   RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {

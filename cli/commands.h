@@ -208,6 +208,8 @@ class Commands {
   // The table form prints only the secret on env.out (so `$(gpufedctl tokens create ...)`
   // captures it) and a reminder on env.err that it is shown once.
   absl::Status CreateToken(const TokenOptions& options);
+  absl::Status DeleteTenant(absl::string_view name);
+  absl::Status DeleteProject(absl::string_view tenant, absl::string_view name);
   // Revokes token `token_id` (CreateToken printed it): at once, its open streams included.
   absl::Status RevokeToken(int64_t token_id);
 

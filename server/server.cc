@@ -20,6 +20,7 @@
 #include "api/metrics.h"
 #include "api/parse_errors.h"
 #include "api/quota_service.h"
+#include "api/revocations.h"
 #include "api/tenant_service.h"
 #include "api/watch_hub.h"
 #include "api/workload_service.h"
@@ -160,6 +161,7 @@ absl::Status Server::Start() {
   agent_executor_ =
       std::make_unique<api::Executor>("agents", config_.agent_executor_threads, 20000);
   watch_ = std::make_unique<api::WatchHub>();
+  revocations_ = std::make_unique<api::Revocations>(authn_.get(), watch_.get());
   agents_ = std::make_unique<AgentRegistry>(clock_.get());
   ControlPlanePorts ports;
   ports.workloads = store_.get();
@@ -171,6 +173,7 @@ absl::Status Server::Start() {
   ports.scheduler = scheduler_.get();
   ports.clock = clock_.get();
   ports.metrics = control_metrics_.get();
+  ports.credentials = revocations_.get();
   plane_ = std::make_unique<ControlPlane>(ports);
   RETURN_IF_ERROR(plane_->Start());
   leader_lock_ = std::make_unique<storage::LeaderLock>(dsn_, storage::LeaderLock::kSchedulerKey);

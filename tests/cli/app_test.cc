@@ -364,6 +364,11 @@ TEST_F(AppTest, AdminCommands) {
   EXPECT_EQ(server_->token_requests()[0].cluster(), "edge-l4");
   ASSERT_EQ(Run({"tokens", "create", "--role", "Platform-Admin", "--subject", "root"}), 0);
   EXPECT_EQ(server_->token_requests()[1].role(), v1::ROLE_PLATFORM_ADMIN);
+  EXPECT_THAT(err_.str(), HasSubstr("gpufedctl tokens revoke 2"));
+  ASSERT_EQ(Run({"tokens", "revoke", "2"}), 0) << err_.str();
+  EXPECT_EQ(server_->revoked_tokens(), std::vector<int64_t>{2});
+  EXPECT_EQ(Run({"tokens", "revoke", "0"}), 2);  // not a token id: a usage error
+  EXPECT_EQ(server_->revoked_tokens().size(), 1u);
 }
 
 TEST_F(AppTest, CancelAndWatch) {

@@ -143,6 +143,11 @@ std::vector<v1::CreateTokenRequest> FakeGpufedServer::token_requests() const {
   return token_requests_;
 }
 
+std::vector<int64_t> FakeGpufedServer::revoked_tokens() const {
+  absl::MutexLock lock(&mu_);
+  return revoked_tokens_;
+}
+
 std::vector<v1::DrainRequest> FakeGpufedServer::drain_requests() const {
   absl::MutexLock lock(&mu_);
   return drain_requests_;
@@ -586,6 +591,16 @@ grpc::Status FakeGpufedServer::CreateToken(grpc::ServerContext* context,
   absl::MutexLock lock(&mu_);
   token_requests_.push_back(*request);
   response->set_token(absl::StrCat("gpf_fake_", token_requests_.size()));
+  response->set_token_id(static_cast<int64_t>(token_requests_.size()));
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeGpufedServer::RevokeToken(grpc::ServerContext* context,
+                                           const v1::RevokeTokenRequest* request,
+                                           v1::RevokeTokenResponse* /*response*/) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  revoked_tokens_.push_back(request->token_id());
   return grpc::Status::OK;
 }
 

@@ -83,6 +83,7 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   [[nodiscard]] std::vector<v1::ListWorkloadsRequest> list_requests() const;
   [[nodiscard]] std::vector<v1::ListClustersRequest> cluster_requests() const;
   [[nodiscard]] std::vector<v1::CreateTokenRequest> token_requests() const;
+  [[nodiscard]] std::vector<int64_t> revoked_tokens() const;
   [[nodiscard]] std::vector<v1::DrainRequest> drain_requests() const;
   [[nodiscard]] std::vector<v1::ApplyClustersRequest> apply_requests() const;
   // The authorization metadata of every call, in order ("" when absent).
@@ -148,6 +149,8 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
                             v1::ListProjectsResponse* response) override;
   grpc::Status CreateToken(grpc::ServerContext* context, const v1::CreateTokenRequest* request,
                            v1::CreateTokenResponse* response) override;
+  grpc::Status RevokeToken(grpc::ServerContext* context, const v1::RevokeTokenRequest* request,
+                           v1::RevokeTokenResponse* response) override;
 
  private:
   FakeGpufedServer() = default;
@@ -183,6 +186,7 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   std::optional<grpc::Status> apply_failure_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::ClusterDeclaration> declarations_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::CreateTokenRequest> token_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> revoked_tokens_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> authorizations_ ABSL_GUARDED_BY(mu_);
   std::vector<std::chrono::system_clock::time_point> deadlines_ ABSL_GUARDED_BY(mu_);
   size_t max_page_size_ ABSL_GUARDED_BY(mu_) = 1000;

@@ -139,7 +139,7 @@ class FakeAgentStream {
  public:
   FakeAgentStream(const std::string& address, const std::string& token) {
     stub_ = v1::AgentService::NewStub(testing::Connect(address));
-    ctx_.AddMetadata("authorization", "Bearer " + token);
+    if (!token.empty()) ctx_.AddMetadata("authorization", "Bearer " + token);
     // A message that never comes fails the test instead of hanging it.
     ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     stream_ = stub_->Connect(&ctx_);
@@ -1493,6 +1493,188 @@ TEST_F(ServiceTest, AgentMaySpeakOnlyForItsCluster) {
   ASSERT_TRUE(user_as_agent.Write(Registration("edge", 1, 8, "L4")));
   EXPECT_FALSE(user_as_agent.Read(&m));
   EXPECT_EQ(user_as_agent.Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(ServiceTest, AnAgentStreamWithoutAValidCredentialIsUnauthenticatedWhateverItSends) {
+  v1::AgentMessage heartbeat;
+  heartbeat.mutable_heartbeat();
+  v1::ServerMessage m;
+  {
+    FakeAgentStream silent(address_, "");
+    EXPECT_FALSE(silent.Read(&m));
+    EXPECT_EQ(silent.Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  for (const std::string& token : {std::string(), std::string("gpf_not-a-real-token")}) {
+    FakeAgentStream agent(address_, token);
+    agent.Write(heartbeat);  // not a register: still the credential is what is wrong
+    EXPECT_FALSE(agent.Read(&m));
+    EXPECT_EQ(agent.Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED) << token;
+  }
+  FakeAgentStream bad(address_, "gpf_not-a-real-token");
+  ASSERT_TRUE(bad.Write(Registration("edge", 1, 8, "L4")));
+  EXPECT_FALSE(bad.Read(&m));
+  EXPECT_EQ(bad.Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(ServiceTest, AnAgentCredentialMayNotWatch) {
+  auto agent_token = testing::CreateAgentToken(address_, admin_, "edge");
+  ASSERT_OK(agent_token);
+  for (const std::string& id : {std::string(), std::string("1")}) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + *agent_token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::WatchRequest req;
+    req.set_workload_id(id);
+    auto stream = workloads_->Watch(&ctx, req);
+    v1::WorkloadEvent e;
+    EXPECT_FALSE(stream->Read(&e));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED) << id;
+  }
+}
+
+TEST_F(ServiceTest, TheClusterViewNamesOnlyTheCallersOwnWorkloadsOnGpus) {
+  auto agent = RegisteredAgent(address_, admin_, "dgx", 1, 8, "H100-80GB");
+  ASSERT_NE(agent, nullptr);
+  v1::SubmitResponse mine, theirs;
+  ASSERT_OK(Submit(Spec("mine"), &mine));
+  v1::WorkloadSpec other_spec = Spec("theirs");
+  other_spec.set_tenant("globex");
+  ASSERT_OK(Submit(other_spec, &theirs, other_));
+  WaitFor(mine.workload().id(), v1::WORKLOAD_STATE_PLACED);
+  auto theirs_placed = [&] {
+    v1::GetWorkloadRequest get;
+    get.set_id(theirs.workload().id());
+    v1::Workload w;
+    EXPECT_OK(Call(other_, [&](grpc::ClientContext* c) { return workloads_->Get(c, get, &w); }));
+    return w.state() == v1::WORKLOAD_STATE_PLACED || w.state() == v1::WORKLOAD_STATE_RUNNING;
+  };
+  for (int i = 0; i < 1000 && !theirs_placed(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(theirs_placed());
+
+  // Per caller: the ids named on GPUs and how many GPUs are held, by ListClusters and GetCluster.
+  auto view = [&](const std::string& token) {
+    std::vector<std::pair<std::set<std::string>, int>> out;
+    v1::ListClustersRequest list;
+    list.set_include_nodes(true);
+    v1::ListClustersResponse listed;
+    EXPECT_OK(Call(
+        token, [&](grpc::ClientContext* c) { return clusters_->ListClusters(c, list, &listed); }));
+    v1::GetClusterRequest get;
+    get.set_name("dgx");
+    v1::Cluster got;
+    EXPECT_OK(
+        Call(token, [&](grpc::ClientContext* c) { return clusters_->GetCluster(c, get, &got); }));
+    if (listed.clusters_size() != 1) {
+      ADD_FAILURE() << "listed " << listed.clusters_size() << " clusters";
+      return out;
+    }
+    for (const v1::Cluster* c :
+         std::initializer_list<const v1::Cluster*>{&listed.clusters(0), &got}) {
+      std::set<std::string> named;
+      int held = 0;
+      for (const v1::Gpu& g : c->nodes(0).gpus()) {
+        if (!g.allocated_to().empty()) named.insert(g.allocated_to());
+        held += g.allocated() ? 1 : 0;
+      }
+      out.emplace_back(named, held);
+    }
+    return out;
+  };
+  const std::string my_id = mine.workload().id();
+  const std::string their_id = theirs.workload().id();
+  for (const auto& [named, held] : view(user_)) {
+    EXPECT_EQ(named, std::set<std::string>{my_id});
+    EXPECT_EQ(held, 2);  // its own and, unnamed, the other tenant's
+  }
+  for (const auto& [named, held] : view(other_)) {
+    EXPECT_EQ(named, std::set<std::string>{their_id});
+    EXPECT_EQ(held, 2);
+  }
+  for (const auto& [named, held] : view(admin_)) {
+    EXPECT_EQ(named, (std::set<std::string>{my_id, their_id}));
+    EXPECT_EQ(held, 2);
+  }
+}
+
+TEST_F(ServiceTest, ARevokedTokenIsCutOffAtOnceLiveStreamsIncluded) {
+  auto tenants = v1::TenantService::NewStub(channel_);
+  const auto make = [&](const std::string& by, v1::CreateTokenRequest request) {
+    v1::CreateTokenResponse made;
+    EXPECT_OK(
+        Call(by, [&](grpc::ClientContext* c) { return tenants->CreateToken(c, request, &made); }));
+    return made;
+  };
+  const auto revoke = [&](const std::string& by, int64_t id) {
+    v1::RevokeTokenRequest request;
+    request.set_token_id(id);
+    v1::RevokeTokenResponse done;
+    return Call(by,
+                [&](grpc::ClientContext* c) { return tenants->RevokeToken(c, request, &done); });
+  };
+  v1::CreateTokenRequest agent_request;
+  agent_request.set_subject("agent-edge");
+  agent_request.set_role(v1::ROLE_AGENT);
+  agent_request.set_cluster("edge");
+  const v1::CreateTokenResponse agent_token = make(admin_, agent_request);
+  v1::CreateTokenRequest user_request;
+  user_request.set_subject("ci");
+  user_request.set_role(v1::ROLE_TENANT_USER);
+  user_request.set_tenant("acme");
+  const v1::CreateTokenResponse user_token = make(admin_, user_request);
+  ASSERT_GT(agent_token.token_id(), 0);
+  ASSERT_NE(agent_token.token_id(), user_token.token_id());
+
+  // A registered agent, heartbeating.
+  FakeAgentStream agent(address_, agent_token.token());
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent.Write(Registration("edge", 1, 8, "L4")));
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+  // A Watch of every workload with the user's token, and a call that caches the token.
+  grpc::ClientContext watch_ctx;
+  watch_ctx.AddMetadata("authorization", "Bearer " + user_token.token());
+  watch_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto watch = workloads_->Watch(&watch_ctx, v1::WatchRequest());
+  v1::ListWorkloadsResponse listed;
+  ASSERT_OK(Call(user_token.token(), [&](grpc::ClientContext* c) {
+    return workloads_->List(c, v1::ListWorkloadsRequest(), &listed);
+  }));
+
+  // Another tenant's admin learns nothing and changes nothing.
+  v1::CreateTokenRequest globex_admin_request;
+  globex_admin_request.set_subject("gadmin");
+  globex_admin_request.set_role(v1::ROLE_TENANT_ADMIN);
+  globex_admin_request.set_tenant("globex");
+  const v1::CreateTokenResponse globex_admin = make(admin_, globex_admin_request);
+  EXPECT_EQ(revoke(globex_admin.token(), user_token.token_id()).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(revoke(user_, user_token.token_id()).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_OK(Call(user_token.token(), [&](grpc::ClientContext* c) {
+    return workloads_->List(c, v1::ListWorkloadsRequest(), &listed);
+  }));
+
+  ASSERT_OK(revoke(admin_, user_token.token_id()));
+  ASSERT_OK(revoke(admin_, agent_token.token_id()));
+  // At once: the next call, not the next cache expiry, and the open streams end.
+  EXPECT_EQ(Call(user_token.token(),
+                 [&](grpc::ClientContext* c) {
+                   return workloads_->List(c, v1::ListWorkloadsRequest(), &listed);
+                 })
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  v1::WorkloadEvent e;
+  while (watch->Read(&e)) {
+  }
+  EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  while (agent.Read(&m)) {
+  }
+  EXPECT_EQ(agent.Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // And it cannot come back with it.
+  FakeAgentStream again(address_, agent_token.token());
+  ASSERT_TRUE(again.Write(Registration("edge", 1, 8, "L4")));
+  EXPECT_FALSE(again.Read(&m));
+  EXPECT_EQ(again.Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
 TEST_F(ServiceTest, HttpSideAndGrpcHealth) {
