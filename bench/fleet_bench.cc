@@ -38,6 +38,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "api/convert.h"
 #include "federation/gpu_catalog.h"
 #include "federation/pool.h"
 #include "federation/types.h"
@@ -435,26 +436,8 @@ PoolCopyFigures MeasurePoolCopy(const std::vector<ClusterPlan>& fleet, int round
     c.info.provider = plan.info.provider();
     c.info.region = plan.info.region();
     c.info.zone = plan.info.zone();
-    for (const v1::Node& pn : plan.inventory.nodes()) {
-      NodeInfo& n = c.nodes.emplace_back();
-      n.name = pn.name();
-      n.rack = pn.rack();
-      n.block = pn.block();
-      n.cpu_millis = pn.cpu_millis();
-      n.memory_mib = pn.memory_mib();
-      n.labels = std::map<std::string, std::string>(pn.labels().begin(), pn.labels().end());
-      for (const v1::Gpu& pg : pn.gpus()) {
-        GpuInfo& g = n.gpus.emplace_back();
-        g.uuid = pg.uuid();
-        g.index = pg.index();
-        g.model = pg.model();
-        g.memory_mib = pg.memory_mib();
-        g.nvlink_domain = pg.nvlink_domain();
-        g.numa_node = pg.numa_node();
-        g.pcie_switch = pg.pcie_switch();
-        g.mig_capable = pg.mig_capable();
-      }
-    }
+    // As the server reads an agent's inventory.
+    c.nodes = api::NodesFromProto(plan.inventory);
     pool.UpsertCluster(c);
     for (size_t i = 0; i < c.nodes.size() / 2; ++i) {
       const NodeInfo& n = c.nodes[i];
