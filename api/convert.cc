@@ -1072,7 +1072,19 @@ absl::StatusOr<AgentReport> AgentReportFromProto(const v1::WorkloadStatus& statu
   ASSIGN_OR_RETURN(report.state, StateFromProto(status.state(), "status.updates.state"));
   report.exit_code = status.exit_code();
   report.message = status.message();
-  if (status.has_time()) report.time = FromProto(status.time());
+  if (status.has_time()) {
+    // Bounded as a price line's effective_from: outside them the nanoseconds since 1970 that a
+    // Timestamp holds would overflow.
+    const google::protobuf::Timestamp& t = status.time();
+    if (t.nanos() < 0 || t.nanos() >= 1000000000 || t.seconds() < 0 ||
+        t.seconds() >= kMaxEffectiveFromSeconds) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("status.updates.time: must be from 1970-01-01 and before 2200-01-01 (nanos "
+                       "0..999999999), got ",
+                       t.seconds(), " seconds and ", t.nanos(), " nanos since 1970"));
+    }
+    report.time = FromProto(t);
+  }
   report.attempt = status.attempt();
   return report;
 }

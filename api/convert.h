@@ -126,7 +126,8 @@ v1::WhatIfResponse WhatIfToProto(const RoutingExplanation& e);
 
 // ---- The agent protocol ----
 
-// One status report of an agent. INVALID_ARGUMENT naming the field.
+// One status report of an agent. INVALID_ARGUMENT naming the field (a time before 1970 or from
+// 2200 on, or with nanos outside 0..999999999, too).
 absl::StatusOr<AgentReport> AgentReportFromProto(const v1::WorkloadStatus& status);
 
 // Assignments as AssignBatch messages of at most `max_bytes` each (one assignment larger than

@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -596,6 +597,44 @@ TEST(RoutingExplanationConvertTest, ExplainCarriesTheCandidatesWhenTheWorkloadWa
   EXPECT_EQ(p.candidates(1).cluster(), "edge");
   EXPECT_FALSE(p.candidates(1).allowed());
   EXPECT_THAT(p.candidates(1).offers(), IsEmpty());
+}
+
+// Found by fuzzing (tests/fuzz/agent_rpc_fuzzer.cc): an agent's status report with a time far
+// outside what a Timestamp (nanoseconds since 1970 in an int64) holds overflowed the conversion
+// (undefined behaviour; in practice a wrapped, meaningless time stored with the transition).
+TEST(AgentReportConvertTest, ATimeInRangeIsKept) {
+  v1::WorkloadStatus s;
+  s.set_workload_id("42");
+  s.set_state(v1::WORKLOAD_STATE_RUNNING);
+  s.mutable_time()->set_seconds(1767225600);
+  s.mutable_time()->set_nanos(5);
+  absl::StatusOr<AgentReport> report = AgentReportFromProto(s);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->time.has_value());
+  EXPECT_EQ(report->time->time_since_epoch(),
+            std::chrono::seconds(1767225600) + std::chrono::nanoseconds(5));
+}
+
+TEST(AgentReportConvertTest, ATimeOutOfRangeNamesTheField) {
+  const std::vector<std::pair<int64_t, int32_t>> times = {
+      {9'223'372'037, 0},                        // past what a Timestamp holds
+      {std::numeric_limits<int64_t>::max(), 0},  // far past it
+      {-9'223'372'037, 0},                       // before it
+      {-1, 0},                                   // before 1970
+      {7'258'118'400, 0},                        // 2200-01-01 and later
+      {1767225600, -1},                          // unnormalised
+      {1767225600, 1'000'000'000},
+  };
+  for (const auto& [seconds, nanos] : times) {
+    v1::WorkloadStatus s;
+    s.set_workload_id("42");
+    s.set_state(v1::WORKLOAD_STATE_FAILED);
+    s.mutable_time()->set_seconds(seconds);
+    s.mutable_time()->set_nanos(nanos);
+    EXPECT_THAT(AgentReportFromProto(s),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("status.updates.time")))
+        << seconds << " s " << nanos << " ns";
+  }
 }
 
 }  // namespace
