@@ -222,14 +222,7 @@ class Parser {
 
 absl::StatusOr<ClustersFile> ParseClustersYaml(absl::string_view text,
                                                absl::string_view file_name) {
-  std::vector<YAML::Node> nodes;
-  try {
-    nodes = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    const std::string where =
-        e.mark.is_null() ? std::string(file_name) : absl::StrCat(file_name, ":", e.mark.line + 1);
-    return absl::InvalidArgumentError(absl::StrCat(where, ": invalid YAML: ", e.msg));
-  }
+  ASSIGN_OR_RETURN(const std::vector<YAML::Node> nodes, LoadYamlDocuments(text, file_name));
   std::vector<YAML::Node> docs;
   for (const YAML::Node& node : nodes) {
     if (!node.IsNull()) docs.push_back(node);  // "---" alone, or only comments

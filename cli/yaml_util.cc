@@ -2,16 +2,38 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "yaml-cpp/eventhandler.h"
 
 namespace gpufed::cli {
 namespace {
+
+// Notes where the last document started; ignores everything else.
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { last = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  YAML::Mark last;
+};
 
 // yaml-cpp tags plain scalars "?" and quoted ones "!" unless the document gave a tag.
 bool IsQuoted(const YAML::Node& node) { return node.Tag() == "!"; }
@@ -73,6 +95,37 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<YAML::Node>> LoadYamlDocuments(absl::string_view text,
+                                                          absl::string_view file) {
+  const std::string copy(text);
+  try {
+    // A first pass over the parser's events alone: where yaml-cpp 0.7 cannot get past a
+    // character, every further document starts at that same place, empty, and LoadAll never
+    // returns. Documents that make progress start further on.
+    std::istringstream in(copy);
+    YAML::Parser parser(in);
+    DocumentStarts starts;
+    std::optional<int> previous;
+    while (parser.HandleNextDocument(starts)) {
+      const YAML::Mark& m = starts.last;
+      if (previous == m.pos) {
+        const std::string c = m.pos >= 0 && static_cast<size_t>(m.pos) < copy.size()
+                                  ? absl::CHexEscape(copy.substr(m.pos, 1))
+                                  : "";
+        return absl::InvalidArgumentError(absl::StrCat(file, ":", m.line + 1,
+                                                       ": invalid YAML: unexpected \"", c,
+                                                       "\" at column ", m.column + 1));
+      }
+      previous = m.pos;
+    }
+    return YAML::LoadAll(copy);
+  } catch (const YAML::Exception& e) {
+    const std::string where =
+        e.mark.is_null() ? std::string(file) : absl::StrCat(file, ":", e.mark.line + 1);
+    return absl::InvalidArgumentError(absl::StrCat(where, ": invalid YAML: ", e.msg));
+  }
+}
 
 int YamlLine(const YAML::Node& node) {
   const YAML::Mark mark = node.Mark();

@@ -27,6 +27,13 @@ struct YamlField {
   YAML::Node node;
 };
 
+// Every document of `text`, as YAML::LoadAll reads them; INVALID_ARGUMENT
+// "<file>:<line>: invalid YAML: <what>" when it is not YAML. Unlike YAML::LoadAll of yaml-cpp
+// 0.7, it also returns where the parser cannot get past a character where a document may start
+// (a comma: "name: x\n---\n,"), on which LoadAll yields empty documents for ever.
+absl::StatusOr<std::vector<YAML::Node>> LoadYamlDocuments(absl::string_view text,
+                                                          absl::string_view file);
+
 // 1-based line of `node`, or 0 when yaml-cpp recorded no position.
 int YamlLine(const YAML::Node& node);
 

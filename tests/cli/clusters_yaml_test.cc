@@ -240,5 +240,12 @@ TEST(ClustersYamlTest, ServerErrorsPointAtTheLineOfWhatTheyName) {
             absl::StatusCode::kPermissionDenied);
 }
 
+// Found by fuzzing (tests/fuzz/clusters_yaml_fuzzer.cc): yaml-cpp 0.7's LoadAll never returns on
+// a comma where a document may start (see workload_yaml_test.cc); gpufedctl apply hung on it.
+TEST(ClustersYamlTest, AStrayCommaIsAnErrorNotAHang) {
+  EXPECT_EQ(ParseError("clusters:\n  - name: c1\n...\n,\n"),
+            "clusters.yaml:4: invalid YAML: unexpected \",\" at column 1");
+}
+
 }  // namespace
 }  // namespace gpufed::cli

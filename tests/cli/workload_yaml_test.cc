@@ -418,6 +418,17 @@ TEST(WorkloadYamlTest, SyntaxErrorsNameTheLine) {
   EXPECT_THAT(ParseError("name: x\nrun: [a\n"), HasSubstr("invalid YAML"));
 }
 
+// Found by fuzzing (tests/fuzz/workload_yaml_fuzzer.cc): on a comma where a document may start,
+// yaml-cpp 0.7's LoadAll yields empty documents at that place for ever, so gpufedctl hung (its
+// memory growing) on such a typo instead of naming the line.
+TEST(WorkloadYamlTest, AStrayCommaIsAnErrorNotAHang) {
+  EXPECT_EQ(ParseError("name: x\n---\n,\n"),
+            "train.yaml:3: invalid YAML: unexpected \",\" at column 1");
+  EXPECT_EQ(ParseError("# a comment\n  , name: x\n"),
+            "train.yaml:2: invalid YAML: unexpected \",\" at column 3");
+  EXPECT_THAT(ParseError("- name: x\n,"), HasSubstr("train.yaml:2: invalid YAML"));
+}
+
 TEST(WorkloadYamlTest, EmptyFileIsAnError) {
   EXPECT_EQ(ParseError("# nothing here\n", "empty.yaml"), "empty.yaml: no workload in the file");
 }
