@@ -18,29 +18,31 @@ auto Visible(const ClusterListing& listing) {
 grpc::ServerUnaryReactor* ClusterServiceImpl::ListClusters(grpc::CallbackServerContext* context,
                                                            const v1::ListClustersRequest* request,
                                                            v1::ListClustersResponse* response) {
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(ClusterListing listing,
-                     ctx_.plane->ListClusters(who, request->include_nodes()));
-    for (const Cluster& c : listing.clusters) {
-      *response->add_clusters() = ClusterToProto(c, listing.pool->FindCluster(c.info.name),
-                                                 request->include_nodes(), Visible(listing));
-    }
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(ClusterListing listing,
+                                  ctx_.plane->ListClusters(who, request->include_nodes()));
+                 for (const Cluster& c : listing.clusters) {
+                   *response->add_clusters() =
+                       ClusterToProto(c, listing.pool->FindCluster(c.info.name),
+                                      request->include_nodes(), Visible(listing));
+                 }
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* ClusterServiceImpl::GetCluster(grpc::CallbackServerContext* context,
                                                          const v1::GetClusterRequest* request,
                                                          v1::Cluster* response) {
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(ClusterListing listing, ctx_.plane->GetCluster(who, request->name()));
-    const Cluster& c = listing.clusters.front();
-    *response = ClusterToProto(c, listing.pool->FindCluster(c.info.name), /*include_nodes=*/true,
-                               Visible(listing));
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(ClusterListing listing,
+                                  ctx_.plane->GetCluster(who, request->name()));
+                 const Cluster& c = listing.clusters.front();
+                 *response = ClusterToProto(c, listing.pool->FindCluster(c.info.name),
+                                            /*include_nodes=*/true, Visible(listing));
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* ClusterServiceImpl::Cordon(grpc::CallbackServerContext* context,
@@ -58,57 +60,63 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::Uncordon(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ClusterServiceImpl::SetCordon(grpc::CallbackServerContext* context,
                                                         const v1::CordonRequest* request,
                                                         v1::Cluster* response, bool cordoned) {
-  return RunOnExecutor(ctx_, context, [=, this]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(ClusterListing listing,
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [=, this](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(
+                     ClusterListing listing,
                      ctx_.plane->Cordon(who, request->name(), request->node(), cordoned));
-    const Cluster& c = listing.clusters.front();
-    *response = ClusterToProto(c, listing.pool->FindCluster(c.info.name), /*include_nodes=*/true,
-                               Visible(listing));
-    return absl::OkStatus();
-  });
+                 const Cluster& c = listing.clusters.front();
+                 *response = ClusterToProto(c, listing.pool->FindCluster(c.info.name),
+                                            /*include_nodes=*/true, Visible(listing));
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* ClusterServiceImpl::Drain(grpc::CallbackServerContext* context,
                                                     const v1::DrainRequest* request,
                                                     v1::DrainResponse* response) {
-  return RunOnExecutor(ctx_, context, [=, this]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(DrainResult drained,
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [=, this](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(
+                     DrainResult drained,
                      ctx_.plane->Drain(who, request->name(), request->node(), request->evict()));
-    const Cluster& c = drained.listing.clusters.front();
-    *response->mutable_cluster() = ClusterToProto(c, drained.listing.pool->FindCluster(c.info.name),
-                                                  /*include_nodes=*/true, Visible(drained.listing));
-    for (WorkloadId id : drained.evicted) response->add_evicted_workload_ids(absl::StrCat(id));
-    for (WorkloadId id : drained.staying) response->add_staying_workload_ids(absl::StrCat(id));
-    return absl::OkStatus();
-  });
+                 const Cluster& c = drained.listing.clusters.front();
+                 *response->mutable_cluster() =
+                     ClusterToProto(c, drained.listing.pool->FindCluster(c.info.name),
+                                    /*include_nodes=*/true, Visible(drained.listing));
+                 for (WorkloadId id : drained.evicted)
+                   response->add_evicted_workload_ids(absl::StrCat(id));
+                 for (WorkloadId id : drained.staying)
+                   response->add_staying_workload_ids(absl::StrCat(id));
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* ClusterServiceImpl::ApplyClusters(grpc::CallbackServerContext* context,
                                                             const v1::ApplyClustersRequest* request,
                                                             v1::ApplyClustersResponse* response) {
-  return RunOnExecutor(ctx_, context, [=, this]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(std::vector<ClusterDeclaration> declarations, DeclarationsFromProto(*request));
-    ASSIGN_OR_RETURN(
-        std::vector<DeclarationDiff> diffs,
-        ctx_.plane->ApplyDeclarations(who, std::move(declarations), request->dry_run()));
-    *response = DiffsToProto(diffs, request->dry_run());
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [=, this](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(std::vector<ClusterDeclaration> declarations,
+                                  DeclarationsFromProto(*request));
+                 ASSIGN_OR_RETURN(std::vector<DeclarationDiff> diffs,
+                                  ctx_.plane->ApplyDeclarations(who, std::move(declarations),
+                                                                request->dry_run()));
+                 *response = DiffsToProto(diffs, request->dry_run());
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* ClusterServiceImpl::ListDeclarations(
-    grpc::CallbackServerContext* context, const v1::ListDeclarationsRequest* /*request*/,
+    grpc::CallbackServerContext* context, const v1::ListDeclarationsRequest* request,
     v1::ListDeclarationsResponse* response) {
-  return RunOnExecutor(ctx_, context, [=, this]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(std::vector<ClusterDeclaration> declarations,
-                     ctx_.plane->ListDeclarations(who));
-    *response = DeclarationsToProto(declarations);
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [=, this](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(std::vector<ClusterDeclaration> declarations,
+                                  ctx_.plane->ListDeclarations(who));
+                 *response = DeclarationsToProto(declarations);
+                 return absl::OkStatus();
+               });
 }
 
 }  // namespace gpufed::api

@@ -3,9 +3,11 @@
 
 #include <chrono>
 
+#include "absl/time/time.h"
 #include "api/authn.h"
 #include "api/executor.h"
 #include "api/metrics.h"
+#include "api/rate_limit.h"
 #include "api/watch_hub.h"
 #include "federation/clock.h"
 #include "federation/control_plane.h"
@@ -24,6 +26,12 @@ struct ApiContext {
   WatchHub* watch = nullptr;  // Watch streams subscribe here
   Metrics* metrics = nullptr;
   const Clock* clock = nullptr;
+  // Writes per caller (api/rate_limit.h); null: not limited. Agent reports are not writes here:
+  // agents have their own protocol and one stream per cluster.
+  RateLimiter* writes = nullptr;
+  // A unary call is served under its client's deadline, but never past this long after it
+  // arrived (a client without a deadline, or with one days away, included).
+  absl::Duration max_call_duration = absl::InfiniteDuration();
   // How often agents must heartbeat (told to each agent when it registers).
   std::chrono::milliseconds heartbeat_interval{2000};
   // The lease each registration and answered heartbeat grants an agent (shorter than the

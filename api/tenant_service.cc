@@ -9,94 +9,95 @@ namespace gpufed::api {
 grpc::ServerUnaryReactor* TenantServiceImpl::CreateTenant(grpc::CallbackServerContext* context,
                                                           const v1::CreateTenantRequest* request,
                                                           v1::Tenant* response) {
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    Tenant t;
-    t.name = request->name();
-    t.display_name = request->display_name();
-    ASSIGN_OR_RETURN(Tenant created, ctx_.plane->CreateTenant(who, std::move(t)));
-    *response = TenantToProto(created);
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 Tenant t;
+                 t.name = request->name();
+                 t.display_name = request->display_name();
+                 ASSIGN_OR_RETURN(Tenant created, ctx_.plane->CreateTenant(who, std::move(t)));
+                 *response = TenantToProto(created);
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* TenantServiceImpl::ListTenants(grpc::CallbackServerContext* context,
                                                          const v1::ListTenantsRequest* request,
                                                          v1::ListTenantsResponse* response) {
-  return RunOnExecutor(ctx_, context, [this, context, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(std::vector<Tenant> tenants, ctx_.plane->ListTenants(who));
-    for (const Tenant& t : tenants) *response->add_tenants() = TenantToProto(t);
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(std::vector<Tenant> tenants, ctx_.plane->ListTenants(who));
+                 for (const Tenant& t : tenants) *response->add_tenants() = TenantToProto(t);
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* TenantServiceImpl::CreateProject(grpc::CallbackServerContext* context,
                                                            const v1::CreateProjectRequest* request,
                                                            v1::Project* response) {
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(Project created, ctx_.plane->CreateProject(
-                                          who, Project{request->tenant(), request->name(), {}}));
-    *response = ProjectToProto(created);
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(Project created,
+                                  ctx_.plane->CreateProject(
+                                      who, Project{request->tenant(), request->name(), {}}));
+                 *response = ProjectToProto(created);
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* TenantServiceImpl::ListProjects(grpc::CallbackServerContext* context,
                                                           const v1::ListProjectsRequest* request,
                                                           v1::ListProjectsResponse* response) {
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(std::vector<Project> projects,
-                     ctx_.plane->ListProjects(who, request->tenant()));
-    for (const Project& p : projects) *response->add_projects() = ProjectToProto(p);
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(std::vector<Project> projects,
+                                  ctx_.plane->ListProjects(who, request->tenant()));
+                 for (const Project& p : projects) *response->add_projects() = ProjectToProto(p);
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* TenantServiceImpl::CreateToken(grpc::CallbackServerContext* context,
                                                          const v1::CreateTokenRequest* request,
                                                          v1::CreateTokenResponse* response) {
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    TokenRequest token;
-    token.subject = request->subject();
-    ASSIGN_OR_RETURN(token.role, RoleFromProto(request->role(), "role"));
-    token.tenant = request->tenant();
-    token.cluster = request->cluster();
-    ASSIGN_OR_RETURN(CreatedToken created, ctx_.plane->CreateToken(who, token));
-    response->set_token(created.secret);
-    response->set_token_id(created.id);
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 TokenRequest token;
+                 token.subject = request->subject();
+                 ASSIGN_OR_RETURN(token.role, RoleFromProto(request->role(), "role"));
+                 token.tenant = request->tenant();
+                 token.cluster = request->cluster();
+                 ASSIGN_OR_RETURN(CreatedToken created, ctx_.plane->CreateToken(who, token));
+                 response->set_token(created.secret);
+                 response->set_token_id(created.id);
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* TenantServiceImpl::DeleteProject(
     grpc::CallbackServerContext* context, const v1::DeleteProjectRequest* request,
     v1::DeleteProjectResponse* /*response*/) {
-  return RunOnExecutor(ctx_, context, [this, context, request]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    return ctx_.plane->DeleteProject(who, request->tenant(), request->name());
-  });
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [this, request](const auth::Principal& who) -> absl::Status {
+                 return ctx_.plane->DeleteProject(who, request->tenant(), request->name());
+               });
 }
 
 grpc::ServerUnaryReactor* TenantServiceImpl::DeleteTenant(grpc::CallbackServerContext* context,
                                                           const v1::DeleteTenantRequest* request,
                                                           v1::DeleteTenantResponse* /*response*/) {
-  return RunOnExecutor(ctx_, context, [this, context, request]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    return ctx_.plane->DeleteTenant(who, request->name());
-  });
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [this, request](const auth::Principal& who) -> absl::Status {
+                 return ctx_.plane->DeleteTenant(who, request->name());
+               });
 }
 
 grpc::ServerUnaryReactor* TenantServiceImpl::RevokeToken(grpc::CallbackServerContext* context,
                                                          const v1::RevokeTokenRequest* request,
                                                          v1::RevokeTokenResponse* /*response*/) {
-  return RunOnExecutor(ctx_, context, [this, context, request]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    return ctx_.plane->RevokeToken(who, request->token_id());
-  });
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [this, request](const auth::Principal& who) -> absl::Status {
+                 return ctx_.plane->RevokeToken(who, request->token_id());
+               });
 }
 
 }  // namespace gpufed::api

@@ -25,56 +25,47 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::Submit(grpc::CallbackServerContex
                                                       v1::SubmitResponse* response) {
   // Converts, validates and queues the spec for the group commit; `done` runs after the commit.
   // Never blocks.
-  auto submit = [this, context, request, response](const auth::Principal& who, auto done) {
-    // A spec that is missing or does not convert goes to the use case too: it counts every
-    // rejected submission.
-    absl::StatusOr<WorkloadSpec> spec = request->has_spec()
-                                            ? SpecFromProto(request->spec())
-                                            : absl::InvalidArgumentError("spec: required");
-    ctx_.plane->Submit(who, std::move(spec), DeadlineOf(*context),
-                       [response, done](absl::StatusOr<SubmitResult> result) {
-                         if (result.ok()) {
-                           *response->mutable_workload() = WorkloadToProto(result->workload);
-                           response->set_created(result->created);
-                         }
-                         done(result.status());
-                       });
-  };
-  if (std::optional<auth::Principal> who = ctx_.authn->Cached(*context)) {
-    // A known caller: nothing left that blocks, so no hop to the executor.
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    submit(*who, [reactor](const absl::Status& status) { reactor->Finish(ToGrpcStatus(status)); });
-    return reactor;
-  }
-  return RunOnExecutorAsync(ctx_, context, [this, context, submit](auto done) {
-    absl::StatusOr<auth::Principal> who = ctx_.authn->Authenticate(*context);
-    if (!who.ok()) return done(who.status());
-    submit(*who, done);
-  });
+  return ServeAsync(
+      ctx_, context, *request, CallKind::kWrite,
+      [this, request, response](const auth::Principal& who, absl::Time deadline, auto done) {
+        // A spec that is missing or does not convert goes to the use case too: it
+        // counts every rejected submission.
+        absl::StatusOr<WorkloadSpec> spec = request->has_spec()
+                                                ? SpecFromProto(request->spec())
+                                                : absl::InvalidArgumentError("spec: required");
+        ctx_.plane->Submit(who, std::move(spec), deadline,
+                           [response, done](absl::StatusOr<SubmitResult> result) {
+                             if (result.ok()) {
+                               *response->mutable_workload() = WorkloadToProto(result->workload);
+                               response->set_created(result->created);
+                             }
+                             done(result.status());
+                           });
+      });
 }
 
 grpc::ServerUnaryReactor* WorkloadServiceImpl::Get(grpc::CallbackServerContext* context,
                                                    const v1::GetWorkloadRequest* request,
                                                    v1::Workload* response) {
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
-    ASSIGN_OR_RETURN(Workload w, ctx_.plane->GetWorkload(who, id));
-    *response = WorkloadToProto(w);
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
+                 ASSIGN_OR_RETURN(Workload w, ctx_.plane->GetWorkload(who, id));
+                 *response = WorkloadToProto(w);
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* WorkloadServiceImpl::Explain(grpc::CallbackServerContext* context,
                                                        const v1::ExplainRequest* request,
                                                        v1::ExplainResponse* response) {
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
-    ASSIGN_OR_RETURN(Explanation e, ctx_.plane->Explain(who, id));
-    *response = ExplanationToProto(e);
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
+                 ASSIGN_OR_RETURN(Explanation e, ctx_.plane->Explain(who, id));
+                 *response = ExplanationToProto(e);
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* WorkloadServiceImpl::WhatIf(grpc::CallbackServerContext* context,
@@ -82,38 +73,39 @@ grpc::ServerUnaryReactor* WorkloadServiceImpl::WhatIf(grpc::CallbackServerContex
                                                       v1::WhatIfResponse* response) {
   // On the executor like the other reads: routing a spec on the scheduler's pool takes an engine
   // call per allowed offer.
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    if (!request->has_spec()) return absl::InvalidArgumentError("spec: required");
-    ASSIGN_OR_RETURN(WorkloadSpec spec, SpecFromProto(request->spec()));
-    ASSIGN_OR_RETURN(RoutingExplanation e, ctx_.plane->WhatIf(who, std::move(spec)));
-    *response = WhatIfToProto(e);
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 if (!request->has_spec()) return absl::InvalidArgumentError("spec: required");
+                 ASSIGN_OR_RETURN(WorkloadSpec spec, SpecFromProto(request->spec()));
+                 ASSIGN_OR_RETURN(RoutingExplanation e, ctx_.plane->WhatIf(who, std::move(spec)));
+                 *response = WhatIfToProto(e);
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* WorkloadServiceImpl::List(grpc::CallbackServerContext* context,
                                                     const v1::ListWorkloadsRequest* request,
                                                     v1::ListWorkloadsResponse* response) {
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(ListFilter filter, ListFilterFromProto(*request));
-    ASSIGN_OR_RETURN(WorkloadPage page, ctx_.plane->ListWorkloads(who, std::move(filter)));
-    *response = WorkloadPageToProto(page, kMaxListResponseBytes);
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(ListFilter filter, ListFilterFromProto(*request));
+                 ASSIGN_OR_RETURN(WorkloadPage page,
+                                  ctx_.plane->ListWorkloads(who, std::move(filter)));
+                 *response = WorkloadPageToProto(page, kMaxListResponseBytes);
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* WorkloadServiceImpl::Cancel(grpc::CallbackServerContext* context,
                                                       const v1::CancelRequest* request,
                                                       v1::Workload* response) {
-  return RunOnExecutor(ctx_, context, [this, context, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context));
-    ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
-    ASSIGN_OR_RETURN(Workload w, ctx_.plane->Cancel(who, id, request->reason()));
-    *response = WorkloadToProto(w);
-    return absl::OkStatus();
-  });
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(WorkloadId id, WorkloadIdFromProto("id", request->id()));
+                 ASSIGN_OR_RETURN(Workload w, ctx_.plane->Cancel(who, id, request->reason()));
+                 *response = WorkloadToProto(w);
+                 return absl::OkStatus();
+               });
 }
 
 namespace {
@@ -284,6 +276,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   }
 
   void Start() {
+    // The stream itself lives as long as its caller wants; each read it makes for that caller
+    // is bounded like a unary call.
+    DeadlineScope deadline(AbslNow(*ctx_.clock) + ctx_.max_call_duration);
     absl::StatusOr<auth::Principal> who = ctx_.authn->Authenticate(*context_);
     if (!who.ok()) return FinishOnce(ToGrpcStatus(who.status()));
     if (absl::Status allowed = ControlPlane::AuthorizeWatch(*who); !allowed.ok()) {
@@ -313,7 +308,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       }
       shared_ = shared;
       // Subscribe before reading the current state so no change slips between the two.
-      subscribed = ctx_.watch->Subscribe(who->subject, shared, who->token_id);
+      subscribed = ctx_.watch->Subscribe(CallerKey(*who), shared, who->token_id);
       if (subscribed.ok()) handle_ = *subscribed;
     }
     if (!subscribed.ok()) return FinishOnce(ToGrpcStatus(subscribed.status()));
@@ -335,6 +330,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       if (finishing_ || !resync_from_) return;
       from = *resync_from_;
     }
+    DeadlineScope deadline(AbslNow(*ctx_.clock) + ctx_.max_call_duration);
     absl::StatusOr<std::vector<Workload>> page = ctx_.plane->WatchResync(*who_, from, kResyncPage);
     if (!page.ok()) return FinishOnce(ToGrpcStatus(page.status()));
     std::optional<grpc::Status> finish;
@@ -571,6 +567,15 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
 
 grpc::ServerWriteReactor<v1::WorkloadEvent>* WorkloadServiceImpl::Watch(
     grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
+  if (absl::Status refused = CheckRequestSize(*request); !refused.ok()) {
+    // A reactor that finishes at once: gRPC's default for a refused stream.
+    class Refused final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
+     public:
+      explicit Refused(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused(refused);
+  }
   return new WatchReactor(ctx_, context, *request);
 }
 

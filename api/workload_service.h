@@ -39,18 +39,28 @@ class WorkloadServiceImpl final : public v1::WorkloadService::CallbackService {
   ApiContext ctx_;
 };
 
-// Runs `fn` (returning absl::Status) on the executor and finishes the reactor with its status;
-// UNAVAILABLE at once when the executor is saturated. A call whose client went away or whose
-// deadline passed while it was queued is answered without running; while `fn` runs, the call's
-// deadline bounds the stores' waits (federation/request_deadline.h).
-template <typename Fn>
-grpc::ServerUnaryReactor* RunOnExecutor(const ApiContext& ctx, grpc::CallbackServerContext* context,
-                                        Fn fn);
+// Whether a call changes state (a write: counted against its caller's write rate, ApiContext::
+// writes) or only reads.
+enum class CallKind { kRead, kWrite };
 
-// The same for calls that complete later: `fn(done)` calls `done(status)` once, from any thread.
+// Serves a unary call: refuses at once a request larger than its limit (api/limits.h: INVALID_
+// ARGUMENT naming the field) and a write over its caller's rate (RESOURCE_EXHAUSTED), both on
+// gRPC's thread when the caller is known without the store; otherwise runs, on the executor,
+// `fn(const auth::Principal& who)` (returning absl::Status) for the authenticated caller and
+// finishes the reactor with its status. UNAVAILABLE at once when the executor is saturated. A
+// call whose client went away or whose deadline passed while it was queued is answered without
+// running. The deadline is the client's, bounded by ApiContext::max_call_duration; while `fn`
+// runs it bounds the stores' waits (federation/request_deadline.h).
 template <typename Fn>
-grpc::ServerUnaryReactor* RunOnExecutorAsync(const ApiContext& ctx,
-                                             grpc::CallbackServerContext* context, Fn fn);
+grpc::ServerUnaryReactor* Serve(const ApiContext& ctx, grpc::CallbackServerContext* context,
+                                const google::protobuf::Message& request, CallKind kind, Fn fn);
+
+// The same for calls that complete later: `fn(who, deadline, done)` calls `done(status)` once,
+// from any thread. A known caller's `fn` runs on gRPC's thread (it must not block).
+template <typename Fn>
+grpc::ServerUnaryReactor* ServeAsync(const ApiContext& ctx, grpc::CallbackServerContext* context,
+                                     const google::protobuf::Message& request, CallKind kind,
+                                     Fn fn);
 
 }  // namespace gpufed::api
 

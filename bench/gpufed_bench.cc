@@ -72,6 +72,9 @@ absl::Status StartTarget(Target* t, const std::string& tenant) {
   t->dir = std::make_unique<gpufed::testing::TempDir>("gpufed-bench");
   gpufed::testing::ServerOptions options;
   options.data_dir = t->dir->path() + "/server";
+  // The benchmarks measure the server with one token at up to ~15,000 writes/s: no per-caller
+  // write limit (default 1,000/s, burst 2,000; docs/operations.md#limits).
+  options.extra_args = {"--write-rate=0"};
   auto server = gpufed::testing::StartServer(options);
   if (!server.ok()) return server.status();
   t->server = std::move(*server);

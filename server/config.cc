@@ -1,6 +1,7 @@
 #include "server/config.h"
 
 #include <iostream>
+#include <tuple>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -58,7 +59,11 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "reclaim_min_runtime_seconds",
                                 "reborrow_backoff_seconds",
                                 "starvation_bound_seconds",
-                                "fair_share_half_life_hours"};
+                                "fair_share_half_life_hours",
+                                "write_rate_per_second",
+                                "write_burst",
+                                "max_watch_streams",
+                                "max_call_seconds"};
   for (const auto& kv : root) {
     const auto key = kv.first.as<std::string>();
     bool known = false;
@@ -92,7 +97,11 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "reclaim_min_runtime_seconds", &config->reclaim_min_runtime_seconds),
         ReadKey(root, file, "reborrow_backoff_seconds", &config->reborrow_backoff_seconds),
         ReadKey(root, file, "starvation_bound_seconds", &config->starvation_bound_seconds),
-        ReadKey(root, file, "fair_share_half_life_hours", &config->fair_share_half_life_hours)}) {
+        ReadKey(root, file, "fair_share_half_life_hours", &config->fair_share_half_life_hours),
+        ReadKey(root, file, "write_rate_per_second", &config->write_rate_per_second),
+        ReadKey(root, file, "write_burst", &config->write_burst),
+        ReadKey(root, file, "max_watch_streams", &config->max_watch_streams),
+        ReadKey(root, file, "max_call_seconds", &config->max_call_seconds)}) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -207,6 +216,22 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                  "hours after which usage counts half as much in fair share")
       ->check(CLI::Range(1, 24 * 365))
       ->capture_default_str();
+  app.add_option("--write-rate", config.write_rate_per_second,
+                 "writes per second one caller (API token) may make on average (0: no limit)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  app.add_option("--write-burst", config.write_burst,
+                 "writes one caller may make at once, beyond its rate")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--max-watch-streams", config.max_watch_streams,
+                 "Watch streams one caller may hold open at once")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--max-call-seconds", config.max_call_seconds,
+                 "the longest a call is served; a later client deadline (or none) is cut to it")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -251,6 +276,23 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
   if (config.fair_share_half_life_hours < 1 || config.fair_share_half_life_hours > 24 * 365) {
     return absl::InvalidArgumentError(absl::StrCat(
         "fair_share_half_life_hours: must be 1 to 8760, got ", config.fair_share_half_life_hours));
+  }
+  // The flags' range checks do not see values from the file.
+  if (!(config.write_rate_per_second >= 0 && config.write_rate_per_second <= 1e6)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("write_rate_per_second: must be 0 (no limit) to 1000000, got ",
+                     config.write_rate_per_second));
+  }
+  for (const auto& [name, value, low, high] :
+       {std::tuple<const char*, int, int, int>{"write_burst", config.write_burst, 1, 1000000},
+        std::tuple<const char*, int, int, int>{"max_watch_streams", config.max_watch_streams, 1,
+                                               100000},
+        std::tuple<const char*, int, int, int>{"max_call_seconds", config.max_call_seconds, 1,
+                                               3600}}) {
+    if (value < low || value > high) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": must be ", low, " to ", high, ", got ", value));
+    }
   }
   if (config.tls_reload_interval_seconds < 1 || config.tls_reload_interval_seconds > 86400) {
     return absl::InvalidArgumentError(

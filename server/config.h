@@ -57,6 +57,16 @@ struct ServerConfig {
   // No starvation (docs/quotas.md#no-starvation): a whole-GPU workload overtaken by work behind
   // it for this many seconds gets GPUs held for it as they free. 0: never.
   int starvation_bound_seconds = 30 * 60;
+  // Limits that keep one caller from hurting others (docs/interfaces.md#limits, docs/
+  // operations.md#limits). Writes (submit, cancel, create, delete, revoke, quota and cluster
+  // writes; not agent reports) per caller (API token): write_rate_per_second on average, up to
+  // write_burst at once; past that RESOURCE_EXHAUSTED. 0: no limit (benchmarks).
+  double write_rate_per_second = 1000;
+  int write_burst = 2000;
+  // Watch streams one caller may hold open at once; the next is RESOURCE_EXHAUSTED.
+  int max_watch_streams = 64;
+  // The longest a unary call is served: a client's deadline beyond it (or none) is cut to it.
+  int max_call_seconds = 60;
 };
 
 // Parses argv (with --config FILE and env vars). On --help, prints usage and returns

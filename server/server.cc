@@ -17,9 +17,11 @@
 #include "api/authn.h"
 #include "api/cluster_service.h"
 #include "api/executor.h"
+#include "api/limits.h"
 #include "api/metrics.h"
 #include "api/parse_errors.h"
 #include "api/quota_service.h"
+#include "api/rate_limit.h"
 #include "api/revocations.h"
 #include "api/tenant_service.h"
 #include "api/watch_hub.h"
@@ -160,7 +162,11 @@ absl::Status Server::Start() {
   executor_ = std::make_unique<api::Executor>("api", config_.executor_threads, 20000);
   agent_executor_ =
       std::make_unique<api::Executor>("agents", config_.agent_executor_threads, 20000);
-  watch_ = std::make_unique<api::WatchHub>();
+  watch_ = std::make_unique<api::WatchHub>(static_cast<size_t>(config_.max_watch_streams));
+  writes_ = std::make_unique<api::RateLimiter>(
+      api::RateLimiter::Options{config_.write_rate_per_second,
+                                static_cast<double>(config_.write_burst)},
+      clock_.get());
   revocations_ = std::make_unique<api::Revocations>(authn_.get(), watch_.get());
   agents_ = std::make_unique<AgentRegistry>(clock_.get());
   ControlPlanePorts ports;
@@ -194,6 +200,8 @@ absl::Status Server::Start() {
   ctx.watch = watch_.get();
   ctx.metrics = metrics_.get();
   ctx.clock = clock_.get();
+  ctx.writes = writes_.get();
+  ctx.max_call_duration = absl::Seconds(config_.max_call_seconds);
   ctx.heartbeat_interval = std::chrono::milliseconds(config_.heartbeat_interval_ms);
   ctx.agent_lease = std::chrono::milliseconds(config_.agent_lease_ms);
   workload_service_ = std::make_unique<api::WorkloadServiceImpl>(ctx);
@@ -214,10 +222,12 @@ absl::Status Server::Start() {
   builder.RegisterService(tenant_service_.get());
   builder.RegisterService(quota_service_.get());
   builder.RegisterService(agent_service_.get());
-  // The largest legitimate message is an agent's inventory (~200 bytes a GPU). A user request is
-  // far smaller (a spec is at most 64 KiB), but one up to this size still gets
-  // INVALID_ARGUMENT naming the field that is too large, not a transport error.
-  builder.SetMaxReceiveMessageSize(64 * 1024 * 1024);
+  // The largest legitimate message is an agent's inventory (~200 bytes a GPU). gRPC has one
+  // receive limit for every method, so a user call's smaller one (api/limits.h) is checked by its
+  // handler, which names the field that is too large. Nothing larger is sent either: it is what
+  // gpufedctl and gpufed-agent accept.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(api::kMaxMessageBytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(api::kMaxMessageBytes));
   // An unparsable request (invalid UTF-8 in a string) is INVALID_ARGUMENT naming the field.
   api::InstallParseErrorCapture();
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;

@@ -39,6 +39,7 @@ struct Metrics;
 class PrometheusControlMetrics;
 class TenantServiceImpl;
 class QuotaServiceImpl;
+class RateLimiter;
 class Revocations;
 class WatchHub;
 class WorkloadServiceImpl;
@@ -93,6 +94,7 @@ class Server {
   std::unique_ptr<api::Executor> executor_;
   std::unique_ptr<api::Executor> agent_executor_;
   std::unique_ptr<api::WatchHub> watch_;
+  std::unique_ptr<api::RateLimiter> writes_;
   std::unique_ptr<api::Revocations> revocations_;  // after authn_ and watch_: it holds both
   std::unique_ptr<AgentRegistry> agents_;
   std::unique_ptr<ControlPlane> plane_;

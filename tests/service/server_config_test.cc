@@ -194,3 +194,67 @@ TEST_F(ServerConfigTest, TlsAndPlaintextTogetherOrHalfAPairAreRefused) {
 
 }  // namespace
 }  // namespace gpufed::server
+
+namespace gpufed::server {
+namespace {
+
+class LimitsConfigTest : public ::testing::Test {
+ protected:
+  static absl::StatusOr<ServerConfig> Load(std::vector<std::string> args) {
+    args.insert(args.begin(), {"gpufed-server", "--insecure-plaintext"});
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return LoadServerConfig(static_cast<int>(argv.size()), argv.data());
+  }
+  std::string WriteConfig(const std::string& text) {
+    std::string path = dir_.path() + "/server.yaml";
+    std::ofstream(path) << text;
+    return path;
+  }
+  gpufed::testing::TempDir dir_{"gpufed-limits-config"};
+};
+
+TEST_F(LimitsConfigTest, DefaultsFileAndFlags) {
+  unsetenv("GPUFED_SERVER_CONFIG");
+  absl::StatusOr<ServerConfig> config = Load({});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->write_rate_per_second, 1000);
+  EXPECT_EQ(config->write_burst, 2000);
+  EXPECT_EQ(config->max_watch_streams, 64);
+  EXPECT_EQ(config->max_call_seconds, 60);
+
+  const std::string file = WriteConfig(
+      "write_rate_per_second: 2.5\nwrite_burst: 10\nmax_watch_streams: 8\nmax_call_seconds: 5\n");
+  config = Load({"--config", file});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->write_rate_per_second, 2.5);
+  EXPECT_EQ(config->write_burst, 10);
+  EXPECT_EQ(config->max_watch_streams, 8);
+  EXPECT_EQ(config->max_call_seconds, 5);
+
+  config = Load({"--config", file, "--write-rate", "0", "--write-burst", "3", "--max-watch-streams",
+                 "2", "--max-call-seconds", "30"});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->write_rate_per_second, 0);
+  EXPECT_EQ(config->write_burst, 3);
+  EXPECT_EQ(config->max_watch_streams, 2);
+  EXPECT_EQ(config->max_call_seconds, 30);
+}
+
+TEST_F(LimitsConfigTest, OutOfRangeValuesFromTheFileAreRefusedNamingTheKey) {
+  unsetenv("GPUFED_SERVER_CONFIG");
+  for (const auto& [text, key] : std::vector<std::pair<std::string, std::string>>{
+           {"write_rate_per_second: -1\n", "write_rate_per_second"},
+           {"write_burst: 0\n", "write_burst"},
+           {"max_watch_streams: 0\n", "max_watch_streams"},
+           {"max_call_seconds: 0\n", "max_call_seconds"},
+           {"max_call_seconds: 100000\n", "max_call_seconds"}}) {
+    EXPECT_THAT(Load({"--config", WriteConfig(text)}),
+                StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(key)))
+        << text;
+  }
+  EXPECT_THAT(Load({"--max-call-seconds", "0"}), Not(IsOk()));
+}
+
+}  // namespace
+}  // namespace gpufed::server

@@ -32,3 +32,10 @@ target_link_libraries(tls_tests PRIVATE gpufed_server gpufed_cli_lib gpufed_test
   gpufed_test_certs GTest::gmock GTest::gtest GTest::gtest_main PkgConfig::HTTPLIB)
 target_compile_definitions(tls_tests PRIVATE GPUFED_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 gtest_discover_tests(tls_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)
+
+# Limits that keep one caller from hurting others (tests/service/limits_test.cc): per-caller write
+# rates, the Watch cap per caller, one agent stream per cluster, request sizes, deadline bounds.
+add_executable(limits_tests ${CMAKE_CURRENT_LIST_DIR}/limits_test.cc)
+target_link_libraries(limits_tests PRIVATE gpufed_server gpufed_test_support GTest::gmock
+  GTest::gtest GTest::gtest_main PkgConfig::PQXX)
+gtest_discover_tests(limits_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)
