@@ -33,11 +33,11 @@ namespace gpufed::api {
 // writing it is what costs (a gRPC operation and a socket write), so this is what keeps one
 // caller's thousand streams from delaying another caller's one.
 //
-// Bounds: each owner (a caller's subject) holds at most max_per_owner subscriptions at once, so
-// one caller's streams cannot take the server's memory; at most max_backlog events wait for the
-// dispatcher. Past that the backlog is dropped and every subscriber that would have got it is
-// told (OnLost) so its caller watches again from its last event, rather than the publishers
-// waiting or the hub's memory growing. Thread-safe.
+// Bounds: each owner (a caller: api::CallerKey, its API token) holds at most max_per_owner
+// subscriptions at once, so one caller's streams cannot take the server's memory; at most
+// max_backlog events wait for the dispatcher. Past that the backlog is dropped and every subscriber
+// that would have got it is told (OnLost) so its caller watches again from its last event, rather
+// than the publishers waiting or the hub's memory growing. Thread-safe.
 class WatchHub final : public EventSink {
  public:
   using Message = std::shared_ptr<const v1::WorkloadEvent>;
