@@ -3,7 +3,7 @@
 #   make demo    install packages, build, start a server and three simulated clusters
 #   make test    install packages, build, run every test (ctest)
 #
-# Other targets: deps, build, bench, format, format-check, tidy, clean, help.
+# Other targets: deps, build, bench, fuzz, format, format-check, tidy, clean, help.
 # Variables (override on the command line, e.g. `make test BUILD_DIR=build-x CTEST_JOBS=1`):
 
 BUILD_DIR  ?= build
@@ -15,6 +15,17 @@ JOBS       ?= 2
 CTEST_JOBS ?= 2
 # Extra ctest arguments, e.g. CTEST_ARGS='-L deploy' or CTEST_ARGS='-R storage'.
 CTEST_ARGS ?=
+
+# The fuzz build (tests/fuzz/, docs/fuzzing.md): Debian 12's clang, libFuzzer, ASan and UBSan, in
+# a tree of its own. `make fuzz` runs each target FUZZ_SECONDS; `make test` runs each
+# FUZZ_TEST_SECONDS after ctest (the short pass CI makes; 0 skips it and the fuzz build).
+# FUZZ_TARGETS= picks targets (names as under tests/fuzz/corpus/, e.g.
+# FUZZ_TARGETS='workload_rpc topology'); empty means all.
+FUZZ_BUILD_DIR    ?= build-fuzz
+FUZZ_CXX          ?= clang++-14
+FUZZ_SECONDS      ?= 60
+FUZZ_TEST_SECONDS ?= 10
+FUZZ_TARGETS      ?=
 
 CMAKE ?= cmake
 CTEST ?= ctest
@@ -28,18 +39,20 @@ PROGRAMS := gpufed-server gpufed-agent gpufedctl
 SOURCE_DIRS := api federation sim storage auth server agent cli tests bench
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build configure programs test demo bench format format-check tidy clean
+.PHONY: help deps build configure programs test demo bench fuzz fuzz-build format format-check \
+  tidy clean
 
 help:
 	@echo "gpufed make targets:"
 	@echo "  make demo          deps + build + scripts/demo.sh (server, 3 simulated clusters, a batch)"
-	@echo "  make test          deps + build + ctest (needs nothing running)"
+	@echo "  make test          deps + build + ctest (needs nothing running) + a short fuzz pass"
 	@echo "  make deps          install missing Debian packages (root), or say which are missing"
 	@echo "  make build         configure ($(BUILD_DIR), Ninja, $(BUILD_TYPE)) and build everything"
 	@echo "  make bench         deps + build + scripts/bench.sh"
+	@echo "  make fuzz          deps + build $(FUZZ_BUILD_DIR) + each fuzz target $(FUZZ_SECONDS)s (FUZZ_SECONDS=)"
 	@echo "  make format        clang-format -i the sources;  make format-check: report only"
 	@echo "  make tidy          clang-tidy over the sources in $(BUILD_DIR)/compile_commands.json"
-	@echo "  make clean         remove $(BUILD_DIR) and the demo's .demo/ folder"
+	@echo "  make clean         remove $(BUILD_DIR), $(FUZZ_BUILD_DIR) and the demo's .demo/ folder"
 
 deps:
 	scripts/install-deps.sh
@@ -61,6 +74,23 @@ test:
 	$(MAKE) --no-print-directory deps
 	$(MAKE) --no-print-directory build
 	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j$(CTEST_JOBS) $(CTEST_ARGS)
+ifneq ($(FUZZ_TEST_SECONDS),0)
+	$(MAKE) --no-print-directory fuzz-build
+	tests/fuzz/run.sh -b $(FUZZ_BUILD_DIR) $(FUZZ_TEST_SECONDS) $(FUZZ_TARGETS)
+endif
+
+# Only the libraries the fuzz targets link, instrumented, and the targets (the gpufed_fuzz
+# target); tests and benchmarks are off in this tree.
+fuzz-build:
+	$(CMAKE) -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DGPUFED_FUZZ=ON -DGPUFED_BUILD_TESTS=OFF \
+	  -DGPUFED_BUILD_BENCH=OFF
+	$(CMAKE) --build $(FUZZ_BUILD_DIR) -j$(JOBS) --target gpufed_fuzz
+
+fuzz:
+	$(MAKE) --no-print-directory deps
+	$(MAKE) --no-print-directory fuzz-build
+	tests/fuzz/run.sh -b $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 demo:
 	$(MAKE) --no-print-directory deps
@@ -106,4 +136,4 @@ tidy: configure
 	  || { echo "tidy: warnings above (each counts as an error)" >&2; exit 1; }
 
 clean:
-	rm -rf $(BUILD_DIR) .demo
+	rm -rf $(BUILD_DIR) $(FUZZ_BUILD_DIR) .demo

@@ -27,6 +27,11 @@ packages=(
   libcsv-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
+  # The fuzz targets (tests/fuzz/, `make fuzz`, and the short pass of `make test`): Debian 12's
+  # clang with its libFuzzer, ASan and UBSan runtimes (libclang-rt-14-dev is only recommended by
+  # clang-14, and this script installs without recommends), and llvm-symbolizer (llvm-14) so that
+  # a finding's stack trace names functions and lines.
+  clang-14 libclang-rt-14-dev llvm-14
   # The embedded PostgreSQL the server starts, and the one tests start.
   postgresql-15 postgresql-client-15
   # systemd-analyze, which verifies the unit files in deploy/.

@@ -1,0 +1,81 @@
+// gpufed.v1.TenantService: every RPC's request as the handler (api/tenant_service.cc) and the
+// use case before its store call (federation/tenancy_use_cases.cc) convert and check it.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "api/convert.h"
+#include "federation/validation.h"
+#include "gpufed/v1/tenant_service.pb.h"
+#include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/rpc_harness.h"
+
+namespace gpufed::fuzz {
+namespace {
+
+void CheckNames(std::initializer_list<std::pair<const char*, const std::string*>> names) {
+  for (const auto& [field, value] : names) {
+    if (!OkOrInvalid(ValidateName(field, *value), field)) return;
+  }
+}
+
+const RpcTable& Table() {
+  static const RpcTable* table = [] {
+    std::vector<Rpc> rpcs;
+    rpcs.push_back(Unary<v1::ListTenantsRequest>("ListTenants", [](const auto&) {}));
+    rpcs.push_back(
+        Unary<v1::CreateTenantRequest>("CreateTenant", [](const v1::CreateTenantRequest& r) {
+          if (!OkOrInvalid(ValidateName("name", r.name()), "name")) return;
+          OkOrInvalid(ValidateText("display_name", r.display_name(), kMaxDisplayNameBytes),
+                      "display_name");
+        }));
+    rpcs.push_back(
+        Unary<v1::CreateProjectRequest>("CreateProject", [](const v1::CreateProjectRequest& r) {
+          CheckNames({{"tenant", &r.tenant()}, {"name", &r.name()}});
+        }));
+    rpcs.push_back(
+        Unary<v1::ListProjectsRequest>("ListProjects", [](const v1::ListProjectsRequest& r) {
+          CheckNames({{"tenant", &r.tenant()}});
+        }));
+    rpcs.push_back(
+        Unary<v1::DeleteProjectRequest>("DeleteProject", [](const v1::DeleteProjectRequest& r) {
+          CheckNames({{"tenant", &r.tenant()}, {"name", &r.name()}});
+        }));
+    rpcs.push_back(
+        Unary<v1::DeleteTenantRequest>("DeleteTenant", [](const v1::DeleteTenantRequest& r) {
+          CheckNames({{"name", &r.name()}});
+        }));
+    rpcs.push_back(
+        Unary<v1::CreateTokenRequest>("CreateToken", [](const v1::CreateTokenRequest& r) {
+          absl::StatusOr<auth::Role> role = api::RoleFromProto(r.role(), "role");
+          if (!OkOrInvalid(role.status(), "RoleFromProto")) return;
+          if (!OkOrInvalid(ValidateSubject(r.subject()), "subject")) return;
+          // ControlPlane::CreateToken: a tenant for the tenant roles (optional for a viewer),
+          // a cluster for agents only.
+          if (*role == auth::Role::kTenantAdmin || *role == auth::Role::kTenantUser ||
+              (*role == auth::Role::kViewer && !r.tenant().empty())) {
+            if (!OkOrInvalid(ValidateName("tenant", r.tenant()), "tenant")) return;
+          }
+          if (*role == auth::Role::kAgent) {
+            OkOrInvalid(ValidateName("cluster", r.cluster()), "cluster");
+          }
+        }));
+    // A token id is an int64; the use case refuses ids below 1 before its store call.
+    rpcs.push_back(Unary<v1::RevokeTokenRequest>("RevokeToken", [](const auto&) {}));
+    return new RpcTable("gpufed.v1.TenantService", std::move(rpcs));
+  }();
+  return *table;
+}
+
+}  // namespace
+}  // namespace gpufed::fuzz
+
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  gpufed::fuzz::Table();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  gpufed::fuzz::Table().Run(data, size);
+  return 0;
+}
