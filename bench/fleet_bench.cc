@@ -1518,8 +1518,9 @@ int Run(FleetBenchOptions o) {
   so.data_dir = dir.path() + "/server";
   // Agents heartbeat every interval; the lease (40 % of the timeout) must cover two of them.
   const int timeout_s = std::max(20, (o.heartbeat_interval_ms * 6 + 999) / 1000);
+  // One token submits at --rate (up to 100,000/s): no per-caller write limit.
   so.extra_args = {absl::StrCat("--heartbeat-interval-ms=", o.heartbeat_interval_ms),
-                   absl::StrCat("--heartbeat-timeout=", timeout_s)};
+                   absl::StrCat("--heartbeat-timeout=", timeout_s), "--write-rate=0"};
   auto server = gpufed::testing::StartServer(so);
   if (!server.ok()) return Fail(server.status().ToString());
   const pid_t server_pid = server->process->pid();
