@@ -117,7 +117,13 @@ Metrics::Metrics(prometheus::Registry& registry)
           prometheus::BuildGauge()
               .Name("gpufed_fair_share_decayed_gpu_hours")
               .Help("A tenant's (or project's) GPU-hours, decayed by the fair-share half-life")
-              .Register(registry)) {}
+              .Register(registry)),
+      writes_rate_limited(prometheus::BuildCounter()
+                              .Name("gpufed_writes_rate_limited_total")
+                              .Help("Writes refused RESOURCE_EXHAUSTED because their caller (API "
+                                    "token) was over its write rate")
+                              .Register(registry)
+                              .Add({})) {}
 
 void PrometheusControlMetrics::Preempted(PreemptionCause cause, size_t victims,
                                          double gpu_seconds_lost) {

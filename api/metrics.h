@@ -53,6 +53,7 @@ struct Metrics {
   prometheus::Family<prometheus::Gauge>& fair_share;
   prometheus::Family<prometheus::Gauge>& fair_share_held;
   prometheus::Family<prometheus::Gauge>& fair_share_decayed_gpu_hours;
+  prometheus::Counter& writes_rate_limited;  // writes refused: their caller was over its rate
 };
 
 // The control plane's metrics port, exported to Prometheus.

@@ -18,6 +18,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "pqxx/pqxx"
 #include "server/server.h"
 #include "tests/service/in_process_server.h"
@@ -186,6 +187,13 @@ TEST_F(LimitsTest, AWriteFloodIsRefusedForItsCallerWhileAnotherTenantsCallsSucce
   EXPECT_EQ(accepted.load() + refused.load(), 400);
   EXPECT_EQ(other.load(), 5) << ::testing::PrintToString(other_failures);
   EXPECT_EQ(Stored(), accepted.load() + other.load());
+
+  // Operators see the refusals (the cancel above is one of them).
+  httplib::Client http("127.0.0.1", server_->http_port());
+  httplib::Result metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(metrics->body,
+              HasSubstr(absl::StrCat("gpufed_writes_rate_limited_total ", refused.load() + 1)));
 }
 
 // The Watch cap counts streams per caller (API token), not per subject: two tenants' tokens

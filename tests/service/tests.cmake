@@ -37,5 +37,5 @@ gtest_discover_tests(tls_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_T
 # rates, the Watch cap per caller, one agent stream per cluster, request sizes, deadline bounds.
 add_executable(limits_tests ${CMAKE_CURRENT_LIST_DIR}/limits_test.cc)
 target_link_libraries(limits_tests PRIVATE gpufed_server gpufed_test_support GTest::gmock
-  GTest::gtest GTest::gtest_main PkgConfig::PQXX)
+  GTest::gtest GTest::gtest_main PkgConfig::PQXX PkgConfig::HTTPLIB)
 gtest_discover_tests(limits_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)
