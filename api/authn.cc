@@ -53,8 +53,8 @@ absl::StatusOr<auth::Principal> Authenticator::AuthenticateToken(absl::string_vi
   absl::StatusOr<TokenRecord> record = store_->LookupToken(hash);
   Entry entry;
   if (record.ok()) {
-    entry.principal =
-        auth::Principal{record->subject, record->role, record->tenant, record->cluster, record->id};
+    entry.principal = auth::Principal{record->subject, record->role,    record->tenant,
+                                      record->project, record->cluster, record->id};
     entry.expires = now + kCacheTtl;
   } else if (absl::IsNotFound(record.status())) {
     entry.expires = now + std::chrono::seconds(1);  // bad tokens: brief negative cache

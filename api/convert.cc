@@ -1135,7 +1135,7 @@ v1::Preemption PreemptionToProto(const PreemptionRecord& r) {
       out.set_reason(v1::PREEMPTION_REASON_PRIORITY);
       break;
   }
-  out.set_preemptor_workload_id(absl::StrCat(r.preemptor));
+  if (r.preemptor > 0) out.set_preemptor_workload_id(absl::StrCat(r.preemptor));
   out.set_tenant(r.tenant);
   out.set_project(r.project);
   out.set_resource(r.resource);

@@ -65,6 +65,7 @@ grpc::ServerUnaryReactor* TenantServiceImpl::CreateToken(grpc::CallbackServerCon
                  token.subject = request->subject();
                  ASSIGN_OR_RETURN(token.role, RoleFromProto(request->role(), "role"));
                  token.tenant = request->tenant();
+                 token.project = request->project();
                  token.cluster = request->cluster();
                  ASSIGN_OR_RETURN(CreatedToken created, ctx_.plane->CreateToken(who, token));
                  response->set_token(created.secret);

@@ -16,36 +16,20 @@ enum class Role { kPlatformAdmin, kTenantAdmin, kTenantUser, kViewer, kAgent };
 absl::string_view RoleName(Role role);
 std::optional<Role> ParseRole(absl::string_view name);
 
-// Who is calling, as established from a bearer token.
+// Who is calling, as established from a credential: one role bound at one scope (auth/policy.h
+// decides what that allows).
 struct Principal {
   std::string subject;
   Role role = Role::kViewer;
-  std::string tenant;   // tenant roles and tenant-scoped viewers; empty: platform scope
-  std::string cluster;  // agents only
+  // The scope: empty tenant: the platform; a tenant; with project, one project of the tenant.
+  std::string tenant;
+  std::string project;
+  std::string cluster;  // agents only: the cluster they speak for
   // The API token the caller presented (TokenRecord::id); 0: none. Revoking it ends what it has
   // open (ControlPlane::RevokeToken).
   int64_t token_id = 0;
 
   [[nodiscard]] bool IsPlatformAdmin() const { return role == Role::kPlatformAdmin; }
-  // Platform-wide viewers (finance) and platform admins see every tenant.
-  [[nodiscard]] bool SeesAllTenants() const {
-    return role == Role::kPlatformAdmin || (role == Role::kViewer && tenant.empty());
-  }
-  [[nodiscard]] bool CanRead(absl::string_view t) const {
-    return SeesAllTenants() || (role != Role::kAgent && tenant == t);
-  }
-  [[nodiscard]] bool CanSubmit(absl::string_view t) const {
-    return role == Role::kPlatformAdmin ||
-           ((role == Role::kTenantAdmin || role == Role::kTenantUser) && tenant == t);
-  }
-  [[nodiscard]] bool CanAdminTenant(absl::string_view t) const {
-    return role == Role::kPlatformAdmin || (role == Role::kTenantAdmin && tenant == t);
-  }
-  [[nodiscard]] bool CanActForCluster(absl::string_view c) const {
-    return role == Role::kAgent && cluster == c;
-  }
-  // Pool-wide views (clusters, nodes, free capacity).
-  [[nodiscard]] bool CanViewPool() const { return role != Role::kAgent; }
 };
 
 }  // namespace gpufed::auth

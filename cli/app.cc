@@ -297,6 +297,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   tokens_create->add_option("--subject", f.token_options.subject, "Who the token is for")
       ->required();
   tokens_create->add_option("--tenant", f.token_options.tenant, "Tenant (tenant roles)");
+  tokens_create->add_option("--project", f.token_options.project,
+                            "Bind the token to this project of --tenant only");
   tokens_create->add_option("--cluster", f.token_options.cluster, "Cluster (agent role)");
   CLI::App* tokens_revoke = tokens->add_subcommand(
       "revoke", "Revoke a token at once, its open streams included (the id tokens create printed)");

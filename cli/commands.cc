@@ -661,6 +661,7 @@ absl::Status Commands::CreateToken(const TokenOptions& options) {
   request.set_subject(options.subject);
   request.set_role(options.role);
   request.set_tenant(options.tenant);
+  request.set_project(options.project);
   request.set_cluster(options.cluster);
   v1::CreateTokenResponse response;
   // Not retried: each call mints another live secret.

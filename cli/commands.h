@@ -123,6 +123,7 @@ struct TokenOptions {
   std::string subject;
   v1::Role role = v1::ROLE_UNSPECIFIED;
   std::string tenant;
+  std::string project;  // binds the token to this project of `tenant`
   std::string cluster;
 };
 

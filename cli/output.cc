@@ -668,8 +668,12 @@ void WritePreemptionTable(const google::protobuf::RepeatedPtrField<v1::Preemptio
     }
     absl::string_view reason = v1::PreemptionReason_Name(p.reason());
     absl::ConsumePrefix(&reason, "PREEMPTION_REASON_");
-    table.AddRow({absl::StrCat(p.id()), Age(p.time(), now), absl::AsciiStrToLower(reason),
-                  absl::StrCat(p.tenant(), "/", p.project(), " ", p.preemptor_workload_id()),
+    // Another tenant's preemptor and victims come blank (or not at all): "(another tenant)".
+    const std::string by = p.tenant().empty() ? "(another tenant)"
+                                              : absl::StrCat(p.tenant(), "/", p.project(), " ",
+                                                             p.preemptor_workload_id());
+    if (victims.empty()) victims.push_back("(another tenant)");
+    table.AddRow({absl::StrCat(p.id()), Age(p.time(), now), absl::AsciiStrToLower(reason), by,
                   p.resource(), p.cluster(), FormatQuotaAmount(p.needed_milli()),
                   FormatQuotaAmount(p.evicted_milli()), absl::StrJoin(victims, ",")});
   }

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "auth/policy.h"
 #include "federation/control_plane.h"
 #include "federation/failover.h"
 #include "federation/status_macros.h"
@@ -34,7 +35,7 @@ absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
     const auth::Principal& who, const ClusterInfo& info, const std::vector<NodeInfo>& nodes,
     const std::vector<AgentReport>& known, std::shared_ptr<AgentChannel> channel) {
   RETURN_IF_ERROR(ValidateName("register.cluster", info.name));
-  if (!who.CanActForCluster(info.name)) {
+  if (!auth::MaySpeakFor(who, info.name)) {
     return absl::PermissionDeniedError("permission denied: this token may not speak for cluster");
   }
   RETURN_IF_ERROR(ValidateInventory(info, nodes));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "federation/authorization.h"
 #include "federation/failover.h"
 #include "federation/quota.h"
 #include "federation/status_macros.h"
@@ -76,11 +77,7 @@ void ControlPlane::Submit(const auth::Principal& who, absl::StatusOr<WorkloadSpe
                           absl::Time deadline, SubmitDone done) {
   absl::Status valid = [&]() -> absl::Status {
     RETURN_IF_ERROR(spec.status());
-    if (spec->tenant.empty()) spec->tenant = who.tenant;
-    RETURN_IF_ERROR(ValidateName("spec.tenant", spec->tenant));
-    if (!who.CanSubmit(spec->tenant)) {
-      return absl::PermissionDeniedError("permission denied: may not submit to this tenant");
-    }
+    RETURN_IF_ERROR(MaySubmit(who, *spec));
     return ValidateSpec(*spec);
   }();
   if (!valid.ok()) {
@@ -110,7 +107,7 @@ void ControlPlane::Submit(const auth::Principal& who, absl::StatusOr<WorkloadSpe
 absl::StatusOr<Workload> ControlPlane::GetVisible(const auth::Principal& who, WorkloadId id) {
   absl::StatusOr<Workload> w = ports_.workloads->Get(id);
   if (!w.ok()) return w.status();
-  if (!who.CanRead(w->spec.tenant)) {
+  if (!auth::Allows(who, auth::Permission::kWorkloadsRead, ScopeOf(w->spec))) {
     return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
   }
   return w;
@@ -122,9 +119,11 @@ absl::StatusOr<Workload> ControlPlane::GetWorkload(const auth::Principal& who, W
 
 absl::StatusOr<WorkloadPage> ControlPlane::ListWorkloads(const auth::Principal& who,
                                                          ListFilter filter) {
-  if (filter.tenant.empty() && !who.SeesAllTenants()) filter.tenant = who.tenant;
-  if (filter.tenant.empty() ? !who.SeesAllTenants() : !who.CanRead(filter.tenant)) {
-    return absl::PermissionDeniedError("permission denied: may not list this tenant");
+  // Unnamed, the caller's own scope: what a tenant or project binding may see of it.
+  if (filter.tenant.empty()) filter.tenant = who.tenant;
+  if (filter.project.empty() && filter.tenant == who.tenant) filter.project = who.project;
+  if (!auth::Allows(who, auth::Permission::kWorkloadsRead, {filter.tenant, filter.project})) {
+    return absl::PermissionDeniedError("permission denied: may not list these workloads");
   }
   return ports_.workloads->List(filter);
 }
@@ -171,11 +170,7 @@ absl::StatusOr<Explanation> ControlPlane::Explain(const auth::Principal& who, Wo
 
 absl::StatusOr<RoutingExplanation> ControlPlane::WhatIf(const auth::Principal& who,
                                                         WorkloadSpec spec) {
-  if (spec.tenant.empty()) spec.tenant = who.tenant;
-  RETURN_IF_ERROR(ValidateName("spec.tenant", spec.tenant));
-  if (!who.CanSubmit(spec.tenant)) {
-    return absl::PermissionDeniedError("permission denied: may not submit to this tenant");
-  }
+  RETURN_IF_ERROR(MaySubmit(who, spec));
   RETURN_IF_ERROR(ValidateSpec(spec));
   ASSIGN_OR_RETURN(std::vector<Project> projects, ports_.tenants->ListProjects(spec.tenant));
   if (std::none_of(projects.begin(), projects.end(),
@@ -190,7 +185,7 @@ absl::StatusOr<Workload> ControlPlane::Cancel(const auth::Principal& who, Worklo
                                               std::string reason) {
   RETURN_IF_ERROR(ValidateText("reason", reason, kMaxReasonBytes));
   ASSIGN_OR_RETURN(Workload before, GetVisible(who, id));
-  if (!who.CanSubmit(before.spec.tenant)) {
+  if (!auth::Allows(who, auth::Permission::kWorkloadsWrite, ScopeOf(before.spec))) {
     return absl::PermissionDeniedError("permission denied: may not cancel in this tenant");
   }
   if (reason.empty()) reason = "cancelled by user";
@@ -209,7 +204,9 @@ absl::StatusOr<Workload> ControlPlane::Cancel(const auth::Principal& who, Worklo
 // ---- Watch -----------------------------------------------------------------------------------
 
 absl::Status ControlPlane::AuthorizeWatch(const auth::Principal& who) {
-  if (who.role == auth::Role::kAgent || (!who.SeesAllTenants() && who.tenant.empty())) {
+  // What the stream carries is filtered per event (WatchFilter); this refuses callers that may
+  // read no workload at all.
+  if (!auth::Grants(who.role, auth::Permission::kWorkloadsRead)) {
     return absl::PermissionDeniedError("permission denied: may not watch workloads");
   }
   return absl::OkStatus();
@@ -226,25 +223,25 @@ absl::StatusOr<WorkloadEvent> ControlPlane::WatchSnapshot(const auth::Principal&
 absl::StatusOr<std::vector<Workload>> ControlPlane::WatchResync(const auth::Principal& who,
                                                                 ChangeCursor after, int limit) {
   RETURN_IF_ERROR(AuthorizeWatch(who));
-  return ports_.workloads->ListChangedAfter(who.SeesAllTenants() ? "" : who.tenant, after.time,
-                                            after.id, limit);
+  return ports_.workloads->ListChangedAfter(who.tenant, after.time, after.id, limit);
 }
 
 // ---- The pool --------------------------------------------------------------------------------
 
 absl::StatusOr<std::optional<absl::flat_hash_set<WorkloadId>>> ControlPlane::VisibleHolders(
     const auth::Principal& who) {
-  if (who.SeesAllTenants()) return std::nullopt;
+  if (auth::Allows(who, auth::Permission::kWorkloadsRead, {})) return std::nullopt;
   absl::flat_hash_set<WorkloadId> mine;
-  if (who.tenant.empty()) return mine;
-  ASSIGN_OR_RETURN(std::vector<WorkloadId> ids, ports_.workloads->ListHeldIds(who.tenant));
+  if (who.tenant.empty() || !auth::Grants(who.role, auth::Permission::kWorkloadsRead)) return mine;
+  ASSIGN_OR_RETURN(std::vector<WorkloadId> ids,
+                   ports_.workloads->ListHeldIds(who.tenant, who.project));
   mine.insert(ids.begin(), ids.end());
   return mine;
 }
 
 absl::StatusOr<ClusterListing> ControlPlane::ListClusters(const auth::Principal& who,
                                                           bool include_nodes) {
-  if (!who.CanViewPool()) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(Require(who, auth::Permission::kPoolRead));
   ClusterListing out;
   ASSIGN_OR_RETURN(out.clusters, ports_.clusters->ListClusters(include_nodes));
   out.pool = ports_.scheduler->Snapshot();
@@ -372,7 +369,7 @@ absl::StatusOr<ClusterDeclaration> KeepHistory(const std::string& field,
 
 absl::StatusOr<std::vector<DeclarationDiff>> ControlPlane::ApplyDeclarations(
     const auth::Principal& who, std::vector<ClusterDeclaration> declarations, bool dry_run) {
-  if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(Require(who, auth::Permission::kPoolAdmin, {}));
   if (declarations.size() > kMaxDeclarationsPerApply) {
     return absl::InvalidArgumentError(absl::StrCat("declarations: at most ",
                                                    kMaxDeclarationsPerApply, " in one apply, got ",
@@ -429,14 +426,14 @@ absl::StatusOr<std::vector<DeclarationDiff>> ControlPlane::ApplyDeclarations(
 
 absl::StatusOr<std::vector<ClusterDeclaration>> ControlPlane::ListDeclarations(
     const auth::Principal& who) {
-  if (!who.CanViewPool()) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(Require(who, auth::Permission::kPoolRead));
   return ports_.clusters->ListDeclarations();
 }
 
 absl::StatusOr<ClusterListing> ControlPlane::Cordon(const auth::Principal& who,
                                                     const std::string& cluster,
                                                     const std::string& node, bool cordoned) {
-  if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(Require(who, auth::Permission::kPoolAdmin, {}));
   RETURN_IF_ERROR(ValidateName("name", cluster));
   if (!node.empty()) RETURN_IF_ERROR(ValidateLabel("node", node));
   ASSIGN_OR_RETURN(Cluster stored, ports_.clusters->SetCordon(cluster, node, cordoned));
@@ -495,7 +492,7 @@ absl::StatusOr<std::vector<Workload>> ControlPlane::MarkEvictions(
 
 absl::StatusOr<ClusterListing> ControlPlane::GetCluster(const auth::Principal& who,
                                                         const std::string& name) {
-  if (!who.CanViewPool()) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(Require(who, auth::Permission::kPoolRead));
   RETURN_IF_ERROR(ValidateName("name", name));
   ClusterListing out;
   ASSIGN_OR_RETURN(Cluster cluster, ports_.clusters->GetCluster(name));

@@ -128,6 +128,7 @@ struct TokenRequest {
   std::string subject;
   auth::Role role = auth::Role::kViewer;
   std::string tenant;   // tenant roles; a viewer without one sees every tenant
+  std::string project;  // bound to this project of `tenant` (auth/policy.h); empty: the tenant
   std::string cluster;  // agent role
 };
 

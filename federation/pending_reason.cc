@@ -282,10 +282,10 @@ std::string RenderReason(const PendingReason& r) {
           "/", FormatQuotaAmount(r.Int(figure::kLimit)), " ", r.Text(figure::kResource),
           " (limit); this workload asks ", FormatQuotaAmount(r.Int(figure::kAsked)), " more");
     case ReasonCode::kReclaiming:
-      return absl::StrCat("waiting for reclaim from ", r.Text(figure::kFrom), " (",
-                          Plural(r.Int(figure::kStopping), "workload", "workloads"),
-                          " stopping on cluster ", r.Text(figure::kCluster),
-                          ") to free guaranteed ", r.Text(figure::kResource));
+      // Whose work is stopping is not said: the borrowers may be other tenants.
+      return absl::StrCat("waiting for reclaim: borrowed capacity on cluster ",
+                          r.Text(figure::kCluster), " is stopping to free guaranteed ",
+                          r.Text(figure::kResource));
     case ReasonCode::kKeptForReclaim:
       return absl::StrCat("borrowing ", r.Text(figure::kResource),
                           ": the free capacity on cluster ", r.Text(figure::kCluster),

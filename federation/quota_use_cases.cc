@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "federation/authorization.h"
 #include "federation/control_plane.h"
 #include "federation/quota.h"
 #include "federation/status_macros.h"
@@ -14,22 +15,35 @@
 namespace gpufed {
 namespace {
 
+using auth::Permission;
+
 // Tenant quotas are the platform's to set; a project's, its tenant admins' too.
-bool MaySetQuota(const auth::Principal& who, const QuotaKey& key) {
-  return key.project.empty() ? who.IsPlatformAdmin() : who.CanAdminTenant(key.tenant);
+absl::Status MaySetQuota(const auth::Principal& who, const QuotaKey& key) {
+  return Require(who, Permission::kQuotasWrite,
+                 key.project.empty() ? auth::Scope{} : auth::Scope{key.tenant, ""});
 }
 
-// Whether `who` may read the quotas of `tenant` (empty: of every tenant).
-absl::Status MayReadQuotas(const auth::Principal& who, const std::string& tenant) {
+// Whether `who` may read the quota, usage or share of `tenant`'s `project` (empty: the tenant's
+// own).
+bool MayReadQuota(const auth::Principal& who, const std::string& tenant,
+                  const std::string& project) {
+  return auth::Allows(who, Permission::kQuotasRead, {tenant, project});
+}
+
+// The tenant a quota listing reads: the one named, or with none named, every tenant for a
+// platform binding and the caller's own otherwise. NOT_FOUND for a tenant the caller does not
+// reach into; PERMISSION_DENIED for callers that read no quotas.
+absl::StatusOr<std::string> QuotaListingTenant(const auth::Principal& who,
+                                               const std::string& tenant) {
   if (tenant.empty()) {
-    if (!who.SeesAllTenants()) return absl::PermissionDeniedError("permission denied");
-    return absl::OkStatus();
+    RETURN_IF_ERROR(Require(who, Permission::kQuotasRead));
+    return who.tenant;
   }
   RETURN_IF_ERROR(ValidateName("tenant", tenant));
-  if (!who.CanRead(tenant)) {
+  if (!auth::AllowsSomeOf(who, Permission::kQuotasRead, {tenant, ""})) {
     return absl::NotFoundError(absl::StrCat("tenant ", tenant, " not found"));
   }
-  return absl::OkStatus();
+  return tenant;
 }
 
 }  // namespace
@@ -37,7 +51,7 @@ absl::Status MayReadQuotas(const auth::Principal& who, const std::string& tenant
 absl::StatusOr<Quota> ControlPlane::SetQuota(const auth::Principal& who, const Quota& quota,
                                              bool overcommit) {
   RETURN_IF_ERROR(ValidateQuota(quota));
-  if (!MaySetQuota(who, quota.key)) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(MaySetQuota(who, quota.key));
   // The capacity now, as stored: a quota is set rarely, and the store's view is the one every
   // API replica shares.
   ASSIGN_OR_RETURN(std::vector<Cluster> clusters, ports_.clusters->ListClusters(true));
@@ -55,7 +69,7 @@ absl::Status ControlPlane::DeleteQuota(const auth::Principal& who, const QuotaKe
   RETURN_IF_ERROR(ValidateName("tenant", key.tenant));
   if (!key.project.empty()) RETURN_IF_ERROR(ValidateName("project", key.project));
   RETURN_IF_ERROR(ValidateQuotaResource("resource", key.resource));
-  if (!MaySetQuota(who, key)) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(MaySetQuota(who, key));
   RETURN_IF_ERROR(ports_.quotas->DeleteQuota(key));
   QuotasChanged();
   return absl::OkStatus();
@@ -69,14 +83,17 @@ void ControlPlane::QuotasChanged() {
 }
 
 absl::StatusOr<std::vector<Quota>> ControlPlane::ListQuotas(const auth::Principal& who,
-                                                            const std::string& tenant) {
-  RETURN_IF_ERROR(MayReadQuotas(who, tenant));
-  return ports_.quotas->ListQuotas(tenant);
+                                                            const std::string& named) {
+  ASSIGN_OR_RETURN(const std::string tenant, QuotaListingTenant(who, named));
+  ASSIGN_OR_RETURN(std::vector<Quota> quotas, ports_.quotas->ListQuotas(tenant));
+  std::erase_if(quotas,
+                [&](const Quota& q) { return !MayReadQuota(who, q.key.tenant, q.key.project); });
+  return quotas;
 }
 
 absl::StatusOr<std::vector<QuotaUsage>> ControlPlane::QuotaUsageOf(const auth::Principal& who,
-                                                                   const std::string& tenant) {
-  RETURN_IF_ERROR(MayReadQuotas(who, tenant));
+                                                                   const std::string& named) {
+  ASSIGN_OR_RETURN(const std::string tenant, QuotaListingTenant(who, named));
   ASSIGN_OR_RETURN(std::vector<Quota> quotas, ports_.quotas->ListQuotas(tenant));
   ASSIGN_OR_RETURN(std::vector<Workload> active, ports_.workloads->ListActive(""));
   ASSIGN_OR_RETURN(std::vector<Cluster> clusters, ports_.clusters->ListClusters(true));
@@ -101,7 +118,7 @@ absl::StatusOr<std::vector<QuotaUsage>> ControlPlane::QuotaUsageOf(const auth::P
   for (const Quota& q : quotas) row(q.key.tenant, q.key.project, q.key.resource).quota = q;
   for (const Workload& w : active) {
     if (!tenant.empty() && w.spec.tenant != tenant) continue;
-    if (!who.CanRead(w.spec.tenant)) continue;
+    if (!auth::AllowsSomeOf(who, Permission::kQuotasRead, {w.spec.tenant, ""})) continue;
     for (const auto& [resource, milli] : HeldResources(w, model_of)) {
       row(w.spec.tenant, "", resource).used_milli += milli;
       row(w.spec.tenant, w.spec.project, resource).used_milli += milli;
@@ -110,6 +127,7 @@ absl::StatusOr<std::vector<QuotaUsage>> ControlPlane::QuotaUsageOf(const auth::P
   std::vector<QuotaUsage> out;
   out.reserve(rows.size());
   for (auto& [key, u] : rows) {
+    if (!MayReadQuota(who, u.key.tenant, u.key.project)) continue;
     const int64_t guaranteed = u.quota ? u.quota->guaranteed_milli : 0;
     u.borrowed_milli = std::max<int64_t>(0, u.used_milli - guaranteed);
     out.push_back(std::move(u));
@@ -120,28 +138,26 @@ absl::StatusOr<std::vector<QuotaUsage>> ControlPlane::QuotaUsageOf(const auth::P
 absl::StatusOr<ShareWeight> ControlPlane::SetShareWeight(const auth::Principal& who,
                                                          const ShareWeight& weight) {
   RETURN_IF_ERROR(ValidateShareWeight(weight));
-  if (!MaySetQuota(who, QuotaKey{weight.tenant, weight.project, ""})) {
-    return absl::PermissionDeniedError("permission denied");
-  }
+  RETURN_IF_ERROR(MaySetQuota(who, QuotaKey{weight.tenant, weight.project, ""}));
   ASSIGN_OR_RETURN(ShareWeight stored, ports_.quotas->SetShareWeight(weight));
   QuotasChanged();
   return stored;
 }
 
 absl::StatusOr<std::vector<FairShare>> ControlPlane::FairSharesOf(const auth::Principal& who,
-                                                                  const std::string& tenant) {
-  RETURN_IF_ERROR(MayReadQuotas(who, tenant));
+                                                                  const std::string& named) {
+  ASSIGN_OR_RETURN(const std::string tenant, QuotaListingTenant(who, named));
   std::vector<FairShare> out = ports_.scheduler->FairShareReport();
   std::erase_if(out, [&](const FairShare& f) {
-    return (!tenant.empty() && f.tenant != tenant) || !who.CanRead(f.tenant);
+    return (!tenant.empty() && f.tenant != tenant) || !MayReadQuota(who, f.tenant, f.project);
   });
   return out;
 }
 
 absl::StatusOr<PreemptionPage> ControlPlane::ListPreemptions(const auth::Principal& who,
-                                                             const std::string& tenant,
+                                                             const std::string& named,
                                                              int64_t before_id, int limit) {
-  RETURN_IF_ERROR(MayReadQuotas(who, tenant));
+  ASSIGN_OR_RETURN(const std::string tenant, QuotaListingTenant(who, named));
   if (limit == 0) limit = 100;
   if (limit < 0 || limit > kMaxPreemptionPage) {
     return absl::InvalidArgumentError(
@@ -151,14 +167,20 @@ absl::StatusOr<PreemptionPage> ControlPlane::ListPreemptions(const auth::Princip
     return absl::InvalidArgumentError("page_token: not a token this server issued");
   PreemptionPage page;
   ASSIGN_OR_RETURN(page.records, ports_.workloads->ListPreemptions(tenant, before_id, limit));
-  if (!who.SeesAllTenants()) {
-    for (PreemptionRecord& r : page.records) {
-      for (PreemptionVictim& v : r.victims) {
-        if (v.tenant == who.tenant) continue;
-        v.id = 0;
-        v.project.clear();
-      }
+  // A record shows its reader its own tenant's part only: another tenant's preemptor, victims
+  // and shares are not named, not counted (docs/security.md#rbac).
+  for (PreemptionRecord& r : page.records) {
+    if (!auth::Allows(who, Permission::kQuotasRead, {r.tenant, r.project})) {
+      r.preemptor = 0;
+      r.tenant.clear();
+      r.project.clear();
     }
+    std::erase_if(r.victims, [&](const PreemptionVictim& v) {
+      return !auth::Allows(who, Permission::kQuotasRead, {v.tenant, v.project});
+    });
+    std::erase_if(r.shares, [&](const TenantShare& s) {
+      return !auth::Allows(who, Permission::kQuotasRead, {s.tenant, ""});
+    });
   }
   if (static_cast<int>(page.records.size()) == limit) page.next_before = page.records.back().id;
   return page;

@@ -223,7 +223,6 @@ class Scheduler {
     std::vector<WorkloadId> victims;
     std::vector<std::string> models;  // the owner may take GPUs of these (empty: any)
     std::string resource;
-    std::string from;  // "tenant beta"
     // Every victim has stopped: the owner is judged first in the next walk, then it is done.
     bool freed = false;
   };

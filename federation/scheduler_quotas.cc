@@ -166,10 +166,7 @@ std::optional<PendingReason> Scheduler::RefusePlaced(const Queued& queued,
 PendingReason Scheduler::ReclaimingReason(WorkloadId owner) const {
   const Reclaiming& r = reclaims_.at(owner);
   PendingReason reason(ReasonCode::kReclaiming);
-  reason.Set(figure::kFrom, r.from)
-      .Set(figure::kStopping, static_cast<int64_t>(r.victims.size()))
-      .Set(figure::kCluster, r.cluster)
-      .Set(figure::kResource, r.resource);
+  reason.Set(figure::kCluster, r.cluster).Set(figure::kResource, r.resource);
   return reason;
 }
 
@@ -366,9 +363,9 @@ std::optional<ReclaimPlan> Scheduler::PlanReclaim(const Queued& owner, const Adm
     record.needed_milli = need;
     record.evicted_milli = evicted;
     record.gpu_seconds_lost = static_cast<double>(lost) / 1000.0;
+    // Victims of another tenant learn nothing of the owner (docs/security.md#rbac).
     const std::string message =
-        absl::StrCat("preempted by workload ", record.preemptor, " of tenant ", record.tenant,
-                     " to reclaim guaranteed ", record.resource);
+        absl::StrCat("preempted to reclaim guaranteed ", record.resource, " for its owner");
     for (const Workload* v : chosen) {
       plan.victims.push_back({v->id, cluster, v->attempts, AttemptEnd::kPreempted, message});
       record.victims.push_back(
@@ -400,16 +397,12 @@ std::optional<ReclaimPlan> Scheduler::PlanReclaim(const Queued& owner, const Adm
   r.cluster = record.cluster;
   r.resource = record.resource;
   r.models = admission.models;
-  std::vector<std::string> from;
   for (const PreemptionVictim& v : record.victims) {
     r.victims.push_back(v.id);
     held_.at(v.id).evicting = AttemptEnd::kPreempted;
     backoff_[{v.tenant, record.resource}] =
         now + std::chrono::duration_cast<Timestamp::duration>(options_.reborrow_backoff);
-    std::string name = absl::StrCat("tenant ", v.tenant);
-    if (std::find(from.begin(), from.end(), name) == from.end()) from.push_back(std::move(name));
   }
-  r.from = absl::StrJoin(from, ", ");
   reclaims_[record.preemptor] = std::move(r);
   return best;
 }

@@ -117,9 +117,11 @@ class WorkloadStore {
   virtual absl::StatusOr<std::vector<Workload>> ListPending(int limit) = 0;
   // Workloads that hold capacity (PLACED, RUNNING), optionally for one cluster.
   virtual absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) = 0;
-  // The ids of `tenant`'s workloads that hold capacity (PLACED, RUNNING), ascending: what the
-  // tenant may see named on the pool's GPUs. UNAVAILABLE.
-  virtual absl::StatusOr<std::vector<WorkloadId>> ListHeldIds(const std::string& tenant) = 0;
+  // The ids of `tenant`'s workloads (with `project` non-empty, that project's) that hold
+  // capacity (PLACED, RUNNING), ascending: what the caller may see named on the pool's GPUs.
+  // UNAVAILABLE.
+  virtual absl::StatusOr<std::vector<WorkloadId>> ListHeldIds(const std::string& tenant,
+                                                              const std::string& project) = 0;
 
   // Applies all transitions in one transaction, each with its event row. A transition whose
   // guard fails is skipped, not an error.
@@ -281,7 +283,8 @@ class QuotaStore {
 struct TokenRecord {
   std::string subject;
   auth::Role role = auth::Role::kViewer;  // stored by auth::RoleName
-  std::string tenant;                     // tenant roles
+  std::string tenant;                     // tenant roles; empty: bound at the platform
+  std::string project;                    // bound to this project of `tenant`; empty: the tenant
   std::string cluster;                    // agent role
   int64_t id = 0;                         // set by the store
 };
@@ -294,8 +297,9 @@ class TenantStore {
   virtual absl::StatusOr<std::vector<Tenant>> ListTenants() = 0;
   virtual absl::StatusOr<Project> CreateProject(const Project& project) = 0;  // NOT_FOUND tenant
   virtual absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) = 0;
-  // Deletes a project no workload names (ended ones count until they are archived), with its
-  // quotas and share weight; FAILED_PRECONDITION (and nothing changes) while workloads name it.
+  // Deletes a project no workload names (ended ones count until they are archived) and no live
+  // token is bound to, with its quotas, share weight and revoked tokens; FAILED_PRECONDITION
+  // (and nothing changes) while workloads or live tokens name it.
   // NOT_FOUND when there is no such project.
   virtual absl::Status DeleteProject(const std::string& tenant, const std::string& name) = 0;
   // Deletes a tenant without projects or live tokens, with its quotas, share weights and
@@ -307,9 +311,11 @@ class TenantStore {
   // A live (not revoked) token; NOT_FOUND otherwise.
   virtual absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) = 0;
   // Revokes token `id` at once (LookupToken stops finding it); with `tenant` non-empty, only a
-  // token of that tenant. Returns the token. Revoking a revoked token changes nothing and
-  // returns it again. NOT_FOUND when there is no such token (in that tenant).
-  virtual absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant) = 0;
+  // token of that tenant, and with `project` too, only one bound to that project. Returns the
+  // token. Revoking a revoked token changes nothing and returns it again. NOT_FOUND when there
+  // is no such token (in that scope).
+  virtual absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant,
+                                                  const std::string& project) = 0;
   virtual absl::StatusOr<int64_t> CountTokens() = 0;
 };
 

@@ -2,14 +2,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "auth/token.h"
+#include "federation/authorization.h"
 #include "federation/control_plane.h"
 #include "federation/status_macros.h"
 #include "federation/validation.h"
 
 namespace gpufed {
 
+using auth::Permission;
+
 absl::StatusOr<Tenant> ControlPlane::CreateTenant(const auth::Principal& who, Tenant tenant) {
-  if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {}));
   RETURN_IF_ERROR(ValidateName("name", tenant.name));
   RETURN_IF_ERROR(ValidateText("display_name", tenant.display_name, kMaxDisplayNameBytes));
   if (tenant.display_name.empty()) tenant.display_name = tenant.name;
@@ -17,10 +20,13 @@ absl::StatusOr<Tenant> ControlPlane::CreateTenant(const auth::Principal& who, Te
 }
 
 absl::StatusOr<std::vector<Tenant>> ControlPlane::ListTenants(const auth::Principal& who) {
+  RETURN_IF_ERROR(Require(who, Permission::kTenancyRead));
   ASSIGN_OR_RETURN(std::vector<Tenant> tenants, ports_.tenants->ListTenants());
   std::vector<Tenant> visible;
   for (Tenant& t : tenants) {
-    if (who.CanRead(t.name)) visible.push_back(std::move(t));
+    if (auth::AllowsSomeOf(who, Permission::kTenancyRead, {t.name, ""})) {
+      visible.push_back(std::move(t));
+    }
   }
   return visible;
 }
@@ -28,7 +34,7 @@ absl::StatusOr<std::vector<Tenant>> ControlPlane::ListTenants(const auth::Princi
 absl::StatusOr<Project> ControlPlane::CreateProject(const auth::Principal& who,
                                                     const Project& project) {
   RETURN_IF_ERROR(ValidateName("tenant", project.tenant));
-  if (!who.CanAdminTenant(project.tenant)) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {project.tenant, ""}));
   RETURN_IF_ERROR(ValidateName("name", project.name));
   return ports_.tenants->CreateProject(project);
 }
@@ -36,18 +42,22 @@ absl::StatusOr<Project> ControlPlane::CreateProject(const auth::Principal& who,
 absl::StatusOr<std::vector<Project>> ControlPlane::ListProjects(const auth::Principal& who,
                                                                 const std::string& tenant) {
   RETURN_IF_ERROR(ValidateName("tenant", tenant));
-  if (!who.CanRead(tenant)) {
+  if (!auth::AllowsSomeOf(who, Permission::kTenancyRead, {tenant, ""})) {
     return absl::NotFoundError(absl::StrCat("tenant ", tenant, " not found"));
   }
-  return ports_.tenants->ListProjects(tenant);
+  ASSIGN_OR_RETURN(std::vector<Project> projects, ports_.tenants->ListProjects(tenant));
+  std::erase_if(projects, [&](const Project& p) {
+    return !auth::Allows(who, Permission::kTenancyRead, {p.tenant, p.name});
+  });
+  return projects;
 }
 
 absl::Status ControlPlane::DeleteProject(const auth::Principal& who, const std::string& tenant,
                                          const std::string& name) {
   RETURN_IF_ERROR(ValidateName("tenant", tenant));
   RETURN_IF_ERROR(ValidateName("name", name));
-  if (!who.CanAdminTenant(tenant)) {
-    if (!who.CanRead(tenant)) {
+  if (!auth::Allows(who, Permission::kTenancyAdmin, {tenant, ""})) {
+    if (!auth::AllowsSomeOf(who, Permission::kTenancyRead, {tenant, ""})) {
       return absl::NotFoundError(absl::StrCat("project ", tenant, "/", name, " does not exist"));
     }
     return absl::PermissionDeniedError("permission denied");
@@ -60,7 +70,7 @@ absl::Status ControlPlane::DeleteProject(const auth::Principal& who, const std::
 
 absl::Status ControlPlane::DeleteTenant(const auth::Principal& who, const std::string& name) {
   RETURN_IF_ERROR(ValidateName("name", name));
-  if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
+  RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {}));
   RETURN_IF_ERROR(ports_.tenants->DeleteTenant(name));
   if (ports_.scheduler != nullptr) ports_.scheduler->NotifyQuotasChanged();
   return absl::OkStatus();
@@ -72,30 +82,15 @@ absl::StatusOr<CreatedToken> ControlPlane::CreateToken(const auth::Principal& wh
   TokenRecord record;
   record.subject = request.subject;
   record.role = request.role;
-  switch (request.role) {
-    case auth::Role::kPlatformAdmin:
-    case auth::Role::kAgent:
-      if (!who.IsPlatformAdmin()) return absl::PermissionDeniedError("permission denied");
-      break;
-    case auth::Role::kTenantAdmin:
-    case auth::Role::kTenantUser:
-    case auth::Role::kViewer:
-      if (request.role != auth::Role::kViewer || !request.tenant.empty()) {
-        RETURN_IF_ERROR(ValidateName("tenant", request.tenant));
-        if (!who.CanAdminTenant(request.tenant)) {
-          return absl::PermissionDeniedError("permission denied");
-        }
-      } else if (!who.IsPlatformAdmin()) {
-        return absl::PermissionDeniedError("permission denied");  // a platform-wide viewer
-      }
-      record.tenant = request.tenant;
-      break;
-  }
-  if (request.role == auth::Role::kAgent) {
-    RETURN_IF_ERROR(ValidateName("cluster", request.cluster));
-    record.cluster = request.cluster;
-  } else if (!request.cluster.empty()) {
-    return absl::InvalidArgumentError("cluster: only for the agent role");
+  record.tenant = request.tenant;
+  record.project = request.project;
+  record.cluster = request.cluster;
+  RETURN_IF_ERROR(ValidateTokenBinding(record));
+  // The scope the new token is bound at; agents and platform roles belong to the platform.
+  const bool platform = request.role == auth::Role::kAgent || request.tenant.empty();
+  if (!auth::MayGrant(who, request.role,
+                      platform ? auth::Scope{} : auth::Scope{record.tenant, record.project})) {
+    return absl::PermissionDeniedError("permission denied: may not grant this role at this scope");
   }
   CreatedToken created{auth::GenerateToken(), 0};
   const std::string hash = auth::HashToken(created.secret);
@@ -106,12 +101,10 @@ absl::StatusOr<CreatedToken> ControlPlane::CreateToken(const auth::Principal& wh
 }
 
 absl::Status ControlPlane::RevokeToken(const auth::Principal& who, int64_t id) {
-  if (!who.IsPlatformAdmin() && who.role != auth::Role::kTenantAdmin) {
-    return absl::PermissionDeniedError("permission denied");
-  }
+  RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin));
   if (id <= 0) return absl::InvalidArgumentError("token_id: must be a positive token id");
-  RETURN_IF_ERROR(
-      ports_.tenants->RevokeToken(id, who.IsPlatformAdmin() ? "" : who.tenant).status());
+  // The store revokes only a token inside the caller's binding (NOT_FOUND for any other).
+  RETURN_IF_ERROR(ports_.tenants->RevokeToken(id, who.tenant, who.project).status());
   // Committed: what the token still has open ends now, not when it next asks.
   ports_.agents->CloseCredential(id);
   if (ports_.credentials != nullptr) ports_.credentials->Revoked(id);

@@ -757,6 +757,10 @@ absl::Status ValidateShareWeight(const ShareWeight& w) {
 
 absl::Status ValidateTokenRecord(absl::string_view token_hash, const TokenRecord& record) {
   if (token_hash.empty()) return absl::InvalidArgumentError("token_hash: required");
+  return ValidateTokenBinding(record);
+}
+
+absl::Status ValidateTokenBinding(const TokenRecord& record) {
   if (record.subject.empty()) return absl::InvalidArgumentError("subject: required");
   // The role is stored by its name (auth::RoleName), which a value outside the enum lacks.
   const std::string role(auth::RoleName(record.role));
@@ -772,6 +776,22 @@ absl::Status ValidateTokenRecord(absl::string_view token_hash, const TokenRecord
   if (record.role == auth::Role::kAgent && record.cluster.empty()) {
     return absl::InvalidArgumentError("cluster: required for role agent");
   }
+  if (record.role != auth::Role::kAgent && !record.cluster.empty()) {
+    return absl::InvalidArgumentError("cluster: only for the agent role");
+  }
+  if (record.role == auth::Role::kAgent || record.role == auth::Role::kPlatformAdmin) {
+    if (!record.tenant.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("tenant: not for role ", role));
+    }
+  }
+  if (!record.tenant.empty()) RETURN_IF_ERROR(ValidateName("tenant", record.tenant));
+  if (!record.project.empty()) {
+    if (record.tenant.empty()) {
+      return absl::InvalidArgumentError("project: needs the tenant it belongs to");
+    }
+    RETURN_IF_ERROR(ValidateName("project", record.project));
+  }
+  if (!record.cluster.empty()) RETURN_IF_ERROR(ValidateName("cluster", record.cluster));
   return absl::OkStatus();
 }
 

@@ -173,9 +173,12 @@ std::vector<PreemptionRecord> RecordsOfMarked(
     const std::vector<WorkloadStore::Preemption>& preemptions,
     const std::vector<WorkloadId>& marked, Timestamp now);
 
-// CreateToken's input: token_hash and subject set, a role inside auth::Role, a tenant for the
-// tenant roles and a cluster for agents.
+// CreateToken's input: token_hash set and ValidateTokenBinding.
 absl::Status ValidateTokenRecord(absl::string_view token_hash, const TokenRecord& record);
+// A token's subject and binding: a role inside auth::Role; a tenant for the tenant roles and
+// none for platform-admin and agent; a project only with its tenant; a cluster for agents only;
+// names well formed.
+absl::Status ValidateTokenBinding(const TokenRecord& record);
 
 }  // namespace gpufed
 

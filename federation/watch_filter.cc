@@ -1,5 +1,7 @@
 #include "federation/watch_filter.h"
 
+#include "auth/policy.h"
+
 namespace gpufed {
 
 ChangeCursor WatchResumePoint(Timestamp resume_after) {
@@ -9,7 +11,9 @@ ChangeCursor WatchResumePoint(Timestamp resume_after) {
 WatchVerdict WatchFilter::Offer(const WorkloadEvent& e) {
   if (ended_) return {};
   if (workload_ != 0 && e.workload.id != workload_) return {};
-  if (!who_.CanRead(e.workload.spec.tenant)) return {};
+  if (!auth::Allows(who_, auth::Permission::kWorkloadsRead,
+                    {e.workload.spec.tenant, e.workload.spec.project}))
+    return {};
   if (workload_ == 0) return {.deliver = true, .end = false};
   // The workload as it was read when the Watch started and the events published since may
   // overlap, and a resumed caller has seen versions up to the one it names: never repeat a
@@ -26,7 +30,9 @@ WatchVerdict WatchFilter::Offer(const WorkloadEvent& e) {
 }
 
 WatchVerdict WatchFilter::OfferResync(const Workload& w) {
-  if (workload_ != 0 || !who_.CanRead(w.spec.tenant)) return {};
+  if (workload_ != 0 ||
+      !auth::Allows(who_, auth::Permission::kWorkloadsRead, {w.spec.tenant, w.spec.project}))
+    return {};
   auto [it, inserted] = resynced_.try_emplace(w.id, w.version);
   if (!inserted) {
     if (it->second >= w.version) return {};

@@ -60,7 +60,7 @@ struct WatchVerdict {
 // so that events are written in the order they were decided in.
 class WatchFilter {
  public:
-  // `workload` 0: every event of a workload `who` may read (auth::Principal::CanRead), for as
+  // `workload` 0: every event of a workload `who` may read (auth::Allows workloads.read), for as
   // long as the caller stays. Otherwise only that workload's events, if `who` may read it: each
   // version at most once, never an older version after a newer one (the first event and the
   // live stream may overlap), none at or below `after_version` (a resumed Watch: the caller has

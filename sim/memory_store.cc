@@ -205,11 +205,15 @@ absl::StatusOr<std::vector<Workload>> MemoryStore::ListActive(const std::string&
   return out;
 }
 
-absl::StatusOr<std::vector<WorkloadId>> MemoryStore::ListHeldIds(const std::string& tenant) {
+absl::StatusOr<std::vector<WorkloadId>> MemoryStore::ListHeldIds(const std::string& tenant,
+                                                                 const std::string& project) {
   absl::MutexLock lock(&mu_);
   std::vector<WorkloadId> out;
   for (const auto& [id, w] : workloads_) {
-    if (HoldsCapacity(w.state) && w.spec.tenant == tenant) out.push_back(id);
+    if (HoldsCapacity(w.state) && w.spec.tenant == tenant &&
+        (project.empty() || w.spec.project == project)) {
+      out.push_back(id);
+    }
   }
   return out;
 }
@@ -689,6 +693,10 @@ absl::Status MemoryStore::CreateToken(const std::string& token_hash, const Token
     return absl::NotFoundError(
         absl::StrCat("tenant: tenant \"", record.tenant, "\" does not exist"));
   }
+  if (!record.project.empty() && !projects_.contains({record.tenant, record.project})) {
+    return absl::NotFoundError(absl::StrCat("project: project \"", record.project,
+                                            "\" does not exist in tenant \"", record.tenant, "\""));
+  }
   if (tokens_.contains(token_hash) || revoked_hashes_.contains(token_hash)) {
     return absl::AlreadyExistsError("token: a token with this hash already exists");
   }
@@ -712,6 +720,14 @@ absl::Status MemoryStore::DeleteProject(const std::string& tenant, const std::st
                                                       " is named by ", named,
                                                       " workloads (ended ones until archived)"));
   }
+  const auto of_project = [&](const auto& t) {
+    return t.second.tenant == tenant && t.second.project == name;
+  };
+  if (std::any_of(tokens_.begin(), tokens_.end(), of_project)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("project ", tenant, "/", name, " has live tokens: revoke them first"));
+  }
+  std::erase_if(revoked_tokens_, of_project);
   std::erase_if(quotas_, [&](const auto& q) {
     return std::get<0>(q.first) == tenant && std::get<1>(q.first) == name;
   });
@@ -745,9 +761,12 @@ absl::Status MemoryStore::DeleteTenant(const std::string& name) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TokenRecord> MemoryStore::RevokeToken(int64_t id, const std::string& tenant) {
+absl::StatusOr<TokenRecord> MemoryStore::RevokeToken(int64_t id, const std::string& tenant,
+                                                     const std::string& project) {
   absl::MutexLock lock(&mu_);
-  const auto in_scope = [&](const TokenRecord& r) { return tenant.empty() || r.tenant == tenant; };
+  const auto in_scope = [&](const TokenRecord& r) {
+    return (tenant.empty() || r.tenant == tenant) && (project.empty() || r.project == project);
+  };
   if (auto it = revoked_tokens_.find(id); it != revoked_tokens_.end() && in_scope(it->second)) {
     return it->second;
   }

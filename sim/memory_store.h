@@ -82,7 +82,8 @@ class MemoryStore final : public WorkloadStore,
                                                          int limit) override;
   absl::StatusOr<std::vector<Workload>> ListPending(int limit) override;
   absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) override;
-  absl::StatusOr<std::vector<WorkloadId>> ListHeldIds(const std::string& tenant) override;
+  absl::StatusOr<std::vector<WorkloadId>> ListHeldIds(const std::string& tenant,
+                                                      const std::string& project) override;
   absl::StatusOr<std::vector<TransitionResult>> ApplyTransitions(
       const std::vector<Transition>& transitions) override;
   absl::Status SetPendingReasons(
@@ -119,7 +120,8 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) override;
   absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) override;
   absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) override;
-  absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant) override;
+  absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant,
+                                          const std::string& project) override;
   absl::Status DeleteProject(const std::string& tenant, const std::string& name) override;
   absl::Status DeleteTenant(const std::string& name) override;
   absl::StatusOr<int64_t> CountTokens() override;

@@ -146,7 +146,8 @@ constexpr const char* kListActive =
     "FROM workloads w WHERE w.state IN ('PLACED', 'RUNNING') ORDER BY w.id";
 // By the tenant's index (tenant, id); only ids, so a tenant holding thousands costs little.
 constexpr const char* kListHeldIds =
-    "SELECT id FROM workloads WHERE tenant = $1 AND state IN ('PLACED', 'RUNNING') ORDER BY id";
+    "SELECT id FROM workloads WHERE tenant = $1 AND ($2 = '' OR project = $2) "
+    "AND state IN ('PLACED', 'RUNNING') ORDER BY id";
 constexpr const char* kListActiveOnCluster =
     "SELECT" GPUFED_WORKLOAD_COLUMNS
     "FROM workloads w WHERE w.state IN ('PLACED', 'RUNNING') AND w.cluster = $1 ORDER BY w.id";
@@ -410,9 +411,12 @@ constexpr const char* kLockProject =
     "SELECT 1 FROM projects WHERE tenant = $1 AND name = $2 FOR UPDATE";
 constexpr const char* kCountProjectWorkloads =
     "SELECT count(*) FROM workloads WHERE tenant = $1 AND project = $2";
+constexpr const char* kCountProjectTokens =
+    "SELECT count(*) FROM api_tokens WHERE tenant = $1 AND project = $2 AND revoked_at IS NULL";
 constexpr const char* kDeleteProject =
     "WITH q AS (DELETE FROM quotas WHERE tenant = $1 AND project = $2), "
-    "w AS (DELETE FROM share_weights WHERE tenant = $1 AND project = $2) "
+    "w AS (DELETE FROM share_weights WHERE tenant = $1 AND project = $2), "
+    "t AS (DELETE FROM api_tokens WHERE tenant = $1 AND project = $2 AND revoked_at IS NOT NULL) "
     "DELETE FROM projects WHERE tenant = $1 AND name = $2";
 constexpr const char* kLockTenant = "SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE";
 constexpr const char* kTenantDependents =
@@ -430,17 +434,19 @@ constexpr const char* kListProjects =
     "SELECT tenant, name, epoch_us(created_at) AS created_us FROM projects WHERE tenant = $1 "
     "ORDER BY name";
 constexpr const char* kCreateToken =
-    "INSERT INTO api_tokens (token_hash, subject, role, tenant, cluster) "
-    "VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, '')) ON CONFLICT (token_hash) DO NOTHING "
-    "RETURNING id";
+    "INSERT INTO api_tokens (token_hash, subject, role, tenant, project, cluster) "
+    "VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, ''), NULLIF($6, '')) "
+    "ON CONFLICT (token_hash) DO NOTHING RETURNING id";
 constexpr const char* kLookupToken =
-    "SELECT id, subject, role, coalesce(tenant, '') AS tenant, coalesce(cluster, '') AS cluster "
-    "FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL";
+    "SELECT id, subject, role, coalesce(tenant, '') AS tenant, coalesce(project, '') AS project, "
+    "coalesce(cluster, '') AS cluster FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL";
 // The first revocation's time stays.
 constexpr const char* kRevokeToken =
     "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) "
-    "WHERE id = $1 AND ($2 = '' OR tenant = $2) "
-    "RETURNING id, subject, role, coalesce(tenant, '') AS tenant, coalesce(cluster, '') AS cluster";
+    "WHERE id = $1 AND ($2 = '' OR tenant = $2) AND ($3 = '' OR project = $3) "
+    "RETURNING id, subject, role, coalesce(tenant, '') AS tenant, coalesce(project, '') AS "
+    "project, "
+    "coalesce(cluster, '') AS cluster";
 constexpr const char* kCountTokens = "SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL";
 // ---- Quotas ----
 #define GPUFED_QUOTA_COLUMNS                                                                 \
@@ -537,6 +543,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"create_project", kCreateProject},
     {"lock_project", kLockProject},
     {"count_project_workloads", kCountProjectWorkloads},
+    {"count_project_tokens", kCountProjectTokens},
     {"delete_project", kDeleteProject},
     {"lock_tenant", kLockTenant},
     {"tenant_dependents", kTenantDependents},
@@ -1253,12 +1260,13 @@ absl::StatusOr<std::vector<Workload>> PgStore::ListActive(const std::string& clu
       });
 }
 
-absl::StatusOr<std::vector<WorkloadId>> PgStore::ListHeldIds(const std::string& tenant) {
+absl::StatusOr<std::vector<WorkloadId>> PgStore::ListHeldIds(const std::string& tenant,
+                                                             const std::string& project) {
   return pool_->Transact<pqxx::nontransaction>(
       "list held workload ids",
-      [&tenant](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<WorkloadId>> {
+      [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<WorkloadId>> {
         std::vector<WorkloadId> out;
-        for (const auto& row : txn.exec_prepared("list_held_ids", tenant)) {
+        for (const auto& row : txn.exec_prepared("list_held_ids", tenant, project)) {
           out.push_back(row[0].as<WorkloadId>());
         }
         return out;
@@ -1818,6 +1826,10 @@ absl::Status PgStore::DeleteProject(const std::string& tenant, const std::string
                                                         " is named by ", named,
                                                         " workloads (ended ones until archived)"));
     }
+    if (txn.exec_prepared1("count_project_tokens", tenant, name)[0].as<int64_t>() > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("project ", tenant, "/", name, " has live tokens: revoke them first"));
+    }
     txn.exec_prepared0("delete_project", tenant, name);
     return absl::OkStatus();
   });
@@ -1896,8 +1908,14 @@ absl::Status PgStore::CreateToken(const std::string& token_hash, const TokenReco
       return absl::NotFoundError(
           absl::StrCat("tenant: tenant \"", record.tenant, "\" does not exist"));
     }
+    if (!record.project.empty() &&
+        txn.exec_prepared("project_exists", record.tenant, record.project).empty()) {
+      return absl::NotFoundError(absl::StrCat("project: project \"", record.project,
+                                              "\" does not exist in tenant \"", record.tenant,
+                                              "\""));
+    }
     pqxx::result r = txn.exec_prepared("create_token", token_hash, record.subject, role,
-                                       record.tenant, record.cluster);
+                                       record.tenant, record.project, record.cluster);
     if (r.empty()) return absl::AlreadyExistsError("token: a token with this hash already exists");
     return absl::OkStatus();
   });
@@ -1912,8 +1930,9 @@ absl::StatusOr<TokenRecord> TokenFromRow(const pqxx::row& row) {
     return absl::InternalError(
         absl::StrCat("token: stored role \"", row["role"].c_str(), "\" is unknown"));
   }
-  return TokenRecord{row["subject"].c_str(), *role, row["tenant"].c_str(), row["cluster"].c_str(),
-                     row["id"].as<int64_t>()};
+  return TokenRecord{row["subject"].c_str(), *role,
+                     row["tenant"].c_str(),  row["project"].c_str(),
+                     row["cluster"].c_str(), row["id"].as<int64_t>()};
 }
 
 }  // namespace
@@ -1927,9 +1946,10 @@ absl::StatusOr<TokenRecord> PgStore::LookupToken(const std::string& token_hash) 
       });
 }
 
-absl::StatusOr<TokenRecord> PgStore::RevokeToken(int64_t id, const std::string& tenant) {
+absl::StatusOr<TokenRecord> PgStore::RevokeToken(int64_t id, const std::string& tenant,
+                                                 const std::string& project) {
   return pool_->Transact("revoke token", [&](pqxx::work& txn) -> absl::StatusOr<TokenRecord> {
-    pqxx::result r = txn.exec_prepared("revoke_token", id, tenant);
+    pqxx::result r = txn.exec_prepared("revoke_token", id, tenant, project);
     if (r.empty()) return absl::NotFoundError("token_id: no such token");
     return TokenFromRow(r[0]);
   });

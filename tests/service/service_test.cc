@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "server/server.h"
+#include "tests/service/fake_agent.h"
 #include "tests/service/in_process_server.h"
 #include "tests/service/raw_calls.h"
 #include "tests/support/postgres_harness.h"
@@ -134,47 +135,6 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<v1::ClusterService::Stub> clusters_;
 };
 
-// A hand-driven agent stream.
-class FakeAgentStream {
- public:
-  FakeAgentStream(const std::string& address, const std::string& token) {
-    stub_ = v1::AgentService::NewStub(testing::Connect(address));
-    if (!token.empty()) ctx_.AddMetadata("authorization", "Bearer " + token);
-    // A message that never comes fails the test instead of hanging it.
-    ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    stream_ = stub_->Connect(&ctx_);
-  }
-  ~FakeAgentStream() {
-    if (finished_) return;
-    stream_->WritesDone();
-    ctx_.TryCancel();
-    stream_->Finish();
-  }
-  bool Write(v1::AgentMessage m) {
-    m.set_seq(++seq_);
-    return stream_->Write(m);
-  }
-  bool Read(v1::ServerMessage* m) { return stream_->Read(m); }
-  // Reads until a message with the given body arrives (skipping acks etc.).
-  bool ReadUntil(v1::ServerMessage::BodyCase body, v1::ServerMessage* m) {
-    while (stream_->Read(m)) {
-      if (m->body_case() == body) return true;
-    }
-    return false;
-  }
-  grpc::Status Finish() {
-    finished_ = true;
-    return stream_->Finish();
-  }
-
- private:
-  std::unique_ptr<v1::AgentService::Stub> stub_;
-  grpc::ClientContext ctx_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream_;
-  uint64_t seq_ = 0;
-  bool finished_ = false;
-};
-
 // Puts `gpu` in MIG mode with two 3g.40gb instances (memory slots 0 and 4).
 void SplitInTwo3g40gb(v1::Gpu& gpu) {
   gpu.set_mig_enabled(true);
@@ -183,48 +143,6 @@ void SplitInTwo3g40gb(v1::Gpu& gpu) {
     inst->set_profile("3g.40gb");
     inst->set_start(start);
   }
-}
-
-v1::AgentMessage Registration(const std::string& cluster, int nodes, int gpus,
-                              const std::string& model) {
-  v1::AgentMessage m;
-  auto* r = m.mutable_register_();
-  r->set_cluster(cluster);
-  r->mutable_info()->set_provider("onprem");
-  for (int n = 0; n < nodes; ++n) {
-    auto* node = r->mutable_inventory()->add_nodes();
-    node->set_name(absl::StrCat(cluster, "-n", n));
-    node->set_schedulable(true);
-    for (int g = 0; g < gpus; ++g) {
-      auto* gpu = node->add_gpus();
-      gpu->set_uuid(absl::StrCat("GPU-", cluster, "-", n, "-", g));
-      gpu->set_index(g);
-      gpu->set_model(model);
-      gpu->set_memory_mib(81559);
-      gpu->set_nvlink_domain(absl::StrCat(cluster, "-n", n, "-nvl"));
-      gpu->set_healthy(true);
-    }
-  }
-  return m;
-}
-
-// An agent stream for `cluster` (a token made by `admin`) that registered `nodes` nodes of
-// `gpus` GPUs of `model`; null, with a test failure, if it did not.
-std::unique_ptr<FakeAgentStream> RegisteredAgent(const std::string& address,
-                                                 const std::string& admin,
-                                                 const std::string& cluster, int nodes, int gpus,
-                                                 const std::string& model) {
-  absl::StatusOr<std::string> token = testing::CreateAgentToken(address, admin, cluster);
-  EXPECT_OK(token);
-  if (!token.ok()) return nullptr;
-  auto agent = std::make_unique<FakeAgentStream>(address, *token);
-  v1::ServerMessage m;
-  if (!agent->Write(Registration(cluster, nodes, gpus, model)) ||
-      !agent->ReadUntil(v1::ServerMessage::kRegistered, &m)) {
-    ADD_FAILURE() << "agent for " << cluster << " did not register";
-    return nullptr;
-  }
-  return agent;
 }
 
 v1::AgentMessage Status(const std::string& id, v1::WorkloadState state, int exit_code = 0) {
@@ -1080,7 +998,11 @@ TEST_F(ServiceTest, QuotasAreSetByAdminsAndMustFitThePool) {
   ASSERT_EQ(listed.quotas_size(), 1);
   EXPECT_EQ(listed.quotas(0).guaranteed_milli(), 8000);
   EXPECT_EQ(list(other_, "acme", &listed).error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(list(user_, "", &listed).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // Naming no tenant: the caller's own quotas only.
+  listed.Clear();
+  ASSERT_OK(list(other_, "", &listed));
+  ASSERT_EQ(listed.quotas_size(), 1);
+  EXPECT_EQ(listed.quotas(0).tenant(), "globex");
   listed.Clear();
   ASSERT_OK(list(admin_, "", &listed));
   EXPECT_EQ(listed.quotas_size(), 2);
@@ -1192,11 +1114,22 @@ TEST_F(ServiceTest, AnOwnerReclaimsItsGuaranteeFromABorrowerAndThePreemptionIsRe
   EXPECT_EQ(p.victims(0).workload_id(), borrowed.workload().id());
   EXPECT_EQ(p.victims(0).tenant(), "globex");
   EXPECT_TRUE(all.next_page_token().empty());
-  // acme sees whom by tenant only.
+  // Each tenant sees its own part: acme what it took, not from whom; globex what it lost, not to
+  // whom.
   v1::ListPreemptionsResponse mine;
   ASSERT_OK(list(user_, "acme", &mine));
   ASSERT_EQ(mine.preemptions_size(), 1);
-  EXPECT_TRUE(mine.preemptions(0).victims(0).workload_id().empty());
+  EXPECT_EQ(mine.preemptions(0).preemptor_workload_id(), owner.workload().id());
+  EXPECT_EQ(mine.preemptions(0).victims_size(), 0);
+  EXPECT_EQ(mine.preemptions(0).evicted_milli(), 8000);
+  v1::ListPreemptionsResponse theirs;
+  ASSERT_OK(list(other_, "globex", &theirs));
+  ASSERT_EQ(theirs.preemptions_size(), 1);
+  ASSERT_EQ(theirs.preemptions(0).victims_size(), 1);
+  EXPECT_EQ(theirs.preemptions(0).victims(0).workload_id(), borrowed.workload().id());
+  EXPECT_TRUE(theirs.preemptions(0).preemptor_workload_id().empty());
+  EXPECT_TRUE(theirs.preemptions(0).tenant().empty());
+  EXPECT_EQ(theirs.SerializeAsString().find("acme"), std::string::npos);
   EXPECT_EQ(list(user_, "globex", &mine).error_code(), grpc::StatusCode::NOT_FOUND);
   v1::ListPreemptionsRequest bad;
   bad.set_tenant("acme");

@@ -39,3 +39,11 @@ add_executable(limits_tests ${CMAKE_CURRENT_LIST_DIR}/limits_test.cc)
 target_link_libraries(limits_tests PRIVATE gpufed_server gpufed_test_support GTest::gmock
   GTest::gtest GTest::gtest_main PkgConfig::PQXX PkgConfig::HTTPLIB)
 gtest_discover_tests(limits_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)
+
+# The RBAC matrix (tests/service/rbac_matrix_test.cc): every RPC × role × scope against the
+# declared policy (auth/policy.h), and every RPC has a policy.
+add_executable(rbac_matrix_tests ${CMAKE_CURRENT_LIST_DIR}/rbac_matrix_test.cc)
+target_link_libraries(rbac_matrix_tests PRIVATE gpufed_server gpufed_test_support GTest::gmock
+  GTest::gtest GTest::gtest_main)
+target_compile_definitions(rbac_matrix_tests PRIVATE GPUFED_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+gtest_discover_tests(rbac_matrix_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)

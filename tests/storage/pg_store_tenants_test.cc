@@ -60,7 +60,8 @@ TEST_F(TenantStoreTest, Tokens) {
 
   ASSERT_OK(store_->CreateToken("hash-admin", {"alice", auth::Role::kPlatformAdmin, "", ""}));
   ASSERT_OK(store_->CreateToken("hash-user", {"bob", auth::Role::kTenantUser, "acme", ""}));
-  ASSERT_OK(store_->CreateToken("hash-agent", {"agent-dgx", auth::Role::kAgent, "", "dgx"}));
+  ASSERT_OK(store_->CreateToken(
+      "hash-agent", {.subject = "agent-dgx", .role = auth::Role::kAgent, .cluster = "dgx"}));
   EXPECT_EQ(*store_->CountTokens(), 3);
 
   auto user = store_->LookupToken("hash-user");

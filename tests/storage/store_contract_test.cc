@@ -385,7 +385,8 @@ TEST_P(StoreContractTest, TokensAreStoredByHashAndValidated) {
   ASSERT_OK(tenants().CreateToken("hash-tadmin", {"carol", auth::Role::kTenantAdmin, "acme", ""}));
   ASSERT_OK(tenants().CreateToken("hash-viewer", {"dan", auth::Role::kViewer, "acme", ""}));
   // An agent's cluster need not be registered yet.
-  ASSERT_OK(tenants().CreateToken("hash-agent", {"agent-dgx", auth::Role::kAgent, "", "dgx"}));
+  ASSERT_OK(tenants().CreateToken(
+      "hash-agent", {.subject = "agent-dgx", .role = auth::Role::kAgent, .cluster = "dgx"}));
   ASSERT_OK_AND_ASSIGN(int64_t five, tenants().CountTokens());
   EXPECT_EQ(five, 5);
 
@@ -442,22 +443,23 @@ TEST_P(StoreContractTest, ARevokedTokenIsNoLongerFoundAndNeverComesBack) {
   ASSERT_OK(tenants().CreateTenant(Tenant{"globex", "", {}}));
   ASSERT_OK(tenants().CreateToken("hash-bob", {"bob", auth::Role::kTenantUser, "acme", ""}));
   ASSERT_OK(tenants().CreateToken("hash-gil", {"gil", auth::Role::kTenantUser, "globex", ""}));
-  ASSERT_OK(tenants().CreateToken("hash-agent", {"agent-dgx", auth::Role::kAgent, "", "dgx"}));
+  ASSERT_OK(tenants().CreateToken(
+      "hash-agent", {.subject = "agent-dgx", .role = auth::Role::kAgent, .cluster = "dgx"}));
   ASSERT_OK_AND_ASSIGN(TokenRecord bob, tenants().LookupToken("hash-bob"));
   ASSERT_OK_AND_ASSIGN(TokenRecord agent, tenants().LookupToken("hash-agent"));
 
   // Another tenant's scope does not reach it, and changes nothing.
-  EXPECT_THAT(tenants().RevokeToken(bob.id, "globex"), StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().RevokeToken(bob.id, "globex", ""), StatusIs(Code::kNotFound));
   ASSERT_OK(tenants().LookupToken("hash-bob"));
-  EXPECT_THAT(tenants().RevokeToken(bob.id + 1000, ""), StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().RevokeToken(bob.id + 1000, "", ""), StatusIs(Code::kNotFound));
 
-  ASSERT_OK_AND_ASSIGN(TokenRecord revoked, tenants().RevokeToken(bob.id, "acme"));
+  ASSERT_OK_AND_ASSIGN(TokenRecord revoked, tenants().RevokeToken(bob.id, "acme", ""));
   EXPECT_EQ(revoked.subject, "bob");
   EXPECT_EQ(revoked.id, bob.id);
   EXPECT_THAT(tenants().LookupToken("hash-bob"), StatusIs(Code::kNotFound));
   EXPECT_THAT(tenants().CountTokens(), IsOkAndHolds(2));
   // Again: the same answer, nothing else changes.
-  ASSERT_OK_AND_ASSIGN(TokenRecord again, tenants().RevokeToken(bob.id, ""));
+  ASSERT_OK_AND_ASSIGN(TokenRecord again, tenants().RevokeToken(bob.id, "", ""));
   EXPECT_EQ(again.id, bob.id);
   // Its hash is never live again.
   EXPECT_THAT(tenants().CreateToken("hash-bob", {"bob", auth::Role::kTenantUser, "acme", ""}),
@@ -465,7 +467,7 @@ TEST_P(StoreContractTest, ARevokedTokenIsNoLongerFoundAndNeverComesBack) {
   EXPECT_THAT(tenants().LookupToken("hash-bob"), StatusIs(Code::kNotFound));
 
   // Platform scope reaches any token, an agent's included.
-  ASSERT_OK(tenants().RevokeToken(agent.id, ""));
+  ASSERT_OK(tenants().RevokeToken(agent.id, "", ""));
   EXPECT_THAT(tenants().LookupToken("hash-agent"), StatusIs(Code::kNotFound));
   ASSERT_OK(tenants().LookupToken("hash-gil"));
 }
@@ -856,9 +858,12 @@ TEST_P(StoreContractTest, ListActiveIsPlacedAndRunningInIdOrder) {
   EXPECT_THAT(workloads().ListActive("c9"), IsOkAndHolds(IsEmpty()));
 
   // By tenant, ids only: the same three, none of another tenant's.
-  EXPECT_THAT(workloads().ListHeldIds("acme"),
+  EXPECT_THAT(workloads().ListHeldIds("acme", ""),
               IsOkAndHolds(std::vector<WorkloadId>{ids[0], ids[2], ids[4]}));
-  EXPECT_THAT(workloads().ListHeldIds("globex"), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(workloads().ListHeldIds("acme", "research"),
+              IsOkAndHolds(std::vector<WorkloadId>{ids[0], ids[2], ids[4]}));
+  EXPECT_THAT(workloads().ListHeldIds("acme", "prod"), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(workloads().ListHeldIds("globex", ""), IsOkAndHolds(IsEmpty()));
 }
 
 // ---- Transitions ---------------------------------------------------------------------------
@@ -2310,11 +2315,11 @@ TEST_P(StoreContractTest, AProjectOrTenantIsDeletedOnlyWhenNothingDependsOnIt) {
   ASSERT_OK(tenants().CreateToken("hash-gil", {"gil", auth::Role::kTenantUser, "globex", ""}));
   ASSERT_OK(tenants().CreateToken("hash-old", {"old", auth::Role::kViewer, "globex", ""}));
   ASSERT_OK_AND_ASSIGN(TokenRecord old, tenants().LookupToken("hash-old"));
-  ASSERT_OK(tenants().RevokeToken(old.id, ""));
+  ASSERT_OK(tenants().RevokeToken(old.id, "", ""));
   ASSERT_OK(quotas().SetQuota(MakeQuota("globex", "", "gpu", 500), Accept()));
   EXPECT_THAT(tenants().DeleteTenant("globex"), StatusIs(Code::kFailedPrecondition));
   ASSERT_OK_AND_ASSIGN(TokenRecord gil, tenants().LookupToken("hash-gil"));
-  ASSERT_OK(tenants().RevokeToken(gil.id, ""));
+  ASSERT_OK(tenants().RevokeToken(gil.id, "", ""));
   ASSERT_OK(tenants().DeleteTenant("globex"));
   ASSERT_OK_AND_ASSIGN(std::vector<Tenant> left, tenants().ListTenants());
   ASSERT_EQ(left.size(), 1u);
@@ -2323,6 +2328,41 @@ TEST_P(StoreContractTest, AProjectOrTenantIsDeletedOnlyWhenNothingDependsOnIt) {
   EXPECT_THAT(tenants().DeleteTenant("globex"), StatusIs(Code::kNotFound));
   // The name is free again.
   ASSERT_OK(tenants().CreateTenant(Tenant{"globex", "", {}}));
+}
+
+TEST_P(StoreContractTest, ATokenBoundToAProjectStaysInsideIt) {
+  AddTenants();  // acme/research, acme/prod, globex/research
+  const TokenRecord in_research{
+      .subject = "rita", .role = auth::Role::kTenantUser, .tenant = "acme", .project = "research"};
+  ASSERT_OK(tenants().CreateToken("hash-rita", in_research));
+  ASSERT_OK_AND_ASSIGN(TokenRecord rita, tenants().LookupToken("hash-rita"));
+  EXPECT_EQ(rita.tenant, "acme");
+  EXPECT_EQ(rita.project, "research");
+
+  // A project the tenant does not have, or a project without its tenant: refused.
+  TokenRecord nowhere = in_research;
+  nowhere.project = "nope";
+  EXPECT_THAT(tenants().CreateToken("hash-nope", nowhere), StatusIs(Code::kNotFound));
+  nowhere.tenant.clear();
+  nowhere.role = auth::Role::kViewer;
+  nowhere.project = "research";
+  EXPECT_THAT(tenants().CreateToken("hash-nope", nowhere), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().LookupToken("hash-nope"), StatusIs(Code::kNotFound));
+
+  // Revocation scoped to another project of the tenant does not reach it.
+  EXPECT_THAT(tenants().RevokeToken(rita.id, "acme", "prod"), StatusIs(Code::kNotFound));
+  ASSERT_OK(tenants().LookupToken("hash-rita"));
+
+  // Its project stays while the token is live, and goes once it is revoked.
+  ASSERT_OK(tenants().CreateProject(Project{"acme", "scratch", {}}));
+  ASSERT_OK(tenants().CreateToken(
+      "hash-sam",
+      {.subject = "sam", .role = auth::Role::kViewer, .tenant = "acme", .project = "scratch"}));
+  ASSERT_OK_AND_ASSIGN(TokenRecord sam, tenants().LookupToken("hash-sam"));
+  EXPECT_THAT(tenants().DeleteProject("acme", "scratch"), StatusIs(Code::kFailedPrecondition));
+  ASSERT_OK(tenants().RevokeToken(sam.id, "acme", "scratch"));
+  ASSERT_OK(tenants().DeleteProject("acme", "scratch"));
+  ASSERT_OK(tenants().RevokeToken(rita.id, "acme", "research"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreContractTest,

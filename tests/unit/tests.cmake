@@ -16,7 +16,8 @@ add_executable(federation_unit_tests
   ${UNIT_DIR}/federation/validation_test.cc
   ${UNIT_DIR}/federation/routing_test.cc
   ${UNIT_DIR}/federation/routing_property_test.cc
-  ${UNIT_DIR}/auth/token_test.cc)
+  ${UNIT_DIR}/auth/token_test.cc
+  ${UNIT_DIR}/auth/policy_test.cc)
 target_link_libraries(federation_unit_tests PRIVATE gpufed_federation gpufed_auth
   GTest::gtest GTest::gtest_main)
 gtest_discover_tests(federation_unit_tests PROPERTIES LABELS unit)

@@ -33,7 +33,7 @@ inline auth::Principal Viewer(const std::string& tenant) {
   return {"bob", auth::Role::kViewer, tenant, ""};
 }
 inline auth::Principal AgentOf(const std::string& cluster) {
-  return {"agent", auth::Role::kAgent, "", cluster};
+  return {.subject = "agent", .role = auth::Role::kAgent, .cluster = cluster};
 }
 
 // What the control plane sent one agent connection.

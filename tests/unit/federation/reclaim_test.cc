@@ -179,8 +179,7 @@ TEST_F(ReclaimTest, AnOwnerGetsItsGuaranteeBackFromBorrowersWithinTwoCycles) {
   Workload w = MustGet(owner);
   EXPECT_EQ(w.state, WorkloadState::kAdmitted);
   EXPECT_EQ(w.pending_reason.code, ReasonCode::kReclaiming);
-  EXPECT_EQ(w.pending_reason.Text(figure::kFrom), "tenant other");
-  EXPECT_EQ(w.pending_reason.Int(figure::kStopping), 2);
+  EXPECT_EQ(w.pending_reason.Text(figure::kCluster), "c1");
 
   // The agent confirms; the victims return to PENDING saying who took their place.
   for (WorkloadId v : agent->cancelled) {
@@ -188,9 +187,9 @@ TEST_F(ReclaimTest, AnOwnerGetsItsGuaranteeBackFromBorrowersWithinTwoCycles) {
     const Workload victim = MustGet(v);
     EXPECT_EQ(victim.state, WorkloadState::kPending);
     EXPECT_EQ(victim.pending_reason.code, ReasonCode::kPreempted);
+    // Nothing of the owner's tenant reaches another tenant's victims.
     EXPECT_EQ(victim.pending_reason.Text(figure::kText),
-              absl::StrCat("preempted by workload ", owner,
-                           " of tenant acme to reclaim guaranteed H100-80GB"));
+              "preempted to reclaim guaranteed H100-80GB for its owner");
   }
   Step();  // the second cycle
   w = MustGet(owner);
@@ -230,19 +229,30 @@ TEST_F(ReclaimTest, EveryReclaimIsRecordedAndEachTenantSeesItsPart) {
               UnorderedElementsAre(TenantShare{"acme", 0, 4000}, TenantShare{"other", 4000, 0}));
   EXPECT_EQ(all.next_before, 0);
 
-  // The preemptor's tenant sees whom by tenant and size only; the victim's sees its workload.
+  // Each tenant sees its own part: the preemptor's, what it took (not from whom); the victim's,
+  // its workload and what it lost (not to whom). Neither learns the other's name.
   ASSERT_OK_AND_ASSIGN(PreemptionPage mine, plane_.ListPreemptions(User("acme"), "acme", 0, 0));
   ASSERT_THAT(mine.records, SizeIs(1));
-  EXPECT_THAT(mine.records[0].victims, ElementsAre(PreemptionVictim{0, "other", "", 4000}));
+  EXPECT_EQ(mine.records[0].preemptor, r.preemptor);
+  EXPECT_EQ(mine.records[0].evicted_milli, 4000);
+  EXPECT_THAT(mine.records[0].victims, IsEmpty());
+  EXPECT_THAT(mine.records[0].shares, ElementsAre(TenantShare{"acme", 0, 4000}));
   ASSERT_OK_AND_ASSIGN(PreemptionPage theirs, plane_.ListPreemptions(User("other"), "other", 0, 0));
   ASSERT_THAT(theirs.records, SizeIs(1));
-  EXPECT_EQ(theirs.records[0].victims[0].id, victim);
+  EXPECT_THAT(theirs.records[0].victims, ElementsAre(PreemptionVictim{victim, "other", "p", 4000}));
+  EXPECT_EQ(theirs.records[0].preemptor, 0);
+  EXPECT_EQ(theirs.records[0].tenant, "");
+  EXPECT_EQ(theirs.records[0].project, "");
+  EXPECT_THAT(theirs.records[0].shares, ElementsAre(TenantShare{"other", 4000, 0}));
   // Not involved: nothing. Another tenant's: as if it did not exist.
   ASSERT_OK_AND_ASSIGN(PreemptionPage none, plane_.ListPreemptions(User("gamma"), "gamma", 0, 0));
   EXPECT_THAT(none.records, IsEmpty());
   EXPECT_THAT(plane_.ListPreemptions(User("acme"), "other", 0, 0),
               testing::StatusIs(absl::StatusCode::kNotFound));
-  EXPECT_THAT(plane_.ListPreemptions(User("acme"), "", 0, 0),
+  // Naming no tenant reads the caller's own; an agent reads none.
+  ASSERT_OK_AND_ASSIGN(PreemptionPage own, plane_.ListPreemptions(User("acme"), "", 0, 0));
+  EXPECT_EQ(own.records, mine.records);
+  EXPECT_THAT(plane_.ListPreemptions(testing::AgentOf("c1"), "", 0, 0),
               testing::StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_THAT(plane_.ListPreemptions(Admin(), "", 0, kMaxPreemptionPage + 1),
               testing::StatusIs(absl::StatusCode::kInvalidArgument));

@@ -54,8 +54,9 @@ class RecordingWorkloads final : public WorkloadStore {
   absl::StatusOr<std::vector<Workload>> ListPending(int limit) override {
     return store_->ListPending(limit);
   }
-  absl::StatusOr<std::vector<WorkloadId>> ListHeldIds(const std::string& tenant) override {
-    return store_->ListHeldIds(tenant);
+  absl::StatusOr<std::vector<WorkloadId>> ListHeldIds(const std::string& tenant,
+                                                      const std::string& project) override {
+    return store_->ListHeldIds(tenant, project);
   }
   absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) override {
     return store_->ListActive(cluster);
