@@ -1,9 +1,17 @@
 #include "server/config.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <tuple>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "federation/policy.h"
@@ -40,6 +48,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "http_listen",
                                 "data_dir",
                                 "database_url",
+                                "database_url_file",
                                 "admin_token_file",
                                 "ready_file",
                                 "log_level",
@@ -78,6 +87,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "http_listen", &config->http_listen),
         ReadKey(root, file, "data_dir", &config->data_dir),
         ReadKey(root, file, "database_url", &config->database_url),
+        ReadKey(root, file, "database_url_file", &config->database_url_file),
         ReadKey(root, file, "admin_token_file", &config->admin_token_file),
         ReadKey(root, file, "ready_file", &config->ready_file),
         ReadKey(root, file, "log_level", &config->log_level),
@@ -143,6 +153,9 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
   app.add_option("--database-url", config.database_url,
                  "libpq connection string; empty runs an embedded PostgreSQL")
       ->envname("GPUFED_DATABASE_URL");
+  app.add_option("--database-url-file", config.database_url_file,
+                 "file holding the libpq connection string (mode 0600), instead of --database-url")
+      ->envname("GPUFED_DATABASE_URL_FILE");
   app.add_option("--admin-token-file", config.admin_token_file,
                  "where the bootstrap admin token is written (default DATA_DIR/admin.token)")
       ->envname("GPUFED_ADMIN_TOKEN_FILE");
@@ -300,8 +313,47 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                      config.tls_reload_interval_seconds));
   }
   if (absl::Status s = CheckTlsSettings(config); !s.ok()) return s;
+  if (!config.database_url_file.empty()) {
+    if (!config.database_url.empty()) {
+      return absl::InvalidArgumentError(
+          "database_url_file: database_url is set too; give the connection string once");
+    }
+    if (absl::Status s = CheckSecretFile("database_url_file", config.database_url_file); !s.ok()) {
+      return absl::InvalidArgumentError(s.message());
+    }
+    std::ifstream in(config.database_url_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("database_url_file: cannot read ", config.database_url_file));
+    }
+    config.database_url = std::string(absl::StripAsciiWhitespace(text.str()));
+    if (config.database_url.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("database_url_file: ", config.database_url_file, " is empty"));
+    }
+  }
   if (config.admin_token_file.empty()) config.admin_token_file = config.data_dir + "/admin.token";
   return config;
+}
+
+absl::Status CheckSecretFile(absl::string_view setting, const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(setting, ": cannot read ", path, ": ", std::strerror(errno)));
+  }
+  const mode_t mode = st.st_mode & 0777;
+  const bool group_read_ok = st.st_uid == 0 && (mode & S_IWGRP) == 0;
+  if ((mode & 0007) != 0 || (mode & S_IWGRP) != 0 || ((mode & S_IRGRP) != 0 && !group_read_ok)) {
+    char octal[8];
+    std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
+    return absl::FailedPreconditionError(absl::StrCat(
+        setting, ": ", path, " is ", (mode & 0022) != 0 ? "writable" : "readable",
+        " by other users (mode ", octal, "): chmod 600 ", path, " (or 640 with owner root)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckTlsSettings(const ServerConfig& config) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace gpufed::server {
 
@@ -13,7 +14,10 @@ struct ServerConfig {
   std::string grpc_listen = "127.0.0.1:50051";
   std::string http_listen = "127.0.0.1:8080";
   std::string data_dir = "./gpufed-data";
-  std::string database_url;      // empty: embedded PostgreSQL under data_dir/postgres
+  std::string database_url;  // empty: embedded PostgreSQL under data_dir/postgres
+  // A file holding database_url (its password with it), read at start; not with database_url.
+  // Like every file holding a secret, refused when other users may read or write it.
+  std::string database_url_file;
   std::string admin_token_file;  // empty: data_dir/admin.token
   std::string ready_file;
   std::string log_level = "info";
@@ -76,6 +80,13 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv);
 // TLS or plaintext, said once: both certificate files, or insecure_plaintext, and not both.
 // INVALID_ARGUMENT naming the setting otherwise. (Whether the files load is Server's to check.)
 absl::Status CheckTlsSettings(const ServerConfig& config);
+
+// A file holding a secret (the TLS key, database_url_file) must not be open to other users:
+// FAILED_PRECONDITION "<setting>: <path> is readable by others (mode 0644): chmod 600 <path>"
+// when the group or others may write it, others may read it, or the group may read it and the
+// owner is not root (PostgreSQL's rule for its key file, so root:gpufed 0640 passes).
+// INVALID_ARGUMENT when it cannot be looked at.
+absl::Status CheckSecretFile(absl::string_view setting, const std::string& path);
 
 }  // namespace gpufed::server
 

@@ -44,6 +44,7 @@
 #include "storage/embedded_postgres.h"
 #include "storage/leader_lock.h"
 #include "storage/migrator.h"
+#include "storage/pg_pool.h"
 #include "storage/pg_store.h"
 
 namespace gpufed::server {
@@ -114,6 +115,8 @@ absl::Status Server::Start() {
         "For development only: give tls_cert_file and tls_key_file in production");
     grpc_credentials = grpc::InsecureServerCredentials();
   } else {
+    // The key is checked here, before it is read, so that no path reads a key open to others.
+    RETURN_IF_ERROR(CheckSecretFile("tls_key_file", config_.tls_key_file));
     const TlsFiles files{config_.tls_cert_file, config_.tls_key_file};
     ASSIGN_OR_RETURN(http_certificate_, HttpCertificate::Create(files));
     grpc_credentials = GrpcServerCredentials(files, config_.tls_reload_interval_seconds);
@@ -139,11 +142,20 @@ absl::Status Server::Start() {
                  embedded_->data_dir());
   } else {
     dsn_ = config_.database_url;
+    // libpq's own parse errors quote the part they stumble on, which may be the password.
+    RETURN_IF_ERROR(storage::CheckConnectionString(dsn_));
   }
-  RETURN_IF_ERROR(storage::MigrateDatabase(dsn_));
+  // Whatever libpq says about the database goes into the start-up error without the password.
+  const auto redacted = [this](const absl::Status& s) {
+    return absl::Status(s.code(), storage::RedactPassword(std::string(s.message()), dsn_));
+  };
+  if (absl::Status s = storage::MigrateDatabase(dsn_); !s.ok()) return redacted(s);
   storage::PgStoreOptions store_options;
   store_options.clock = clock_.get();
-  ASSIGN_OR_RETURN(store_, storage::PgStore::Create(dsn_, store_options));
+  absl::StatusOr<std::unique_ptr<storage::PgStore>> store =
+      storage::PgStore::Create(dsn_, store_options);
+  if (!store.ok()) return redacted(store.status());
+  store_ = *std::move(store);
 
   registry_ = std::make_shared<prometheus::Registry>();
   metrics_ = std::make_unique<api::Metrics>(*registry_);

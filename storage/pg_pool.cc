@@ -1,9 +1,13 @@
 #include "storage/pg_pool.h"
 
+#include <libpq-fe.h>
+
 #include <algorithm>
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "federation/request_deadline.h"
 
 namespace gpufed::storage {
@@ -11,7 +15,56 @@ namespace {
 
 int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
+struct ConninfoFree {
+  void operator()(PQconninfoOption* options) const { PQconninfoFree(options); }
+};
+
 }  // namespace
+
+absl::Status CheckConnectionString(const std::string& dsn) {
+  char* error = nullptr;
+  std::unique_ptr<PQconninfoOption, ConninfoFree> options(PQconninfoParse(dsn.c_str(), &error));
+  if (options != nullptr) return absl::OkStatus();
+  std::string message = error != nullptr ? error : "out of memory";
+  PQfreemem(error);
+  // Keep libpq's words, drop what it quotes from the string.
+  std::string withheld;
+  bool quoted = false;
+  for (const char c : message) {
+    if (c == '"') {
+      if (!quoted) withheld += "\"...\"";
+      quoted = !quoted;
+    } else if (!quoted && c != '\n') {
+      withheld += c;
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("database_url: not a valid libpq connection string: ", withheld));
+}
+
+std::string RedactPassword(std::string text, const std::string& dsn) {
+  std::unique_ptr<PQconninfoOption, ConninfoFree> options(PQconninfoParse(dsn.c_str(), nullptr));
+  if (options == nullptr) return text;
+  for (const PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
+    if (std::string_view(o->keyword) != "password" || o->val == nullptr || *o->val == '\0') {
+      continue;
+    }
+    const std::string decoded = o->val;
+    // In a URL the password may be percent-encoded; hide the text between ':' and '@' as written.
+    std::string written;
+    if (const size_t scheme = dsn.find("://"); scheme != std::string::npos) {
+      const size_t at = dsn.find('@', scheme + 3);
+      const size_t colon = dsn.find(':', scheme + 3);
+      if (at != std::string::npos && colon != std::string::npos && colon < at) {
+        written = dsn.substr(colon + 1, at - colon - 1);
+      }
+    }
+    for (const std::string& secret : {written, decoded}) {
+      if (!secret.empty()) absl::StrReplaceAll({{secret, "***"}}, &text);
+    }
+  }
+  return text;
+}
 
 std::string WithConnectTimeout(const std::string& dsn, int seconds) {
   if (seconds <= 0 || absl::StrContains(dsn, "connect_timeout")) return dsn;

@@ -51,6 +51,16 @@ struct PgPoolOptions {
 // both "key=value ..." strings and postgresql:// URIs.
 std::string WithConnectTimeout(const std::string& dsn, int seconds);
 
+// Whether libpq can parse `dsn` (keyword/value or URL form). INVALID_ARGUMENT "database_url: not
+// a valid libpq connection string: ..." otherwise, with every quoted part of libpq's message
+// withheld: libpq quotes the part it could not parse, which may be the password.
+absl::Status CheckConnectionString(const std::string& dsn);
+
+// `text` with the password `dsn` holds (as written and as libpq decodes it) replaced by "***",
+// for errors and log lines that may repeat it. `text` unchanged when `dsn` names none or does
+// not parse (CheckConnectionString first).
+std::string RedactPassword(std::string text, const std::string& dsn);
+
 // Called once for each new connection, before first use: registers its prepared statements
 // (libpqxx prepares each on the server lazily, on first execution).
 using ConnectionSetup = std::function<void(pqxx::connection&)>;

@@ -1,6 +1,8 @@
 // gpufed-server's configuration (server/config.cc): the placement keys from the YAML file and
 // their flags, the TLS settings, and the clear errors for bad values. Needs nothing running.
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -9,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/config.h"
+#include "server/server.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_matchers.h"
 
@@ -17,6 +20,7 @@ namespace {
 
 using ::gpufed::testing::IsOk;
 using ::gpufed::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -254,6 +258,97 @@ TEST_F(LimitsConfigTest, OutOfRangeValuesFromTheFileAreRefusedNamingTheKey) {
         << text;
   }
   EXPECT_THAT(Load({"--max-call-seconds", "0"}), Not(IsOk()));
+}
+
+}  // namespace
+}  // namespace gpufed::server
+
+namespace gpufed::server {
+namespace {
+
+// Secrets (docs/operations.md#secrets): every secret can come from a file, a file holding one
+// must not be open to other users, and none is repeated in an error.
+class SecretsConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name :
+         {"GPUFED_SERVER_CONFIG", "GPUFED_DATABASE_URL", "GPUFED_DATABASE_URL_FILE",
+          "GPUFED_TLS_CERT_FILE", "GPUFED_TLS_KEY_FILE"}) {
+      unsetenv(name);
+    }
+  }
+  static absl::StatusOr<ServerConfig> Load(std::vector<std::string> args) {
+    args.insert(args.begin(), "gpufed-server");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return LoadServerConfig(static_cast<int>(argv.size()), argv.data());
+  }
+  std::string WriteFile(const std::string& name, const std::string& text, mode_t mode) {
+    std::string path = dir_.path() + "/" + name;
+    std::ofstream(path) << text;
+    chmod(path.c_str(), mode);
+    return path;
+  }
+  ServerConfig Plaintext(const std::string& database_url) {
+    ServerConfig config;
+    config.grpc_listen = "127.0.0.1:0";
+    config.http_listen = "127.0.0.1:0";
+    config.data_dir = dir_.path() + "/data";
+    config.insecure_plaintext = true;
+    config.database_url = database_url;
+    return config;
+  }
+  gpufed::testing::TempDir dir_{"gpufed-secrets-config"};
+};
+
+TEST_F(SecretsConfigTest, TheDatabaseUrlComesFromAFile) {
+  const std::string file =
+      WriteFile("db.url", "host=db.internal dbname=gpufed password=hunter2\n", 0600);
+  absl::StatusOr<ServerConfig> config = Load({"--insecure-plaintext", "--database-url-file", file});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->database_url, "host=db.internal dbname=gpufed password=hunter2");
+  config = Load(
+      {"--config", WriteFile("server.yaml",
+                             "insecure_plaintext: true\ndatabase_url_file: " + file + "\n", 0600)});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->database_url, "host=db.internal dbname=gpufed password=hunter2");
+  EXPECT_THAT(Load({"--insecure-plaintext", "--database-url-file", file, "--database-url", "x"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("database_url_file")));
+}
+
+TEST_F(SecretsConfigTest, ASecretFileOthersCanReadIsRefusedNamingItAndTheFix) {
+  const std::string file = WriteFile("db.url", "host=db.internal password=hunter2\n", 0644);
+  absl::StatusOr<ServerConfig> config = Load({"--insecure-plaintext", "--database-url-file", file});
+  EXPECT_THAT(config,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("database_url_file: " + file), HasSubstr("chmod 600"))));
+  EXPECT_THAT(config.status().message(), Not(HasSubstr("hunter2")));
+}
+
+TEST_F(SecretsConfigTest, ATlsKeyFileOthersCanReadStopsTheServer) {
+  ServerConfig config = Plaintext("");
+  config.insecure_plaintext = false;
+  config.tls_cert_file = WriteFile("server.crt", "not read\n", 0644);
+  config.tls_key_file = WriteFile("server.key", "not read\n", 0644);
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(config);
+  EXPECT_THAT(server.status(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                        AllOf(StartsWith("tls_key_file: " + config.tls_key_file),
+                                              HasSubstr("chmod 600"))));
+  chmod(config.tls_key_file.c_str(), 0620);  // writable by the group: refused too
+  EXPECT_THAT(Server::Create(config).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("chmod 600")));
+}
+
+TEST_F(SecretsConfigTest, TheDatabasePasswordIsNotInTheStartUpError) {
+  // libpq quotes a malformed part of a URL in its message; the password must not come back.
+  for (const std::string url : {"postgresql://gpufed:S3cret%zzPw@127.0.0.1:1/gpufed",
+                                "postgresql://gpufed:S3cretPw@127.0.0.1:1/gpufed",
+                                "host=127.0.0.1 port=1 password=S3cretPw S3cretPw",
+                                "host=127.0.0.1 port=1 user=gpufed password=S3cretPw"}) {
+    absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(Plaintext(url));
+    ASSERT_FALSE(server.ok()) << url;
+    EXPECT_THAT(server.status().message(), Not(HasSubstr("S3cret"))) << url;
+  }
 }
 
 }  // namespace
