@@ -1,8 +1,10 @@
 #include "agent/flags.h"
 
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -119,7 +121,25 @@ CLI::Option* AddDurationOption(CLI::App& app, const std::string& name, absl::Dur
       ->type_name("DURATION");
 }
 
+// The same rule as the server's for its secret files (server/config.h, CheckSecretFile): no
+// write for the group or others, no read for others, group read only under owner root.
+absl::Status CheckTokenFileMode(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return absl::OkStatus();  // reported by the read below
+  const mode_t mode = st.st_mode & 0777;
+  const bool group_read_ok = st.st_uid == 0 && (mode & S_IWGRP) == 0;
+  if ((mode & 0007) != 0 || (mode & S_IWGRP) != 0 || ((mode & S_IRGRP) != 0 && !group_read_ok)) {
+    char octal[8];
+    std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--token-file: ", path, " is ", (mode & 0022) != 0 ? "writable" : "readable",
+        " by other users (mode ", octal, "): chmod 600 ", path, " (or 640 with owner root)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadToken(const std::string& path, std::string* token) {
+  if (absl::Status mode = CheckTokenFileMode(path); !mode.ok()) return mode;
   std::ifstream in(path);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--token-file: cannot read ", path));
   std::stringstream text;

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>  // NOLINT(modernize-deprecated-headers): POSIX mkdtemp, setenv
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -40,6 +41,7 @@ class FlagsTest : public ::testing::Test {
   std::string Write(const std::string& name, const std::string& text) {
     std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
+    chmod(path.c_str(), 0600);  // token files must be; the other files do not mind
     return path;
   }
 
@@ -97,6 +99,21 @@ TEST_F(FlagsTest, BadFlagsAreOneLineAndExitTwo) {
   ExpectError(Parse({"--topology", "t", "--token-file", dir_ + "/missing"}),
               "--token-file: cannot read");
   ExpectError(Parse({"--topology", "t", "--token-file", Write("empty", " \n")}), "is empty");
+}
+
+TEST_F(FlagsTest, ATokenFileOtherUsersCanReadOrWriteIsRefused) {
+  const std::string file = Write("agent.token", "gpf_secret_value\n");
+  for (const mode_t mode : {0644, 0604, 0620, 0660}) {
+    chmod(file.c_str(), mode);
+    FlagsOutcome o = Parse({"--topology", "t", "--token-file", file});
+    ExpectError(o, "--token-file: " + file);
+    EXPECT_THAT(o.err, HasSubstr("chmod 600 " + file));
+    EXPECT_THAT(o.err, Not(HasSubstr("gpf_secret_value")));
+  }
+  chmod(file.c_str(), 0400);
+  FlagsOutcome o = Parse({"--topology", "t", "--token-file", file});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->token, "gpf_secret_value");
 }
 
 TEST_F(FlagsTest, Discovery) {

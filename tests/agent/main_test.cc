@@ -124,6 +124,7 @@ class AgentBinaryTest : public ::testing::Test {
   std::string Write(const std::string& name, const std::string& text) {
     std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
+    chmod(path.c_str(), 0600);  // the agent refuses a token file other users may read
     return path;
   }
   static std::string Topology() {
