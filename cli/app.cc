@@ -14,6 +14,7 @@
 #include "cli/clusters_yaml.h"
 #include "cli/duration.h"
 #include "cli/enum_names.h"
+#include "cli/login.h"
 #include "cli/output.h"
 #include "cli/read_file.h"
 #include "cli/sim_command.h"
@@ -98,6 +99,7 @@ struct Flags {
   std::string config_file;
   std::string server;
   std::string token;
+  std::string token_file;
   std::string ca_file;
   bool insecure_plaintext = false;
   std::string output = "table";
@@ -135,6 +137,39 @@ struct Flags {
   QuotaOptions quota;
 };
 
+// gpufedctl login: the token from stdin or a quiet prompt, checked with the server, then kept
+// in the config file gpufedctl reads (the same precedence: --config, $GPUFED_CONFIG, home).
+int RunLogin(ConfigFlags config_flags, bool token_stdin, absl::Duration timeout, const CliIo& io) {
+  const std::optional<ConfigPath> path = FindConfigFile(config_flags, io.env);
+  if (!path.has_value()) {
+    return ReportError(absl::FailedPreconditionError(
+                           "no config file to keep the token in: give --config FILE (or set "
+                           "$GPUFED_CONFIG or $HOME)"),
+                       *io.err);
+  }
+  config_flags.missing_file_ok = true;
+  absl::StatusOr<ClientConfig> config = ResolveClientConfig(config_flags, io.env);
+  if (!config.ok()) return ReportError(config.status(), *io.err);
+  absl::StatusOr<std::string> token =
+      token_stdin
+          ? ReadTokenFromStream(*io.in)
+          : (io.in == &std::cin
+                 ? ReadTokenFromTerminal(*io.err)
+                 : absl::FailedPreconditionError("no terminal to ask for the token on: pipe it in "
+                                                 "with --token-stdin"));
+  if (!token.ok()) return ReportError(token.status(), *io.err);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Dial(*config);
+  if (!channel.ok()) return ReportError(channel.status(), *io.err);
+  if (absl::Status s = VerifyToken(*channel, config->server, *token, timeout); !s.ok()) {
+    return ReportError(s, *io.err);
+  }
+  if (absl::Status s = SaveTokenInConfigFile(path->path, *token); !s.ok()) {
+    return ReportError(s, *io.err);
+  }
+  *io.out << "token for " << config->server << " saved in " << path->path << " (mode 0600)\n";
+  return 0;
+}
+
 }  // namespace
 
 int RunCli(int argc, const char* const* argv, const CliIo& io) {
@@ -147,14 +182,17 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   app.fallthrough();
   app.footer(
       "Configuration: --config FILE, else $GPUFED_CONFIG, else ~/.config/gpufed/config.yaml\n"
-      "(keys: server, token, tenant, project, ca_file, insecure_plaintext). $GPUFED_SERVER,\n"
-      "$GPUFED_TOKEN and $GPUFED_CA_FILE override the file; flags override both. See docs/cli.md.");
+      "(keys: server, token, token_file, tenant, project, ca_file, insecure_plaintext).\n"
+      "$GPUFED_SERVER, $GPUFED_TOKEN (or $GPUFED_TOKEN_FILE) and $GPUFED_CA_FILE override the\n"
+      "file; flags override both. See docs/cli.md.");
 
   CLI::Option* config_opt =
       app.add_option("--config", f.config_file, "Client configuration file (YAML)");
   CLI::Option* server_opt =
       app.add_option("--server", f.server, "Server address HOST:PORT (default 127.0.0.1:50051)");
   CLI::Option* token_opt = app.add_option("--token", f.token, "Bearer token");
+  CLI::Option* token_file_opt =
+      app.add_option("--token-file", f.token_file, "File holding the bearer token");
   CLI::Option* ca_file_opt = app.add_option(
       "--ca-file", f.ca_file, "CA certificate(s) (PEM) to verify the server with (TLS)");
   CLI::Option* insecure_opt = app.add_flag(
@@ -343,6 +381,13 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   quota_delete->add_option("resource", f.quota.resource, "Resource")->required();
   quota_delete->add_option("--project", f.quota.project, "A project of the tenant");
 
+  // login: keeps a token in the config file (cli/login.h).
+  CLI::App* login = app.add_subcommand(
+      "login", "Check a token with the server and keep it in the config file (mode 0600)");
+  bool token_stdin = false;
+  login->add_flag("--token-stdin", token_stdin,
+                  "Read the token from stdin (without it: a prompt that does not echo)");
+
   // sim: runs locally (cli/sim_command.h).
   SimCommand sim(app);
 
@@ -376,8 +421,17 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   if (config_opt->count() > 0) config_flags.config_file = f.config_file;
   if (server_opt->count() > 0) config_flags.server = f.server;
   if (token_opt->count() > 0) config_flags.token = f.token;
+  if (token_file_opt->count() > 0) config_flags.token_file = f.token_file;
   if (ca_file_opt->count() > 0) config_flags.ca_file = f.ca_file;
   if (insecure_opt->count() > 0) config_flags.insecure_plaintext = f.insecure_plaintext;
+  if (login->parsed()) {
+    if (token_opt->count() > 0 || token_file_opt->count() > 0) {
+      *io.err << "login reads the token from stdin (--token-stdin) or asks for it, not from "
+                 "--token or --token-file (the command line is visible to other users)\n";
+      return kExitUsage;
+    }
+    return RunLogin(config_flags, token_stdin, *ParseDuration(f.timeout), io);
+  }
   absl::StatusOr<ClientConfig> config = ResolveClientConfig(config_flags, io.env);
   if (!config.ok()) return ReportError(config.status(), *io.err);
 

@@ -1,6 +1,14 @@
 #include "cli/config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -18,6 +26,16 @@ std::optional<std::string> NonEmpty(std::optional<std::string> value) {
   return value;
 }
 
+// Where a level of the precedence chain put the token: as a value, or as a file to read.
+void SetToken(ClientConfig& config, std::optional<std::string> token,
+              std::optional<std::string> file) {
+  if (!token.has_value() && !file.has_value()) return;
+  config.token = token.value_or("");
+  config.token_file = file.value_or("");
+}
+
+}  // namespace
+
 // Tokens are pasted and read from files, so surrounding whitespace is an accident; anything
 // else that is not printable ASCII would be rejected by gRPC only at call time, with a worse
 // message.
@@ -31,8 +49,6 @@ absl::StatusOr<std::string> CleanToken(absl::string_view token, absl::string_vie
   }
   return std::string(trimmed);
 }
-
-}  // namespace
 
 EnvLookup ProcessEnv() {
   return [](absl::string_view name) -> std::optional<std::string> {
@@ -54,8 +70,12 @@ absl::StatusOr<ClientConfig> ParseClientConfig(absl::string_view text, absl::str
     return absl::InvalidArgumentError(absl::StrCat(where, ": invalid YAML: ", e.msg));
   }
   if (root.IsNull()) return base;  // An empty file configures nothing.
-  static const std::vector<absl::string_view> kKeys = {"server",  "token",   "tenant",
-                                                       "project", "ca_file", "insecure_plaintext"};
+  static const std::vector<absl::string_view> kKeys = {
+      "server", "token", "token_file", "tenant", "project", "ca_file", "insecure_plaintext"};
+  if (root.IsMap() && root["token"] && root["token_file"]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file_name, ": token and token_file are both set; give one"));
+  }
   RETURN_IF_ERROR(ForEachYamlField(
       YamlField{file_name, "", root}, kKeys, [&](absl::string_view key, const YamlField& value) {
         if (key == "insecure_plaintext") {
@@ -70,7 +90,13 @@ absl::StatusOr<ClientConfig> ParseClientConfig(absl::string_view text, absl::str
         } else if (key == "token") {
           absl::StatusOr<std::string> token = CleanToken(str, file_name);
           if (!token.ok()) return YamlError(value, "must be printable ASCII without spaces");
-          base.token = *std::move(token);
+          SetToken(base, *std::move(token), std::nullopt);
+        } else if (key == "token_file") {
+          std::filesystem::path path(str);
+          if (path.is_relative()) {
+            path = std::filesystem::path(std::string(file_name)).parent_path() / path;
+          }
+          SetToken(base, std::nullopt, path.string());
         } else if (key == "tenant") {
           base.tenant = std::move(str);
         } else if (key == "project") {
@@ -98,21 +124,49 @@ absl::StatusOr<ClientConfig> ResolveClientConfig(const ConfigFlags& flags, const
     absl::StatusOr<std::string> text = ReadTextFile(file->path);
     if (text.ok()) {
       ASSIGN_OR_RETURN(config, ParseClientConfig(*text, file->path, std::move(config)));
-    } else if (!(absl::IsNotFound(text.status()) && !file->explicitly_named)) {
+    } else if (!(absl::IsNotFound(text.status()) &&
+                 (!file->explicitly_named || flags.missing_file_ok))) {
       return absl::Status(text.status().code(),
                           absl::StrCat("config file ", text.status().message()));
     }
   }
   if (std::optional<std::string> server = NonEmpty(env("GPUFED_SERVER"))) config.server = *server;
-  if (std::optional<std::string> token = NonEmpty(env("GPUFED_TOKEN"))) {
-    ASSIGN_OR_RETURN(config.token, CleanToken(*token, "$GPUFED_TOKEN"));
+  {
+    std::optional<std::string> token = NonEmpty(env("GPUFED_TOKEN"));
+    std::optional<std::string> file = NonEmpty(env("GPUFED_TOKEN_FILE"));
+    if (token.has_value() && file.has_value()) {
+      return absl::InvalidArgumentError(
+          "$GPUFED_TOKEN and $GPUFED_TOKEN_FILE are both set; give one");
+    }
+    if (token.has_value()) {
+      ASSIGN_OR_RETURN(std::string clean, CleanToken(*token, "$GPUFED_TOKEN"));
+      token = std::move(clean);
+    }
+    SetToken(config, std::move(token), std::move(file));
   }
   if (std::optional<std::string> ca = NonEmpty(env("GPUFED_CA_FILE"))) config.ca_file = *ca;
   if (flags.server.has_value()) config.server = *flags.server;
   if (flags.ca_file.has_value()) config.ca_file = *flags.ca_file;
   if (flags.insecure_plaintext.has_value()) config.insecure_plaintext = *flags.insecure_plaintext;
+  if (flags.token.has_value() && flags.token_file.has_value()) {
+    return absl::InvalidArgumentError("--token and --token-file are both given; give one");
+  }
   if (flags.token.has_value()) {
-    ASSIGN_OR_RETURN(config.token, CleanToken(*flags.token, "--token"));
+    ASSIGN_OR_RETURN(std::string clean, CleanToken(*flags.token, "--token"));
+    SetToken(config, std::move(clean), std::nullopt);
+  }
+  if (flags.token_file.has_value()) SetToken(config, std::nullopt, *flags.token_file);
+  if (!config.token_file.empty()) {
+    absl::StatusOr<std::string> text = ReadTextFile(config.token_file);
+    if (!text.ok()) {
+      return absl::Status(text.status().code(),
+                          absl::StrCat("token_file: ", text.status().message()));
+    }
+    ASSIGN_OR_RETURN(config.token, CleanToken(*text, config.token_file));
+    if (config.token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token_file: ", config.token_file, " is empty"));
+    }
   }
   if (config.insecure_plaintext && !config.ca_file.empty()) {
     return absl::InvalidArgumentError(
@@ -123,6 +177,55 @@ absl::StatusOr<ClientConfig> ResolveClientConfig(const ConfigFlags& flags, const
     return absl::InvalidArgumentError("server: the address is empty (use --server HOST:PORT)");
   }
   return config;
+}
+
+absl::Status SaveTokenInConfigFile(const std::string& path, absl::string_view token) {
+  YAML::Node root(YAML::NodeType::Map);
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (text.ok()) {
+    try {
+      root = YAML::Load(*text);
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": invalid YAML: ", e.msg));
+    }
+    if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    if (!root.IsMap()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": expected a mapping"));
+    }
+  } else if (!absl::IsNotFound(text.status())) {
+    return text.status();
+  }
+  root.remove("token_file");
+  root["token"] = std::string(token);
+  YAML::Emitter emitter;
+  emitter << root;
+  const std::string content = absl::StrCat(emitter.c_str(), "\n");
+
+  const std::filesystem::path target(path);
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(target.parent_path(), ec)) {
+      std::filesystem::create_directories(target.parent_path(), ec);
+      if (!ec) ::chmod(target.parent_path().c_str(), 0700);
+    }
+  }
+  // Created 0600 (never wider, whatever the umask), written and synced, then renamed over the
+  // old file: its mode and content change together.
+  const std::string temp = absl::StrCat(path, ".tmp");
+  ::unlink(temp.c_str());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot write ", temp, ": ", std::strerror(errno)));
+  }
+  bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  ok = ::fsync(fd) == 0 && ok;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(temp.c_str());
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", why));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gpufed::cli

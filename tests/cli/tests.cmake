@@ -8,6 +8,7 @@ add_executable(gpufed_cli_test
   ${CMAKE_CURRENT_LIST_DIR}/config_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/duration_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/fake_gpufed_server.cc
+  ${CMAKE_CURRENT_LIST_DIR}/login_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/money_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/output_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/process_test.cc
