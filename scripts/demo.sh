@@ -50,7 +50,8 @@ READY_FILE=$RUN_DIR/server.ready.json
 
 # The programs read these too. The demo decides everything itself (embedded PostgreSQL, its own
 # data folder, its own tokens), so a setting meant for a real deployment must not leak in.
-unset GPUFED_SERVER_CONFIG GPUFED_DATA_DIR GPUFED_DATABASE_URL GPUFED_ADMIN_TOKEN_FILE \
+unset GPUFED_SERVER_CONFIG GPUFED_DATA_DIR GPUFED_DATABASE_URL GPUFED_DATABASE_URL_FILE \
+  GPUFED_ADMIN_TOKEN_FILE GPUFED_TOKEN_FILE GPUFED_AGENT_TOKEN_FILE \
   GPUFED_AGENT_CONFIG GPUFED_SERVER GPUFED_AGENT_TOKEN GPUFED_TOPOLOGY GPUFED_BACKEND \
   GPUFED_WORK_DIR GPUFED_GRPC_LISTEN GPUFED_HTTP_LISTEN GPUFED_TOKEN GPUFED_CA_FILE \
   GPUFED_TLS_CERT_FILE GPUFED_TLS_KEY_FILE
@@ -323,7 +324,8 @@ ADMIN_TOKEN=$(tr -d '[:space:]' <"$ADMIN_TOKEN_FILE")
 # Tenant, projects, tokens.
 
 # gpufedctl as the platform admin. Commands are echoed (without the token) so the output doubles
-# as a walkthrough. An explicit --config keeps a stale ~/.config/gpufed/config.yaml out of it.
+# as a walkthrough. An explicit --config keeps a stale ~/.config/gpufed/config.yaml out of it;
+# the token stays in that 0600 file, off the command line, where ps would show it.
 ADMIN_CONFIG=$RUN_DIR/admin-config.yaml
 (
   umask 077
@@ -332,7 +334,7 @@ ADMIN_CONFIG=$RUN_DIR/admin-config.yaml
 )
 admin() {
   echo "  \$ gpufedctl$(printf ' %q' "$@")" >&2
-  "$CTL" --config "$ADMIN_CONFIG" --server "$GRPC_ADDR" --token "$ADMIN_TOKEN" "$@"
+  "$CTL" --config "$ADMIN_CONFIG" "$@"
 }
 # gpufedctl as the demo user, through the configuration file the demo writes.
 user() { "$CTL" --config "$CONFIG_FILE" "$@"; }
@@ -343,8 +345,7 @@ user() { "$CTL" --config "$CONFIG_FILE" "$@"; }
 create_token() {
   local out err=$RUN_DIR/tokens-create.err
   echo "  \$ gpufedctl tokens create$(printf ' %q' "$@")" >&2
-  if ! out=$("$CTL" --config "$ADMIN_CONFIG" --server "$GRPC_ADDR" --token "$ADMIN_TOKEN" \
-    tokens create "$@" 2>"$err"); then
+  if ! out=$("$CTL" --config "$ADMIN_CONFIG" tokens create "$@" 2>"$err"); then
     cat "$err" >&2
     die "gpufedctl tokens create $* failed"
   fi
