@@ -1,5 +1,7 @@
 #include "api/authn.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "auth/token.h"
 
@@ -56,6 +58,13 @@ absl::StatusOr<auth::Principal> Authenticator::AuthenticateToken(absl::string_vi
     entry.principal = auth::Principal{record->subject, record->role,    record->tenant,
                                       record->project, record->cluster, record->id};
     entry.expires = now + kCacheTtl;
+    // A token about to expire is not remembered past its expiry.
+    if (record->expire_time) {
+      const auto left = *record->expire_time - clock_->Now();
+      if (left < kCacheTtl) {
+        entry.expires = now + std::max<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0));
+      }
+    }
   } else if (absl::IsNotFound(record.status())) {
     entry.expires = now + std::chrono::seconds(1);  // bad tokens: brief negative cache
   } else {

@@ -459,6 +459,45 @@ absl::StatusOr<auth::Role> RoleFromProto(v1::Role role, absl::string_view field)
   }
 }
 
+v1::Role RoleToProto(auth::Role role) {
+  switch (role) {
+    case auth::Role::kPlatformAdmin:
+      return v1::ROLE_PLATFORM_ADMIN;
+    case auth::Role::kTenantAdmin:
+      return v1::ROLE_TENANT_ADMIN;
+    case auth::Role::kTenantUser:
+      return v1::ROLE_TENANT_USER;
+    case auth::Role::kViewer:
+      return v1::ROLE_VIEWER;
+    case auth::Role::kAgent:
+      return v1::ROLE_AGENT;
+  }
+  return v1::ROLE_UNSPECIFIED;
+}
+
+absl::StatusOr<std::chrono::seconds> SecondsFromProto(absl::string_view field,
+                                                      const google::protobuf::Duration& d) {
+  if (d.nanos() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": whole seconds only"));
+  }
+  return std::chrono::seconds(d.seconds());
+}
+
+v1::TokenInfo TokenToProto(const TokenRecord& t) {
+  v1::TokenInfo out;
+  out.set_id(t.id);
+  out.set_subject(t.subject);
+  out.set_role(RoleToProto(t.role));
+  out.set_tenant(t.tenant);
+  out.set_project(t.project);
+  out.set_cluster(t.cluster);
+  *out.mutable_create_time() = ToProto(t.create_time);
+  if (t.expire_time) *out.mutable_expire_time() = ToProto(*t.expire_time);
+  if (t.last_used_time) *out.mutable_last_used_time() = ToProto(*t.last_used_time);
+  if (t.revoke_time) *out.mutable_revoke_time() = ToProto(*t.revoke_time);
+  return out;
+}
+
 v1::Workload WorkloadToProto(const Workload& w) {
   v1::Workload p;
   p.set_id(absl::StrCat(w.id));

@@ -3,6 +3,7 @@
 
 // Conversions between gpufed.v1 protos and the domain structs. Only the api layer sees both.
 
+#include <chrono>
 #include <optional>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "federation/pool.h"
 #include "federation/quota.h"
 #include "federation/types.h"
+#include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "gpufed/v1/agent_service.pb.h"
 #include "gpufed/v1/cluster_service.pb.h"
@@ -46,6 +48,14 @@ absl::StatusOr<WorkloadState> StateFromProto(v1::WorkloadState s, absl::string_v
 // A token's role as CreateToken receives it; UNSPECIFIED and unknown numbers are
 // INVALID_ARGUMENT naming `field`.
 absl::StatusOr<auth::Role> RoleFromProto(v1::Role role, absl::string_view field);
+v1::Role RoleToProto(auth::Role role);
+
+// A whole number of seconds (nanos must be 0; negative is left to the use case to refuse).
+absl::StatusOr<std::chrono::seconds> SecondsFromProto(absl::string_view field,
+                                                      const google::protobuf::Duration& d);
+
+// A token as ListTokens shows it (no secret, no hash).
+v1::TokenInfo TokenToProto(const TokenRecord& t);
 
 v1::Workload WorkloadToProto(const Workload& w);
 v1::WorkloadEvent EventToProto(const WorkloadEvent& e);

@@ -67,9 +67,15 @@ grpc::ServerUnaryReactor* TenantServiceImpl::CreateToken(grpc::CallbackServerCon
                  token.tenant = request->tenant();
                  token.project = request->project();
                  token.cluster = request->cluster();
+                 if (request->has_ttl()) {
+                   ASSIGN_OR_RETURN(token.ttl, SecondsFromProto("ttl", request->ttl()));
+                 }
                  ASSIGN_OR_RETURN(CreatedToken created, ctx_.plane->CreateToken(who, token));
                  response->set_token(created.secret);
                  response->set_token_id(created.id);
+                 if (created.expire_time) {
+                   *response->mutable_expire_time() = ToProto(*created.expire_time);
+                 }
                  return absl::OkStatus();
                });
 }
@@ -98,6 +104,19 @@ grpc::ServerUnaryReactor* TenantServiceImpl::RevokeToken(grpc::CallbackServerCon
   return Serve(ctx_, context, *request, CallKind::kWrite,
                [this, request](const auth::Principal& who) -> absl::Status {
                  return ctx_.plane->RevokeToken(who, request->token_id());
+               });
+}
+
+grpc::ServerUnaryReactor* TenantServiceImpl::ListTokens(grpc::CallbackServerContext* context,
+                                                        const v1::ListTokensRequest* request,
+                                                        v1::ListTokensResponse* response) {
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(
+                     std::vector<TokenRecord> tokens,
+                     ctx_.plane->ListTokens(who, request->tenant(), request->project()));
+                 for (const TokenRecord& t : tokens) *response->add_tokens() = TokenToProto(t);
+                 return absl::OkStatus();
                });
 }
 

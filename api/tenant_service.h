@@ -35,6 +35,9 @@ class TenantServiceImpl final : public v1::TenantService::CallbackService {
   grpc::ServerUnaryReactor* CreateToken(grpc::CallbackServerContext* context,
                                         const v1::CreateTokenRequest* request,
                                         v1::CreateTokenResponse* response) override;
+  grpc::ServerUnaryReactor* ListTokens(grpc::CallbackServerContext* context,
+                                       const v1::ListTokensRequest* request,
+                                       v1::ListTokensResponse* response) override;
 
  private:
   ApiContext ctx_;

@@ -56,6 +56,7 @@ constexpr MethodPolicy kMethods[] = {
     {"gpufed.v1.TenantService.DeleteTenant", P::kTenancyAdmin, Target::kPlatform},
     {"gpufed.v1.TenantService.CreateToken", P::kTenancyAdmin, Target::kToken},
     {"gpufed.v1.TenantService.RevokeToken", P::kTenancyAdmin, Target::kToken},
+    {"gpufed.v1.TenantService.ListTokens", P::kTenancyAdmin, Target::kListing},
     // QuotaService
     {"gpufed.v1.QuotaService.SetQuota", P::kQuotasWrite, Target::kQuotaKey},
     {"gpufed.v1.QuotaService.DeleteQuota", P::kQuotasWrite, Target::kQuotaKey},

@@ -338,6 +338,13 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   tokens_create->add_option("--project", f.token_options.project,
                             "Bind the token to this project of --tenant only");
   tokens_create->add_option("--cluster", f.token_options.cluster, "Cluster (agent role)");
+  tokens_create->add_option("--ttl", f.token_options.ttl,
+                            "Lifetime, e.g. 720h (default: the server's, 90 days; agents: none)");
+  CLI::App* tokens_list =
+      tokens->add_subcommand("list", "The tokens you administer (never their secrets)");
+  std::string tokens_tenant, tokens_project;
+  tokens_list->add_option("--tenant", tokens_tenant, "Tenant (default: your own scope)");
+  tokens_list->add_option("--project", tokens_project, "Only tokens bound to this project");
   CLI::App* tokens_revoke = tokens->add_subcommand(
       "revoke", "Revoke a token at once, its open streams included (the id tokens create printed)");
   tokens_revoke->add_option("id", f.token_id, "Token id")->required()->check(CLI::PositiveNumber);
@@ -539,6 +546,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   } else if (tokens_create->parsed()) {
     f.token_options.role = *ParseRole(f.role);
     status = commands.CreateToken(f.token_options);
+  } else if (tokens_list->parsed()) {
+    status = commands.ListTokens(tokens_tenant, tokens_project);
   } else if (tokens_revoke->parsed()) {
     status = commands.RevokeToken(f.token_id);
   }

@@ -663,6 +663,12 @@ absl::Status Commands::CreateToken(const TokenOptions& options) {
   request.set_tenant(options.tenant);
   request.set_project(options.project);
   request.set_cluster(options.cluster);
+  if (!options.ttl.empty()) {
+    absl::StatusOr<absl::Duration> ttl = ParseDuration(options.ttl);
+    if (!ttl.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--ttl: ", ttl.status().message()));
+    ASSIGN_OR_RETURN(*request.mutable_ttl(), DurationToProto(*ttl));
+  }
   v1::CreateTokenResponse response;
   // Not retried: each call mints another live secret.
   RETURN_IF_ERROR(Unary(/*retry_safe=*/false, [&](grpc::ClientContext* context) {
@@ -674,6 +680,19 @@ absl::Status Commands::CreateToken(const TokenOptions& options) {
             << " (" << RoleName(options.role)
             << "); store it now, it is not shown again (revoke it with gpufedctl tokens revoke "
             << response.token_id() << ")\n";
+  return absl::OkStatus();
+}
+
+absl::Status Commands::ListTokens(absl::string_view tenant, absl::string_view project) {
+  v1::ListTokensRequest request;
+  request.set_tenant(std::string(tenant));
+  request.set_project(std::string(project));
+  v1::ListTokensResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return tenants_->ListTokens(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  WriteTokenTable(response.tokens(), env_.now(), *env_.out);
   return absl::OkStatus();
 }
 

@@ -125,6 +125,7 @@ struct TokenOptions {
   std::string tenant;
   std::string project;  // binds the token to this project of `tenant`
   std::string cluster;
+  std::string ttl;  // "720h"; empty: the server's default
 };
 
 struct QuotaOptions {
@@ -209,6 +210,8 @@ class Commands {
   // The table form prints only the secret on env.out (so `$(gpufedctl tokens create ...)`
   // captures it) and a reminder on env.err that it is shown once.
   absl::Status CreateToken(const TokenOptions& options);
+  // The tokens the caller administers in `tenant` / `project` (empty: its own scope).
+  absl::Status ListTokens(absl::string_view tenant, absl::string_view project);
   absl::Status DeleteTenant(absl::string_view name);
   absl::Status DeleteProject(absl::string_view tenant, absl::string_view name);
   // Revokes token `token_id` (CreateToken printed it): at once, its open streams included.

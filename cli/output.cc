@@ -680,6 +680,29 @@ void WritePreemptionTable(const google::protobuf::RepeatedPtrField<v1::Preemptio
   table.Render(out);
 }
 
+void WriteTokenTable(const google::protobuf::RepeatedPtrField<v1::TokenInfo>& tokens,
+                     absl::Time now, std::ostream& out) {
+  Table table({"ID", "SUBJECT", "ROLE", "SCOPE", "AGE", "EXPIRES", "LAST-USED", "STATE"});
+  for (const v1::TokenInfo& t : tokens) {
+    std::string scope = t.tenant().empty()    ? "platform"
+                        : t.project().empty() ? t.tenant()
+                                              : absl::StrCat(t.tenant(), "/", t.project());
+    if (!t.cluster().empty()) scope = absl::StrCat("cluster ", t.cluster());
+    const bool expired = IsSet(t.expire_time()) && TimeFromProto(t.expire_time()) <= now;
+    const std::string expires =
+        !IsSet(t.expire_time()) ? "never"
+        : expired               ? "expired"
+                  : absl::StrCat("in ", FormatAge(TimeFromProto(t.expire_time()) - now));
+    table.AddRow({absl::StrCat(t.id()), SanitizeForTerminal(t.subject()), RoleName(t.role()),
+                  SanitizeForTerminal(scope), Age(t.create_time(), now), expires,
+                  Age(t.last_used_time(), now),
+                  IsSet(t.revoke_time()) ? "revoked"
+                  : expired              ? "expired"
+                                         : "live"});
+  }
+  table.Render(out);
+}
+
 void WriteProjectTable(const google::protobuf::RepeatedPtrField<v1::Project>& projects,
                        absl::Time now, std::ostream& out) {
   Table table({"TENANT", "NAME", "AGE"});

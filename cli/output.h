@@ -145,6 +145,10 @@ void WriteQuotaUsageTable(const google::protobuf::RepeatedPtrField<v1::QuotaUsag
                           std::ostream& out);
 void WriteProjectTable(const google::protobuf::RepeatedPtrField<v1::Project>& projects,
                        absl::Time now, std::ostream& out);
+// ID SUBJECT ROLE SCOPE AGE EXPIRES LAST-USED STATE; SCOPE "platform", "TENANT" or
+// "TENANT/PROJECT" (agents: "cluster C"); EXPIRES and LAST-USED as ages ("-": never).
+void WriteTokenTable(const google::protobuf::RepeatedPtrField<v1::TokenInfo>& tokens,
+                     absl::Time now, std::ostream& out);
 // TENANT PROJECT WEIGHT SHARE HELD DECAYED-GPU-H WAITING; SHARE in percent of the pool, HELD in
 // GPUs.
 void WriteFairShareTable(const google::protobuf::RepeatedPtrField<v1::FairShare>& shares,

@@ -54,6 +54,10 @@ struct ControlPlanePorts {
 struct ControlPlaneOptions {
   // An agent's heartbeats are written to the store at most this often.
   std::chrono::nanoseconds heartbeat_write_interval = std::chrono::seconds(10);
+  // A token made without a lifetime lives this long (agents' tokens: for ever, until mutual TLS
+  // replaces them); none may live longer than max_token_ttl.
+  std::chrono::seconds default_token_ttl = std::chrono::hours(24 * 90);
+  std::chrono::seconds max_token_ttl = std::chrono::hours(24 * 366);
 };
 
 // What an agent says about one workload it was handed.
@@ -130,12 +134,15 @@ struct TokenRequest {
   std::string tenant;   // tenant roles; a viewer without one sees every tenant
   std::string project;  // bound to this project of `tenant` (auth/policy.h); empty: the tenant
   std::string cluster;  // agent role
+  // How long it lives; nullopt: ControlPlaneOptions::default_token_ttl (agents: no expiry).
+  std::optional<std::chrono::seconds> ttl;
 };
 
 // A token made: the secret (shown once) and the id it is revoked by.
 struct CreatedToken {
   std::string secret;
   int64_t id = 0;
+  std::optional<Timestamp> expire_time;  // nullopt: never
 };
 
 class ControlPlane {
@@ -278,8 +285,16 @@ class ControlPlane {
   // Platform admins delete a tenant without projects or live tokens, with its quotas, share
   // weights and revoked tokens. FAILED_PRECONDITION naming what is left; NOT_FOUND for none.
   absl::Status DeleteTenant(const auth::Principal& who, const std::string& name);
-  // Returns the secret, shown once, and the token's id.
+  // Returns the secret, shown once, the token's id and when it expires. INVALID_ARGUMENT naming
+  // the field for a bad binding or a ttl that is not positive or beyond max_token_ttl;
+  // PERMISSION_DENIED unless auth::MayGrant.
   absl::StatusOr<CreatedToken> CreateToken(const auth::Principal& who, const TokenRequest& request);
+  // The tokens (never their secrets) of `tenant`/`project` the caller administers; naming no
+  // tenant, those of the caller's own scope (every token in platform scope). NOT_FOUND for a
+  // tenant or project the caller does not reach into; PERMISSION_DENIED without tenancy.admin.
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens(const auth::Principal& who,
+                                                      const std::string& tenant,
+                                                      const std::string& project);
   // Revokes token `id`: platform admins any, a tenant's admins their tenant's (NOT_FOUND for
   // any other, as for none: nothing learned). At once in this process, after the commit: the
   // token authenticates nothing more, an agent connection registered with it is closed

@@ -287,6 +287,11 @@ struct TokenRecord {
   std::string project;                    // bound to this project of `tenant`; empty: the tenant
   std::string cluster;                    // agent role
   int64_t id = 0;                         // set by the store
+  std::optional<Timestamp> expire_time;   // nullopt: never expires
+  // Set by the store: when it was made, last looked up (authenticated), revoked.
+  Timestamp create_time{};
+  std::optional<Timestamp> last_used_time;
+  std::optional<Timestamp> revoke_time;
 };
 
 class TenantStore {
@@ -307,9 +312,18 @@ class TenantStore {
   // NOT_FOUND when there is no such tenant.
   virtual absl::Status DeleteTenant(const std::string& name) = 0;
 
-  virtual absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) = 0;
-  // A live (not revoked) token; NOT_FOUND otherwise.
+  // Returns the token as stored (its id and create_time set).
+  virtual absl::StatusOr<TokenRecord> CreateToken(const std::string& token_hash,
+                                                  const TokenRecord& record) = 0;
+  // A live token (neither revoked nor expired as of the store's clock), whose last-used time
+  // becomes now; NOT_FOUND otherwise.
   virtual absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) = 0;
+  // The tokens (live, expired and revoked; never their hashes) of `tenant` (empty: every one,
+  // platform tokens included) and, with `project` non-empty, bound to that project; by id, at
+  // most kMaxTokenList.
+  static constexpr int kMaxTokenList = 1000;
+  virtual absl::StatusOr<std::vector<TokenRecord>> ListTokens(const std::string& tenant,
+                                                              const std::string& project) = 0;
   // Revokes token `id` at once (LookupToken stops finding it); with `tenant` non-empty, only a
   // token of that tenant, and with `project` too, only one bound to that project. Returns the
   // token. Revoking a revoked token changes nothing and returns it again. NOT_FOUND when there

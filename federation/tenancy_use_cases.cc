@@ -86,6 +86,19 @@ absl::StatusOr<CreatedToken> ControlPlane::CreateToken(const auth::Principal& wh
   record.project = request.project;
   record.cluster = request.cluster;
   RETURN_IF_ERROR(ValidateTokenBinding(record));
+  if (request.ttl &&
+      (*request.ttl <= std::chrono::seconds(0) || *request.ttl > options_.max_token_ttl)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ttl: must be positive and at most ",
+        std::chrono::duration_cast<std::chrono::hours>(options_.max_token_ttl).count() / 24,
+        " days"));
+  }
+  const std::optional<std::chrono::seconds> ttl =
+      request.ttl ? request.ttl
+      : request.role == auth::Role::kAgent
+          ? std::nullopt
+          : std::optional<std::chrono::seconds>(options_.default_token_ttl);
+  if (ttl) record.expire_time = ports_.clock->Now() + *ttl;
   // The scope the new token is bound at; agents and platform roles belong to the platform.
   const bool platform = request.role == auth::Role::kAgent || request.tenant.empty();
   if (!auth::MayGrant(who, request.role,
@@ -94,10 +107,34 @@ absl::StatusOr<CreatedToken> ControlPlane::CreateToken(const auth::Principal& wh
   }
   CreatedToken created{auth::GenerateToken(), 0};
   const std::string hash = auth::HashToken(created.secret);
-  RETURN_IF_ERROR(ports_.tenants->CreateToken(hash, record));
-  ASSIGN_OR_RETURN(TokenRecord stored, ports_.tenants->LookupToken(hash));
+  ASSIGN_OR_RETURN(TokenRecord stored, ports_.tenants->CreateToken(hash, record));
   created.id = stored.id;
+  created.expire_time = stored.expire_time;
   return created;
+}
+
+absl::StatusOr<std::vector<TokenRecord>> ControlPlane::ListTokens(const auth::Principal& who,
+                                                                  const std::string& tenant,
+                                                                  const std::string& project) {
+  RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin));
+  std::string t = tenant, p = project;
+  if (t.empty()) {
+    if (!p.empty()) return absl::InvalidArgumentError("project: needs the tenant it belongs to");
+    t = who.tenant;
+    p = who.project;
+  } else {
+    RETURN_IF_ERROR(ValidateName("tenant", t));
+    if (!p.empty()) RETURN_IF_ERROR(ValidateName("project", p));
+    if (!auth::AllowsSomeOf(who, Permission::kTenancyAdmin, {t, p})) {
+      return absl::NotFoundError(absl::StrCat("tenant ", t, p.empty() ? "" : "/", p, " not found"));
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<TokenRecord> tokens, ports_.tenants->ListTokens(t, p));
+  std::erase_if(tokens, [&](const TokenRecord& r) {
+    return !auth::Allows(who, Permission::kTenancyAdmin,
+                         r.tenant.empty() ? auth::Scope{} : auth::Scope{r.tenant, r.project});
+  });
+  return tokens;
 }
 
 absl::Status ControlPlane::RevokeToken(const auth::Principal& who, int64_t id) {
@@ -120,7 +157,7 @@ absl::StatusOr<bool> ControlPlane::BootstrapAdminToken(
   record.subject = "bootstrap-admin";
   record.role = auth::Role::kPlatformAdmin;
   RETURN_IF_ERROR(keep(token));
-  RETURN_IF_ERROR(ports_.tenants->CreateToken(auth::HashToken(token), record));
+  RETURN_IF_ERROR(ports_.tenants->CreateToken(auth::HashToken(token), record).status());
   return true;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -686,7 +687,8 @@ absl::StatusOr<std::vector<Project>> MemoryStore::ListProjects(const std::string
   return out;
 }
 
-absl::Status MemoryStore::CreateToken(const std::string& token_hash, const TokenRecord& record) {
+absl::StatusOr<TokenRecord> MemoryStore::CreateToken(const std::string& token_hash,
+                                                     const TokenRecord& record) {
   RETURN_IF_ERROR(ValidateTokenRecord(token_hash, record));
   absl::MutexLock lock(&mu_);
   if (!record.tenant.empty() && !tenants_.contains(record.tenant)) {
@@ -702,8 +704,11 @@ absl::Status MemoryStore::CreateToken(const std::string& token_hash, const Token
   }
   TokenRecord stored = record;
   stored.id = next_token_id_++;
-  tokens_.emplace(token_hash, std::move(stored));
-  return absl::OkStatus();
+  stored.create_time = Now();
+  stored.last_used_time.reset();
+  stored.revoke_time.reset();
+  tokens_.emplace(token_hash, stored);
+  return stored;
 }
 
 absl::Status MemoryStore::DeleteProject(const std::string& tenant, const std::string& name) {
@@ -773,6 +778,7 @@ absl::StatusOr<TokenRecord> MemoryStore::RevokeToken(int64_t id, const std::stri
   for (auto it = tokens_.begin(); it != tokens_.end(); ++it) {
     if (it->second.id != id || !in_scope(it->second)) continue;
     TokenRecord record = it->second;
+    record.revoke_time = Now();
     revoked_hashes_.insert(it->first);
     tokens_.erase(it);
     revoked_tokens_.emplace(id, record);
@@ -784,8 +790,29 @@ absl::StatusOr<TokenRecord> MemoryStore::RevokeToken(int64_t id, const std::stri
 absl::StatusOr<TokenRecord> MemoryStore::LookupToken(const std::string& token_hash) {
   absl::MutexLock lock(&mu_);
   auto it = tokens_.find(token_hash);
-  if (it == tokens_.end()) return absl::NotFoundError("token not found");
+  const Timestamp now = Now();
+  if (it == tokens_.end() || (it->second.expire_time && *it->second.expire_time <= now)) {
+    return absl::NotFoundError("token not found");
+  }
+  it->second.last_used_time = now;
   return it->second;
+}
+
+absl::StatusOr<std::vector<TokenRecord>> MemoryStore::ListTokens(const std::string& tenant,
+                                                                 const std::string& project) {
+  absl::MutexLock lock(&mu_);
+  std::map<int64_t, TokenRecord> by_id = revoked_tokens_;
+  for (const auto& [hash, record] : tokens_) by_id.emplace(record.id, record);
+  std::vector<TokenRecord> out;
+  for (const auto& [id, record] : by_id) {
+    if ((!tenant.empty() && record.tenant != tenant) ||
+        (!project.empty() && record.project != project)) {
+      continue;
+    }
+    if (out.size() == static_cast<size_t>(kMaxTokenList)) break;
+    out.push_back(record);
+  }
+  return out;
 }
 
 absl::StatusOr<int64_t> MemoryStore::CountTokens() {

@@ -118,8 +118,11 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<std::vector<Tenant>> ListTenants() override;
   absl::StatusOr<Project> CreateProject(const Project& project) override;
   absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) override;
-  absl::Status CreateToken(const std::string& token_hash, const TokenRecord& record) override;
+  absl::StatusOr<TokenRecord> CreateToken(const std::string& token_hash,
+                                          const TokenRecord& record) override;
   absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) override;
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens(const std::string& tenant,
+                                                      const std::string& project) override;
   absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant,
                                           const std::string& project) override;
   absl::Status DeleteProject(const std::string& tenant, const std::string& name) override;

@@ -433,20 +433,26 @@ constexpr const char* kCreateProject =
 constexpr const char* kListProjects =
     "SELECT tenant, name, epoch_us(created_at) AS created_us FROM projects WHERE tenant = $1 "
     "ORDER BY name";
+#define GPUFED_TOKEN_COLUMNS                                                               \
+  " id, subject, role, coalesce(tenant, '') AS tenant, coalesce(project, '') AS project, " \
+  "coalesce(cluster, '') AS cluster, epoch_us(created_at) AS created_us, "                 \
+  "epoch_us(expires_at) AS expires_us, epoch_us(last_used_at) AS last_used_us, "           \
+  "epoch_us(revoked_at) AS revoked_us "
 constexpr const char* kCreateToken =
-    "INSERT INTO api_tokens (token_hash, subject, role, tenant, project, cluster) "
-    "VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, ''), NULLIF($6, '')) "
-    "ON CONFLICT (token_hash) DO NOTHING RETURNING id";
+    "INSERT INTO api_tokens (token_hash, subject, role, tenant, project, cluster, expires_at) "
+    "VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, ''), NULLIF($6, ''), from_epoch_us($7)) "
+    "ON CONFLICT (token_hash) DO NOTHING RETURNING" GPUFED_TOKEN_COLUMNS;
+constexpr const char* kListTokens = "SELECT" GPUFED_TOKEN_COLUMNS
+                                    "FROM api_tokens WHERE ($1 = '' OR tenant = $1) "
+                                    "AND ($2 = '' OR project = $2) ORDER BY id LIMIT $3";
 constexpr const char* kLookupToken =
-    "SELECT id, subject, role, coalesce(tenant, '') AS tenant, coalesce(project, '') AS project, "
-    "coalesce(cluster, '') AS cluster FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL";
+    "UPDATE api_tokens SET last_used_at = now() WHERE token_hash = $1 AND revoked_at IS NULL "
+    "AND (expires_at IS NULL OR expires_at > now()) RETURNING" GPUFED_TOKEN_COLUMNS;
 // The first revocation's time stays.
 constexpr const char* kRevokeToken =
     "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) "
     "WHERE id = $1 AND ($2 = '' OR tenant = $2) AND ($3 = '' OR project = $3) "
-    "RETURNING id, subject, role, coalesce(tenant, '') AS tenant, coalesce(project, '') AS "
-    "project, "
-    "coalesce(cluster, '') AS cluster";
+    "RETURNING" GPUFED_TOKEN_COLUMNS;
 constexpr const char* kCountTokens = "SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL";
 // ---- Quotas ----
 #define GPUFED_QUOTA_COLUMNS                                                                 \
@@ -551,6 +557,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_projects", kListProjects},
     {"create_token", kCreateToken},
     {"lookup_token", kLookupToken},
+    {"list_tokens", kListTokens},
     {"revoke_token", kRevokeToken},
     {"count_tokens", kCountTokens},
     {"lock_quota_tenant", kLockQuotaTenant},
@@ -1900,10 +1907,36 @@ absl::StatusOr<std::vector<Project>> PgStore::ListProjects(const std::string& te
       });
 }
 
-absl::Status PgStore::CreateToken(const std::string& token_hash, const TokenRecord& record) {
+namespace {
+
+absl::StatusOr<TokenRecord> TokenFromRow(const pqxx::row& row) {
+  // The column's CHECK admits only the names auth::ParseRole knows.
+  std::optional<auth::Role> role = auth::ParseRole(row["role"].c_str());
+  if (!role) {
+    return absl::InternalError(
+        absl::StrCat("token: stored role \"", row["role"].c_str(), "\" is unknown"));
+  }
+  TokenRecord out{row["subject"].c_str(), *role,
+                  row["tenant"].c_str(),  row["project"].c_str(),
+                  row["cluster"].c_str(), row["id"].as<int64_t>()};
+  const auto time = [&row](const char* column) -> std::optional<Timestamp> {
+    if (row[column].is_null()) return std::nullopt;
+    return FromMicros(row[column].as<int64_t>());
+  };
+  out.expire_time = time("expires_us");
+  out.create_time = time("created_us").value_or(Timestamp{});
+  out.last_used_time = time("last_used_us");
+  out.revoke_time = time("revoked_us");
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<TokenRecord> PgStore::CreateToken(const std::string& token_hash,
+                                                 const TokenRecord& record) {
   RETURN_IF_ERROR(ValidateTokenRecord(token_hash, record));
   const std::string role(auth::RoleName(record.role));  // stored by its name
-  return pool_->Transact("create token", [&](pqxx::work& txn) -> absl::Status {
+  return pool_->Transact("create token", [&](pqxx::work& txn) -> absl::StatusOr<TokenRecord> {
     if (!record.tenant.empty() && txn.exec_prepared("tenant_exists", record.tenant).empty()) {
       return absl::NotFoundError(
           absl::StrCat("tenant: tenant \"", record.tenant, "\" does not exist"));
@@ -1914,28 +1947,27 @@ absl::Status PgStore::CreateToken(const std::string& token_hash, const TokenReco
                                               "\" does not exist in tenant \"", record.tenant,
                                               "\""));
     }
+    std::optional<int64_t> expires_us;
+    if (record.expire_time) expires_us = ToMicros(*record.expire_time);
     pqxx::result r = txn.exec_prepared("create_token", token_hash, record.subject, role,
-                                       record.tenant, record.project, record.cluster);
+                                       record.tenant, record.project, record.cluster, expires_us);
     if (r.empty()) return absl::AlreadyExistsError("token: a token with this hash already exists");
-    return absl::OkStatus();
+    return TokenFromRow(r[0]);
   });
 }
 
-namespace {
-
-absl::StatusOr<TokenRecord> TokenFromRow(const pqxx::row& row) {
-  // The column's CHECK admits only the names auth::ParseRole knows.
-  std::optional<auth::Role> role = auth::ParseRole(row["role"].c_str());
-  if (!role) {
-    return absl::InternalError(
-        absl::StrCat("token: stored role \"", row["role"].c_str(), "\" is unknown"));
-  }
-  return TokenRecord{row["subject"].c_str(), *role,
-                     row["tenant"].c_str(),  row["project"].c_str(),
-                     row["cluster"].c_str(), row["id"].as<int64_t>()};
+absl::StatusOr<std::vector<TokenRecord>> PgStore::ListTokens(const std::string& tenant,
+                                                             const std::string& project) {
+  return pool_->Transact<pqxx::nontransaction>(
+      "list tokens", [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<TokenRecord>> {
+        std::vector<TokenRecord> out;
+        for (const auto& row : txn.exec_prepared("list_tokens", tenant, project, kMaxTokenList)) {
+          ASSIGN_OR_RETURN(TokenRecord record, TokenFromRow(row));
+          out.push_back(std::move(record));
+        }
+        return out;
+      });
 }
-
-}  // namespace
 
 absl::StatusOr<TokenRecord> PgStore::LookupToken(const std::string& token_hash) {
   return pool_->Transact<pqxx::nontransaction>(

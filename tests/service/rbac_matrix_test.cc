@@ -433,6 +433,13 @@ std::map<std::string, RbacMatrixTest::Cases> RbacMatrixTest::AllCases() {
         return Unary(who, "TenantService/RevokeToken", req);
       }};
 
+  c["TenantService.ListTokens"] = {listings, [this](const Caller& who, const Aim& aim) {
+                                     v1::ListTokensRequest req;
+                                     req.set_tenant(aim.tenant);
+                                     req.set_project(aim.project);
+                                     return Unary(who, "TenantService/ListTokens", req);
+                                   }};
+
   // ---- QuotaService
   const std::vector<Aim> quota_keys{kOwnProject, kOtherProject, kOtherTenant, kOwnTenant,
                                     kOtherTenantOnly};

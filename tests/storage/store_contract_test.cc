@@ -2330,6 +2330,46 @@ TEST_P(StoreContractTest, AProjectOrTenantIsDeletedOnlyWhenNothingDependsOnIt) {
   ASSERT_OK(tenants().CreateTenant(Tenant{"globex", "", {}}));
 }
 
+TEST_P(StoreContractTest, TokensExpireSayWhenTheyWereLastUsedAndAreListedWithoutSecrets) {
+  ASSERT_OK(tenants().CreateTenant(Tenant{"acme", "", {}}));
+  ASSERT_OK(tenants().CreateTenant(Tenant{"globex", "", {}}));
+  const Timestamp now = backend_->Now();
+  TokenRecord lapsed{.subject = "old", .role = auth::Role::kTenantUser, .tenant = "acme"};
+  lapsed.expire_time = now - std::chrono::hours(1);
+  TokenRecord fresh{.subject = "new", .role = auth::Role::kTenantUser, .tenant = "acme"};
+  fresh.expire_time = now + std::chrono::hours(1);
+  ASSERT_OK(tenants().CreateToken("hash-old", lapsed));
+  ASSERT_OK(tenants().CreateToken("hash-new", fresh));
+  ASSERT_OK(tenants().CreateToken("hash-gil", {"gil", auth::Role::kViewer, "globex", ""}));
+
+  // An expired token authenticates nothing; a live one does and is marked used.
+  EXPECT_THAT(tenants().LookupToken("hash-old"), StatusIs(Code::kNotFound));
+  ASSERT_OK_AND_ASSIGN(std::vector<TokenRecord> before, tenants().ListTokens("acme", ""));
+  ASSERT_EQ(before.size(), 2u);
+  EXPECT_FALSE(before[1].last_used_time.has_value());
+  backend_->Tick();
+  const Timestamp used_after = backend_->Now();
+  ASSERT_OK_AND_ASSIGN(TokenRecord live, tenants().LookupToken("hash-new"));
+  EXPECT_EQ(live.subject, "new");
+  ASSERT_TRUE(live.expire_time.has_value());
+  EXPECT_EQ(*live.expire_time, Micros(*fresh.expire_time));
+
+  // Listed by id with their times, the expired and the revoked ones too, scoped by tenant.
+  ASSERT_OK(tenants().RevokeToken(live.id, "", ""));
+  ASSERT_OK_AND_ASSIGN(std::vector<TokenRecord> acme, tenants().ListTokens("acme", ""));
+  ASSERT_EQ(acme.size(), 2u);
+  EXPECT_EQ(acme[0].subject, "old");
+  EXPECT_FALSE(acme[0].revoke_time.has_value());
+  EXPECT_EQ(acme[1].subject, "new");
+  ASSERT_TRUE(acme[1].last_used_time.has_value());
+  EXPECT_GE(*acme[1].last_used_time, used_after);
+  EXPECT_TRUE(acme[1].revoke_time.has_value());
+  EXPECT_GE(acme[1].create_time, now);
+  ASSERT_OK_AND_ASSIGN(std::vector<TokenRecord> all, tenants().ListTokens("", ""));
+  EXPECT_EQ(all.size(), 3u);
+  EXPECT_THAT(tenants().ListTokens("acme", "research"), IsOkAndHolds(IsEmpty()));
+}
+
 TEST_P(StoreContractTest, ATokenBoundToAProjectStaysInsideIt) {
   AddTenants();  // acme/research, acme/prod, globex/research
   const TokenRecord in_research{

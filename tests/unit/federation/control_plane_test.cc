@@ -33,6 +33,7 @@ using ::gpufed::testing::StatusIs;
 using ::gpufed::testing::User;
 using ::gpufed::testing::Viewer;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
 
@@ -749,6 +750,52 @@ TEST_F(ControlPlaneTest, RevokingATokenEndsItsUseAndItsAgentConnectionAtOnce) {
   EXPECT_TRUE(channel->closed);
   EXPECT_THAT(channel->close_reasons, ElementsAre(AgentChannel::CloseReason::kRevoked));
   EXPECT_FALSE(other->closed);
+}
+
+TEST_F(ControlPlaneTest, TokensExpireByDefaultAndAreListedToTheirAdministratorsOnly) {
+  const auth::Principal acme_admin{
+      .subject = "carol", .role = auth::Role::kTenantAdmin, .tenant = "acme"};
+  const Timestamp now = clock_.Now();
+  ASSERT_OK_AND_ASSIGN(
+      CreatedToken user,
+      plane_.CreateToken(acme_admin,
+                         {.subject = "ci", .role = auth::Role::kTenantUser, .tenant = "acme"}));
+  ASSERT_TRUE(user.expire_time.has_value());
+  EXPECT_EQ(*user.expire_time, now + std::chrono::hours(24 * 90));  // the default
+  ASSERT_OK_AND_ASSIGN(CreatedToken agent, plane_.CreateToken(Admin(), {.subject = "agent-c1",
+                                                                        .role = auth::Role::kAgent,
+                                                                        .cluster = "c1"}));
+  EXPECT_FALSE(agent.expire_time.has_value());
+  TokenRequest brief{.subject = "brief", .role = auth::Role::kViewer, .tenant = "acme"};
+  brief.ttl = std::chrono::seconds(60);
+  ASSERT_OK_AND_ASSIGN(CreatedToken short_lived, plane_.CreateToken(acme_admin, brief));
+  for (std::chrono::seconds bad : {std::chrono::seconds(0), std::chrono::seconds(-5),
+                                   std::chrono::seconds(std::chrono::hours(24 * 400))}) {
+    brief.ttl = bad;
+    EXPECT_THAT(plane_.CreateToken(acme_admin, brief),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ttl")));
+  }
+
+  // It authenticates until it expires.
+  EXPECT_OK(store_.LookupToken(auth::HashToken(short_lived.secret)));
+  clock_.Advance(std::chrono::seconds(61));
+  EXPECT_THAT(store_.LookupToken(auth::HashToken(short_lived.secret)),
+              StatusIs(absl::StatusCode::kNotFound));
+
+  // Its administrators list it (no secret in a TokenRecord); others do not see it.
+  ASSERT_OK_AND_ASSIGN(std::vector<TokenRecord> mine, plane_.ListTokens(acme_admin, "", ""));
+  ASSERT_THAT(mine, SizeIs(2));
+  EXPECT_EQ(mine[0].subject, "ci");
+  ASSERT_TRUE(mine[0].last_used_time.has_value() == false);
+  ASSERT_OK_AND_ASSIGN(std::vector<TokenRecord> all, plane_.ListTokens(Admin(), "", ""));
+  EXPECT_THAT(all, SizeIs(3));
+  EXPECT_THAT(plane_.ListTokens(User("acme"), "acme", ""),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  const auth::Principal other_admin{
+      .subject = "dave", .role = auth::Role::kTenantAdmin, .tenant = "other"};
+  EXPECT_THAT(plane_.ListTokens(other_admin, "acme", ""), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK_AND_ASSIGN(std::vector<TokenRecord> theirs, plane_.ListTokens(other_admin, "", ""));
+  EXPECT_THAT(theirs, IsEmpty());
 }
 
 // ---- The pool --------------------------------------------------------------------------------
