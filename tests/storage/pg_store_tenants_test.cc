@@ -82,12 +82,15 @@ TEST_F(TenantStoreTest, Tokens) {
   // Bad input: refused, nothing stored.
   auto bad_role = store_->CreateToken("h1", {"eve", static_cast<auth::Role>(42), "", ""});
   EXPECT_THAT(bad_role, StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(std::string(bad_role.message()), HasSubstr("role"));
+  EXPECT_THAT(std::string(bad_role.status().message()), HasSubstr("role"));
   EXPECT_THAT(
-      std::string(store_->CreateToken("h2", {"eve", auth::Role::kTenantAdmin, "", ""}).message()),
+      std::string(
+          store_->CreateToken("h2", {"eve", auth::Role::kTenantAdmin, "", ""}).status().message()),
       HasSubstr("tenant"));
-  EXPECT_THAT(std::string(store_->CreateToken("h3", {"eve", auth::Role::kAgent, "", ""}).message()),
-              HasSubstr("cluster"));
+  EXPECT_THAT(
+      std::string(
+          store_->CreateToken("h3", {"eve", auth::Role::kAgent, "", ""}).status().message()),
+      HasSubstr("cluster"));
   EXPECT_THAT(store_->CreateToken("", {"eve", auth::Role::kViewer, "", ""}),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(store_->CreateToken("h4", {"eve", auth::Role::kTenantUser, "initech", ""}),
