@@ -208,9 +208,10 @@ absl::StatusOr<ScenarioReport> RunOnce(const Scenario& scenario, VictimOrder vic
     Cluster cluster = MakeCluster(c);
     capacity_milli += int64_t{c.nodes} * c.gpus_per_node * 1000;
     auto channel = std::make_shared<SimChannel>();
-    ASSIGN_OR_RETURN(std::shared_ptr<AgentLink> link,
-                     plane.RegisterAgent({"agent", auth::Role::kAgent, "", c.name}, cluster.info,
-                                         cluster.nodes, {}, channel));
+    ASSIGN_OR_RETURN(
+        std::shared_ptr<AgentLink> link,
+        plane.RegisterAgent({.subject = "agent", .role = auth::Role::kAgent, .cluster = c.name},
+                            cluster.info, cluster.nodes, {}, channel));
     channels[c.name] = channel;
     links[c.name] = std::move(link);
   }
