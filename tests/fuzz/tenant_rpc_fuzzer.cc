@@ -62,6 +62,11 @@ const RpcTable& Table() {
         }));
     // A token id is an int64; the use case refuses ids below 1 before its store call.
     rpcs.push_back(Unary<v1::RevokeTokenRequest>("RevokeToken", [](const auto&) {}));
+    // ControlPlane::ListTokens: the names, when given, before its store call.
+    rpcs.push_back(Unary<v1::ListTokensRequest>("ListTokens", [](const v1::ListTokensRequest& r) {
+      if (!r.tenant().empty()) OkOrInvalid(ValidateName("tenant", r.tenant()), "tenant");
+      if (!r.project().empty()) OkOrInvalid(ValidateName("project", r.project()), "project");
+    }));
     return new RpcTable("gpufed.v1.TenantService", std::move(rpcs));
   }();
   return *table;
