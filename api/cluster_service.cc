@@ -72,6 +72,15 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::SetCordon(grpc::CallbackServerCont
                });
 }
 
+grpc::ServerUnaryReactor* ClusterServiceImpl::DeleteCluster(
+    grpc::CallbackServerContext* context, const v1::DeleteClusterRequest* request,
+    v1::DeleteClusterResponse* /*response*/) {
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [this, request](const auth::Principal& who) -> absl::Status {
+                 return ctx_.plane->DeleteCluster(who, request->name());
+               });
+}
+
 grpc::ServerUnaryReactor* ClusterServiceImpl::Drain(grpc::CallbackServerContext* context,
                                                     const v1::DrainRequest* request,
                                                     v1::DrainResponse* response) {

@@ -26,6 +26,9 @@ class ClusterServiceImpl final : public v1::ClusterService::CallbackService {
   grpc::ServerUnaryReactor* Uncordon(grpc::CallbackServerContext* context,
                                      const v1::CordonRequest* request,
                                      v1::Cluster* response) override;
+  grpc::ServerUnaryReactor* DeleteCluster(grpc::CallbackServerContext* context,
+                                          const v1::DeleteClusterRequest* request,
+                                          v1::DeleteClusterResponse* response) override;
   grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* context,
                                   const v1::DrainRequest* request,
                                   v1::DrainResponse* response) override;

@@ -498,6 +498,26 @@ v1::TokenInfo TokenToProto(const TokenRecord& t) {
   return out;
 }
 
+v1::RoleBinding RoleBindingToProto(const RoleBinding& b) {
+  v1::RoleBinding out;
+  out.set_subject(b.subject);
+  out.set_role(RoleToProto(b.role));
+  out.set_tenant(b.tenant);
+  out.set_project(b.project);
+  *out.mutable_create_time() = ToProto(b.create_time);
+  *out.mutable_update_time() = ToProto(b.update_time);
+  return out;
+}
+
+absl::StatusOr<RoleBinding> RoleBindingFromProto(const v1::RoleBinding& b) {
+  RoleBinding out;
+  out.subject = b.subject();
+  ASSIGN_OR_RETURN(out.role, RoleFromProto(b.role(), "binding.role"));
+  out.tenant = b.tenant();
+  out.project = b.project();
+  return out;
+}
+
 v1::Workload WorkloadToProto(const Workload& w) {
   v1::Workload p;
   p.set_id(absl::StrCat(w.id));

@@ -56,6 +56,9 @@ absl::StatusOr<std::chrono::seconds> SecondsFromProto(absl::string_view field,
 
 // A token as ListTokens shows it (no secret, no hash).
 v1::TokenInfo TokenToProto(const TokenRecord& t);
+v1::RoleBinding RoleBindingToProto(const RoleBinding& b);
+// subject, role, tenant and project of `b` ("binding.<field>" in errors); the times are ignored.
+absl::StatusOr<RoleBinding> RoleBindingFromProto(const v1::RoleBinding& b);
 
 v1::Workload WorkloadToProto(const Workload& w);
 v1::WorkloadEvent EventToProto(const WorkloadEvent& e);

@@ -120,4 +120,47 @@ grpc::ServerUnaryReactor* TenantServiceImpl::ListTokens(grpc::CallbackServerCont
                });
 }
 
+grpc::ServerUnaryReactor* TenantServiceImpl::SetRoleBinding(
+    grpc::CallbackServerContext* context, const v1::SetRoleBindingRequest* request,
+    v1::SetRoleBindingResponse* response) {
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(RoleBinding binding, RoleBindingFromProto(request->binding()));
+                 ASSIGN_OR_RETURN(BindingChange change, ctx_.plane->SetRoleBinding(who, binding));
+                 *response->mutable_binding() = RoleBindingToProto(change.binding);
+                 response->mutable_lowered_token_ids()->Add(change.tokens.begin(),
+                                                            change.tokens.end());
+                 return absl::OkStatus();
+               });
+}
+
+grpc::ServerUnaryReactor* TenantServiceImpl::DeleteRoleBinding(
+    grpc::CallbackServerContext* context, const v1::DeleteRoleBindingRequest* request,
+    v1::DeleteRoleBindingResponse* response) {
+  return Serve(
+      ctx_, context, *request, CallKind::kWrite,
+      [this, request, response](const auth::Principal& who) -> absl::Status {
+        ASSIGN_OR_RETURN(BindingChange change,
+                         ctx_.plane->DeleteRoleBinding(who, request->subject(), request->tenant(),
+                                                       request->project()));
+        response->mutable_revoked_token_ids()->Add(change.tokens.begin(), change.tokens.end());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* TenantServiceImpl::ListRoleBindings(
+    grpc::CallbackServerContext* context, const v1::ListRoleBindingsRequest* request,
+    v1::ListRoleBindingsResponse* response) {
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(
+                     std::vector<RoleBinding> bindings,
+                     ctx_.plane->ListRoleBindings(who, request->tenant(), request->project()));
+                 for (const RoleBinding& b : bindings) {
+                   *response->add_bindings() = RoleBindingToProto(b);
+                 }
+                 return absl::OkStatus();
+               });
+}
+
 }  // namespace gpufed::api

@@ -38,6 +38,15 @@ class TenantServiceImpl final : public v1::TenantService::CallbackService {
   grpc::ServerUnaryReactor* ListTokens(grpc::CallbackServerContext* context,
                                        const v1::ListTokensRequest* request,
                                        v1::ListTokensResponse* response) override;
+  grpc::ServerUnaryReactor* SetRoleBinding(grpc::CallbackServerContext* context,
+                                           const v1::SetRoleBindingRequest* request,
+                                           v1::SetRoleBindingResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteRoleBinding(grpc::CallbackServerContext* context,
+                                              const v1::DeleteRoleBindingRequest* request,
+                                              v1::DeleteRoleBindingResponse* response) override;
+  grpc::ServerUnaryReactor* ListRoleBindings(grpc::CallbackServerContext* context,
+                                             const v1::ListRoleBindingsRequest* request,
+                                             v1::ListRoleBindingsResponse* response) override;
 
  private:
   ApiContext ctx_;

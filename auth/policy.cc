@@ -45,6 +45,7 @@ constexpr MethodPolicy kMethods[] = {
     {"gpufed.v1.ClusterService.Cordon", P::kPoolAdmin, Target::kPlatform},
     {"gpufed.v1.ClusterService.Uncordon", P::kPoolAdmin, Target::kPlatform},
     {"gpufed.v1.ClusterService.Drain", P::kPoolAdmin, Target::kPlatform},
+    {"gpufed.v1.ClusterService.DeleteCluster", P::kPoolAdmin, Target::kPlatform},
     {"gpufed.v1.ClusterService.ApplyClusters", P::kPoolAdmin, Target::kPlatform},
     {"gpufed.v1.ClusterService.ListDeclarations", P::kPoolRead, Target::kShared},
     // TenantService
@@ -57,6 +58,9 @@ constexpr MethodPolicy kMethods[] = {
     {"gpufed.v1.TenantService.CreateToken", P::kTenancyAdmin, Target::kToken},
     {"gpufed.v1.TenantService.RevokeToken", P::kTenancyAdmin, Target::kToken},
     {"gpufed.v1.TenantService.ListTokens", P::kTenancyAdmin, Target::kListing},
+    {"gpufed.v1.TenantService.SetRoleBinding", P::kTenancyAdmin, Target::kToken},
+    {"gpufed.v1.TenantService.DeleteRoleBinding", P::kTenancyAdmin, Target::kToken},
+    {"gpufed.v1.TenantService.ListRoleBindings", P::kTenancyAdmin, Target::kListing},
     // QuotaService
     {"gpufed.v1.QuotaService.SetQuota", P::kQuotasWrite, Target::kQuotaKey},
     {"gpufed.v1.QuotaService.DeleteQuota", P::kQuotasWrite, Target::kQuotaKey},
@@ -150,6 +154,8 @@ bool MayGrant(const Principal& who, Role role, Scope object) {
   if (role == Role::kAgent || role == Role::kPlatformAdmin) return who.IsPlatformAdmin();
   return Rank(role) <= Rank(who.role);
 }
+
+bool Outranks(Role a, Role b) { return Rank(a) > Rank(b); }
 
 std::span<const MethodPolicy> MethodPolicies() { return kMethods; }
 

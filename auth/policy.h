@@ -69,6 +69,10 @@ bool MaySpeakFor(const Principal& who, absl::string_view cluster);
 // tenant-user > viewer). Agent and platform-admin credentials are the platform's to issue.
 bool MayGrant(const Principal& who, Role role, Scope object);
 
+// Whether `a` ranks above `b` (platform-admin > tenant-admin > tenant-user > viewer; agents rank
+// below every other role).
+bool Outranks(Role a, Role b);
+
 // Where the object of an RPC lives, which decides the scope its permission is checked at.
 enum class Target {
   kPlatform,  // the platform itself: tenants, cluster administration, a tenant's own quota
@@ -80,7 +84,7 @@ enum class Target {
   kShared,    // shared read-only information any holder of the permission may see (the pool)
   kQuotaKey,  // a quota or share weight: a tenant's own lives at the platform, a project's in
               // its tenant (sub-quotas are the tenant admins')
-  kToken,     // the scope of the token created or revoked (MayGrant for creation)
+  kToken,     // the scope of the token or role binding made, changed or removed (MayGrant to make)
   kCluster,   // the cluster an agent credential names
 };
 

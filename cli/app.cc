@@ -282,6 +282,12 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   clusters->add_flag("--nodes", f.nodes, "Also list every GPU and what holds it");
   CLI::App* declarations = clusters->add_subcommand(
       "declarations", "What platform admins declared: attributes, price books, round-trip times");
+  std::string delete_cluster_name;
+  CLI::App* clusters_delete = clusters->add_subcommand(
+      "delete",
+      "Delete a cordoned cluster nothing holds, whose agent credentials are revoked, with its "
+      "declaration (platform admin)");
+  clusters_delete->add_option("name", delete_cluster_name, "Cluster name")->required();
   CLI::App* apply = app.add_subcommand(
       "apply",
       "Declare clusters' attributes, price books and round-trip times from a YAML file "
@@ -348,6 +354,28 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   CLI::App* tokens_revoke = tokens->add_subcommand(
       "revoke", "Revoke a token at once, its open streams included (the id tokens create printed)");
   tokens_revoke->add_option("id", f.token_id, "Token id")->required()->check(CLI::PositiveNumber);
+
+  CLI::App* members = app.add_subcommand(
+      "members", "Who holds which role where: role bindings (platform and tenant admins)");
+  members->require_subcommand(1);
+  std::string member_subject, member_role, member_tenant, member_project;
+  CLI::App* members_set = members->add_subcommand(
+      "set", "Bind a subject to a role at a scope, or change it (its tokens above it are lowered)");
+  members_set->add_option("subject", member_subject, "The member (a person or program)")
+      ->required();
+  members_set->add_option("--role", member_role, "Role")
+      ->required()
+      ->check(CLI::IsMember(RoleNames(), CLI::ignore_case));
+  members_set->add_option("--tenant", member_tenant, "Tenant (none: the platform)");
+  members_set->add_option("--project", member_project, "Project of the tenant");
+  CLI::App* members_remove = members->add_subcommand(
+      "remove", "Remove a subject's binding at a scope, revoking its tokens there");
+  members_remove->add_option("subject", member_subject, "The member")->required();
+  members_remove->add_option("--tenant", member_tenant, "Tenant (none: the platform)");
+  members_remove->add_option("--project", member_project, "Project of the tenant");
+  CLI::App* members_list = members->add_subcommand("list", "The role bindings you administer");
+  members_list->add_option("--tenant", member_tenant, "Tenant (default: your own scope)");
+  members_list->add_option("--project", member_project, "Only bindings at this project");
 
   CLI::App* quota = app.add_subcommand("quota", "Set, show and delete quotas");
   quota->require_subcommand(1);
@@ -501,6 +529,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.Watch(f.id);
   } else if (declarations->parsed()) {
     status = commands.Declarations();
+  } else if (clusters_delete->parsed()) {
+    status = commands.DeleteCluster(delete_cluster_name);
   } else if (clusters->parsed()) {
     status = commands.Clusters(f.nodes);
   } else if (apply->parsed()) {
@@ -550,6 +580,13 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.ListTokens(tokens_tenant, tokens_project);
   } else if (tokens_revoke->parsed()) {
     status = commands.RevokeToken(f.token_id);
+  } else if (members_set->parsed()) {
+    status =
+        commands.SetMember(member_subject, *ParseRole(member_role), member_tenant, member_project);
+  } else if (members_remove->parsed()) {
+    status = commands.RemoveMember(member_subject, member_tenant, member_project);
+  } else if (members_list->parsed()) {
+    status = commands.ListMembers(member_tenant, member_project);
   }
   if (!status.ok()) return ReportError(status, *io.err);
   return 0;

@@ -425,6 +425,19 @@ absl::Status Commands::Cordon(absl::string_view cluster, absl::string_view node,
   return absl::OkStatus();
 }
 
+absl::Status Commands::DeleteCluster(absl::string_view name) {
+  v1::DeleteClusterRequest request;
+  request.set_name(std::string(name));
+  v1::DeleteClusterResponse response;
+  // Not retried: a repeat after a first that committed would say NOT_FOUND.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/false, [&](grpc::ClientContext* context) {
+    return clusters_->DeleteCluster(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  *env_.out << "cluster " << SanitizeForTerminal(std::string(name)) << " deleted\n";
+  return absl::OkStatus();
+}
+
 absl::Status Commands::Drain(absl::string_view cluster, absl::string_view node, bool evict) {
   v1::DrainRequest request;
   request.set_name(std::string(cluster));
@@ -706,6 +719,71 @@ absl::Status Commands::RevokeToken(int64_t token_id) {
   }));
   if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
   *env_.out << "token " << token_id << " revoked\n";
+  return absl::OkStatus();
+}
+
+namespace {
+
+std::string ScopeName(absl::string_view tenant, absl::string_view project) {
+  if (tenant.empty()) return "the platform";
+  return project.empty() ? std::string(tenant) : absl::StrCat(tenant, "/", project);
+}
+
+}  // namespace
+
+absl::Status Commands::SetMember(absl::string_view subject, v1::Role role, absl::string_view tenant,
+                                 absl::string_view project) {
+  v1::SetRoleBindingRequest request;
+  v1::RoleBinding* binding = request.mutable_binding();
+  binding->set_subject(std::string(subject));
+  binding->set_role(role);
+  binding->set_tenant(std::string(tenant));
+  binding->set_project(std::string(project));
+  v1::SetRoleBindingResponse response;
+  // Retry-safe: setting the same binding twice is the same as once.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return tenants_->SetRoleBinding(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  *env_.out << SanitizeForTerminal(subject) << " is " << RoleName(role) << " in "
+            << SanitizeForTerminal(ScopeName(tenant, project)) << "\n";
+  if (!response.lowered_token_ids().empty()) {
+    *env_.out << "tokens lowered to " << RoleName(role) << ": "
+              << absl::StrJoin(response.lowered_token_ids(), ", ") << "\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Commands::RemoveMember(absl::string_view subject, absl::string_view tenant,
+                                    absl::string_view project) {
+  v1::DeleteRoleBindingRequest request;
+  request.set_subject(std::string(subject));
+  request.set_tenant(std::string(tenant));
+  request.set_project(std::string(project));
+  v1::DeleteRoleBindingResponse response;
+  // Not retried: a second attempt after a first that committed would answer NOT_FOUND.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/false, [&](grpc::ClientContext* context) {
+    return tenants_->DeleteRoleBinding(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  *env_.out << SanitizeForTerminal(subject) << " removed from "
+            << SanitizeForTerminal(ScopeName(tenant, project)) << "\n";
+  if (!response.revoked_token_ids().empty()) {
+    *env_.out << "tokens revoked: " << absl::StrJoin(response.revoked_token_ids(), ", ") << "\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Commands::ListMembers(absl::string_view tenant, absl::string_view project) {
+  v1::ListRoleBindingsRequest request;
+  request.set_tenant(std::string(tenant));
+  request.set_project(std::string(project));
+  v1::ListRoleBindingsResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return tenants_->ListRoleBindings(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  WriteMemberTable(response.bindings(), env_.now(), *env_.out);
   return absl::OkStatus();
 }
 

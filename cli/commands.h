@@ -182,6 +182,8 @@ class Commands {
   // Cordons `cluster` (or its node `node`) and, with `evict`, moves the restartable work there
   // elsewhere; prints what was evicted and what stays.
   absl::Status Drain(absl::string_view cluster, absl::string_view node, bool evict);
+  // Deletes a cluster nothing depends on any more (the server says what is left otherwise).
+  absl::Status DeleteCluster(absl::string_view name);
 
   // Sends the file's declarations (ApplyClusters; with dry_run the server stores nothing) and
   // prints the diff it returns. A server error naming a part of the request is prefixed with
@@ -216,6 +218,15 @@ class Commands {
   absl::Status DeleteProject(absl::string_view tenant, absl::string_view name);
   // Revokes token `token_id` (CreateToken printed it): at once, its open streams included.
   absl::Status RevokeToken(int64_t token_id);
+  // Members: binds `subject` to `role` at `tenant` / `project` (empty tenant: the platform), or
+  // changes its role there; says which of its tokens were lowered.
+  absl::Status SetMember(absl::string_view subject, v1::Role role, absl::string_view tenant,
+                         absl::string_view project);
+  // Removes the binding and says which of the subject's tokens were revoked with it.
+  absl::Status RemoveMember(absl::string_view subject, absl::string_view tenant,
+                            absl::string_view project);
+  // The bindings the caller administers in `tenant` / `project` (empty: its own scope).
+  absl::Status ListMembers(absl::string_view tenant, absl::string_view project);
 
  private:
   // Runs `call` with a fresh context per attempt; retries on UNAVAILABLE when `retry_safe`.

@@ -703,6 +703,19 @@ void WriteTokenTable(const google::protobuf::RepeatedPtrField<v1::TokenInfo>& to
   table.Render(out);
 }
 
+void WriteMemberTable(const google::protobuf::RepeatedPtrField<v1::RoleBinding>& bindings,
+                      absl::Time now, std::ostream& out) {
+  Table table({"SUBJECT", "ROLE", "SCOPE", "AGE", "CHANGED"});
+  for (const v1::RoleBinding& b : bindings) {
+    const std::string scope = b.tenant().empty()    ? "platform"
+                              : b.project().empty() ? b.tenant()
+                                                    : absl::StrCat(b.tenant(), "/", b.project());
+    table.AddRow({SanitizeForTerminal(b.subject()), RoleName(b.role()), SanitizeForTerminal(scope),
+                  Age(b.create_time(), now), Age(b.update_time(), now)});
+  }
+  table.Render(out);
+}
+
 void WriteProjectTable(const google::protobuf::RepeatedPtrField<v1::Project>& projects,
                        absl::Time now, std::ostream& out) {
   Table table({"TENANT", "NAME", "AGE"});

@@ -147,6 +147,9 @@ void WriteProjectTable(const google::protobuf::RepeatedPtrField<v1::Project>& pr
                        absl::Time now, std::ostream& out);
 // ID SUBJECT ROLE SCOPE AGE EXPIRES LAST-USED STATE; SCOPE "platform", "TENANT" or
 // "TENANT/PROJECT" (agents: "cluster C"); EXPIRES and LAST-USED as ages ("-": never).
+// Role bindings: subject, role, scope (platform, tenant or tenant/project), age, last change.
+void WriteMemberTable(const google::protobuf::RepeatedPtrField<v1::RoleBinding>& bindings,
+                      absl::Time now, std::ostream& out);
 void WriteTokenTable(const google::protobuf::RepeatedPtrField<v1::TokenInfo>& tokens,
                      absl::Time now, std::ostream& out);
 // TENANT PROJECT WEIGHT SHARE HELD DECAYED-GPU-H WAITING; SHARE in percent of the pool, HELD in

@@ -124,6 +124,18 @@ void AgentRegistry::Fence(const std::string& cluster, uint64_t epoch) {
                "the cluster was declared lost and moved to a new epoch; register again");
 }
 
+void AgentRegistry::Remove(const std::string& cluster) {
+  std::shared_ptr<AgentLink> open;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = clusters_.find(cluster);
+    if (it == clusters_.end()) return;
+    open = std::move(it->second.link);
+    clusters_.erase(it);
+  }
+  if (open != nullptr) open->Close(AgentChannel::CloseReason::kRevoked, "the cluster was deleted");
+}
+
 std::vector<std::string> AgentRegistry::CloseCredential(int64_t token_id) {
   std::vector<std::shared_ptr<AgentLink>> closed;
   std::vector<std::string> out;

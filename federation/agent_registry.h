@@ -86,6 +86,9 @@ class AgentRegistry {
   // older epoch no longer speaks for it and is closed; its agent registers again and learns
   // the new epoch and what to stop.
   void Fence(const std::string& cluster, uint64_t epoch);
+  // The cluster was deleted: forgets it (it is never reported timed out), and closes a
+  // connection still open (kRevoked: the agent may not come back for it).
+  void Remove(const std::string& cluster);
   // Closes every connection registered with API token `token_id` (it was revoked); each
   // cluster's agent must register again, with another credential. Returns the clusters.
   std::vector<std::string> CloseCredential(int64_t token_id);

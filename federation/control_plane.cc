@@ -444,6 +444,20 @@ absl::StatusOr<ClusterListing> ControlPlane::Cordon(const auth::Principal& who,
   return out;
 }
 
+absl::Status ControlPlane::DeleteCluster(const auth::Principal& who, const std::string& name) {
+  RETURN_IF_ERROR(Require(who, auth::Permission::kPoolAdmin, {}));
+  RETURN_IF_ERROR(ValidateName("name", name));
+  RETURN_IF_ERROR(ports_.clusters->DeleteCluster(name));
+  ports_.agents->Remove(name);
+  // The scheduler's pool keeps an entry by name; with no nodes and unreachable, it offers
+  // nothing and is never chosen, until the pool is next loaded from the store.
+  Cluster gone;
+  gone.info.name = name;
+  gone.state = ClusterState::kUnreachable;
+  AfterClusterCommit(std::cref(gone));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DrainResult> ControlPlane::Drain(const auth::Principal& who,
                                                 const std::string& cluster, const std::string& node,
                                                 bool evict) {

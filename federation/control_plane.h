@@ -234,6 +234,13 @@ class ControlPlane {
   absl::StatusOr<DrainResult> Drain(const auth::Principal& who, const std::string& cluster,
                                     const std::string& node, bool evict);
 
+  // Deletes a cluster nothing depends on any more (ClusterStore::DeleteCluster: cordoned, no
+  // workload holding capacity there, no live agent token), with its declaration. Afterwards its
+  // agent is forgotten (a connection still open is closed) and the scheduler holds no capacity
+  // there. Platform admins only (PERMISSION_DENIED); INVALID_ARGUMENT naming `name`;
+  // FAILED_PRECONDITION naming what is left; NOT_FOUND.
+  absl::Status DeleteCluster(const auth::Principal& who, const std::string& name);
+
   // ---- Agents ----
 
   // An agent (re)connects for `info.name` with its inventory and what it still runs or
@@ -301,6 +308,29 @@ class ControlPlane {
   // (UNAUTHENTICATED) and its Watch streams end. INVALID_ARGUMENT naming token_id for an id that
   // is not positive; PERMISSION_DENIED for other roles.
   absl::Status RevokeToken(const auth::Principal& who, int64_t id);
+  // Binds `binding.subject` (a member) to `binding.role` at its scope, or changes the role it
+  // holds there. The caller needs tenancy.admin covering the scope and may hand out no role
+  // above its own (auth::MayGrant); no binding it reaches ranks above it (a tenant's roles stop
+  // at tenant-admin, the platform's are the platform admins'). The subject's live tokens at that
+  // scope that rank above the new role are lowered to it, at once (what they have open ends; their
+  // next call authenticates with the new role). INVALID_ARGUMENT naming the field
+  // (ValidateRoleBinding); PERMISSION_DENIED; NOT_FOUND (tenant, project); RESOURCE_EXHAUSTED past
+  // TenantStore::kMaxBindingsPerTenant.
+  absl::StatusOr<BindingChange> SetRoleBinding(const auth::Principal& who,
+                                               const RoleBinding& binding);
+  // Removes the binding of `subject` at (`tenant`, `project`) and revokes, at once, the subject's
+  // live tokens bound there (as RevokeToken). NOT_FOUND for none, and for a scope the caller
+  // does not administer (nothing learned); PERMISSION_DENIED for a caller without
+  // tenancy.admin; INVALID_ARGUMENT naming the field.
+  absl::StatusOr<BindingChange> DeleteRoleBinding(const auth::Principal& who,
+                                                  const std::string& subject,
+                                                  const std::string& tenant,
+                                                  const std::string& project);
+  // The bindings of `tenant`/`project` the caller administers; naming no tenant, those of the
+  // caller's own scope (every binding in platform scope). Errors as ListTokens.
+  absl::StatusOr<std::vector<RoleBinding>> ListRoleBindings(const auth::Principal& who,
+                                                            const std::string& tenant,
+                                                            const std::string& project);
   // On a database without tokens: makes a platform-admin token, hands the secret to `keep`
   // (which writes it where the operator finds it) and only then stores its hash, so that no
   // token exists that nobody can use. Returns whether one was made.
@@ -419,6 +449,15 @@ class ControlPlane {
   // Stores `evictions` and counts them; returns what was marked. The caller tells the agents.
   absl::StatusOr<std::vector<Workload>> MarkEvictions(
       const std::vector<WorkloadStore::Eviction>& evictions);
+
+  // The tokens `ids` changed (revoked, or their role lowered) in a committed transaction: what
+  // they have open in this process ends now, not when they next ask.
+  void CredentialsChanged(const std::vector<int64_t>& ids);
+  // The scope a token or binding request names, as a ListTokens-style listing resolves it:
+  // naming no tenant, the caller's own. INVALID_ARGUMENT naming the field; NOT_FOUND for a scope
+  // the caller does not administer any of.
+  static absl::StatusOr<std::pair<std::string, std::string>> AdministeredScope(
+      const auth::Principal& who, const std::string& tenant, const std::string& project);
 
   // A committed quota change: the scheduler reads the quotas again.
   void QuotasChanged();

@@ -232,6 +232,13 @@ class ClusterStore {
   // (lifting a cordon on a node its agent no longer reports is allowed).
   virtual absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
                                             bool cordoned) = 0;
+  // Deletes `cluster` with its inventory, cordons and declaration, in one transaction (a name
+  // that only has a declaration loses that). A registered cluster must be cordoned first, so that
+  // no placement lands there meanwhile (SetCordon's fence), and nothing may depend on it any
+  // more: FAILED_PRECONDITION naming what is left (and nothing changes) while it is not
+  // cordoned, workloads hold capacity there, or a live agent token names it. NOT_FOUND when there
+  // is neither a cluster nor a declaration by that name.
+  virtual absl::Status DeleteCluster(const std::string& cluster) = 0;
   // Clusters come with their admin's declaration (Cluster::declared; empty when none).
   virtual absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) = 0;
   virtual absl::StatusOr<Cluster> GetCluster(const std::string& name) = 0;
@@ -294,6 +301,26 @@ struct TokenRecord {
   std::optional<Timestamp> revoke_time;
 };
 
+// A member's role at one scope (docs/security.md#members-and-role-bindings): `subject` (a person
+// or program, by name) holds `role` at the platform (tenant empty), a tenant, or one project of
+// it. A subject has at most one binding per scope. Tokens made for a bound subject at that scope
+// may not rank above the binding's role.
+struct RoleBinding {
+  std::string subject;
+  auth::Role role = auth::Role::kViewer;  // never kAgent (agents are bound to clusters)
+  std::string tenant;                     // empty: the platform (platform-admin, viewer)
+  std::string project;                    // a project of `tenant`; empty: the whole tenant
+  Timestamp create_time{};                // set by the store
+  Timestamp update_time{};                // set by the store: when the role last changed
+};
+
+// What setting or removing a binding did: the binding (as stored, or as it was before removal)
+// and the subject's live tokens at that scope it changed (lowered to the new role, or revoked).
+struct BindingChange {
+  RoleBinding binding;
+  std::vector<int64_t> tokens;
+};
+
 class TenantStore {
  public:
   virtual ~TenantStore() = default;
@@ -303,16 +330,17 @@ class TenantStore {
   virtual absl::StatusOr<Project> CreateProject(const Project& project) = 0;  // NOT_FOUND tenant
   virtual absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) = 0;
   // Deletes a project no workload names (ended ones count until they are archived) and no live
-  // token is bound to, with its quotas, share weight and revoked tokens; FAILED_PRECONDITION
-  // (and nothing changes) while workloads or live tokens name it.
+  // token is bound to, with its quotas, share weight, role bindings and revoked tokens;
+  // FAILED_PRECONDITION (and nothing changes) while workloads or live tokens name it.
   // NOT_FOUND when there is no such project.
   virtual absl::Status DeleteProject(const std::string& tenant, const std::string& name) = 0;
-  // Deletes a tenant without projects or live tokens, with its quotas, share weights and
-  // revoked tokens; FAILED_PRECONDITION naming what is left (and nothing changes) otherwise.
-  // NOT_FOUND when there is no such tenant.
+  // Deletes a tenant without projects or live tokens, with its quotas, share weights, role
+  // bindings and revoked tokens; FAILED_PRECONDITION naming what is left (and nothing changes)
+  // otherwise. NOT_FOUND when there is no such tenant.
   virtual absl::Status DeleteTenant(const std::string& name) = 0;
 
-  // Returns the token as stored (its id and create_time set).
+  // Returns the token as stored (its id and create_time set). FAILED_PRECONDITION when the
+  // subject has a role binding at the token's scope and the token's role ranks above it.
   virtual absl::StatusOr<TokenRecord> CreateToken(const std::string& token_hash,
                                                   const TokenRecord& record) = 0;
   // A live token (neither revoked nor expired as of the store's clock), whose last-used time
@@ -331,6 +359,27 @@ class TenantStore {
   virtual absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant,
                                                   const std::string& project) = 0;
   virtual absl::StatusOr<int64_t> CountTokens() = 0;
+
+  // Role bindings (docs/security.md#members-and-role-bindings).
+  //
+  // Creates or replaces the binding of `binding.subject` at its scope, in one transaction that
+  // also lowers that subject's live tokens bound at exactly that scope whose role ranks above the
+  // new one (auth::Outranks) to it. INVALID_ARGUMENT as ValidateRoleBinding; NOT_FOUND for an
+  // unknown tenant or project; RESOURCE_EXHAUSTED past kMaxBindingsPerTenant bindings in a tenant.
+  static constexpr int kMaxBindingsPerTenant = 10000;
+  virtual absl::StatusOr<BindingChange> SetRoleBinding(const RoleBinding& binding) = 0;
+  // Removes the binding of `subject` at (`tenant`, `project`) and revokes, in the same
+  // transaction, that subject's live tokens bound at exactly that scope. NOT_FOUND when there is
+  // no such binding.
+  virtual absl::StatusOr<BindingChange> DeleteRoleBinding(const std::string& subject,
+                                                          const std::string& tenant,
+                                                          const std::string& project) = 0;
+  // The bindings of `tenant` (empty: every binding, the platform's included) and, with `project`
+  // non-empty, of that project only; by tenant, project (the tenant's own first), subject; at most
+  // kMaxBindingList.
+  static constexpr int kMaxBindingList = 1000;
+  virtual absl::StatusOr<std::vector<RoleBinding>> ListRoleBindings(const std::string& tenant,
+                                                                    const std::string& project) = 0;
 };
 
 }  // namespace gpufed

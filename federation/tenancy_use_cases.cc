@@ -113,23 +113,37 @@ absl::StatusOr<CreatedToken> ControlPlane::CreateToken(const auth::Principal& wh
   return created;
 }
 
+absl::StatusOr<std::pair<std::string, std::string>> ControlPlane::AdministeredScope(
+    const auth::Principal& who, const std::string& tenant, const std::string& project) {
+  if (tenant.empty()) {
+    if (!project.empty()) {
+      return absl::InvalidArgumentError("project: needs the tenant it belongs to");
+    }
+    return std::make_pair(who.tenant, who.project);
+  }
+  RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  if (!project.empty()) RETURN_IF_ERROR(ValidateName("project", project));
+  if (!auth::AllowsSomeOf(who, Permission::kTenancyAdmin, {tenant, project})) {
+    return absl::NotFoundError(
+        absl::StrCat("tenant ", tenant, project.empty() ? "" : "/", project, " not found"));
+  }
+  return std::make_pair(tenant, project);
+}
+
+void ControlPlane::CredentialsChanged(const std::vector<int64_t>& ids) {
+  for (int64_t id : ids) {
+    ports_.agents->CloseCredential(id);
+    if (ports_.credentials != nullptr) ports_.credentials->Revoked(id);
+  }
+}
+
 absl::StatusOr<std::vector<TokenRecord>> ControlPlane::ListTokens(const auth::Principal& who,
                                                                   const std::string& tenant,
                                                                   const std::string& project) {
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin));
-  std::string t = tenant, p = project;
-  if (t.empty()) {
-    if (!p.empty()) return absl::InvalidArgumentError("project: needs the tenant it belongs to");
-    t = who.tenant;
-    p = who.project;
-  } else {
-    RETURN_IF_ERROR(ValidateName("tenant", t));
-    if (!p.empty()) RETURN_IF_ERROR(ValidateName("project", p));
-    if (!auth::AllowsSomeOf(who, Permission::kTenancyAdmin, {t, p})) {
-      return absl::NotFoundError(absl::StrCat("tenant ", t, p.empty() ? "" : "/", p, " not found"));
-    }
-  }
-  ASSIGN_OR_RETURN(std::vector<TokenRecord> tokens, ports_.tenants->ListTokens(t, p));
+  ASSIGN_OR_RETURN(const auto scope, AdministeredScope(who, tenant, project));
+  ASSIGN_OR_RETURN(std::vector<TokenRecord> tokens,
+                   ports_.tenants->ListTokens(scope.first, scope.second));
   std::erase_if(tokens, [&](const TokenRecord& r) {
     return !auth::Allows(who, Permission::kTenancyAdmin,
                          r.tenant.empty() ? auth::Scope{} : auth::Scope{r.tenant, r.project});
@@ -143,9 +157,63 @@ absl::Status ControlPlane::RevokeToken(const auth::Principal& who, int64_t id) {
   // The store revokes only a token inside the caller's binding (NOT_FOUND for any other).
   RETURN_IF_ERROR(ports_.tenants->RevokeToken(id, who.tenant, who.project).status());
   // Committed: what the token still has open ends now, not when it next asks.
-  ports_.agents->CloseCredential(id);
-  if (ports_.credentials != nullptr) ports_.credentials->Revoked(id);
+  CredentialsChanged({id});
   return absl::OkStatus();
+}
+
+namespace {
+
+// The scope a binding is checked at: a platform role's is the platform.
+auth::Scope BindingScope(const RoleBinding& binding) {
+  return binding.tenant.empty() ? auth::Scope{} : auth::Scope{binding.tenant, binding.project};
+}
+
+}  // namespace
+
+absl::StatusOr<BindingChange> ControlPlane::SetRoleBinding(const auth::Principal& who,
+                                                           const RoleBinding& binding) {
+  RETURN_IF_ERROR(ValidateRoleBinding(binding));
+  if (!auth::MayGrant(who, binding.role, BindingScope(binding))) {
+    return absl::PermissionDeniedError("permission denied: may not grant this role at this scope");
+  }
+  ASSIGN_OR_RETURN(BindingChange change, ports_.tenants->SetRoleBinding(binding));
+  CredentialsChanged(change.tokens);
+  return change;
+}
+
+absl::StatusOr<BindingChange> ControlPlane::DeleteRoleBinding(const auth::Principal& who,
+                                                              const std::string& subject,
+                                                              const std::string& tenant,
+                                                              const std::string& project) {
+  RETURN_IF_ERROR(ValidateSubject(subject));
+  RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin));
+  if (!tenant.empty()) RETURN_IF_ERROR(ValidateName("tenant", tenant));
+  if (!project.empty()) {
+    if (tenant.empty())
+      return absl::InvalidArgumentError("project: needs the tenant it belongs to");
+    RETURN_IF_ERROR(ValidateName("project", project));
+  }
+  // Another scope's binding is NOT_FOUND, as one that does not exist.
+  if (!auth::Allows(who, Permission::kTenancyAdmin,
+                    tenant.empty() ? auth::Scope{} : auth::Scope{tenant, project})) {
+    return absl::NotFoundError("subject: no role binding for it at this scope");
+  }
+  ASSIGN_OR_RETURN(BindingChange change,
+                   ports_.tenants->DeleteRoleBinding(subject, tenant, project));
+  CredentialsChanged(change.tokens);
+  return change;
+}
+
+absl::StatusOr<std::vector<RoleBinding>> ControlPlane::ListRoleBindings(
+    const auth::Principal& who, const std::string& tenant, const std::string& project) {
+  RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin));
+  ASSIGN_OR_RETURN(const auto scope, AdministeredScope(who, tenant, project));
+  ASSIGN_OR_RETURN(std::vector<RoleBinding> bindings,
+                   ports_.tenants->ListRoleBindings(scope.first, scope.second));
+  std::erase_if(bindings, [&](const RoleBinding& b) {
+    return !auth::Allows(who, Permission::kTenancyAdmin, BindingScope(b));
+  });
+  return bindings;
 }
 
 absl::StatusOr<bool> ControlPlane::BootstrapAdminToken(

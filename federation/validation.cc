@@ -795,4 +795,18 @@ absl::Status ValidateTokenBinding(const TokenRecord& record) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateRoleBinding(const RoleBinding& binding) {
+  RETURN_IF_ERROR(ValidateSubject(binding.subject));
+  if (binding.role == auth::Role::kAgent) {
+    return absl::InvalidArgumentError(
+        "role: agents are bound to their cluster by a token or certificate, not by a role binding");
+  }
+  TokenRecord as_token;
+  as_token.subject = binding.subject;
+  as_token.role = binding.role;
+  as_token.tenant = binding.tenant;
+  as_token.project = binding.project;
+  return ValidateTokenBinding(as_token);
+}
+
 }  // namespace gpufed

@@ -179,6 +179,9 @@ absl::Status ValidateTokenRecord(absl::string_view token_hash, const TokenRecord
 // none for platform-admin and agent; a project only with its tenant; a cluster for agents only;
 // names well formed.
 absl::Status ValidateTokenBinding(const TokenRecord& record);
+// A role binding: its subject (ValidateSubject), a role other than agent, and a scope the role
+// may be bound at (as ValidateTokenBinding).
+absl::Status ValidateRoleBinding(const RoleBinding& binding);
 
 }  // namespace gpufed
 

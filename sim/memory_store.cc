@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "auth/policy.h"
 #include "federation/status_macros.h"
 #include "federation/validation.h"
 
@@ -624,6 +625,40 @@ absl::StatusOr<std::vector<ClusterDeclaration>> MemoryStore::ListDeclarations() 
   return out;
 }
 
+absl::Status MemoryStore::DeleteCluster(const std::string& cluster) {
+  RETURN_IF_ERROR(CheckName("name", cluster));
+  absl::MutexLock lock(&mu_);
+  auto it = clusters_.find(cluster);
+  if (it != clusters_.end()) {
+    if (!it->second.cordoned) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cluster ", cluster, " is not cordoned: cordon or drain it first"));
+    }
+    const auto held = std::count_if(workloads_.begin(), workloads_.end(), [&](const auto& w) {
+      return HoldsCapacity(w.second.state) && w.second.assignment.cluster == cluster;
+    });
+    if (held > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cluster ", cluster, " holds ", held, " workloads: drain it and let them end first"));
+    }
+    const Timestamp now = Now();
+    const auto tokens = std::count_if(tokens_.begin(), tokens_.end(), [&](const auto& t) {
+      return t.second.cluster == cluster && (!t.second.expire_time || *t.second.expire_time > now);
+    });
+    if (tokens > 0) {
+      return absl::FailedPreconditionError(absl::StrCat("cluster ", cluster, " has ", tokens,
+                                                        " live agent tokens: revoke them first"));
+    }
+  }
+  const bool declared = declarations_.erase(cluster) > 0;
+  if (it == clusters_.end() && !declared) {
+    return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
+  }
+  if (it != clusters_.end()) clusters_.erase(it);
+  std::erase_if(node_cordons_, [&](const auto& c) { return c.first == cluster; });
+  return absl::OkStatus();
+}
+
 absl::Status MemoryStore::PutDeclarations(const std::vector<ClusterDeclaration>& declarations) {
   RETURN_IF_ERROR(CheckDeclarations(declarations));
   absl::MutexLock lock(&mu_);
@@ -702,6 +737,13 @@ absl::StatusOr<TokenRecord> MemoryStore::CreateToken(const std::string& token_ha
   if (tokens_.contains(token_hash) || revoked_hashes_.contains(token_hash)) {
     return absl::AlreadyExistsError("token: a token with this hash already exists");
   }
+  if (auto bound = bindings_.find({record.tenant, record.project, record.subject});
+      record.role != auth::Role::kAgent && bound != bindings_.end() &&
+      auth::Outranks(record.role, bound->second.role)) {
+    return absl::FailedPreconditionError(absl::StrCat("role: ", record.subject, " is bound as ",
+                                                      auth::RoleName(bound->second.role),
+                                                      " at this scope"));
+  }
   TokenRecord stored = record;
   stored.id = next_token_id_++;
   stored.create_time = Now();
@@ -733,6 +775,9 @@ absl::Status MemoryStore::DeleteProject(const std::string& tenant, const std::st
         absl::StrCat("project ", tenant, "/", name, " has live tokens: revoke them first"));
   }
   std::erase_if(revoked_tokens_, of_project);
+  std::erase_if(bindings_, [&](const auto& b) {
+    return std::get<0>(b.first) == tenant && std::get<1>(b.first) == name;
+  });
   std::erase_if(quotas_, [&](const auto& q) {
     return std::get<0>(q.first) == tenant && std::get<1>(q.first) == name;
   });
@@ -762,6 +807,7 @@ absl::Status MemoryStore::DeleteTenant(const std::string& name) {
   std::erase_if(quotas_, [&](const auto& q) { return std::get<0>(q.first) == name; });
   std::erase_if(weights_, [&](const auto& w) { return w.first.first == name; });
   std::erase_if(revoked_tokens_, [&](const auto& t) { return t.second.tenant == name; });
+  std::erase_if(bindings_, [&](const auto& b) { return std::get<0>(b.first) == name; });
   tenants_.erase(name);
   return absl::OkStatus();
 }
@@ -818,6 +864,90 @@ absl::StatusOr<std::vector<TokenRecord>> MemoryStore::ListTokens(const std::stri
 absl::StatusOr<int64_t> MemoryStore::CountTokens() {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(tokens_.size());
+}
+
+absl::StatusOr<BindingChange> MemoryStore::SetRoleBinding(const RoleBinding& binding) {
+  RETURN_IF_ERROR(ValidateRoleBinding(binding));
+  absl::MutexLock lock(&mu_);
+  if (!binding.tenant.empty() && !tenants_.contains(binding.tenant)) {
+    return absl::NotFoundError(
+        absl::StrCat("tenant: tenant \"", binding.tenant, "\" does not exist"));
+  }
+  if (!binding.project.empty() && !projects_.contains({binding.tenant, binding.project})) {
+    return absl::NotFoundError(absl::StrCat("project: project \"", binding.project,
+                                            "\" does not exist in tenant \"", binding.tenant,
+                                            "\""));
+  }
+  const auto key = std::make_tuple(binding.tenant, binding.project, binding.subject);
+  auto it = bindings_.find(key);
+  std::optional<RoleBinding> before;
+  if (it != bindings_.end()) before = it->second;
+  if (!before && std::count_if(bindings_.begin(), bindings_.end(), [&](const auto& b) {
+                   return std::get<0>(b.first) == binding.tenant;
+                 }) >= kMaxBindingsPerTenant) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("subject: the scope already has ", kMaxBindingsPerTenant, " role bindings"));
+  }
+  const Timestamp now = Now();
+  RoleBinding stored = binding;
+  stored.create_time = before ? before->create_time : now;
+  stored.update_time = before && before->role == binding.role ? before->update_time : now;
+  bindings_[key] = stored;
+  BindingChange change{stored, {}};
+  for (auto& [hash, token] : tokens_) {
+    if (token.subject == binding.subject && token.tenant == binding.tenant &&
+        token.project == binding.project && token.role != auth::Role::kAgent &&
+        auth::Outranks(token.role, binding.role)) {
+      token.role = binding.role;
+      change.tokens.push_back(token.id);
+    }
+  }
+  std::sort(change.tokens.begin(), change.tokens.end());
+  return change;
+}
+
+absl::StatusOr<BindingChange> MemoryStore::DeleteRoleBinding(const std::string& subject,
+                                                             const std::string& tenant,
+                                                             const std::string& project) {
+  absl::MutexLock lock(&mu_);
+  auto it = bindings_.find({tenant, project, subject});
+  if (it == bindings_.end()) {
+    return absl::NotFoundError("subject: no role binding for it at this scope");
+  }
+  BindingChange change{it->second, {}};
+  bindings_.erase(it);
+  const Timestamp now = Now();
+  for (auto t = tokens_.begin(); t != tokens_.end();) {
+    const TokenRecord& token = t->second;
+    if (token.subject != subject || token.tenant != tenant || token.project != project ||
+        token.role == auth::Role::kAgent) {
+      ++t;
+      continue;
+    }
+    TokenRecord revoked = token;
+    revoked.revoke_time = now;
+    change.tokens.push_back(revoked.id);
+    revoked_hashes_.insert(t->first);
+    revoked_tokens_.emplace(revoked.id, std::move(revoked));
+    t = tokens_.erase(t);
+  }
+  std::sort(change.tokens.begin(), change.tokens.end());
+  return change;
+}
+
+absl::StatusOr<std::vector<RoleBinding>> MemoryStore::ListRoleBindings(const std::string& tenant,
+                                                                       const std::string& project) {
+  absl::MutexLock lock(&mu_);
+  std::vector<RoleBinding> out;
+  for (const auto& [key, binding] : bindings_) {
+    if ((!tenant.empty() && binding.tenant != tenant) ||
+        (!project.empty() && binding.project != project)) {
+      continue;
+    }
+    if (out.size() == static_cast<size_t>(kMaxBindingList)) break;
+    out.push_back(binding);
+  }
+  return out;
 }
 
 absl::StatusOr<Quota> MemoryStore::SetQuota(const Quota& quota, const QuotaCheck& check) {

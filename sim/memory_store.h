@@ -108,6 +108,7 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<LossResult> LoseCluster(const std::string& cluster, const LossPlan& plan) override;
   absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
                                     bool cordoned) override;
+  absl::Status DeleteCluster(const std::string& cluster) override;
   absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) override;
   absl::StatusOr<Cluster> GetCluster(const std::string& name) override;
   absl::StatusOr<std::vector<ClusterDeclaration>> ListDeclarations() override;
@@ -128,6 +129,12 @@ class MemoryStore final : public WorkloadStore,
   absl::Status DeleteProject(const std::string& tenant, const std::string& name) override;
   absl::Status DeleteTenant(const std::string& name) override;
   absl::StatusOr<int64_t> CountTokens() override;
+  absl::StatusOr<BindingChange> SetRoleBinding(const RoleBinding& binding) override;
+  absl::StatusOr<BindingChange> DeleteRoleBinding(const std::string& subject,
+                                                  const std::string& tenant,
+                                                  const std::string& project) override;
+  absl::StatusOr<std::vector<RoleBinding>> ListRoleBindings(const std::string& tenant,
+                                                            const std::string& project) override;
 
   // ---- QuotaStore ----
   absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) override;
@@ -165,6 +172,9 @@ class MemoryStore final : public WorkloadStore,
   std::map<int64_t, TokenRecord> revoked_tokens_ ABSL_GUARDED_BY(mu_);  // by id
   std::set<std::string> revoked_hashes_ ABSL_GUARDED_BY(mu_);           // never live again
   int64_t next_token_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // By (tenant, project, subject): the order ListRoleBindings promises.
+  std::map<std::tuple<std::string, std::string, std::string>, RoleBinding> bindings_
+      ABSL_GUARDED_BY(mu_);
   std::vector<PreemptionRecord> preemptions_ ABSL_GUARDED_BY(mu_);  // oldest first
   std::map<std::pair<std::string, std::string>, ShareWeight> weights_ ABSL_GUARDED_BY(mu_);
   UsageSnapshot usage_ ABSL_GUARDED_BY(mu_);

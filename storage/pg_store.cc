@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "auth/policy.h"
 #include "federation/request_deadline.h"
 #include "federation/status_macros.h"
 #include "federation/validation.h"
@@ -363,6 +364,19 @@ constexpr const char* kCordonCluster =
 // before the cordon commits first (and is seen by an eviction read after it), and one after
 // sees the cordon.
 constexpr const char* kLockCluster = "SELECT 1 FROM clusters WHERE name = $1 FOR UPDATE";
+// What a cluster to delete still has, its row locked: a placement, a token or a cordon change on
+// it waits for the deletion (and a placement is fenced by the cordon it needs).
+constexpr const char* kClusterDependents =
+    "SELECT c.cordoned, "
+    "(SELECT count(*) FROM workloads w WHERE w.cluster = $1 AND w.state IN ('PLACED', 'RUNNING')) "
+    "AS held, "
+    "(SELECT count(*) FROM api_tokens t WHERE t.cluster = $1 AND t.revoked_at IS NULL "
+    "AND (t.expires_at IS NULL OR t.expires_at > now())) AS tokens "
+    "FROM clusters c WHERE c.name = $1 FOR UPDATE OF c";
+constexpr const char* kDeleteCluster =
+    "WITH d AS (DELETE FROM cluster_declarations WHERE cluster = $1 RETURNING 1), "
+    "c AS (DELETE FROM clusters WHERE name = $1 RETURNING 1) "
+    "SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM c) AS deleted";
 constexpr const char* kNodeExists = "SELECT 1 FROM nodes WHERE cluster = $1 AND name = $2";
 constexpr const char* kNodeKnown =
     "SELECT 1 FROM nodes WHERE cluster = $1 AND name = $2 "
@@ -454,6 +468,43 @@ constexpr const char* kRevokeToken =
     "WHERE id = $1 AND ($2 = '' OR tenant = $2) AND ($3 = '' OR project = $3) "
     "RETURNING" GPUFED_TOKEN_COLUMNS;
 constexpr const char* kCountTokens = "SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL";
+// ---- Role bindings ----
+// One scope: ($2, $3) as tenant and project, '' standing for NULL (the platform, the tenant).
+#define GPUFED_BINDING_SCOPE \
+  " tenant IS NOT DISTINCT FROM NULLIF($2, '') AND project IS NOT DISTINCT FROM NULLIF($3, '') "
+#define GPUFED_BINDING_COLUMNS                                                         \
+  " subject, role, coalesce(tenant, '') AS tenant, coalesce(project, '') AS project, " \
+  "epoch_us(created_at) AS created_us, epoch_us(updated_at) AS updated_us "
+// Roles by rank, lowest first (auth::Outranks): a role's position is its rank; agent has none.
+#define GPUFED_ROLE_RANK(expr) \
+  "array_position(ARRAY['viewer', 'tenant-user', 'tenant-admin', 'platform-admin'], " expr ")"
+constexpr const char* kLockBinding =
+    "SELECT" GPUFED_BINDING_COLUMNS "FROM role_bindings WHERE subject = $1 AND" GPUFED_BINDING_SCOPE
+    "FOR UPDATE";
+constexpr const char* kShareBinding =
+    "SELECT role FROM role_bindings WHERE subject = $1 AND" GPUFED_BINDING_SCOPE "FOR SHARE";
+constexpr const char* kCountScopeBindings =
+    "SELECT count(*) FROM role_bindings WHERE tenant IS NOT DISTINCT FROM NULLIF($1, '')";
+constexpr const char* kUpsertBinding =
+    "INSERT INTO role_bindings (subject, tenant, project, role) "
+    "VALUES ($1, NULLIF($2, ''), NULLIF($3, ''), $4) "
+    "ON CONFLICT (tenant, project, subject) DO UPDATE SET role = EXCLUDED.role, "
+    "updated_at = CASE WHEN role_bindings.role = EXCLUDED.role THEN role_bindings.updated_at "
+    "ELSE now() END RETURNING" GPUFED_BINDING_COLUMNS;
+// The subject's live tokens at the scope that rank above role $4 take it.
+constexpr const char* kLowerSubjectTokens =
+    "UPDATE api_tokens SET role = $4 WHERE subject = $1 AND" GPUFED_BINDING_SCOPE
+    "AND revoked_at IS NULL AND " GPUFED_ROLE_RANK("role") " > " GPUFED_ROLE_RANK(
+        "$4::text") " RETURNING id";
+constexpr const char* kRevokeSubjectTokens =
+    "UPDATE api_tokens SET revoked_at = now() WHERE subject = $1 AND" GPUFED_BINDING_SCOPE
+    "AND revoked_at IS NULL AND role <> 'agent' RETURNING id";
+constexpr const char* kDeleteBinding =
+    "DELETE FROM role_bindings WHERE subject = $1 AND" GPUFED_BINDING_SCOPE;
+constexpr const char* kListBindings =
+    "SELECT" GPUFED_BINDING_COLUMNS
+    "FROM role_bindings WHERE ($1 = '' OR tenant = $1) AND ($2 = '' OR project = $2) "
+    "ORDER BY tenant NULLS FIRST, project NULLS FIRST, subject LIMIT $3";
 // ---- Quotas ----
 #define GPUFED_QUOTA_COLUMNS                                                                 \
   " tenant, project, resource, guaranteed_milli, coalesce(limit_milli, -1) AS limit_milli, " \
@@ -533,6 +584,8 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_nodes", kListNodes},
     {"cordon_cluster", kCordonCluster},
     {"lock_cluster", kLockCluster},
+    {"cluster_dependents", kClusterDependents},
+    {"delete_cluster", kDeleteCluster},
     {"node_exists", kNodeExists},
     {"node_known", kNodeKnown},
     {"cordon_node", kCordonNode},
@@ -560,6 +613,14 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_tokens", kListTokens},
     {"revoke_token", kRevokeToken},
     {"count_tokens", kCountTokens},
+    {"lock_binding", kLockBinding},
+    {"share_binding", kShareBinding},
+    {"count_scope_bindings", kCountScopeBindings},
+    {"upsert_binding", kUpsertBinding},
+    {"lower_subject_tokens", kLowerSubjectTokens},
+    {"revoke_subject_tokens", kRevokeSubjectTokens},
+    {"delete_binding", kDeleteBinding},
+    {"list_bindings", kListBindings},
     {"lock_quota_tenant", kLockQuotaTenant},
     {"lock_quota_resource", kLockQuotaResource},
     {"project_exists", kProjectExists},
@@ -1787,6 +1848,32 @@ absl::StatusOr<std::vector<ClusterDeclaration>> PgStore::ListDeclarations() {
       });
 }
 
+absl::Status PgStore::DeleteCluster(const std::string& cluster) {
+  RETURN_IF_ERROR(CheckName("name", cluster));
+  return pool_->Transact("delete cluster", [&](pqxx::work& txn) -> absl::Status {
+    pqxx::result r = txn.exec_prepared("cluster_dependents", cluster);
+    if (!r.empty()) {
+      const pqxx::row row = r[0];
+      if (!row["cordoned"].as<bool>()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cluster ", cluster, " is not cordoned: cordon or drain it first"));
+      }
+      if (const auto held = row["held"].as<int64_t>(); held > 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cluster ", cluster, " holds ", held, " workloads: drain it and let them end first"));
+      }
+      if (const auto tokens = row["tokens"].as<int64_t>(); tokens > 0) {
+        return absl::FailedPreconditionError(absl::StrCat("cluster ", cluster, " has ", tokens,
+                                                          " live agent tokens: revoke them first"));
+      }
+    }
+    if (txn.exec_prepared1("delete_cluster", cluster)[0].as<int64_t>() == 0) {
+      return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
+    }
+    return absl::OkStatus();
+  });
+}
+
 absl::Status PgStore::PutDeclarations(const std::vector<ClusterDeclaration>& declarations) {
   RETURN_IF_ERROR(CheckDeclarations(declarations));
   if (declarations.empty()) return absl::OkStatus();
@@ -1947,6 +2034,20 @@ absl::StatusOr<TokenRecord> PgStore::CreateToken(const std::string& token_hash,
                                               "\" does not exist in tenant \"", record.tenant,
                                               "\""));
     }
+    if (record.role != auth::Role::kAgent) {
+      // A bound subject's token may not rank above its binding; the binding is held (FOR SHARE)
+      // until the token is in, so a concurrent change of the binding sees the token.
+      pqxx::result bound =
+          txn.exec_prepared("share_binding", record.subject, record.tenant, record.project);
+      if (!bound.empty()) {
+        std::optional<auth::Role> binding_role = auth::ParseRole(bound[0][0].c_str());
+        if (binding_role && auth::Outranks(record.role, *binding_role)) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("role: ", record.subject, " is bound as ", auth::RoleName(*binding_role),
+                           " at this scope"));
+        }
+      }
+    }
     std::optional<int64_t> expires_us;
     if (record.expire_time) expires_us = ToMicros(*record.expire_time);
     pqxx::result r = txn.exec_prepared("create_token", token_hash, record.subject, role,
@@ -1985,6 +2086,103 @@ absl::StatusOr<TokenRecord> PgStore::RevokeToken(int64_t id, const std::string& 
     if (r.empty()) return absl::NotFoundError("token_id: no such token");
     return TokenFromRow(r[0]);
   });
+}
+
+namespace {
+
+absl::StatusOr<RoleBinding> BindingFromRow(const pqxx::row& row) {
+  // The column's CHECK admits only the names auth::ParseRole knows.
+  std::optional<auth::Role> role = auth::ParseRole(row["role"].c_str());
+  if (!role) {
+    return absl::InternalError(
+        absl::StrCat("role binding: stored role \"", row["role"].c_str(), "\" is unknown"));
+  }
+  RoleBinding out;
+  out.subject = row["subject"].c_str();
+  out.role = *role;
+  out.tenant = row["tenant"].c_str();
+  out.project = row["project"].c_str();
+  out.create_time = FromMicros(row["created_us"].as<int64_t>());
+  out.update_time = FromMicros(row["updated_us"].as<int64_t>());
+  return out;
+}
+
+std::vector<int64_t> Ids(const pqxx::result& rows) {
+  std::vector<int64_t> ids;
+  ids.reserve(rows.size());
+  for (const pqxx::row& row : rows) ids.push_back(row[0].as<int64_t>());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+}  // namespace
+
+absl::StatusOr<BindingChange> PgStore::SetRoleBinding(const RoleBinding& binding) {
+  RETURN_IF_ERROR(ValidateRoleBinding(binding));
+  const std::string role(auth::RoleName(binding.role));
+  return pool_->Transact("set role binding", [&](pqxx::work& txn) -> absl::StatusOr<BindingChange> {
+    if (!binding.tenant.empty()) {
+      if (txn.exec_prepared("tenant_exists", binding.tenant).empty()) {
+        return absl::NotFoundError(
+            absl::StrCat("tenant: tenant \"", binding.tenant, "\" does not exist"));
+      }
+      if (!binding.project.empty() &&
+          txn.exec_prepared("project_exists", binding.tenant, binding.project).empty()) {
+        return absl::NotFoundError(absl::StrCat("project: project \"", binding.project,
+                                                "\" does not exist in tenant \"", binding.tenant,
+                                                "\""));
+      }
+    }
+    const bool existed =
+        !txn.exec_prepared("lock_binding", binding.subject, binding.tenant, binding.project)
+             .empty();
+    // Counted without a lock on the tenant (which would hold up its submissions): concurrent
+    // additions may pass the limit by a few.
+    if (!existed && txn.exec_prepared1("count_scope_bindings", binding.tenant)[0].as<int64_t>() >=
+                        kMaxBindingsPerTenant) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("subject: the scope already has ", kMaxBindingsPerTenant, " role bindings"));
+    }
+    pqxx::result r =
+        txn.exec_prepared("upsert_binding", binding.subject, binding.tenant, binding.project, role);
+    BindingChange change;
+    ASSIGN_OR_RETURN(change.binding, BindingFromRow(r[0]));
+    change.tokens = Ids(txn.exec_prepared("lower_subject_tokens", binding.subject, binding.tenant,
+                                          binding.project, role));
+    return change;
+  });
+}
+
+absl::StatusOr<BindingChange> PgStore::DeleteRoleBinding(const std::string& subject,
+                                                         const std::string& tenant,
+                                                         const std::string& project) {
+  return pool_->Transact(
+      "delete role binding", [&](pqxx::work& txn) -> absl::StatusOr<BindingChange> {
+        pqxx::result stored = txn.exec_prepared("lock_binding", subject, tenant, project);
+        if (stored.empty()) {
+          return absl::NotFoundError("subject: no role binding for it at this scope");
+        }
+        BindingChange change;
+        ASSIGN_OR_RETURN(change.binding, BindingFromRow(stored[0]));
+        txn.exec_prepared0("delete_binding", subject, tenant, project);
+        change.tokens = Ids(txn.exec_prepared("revoke_subject_tokens", subject, tenant, project));
+        return change;
+      });
+}
+
+absl::StatusOr<std::vector<RoleBinding>> PgStore::ListRoleBindings(const std::string& tenant,
+                                                                   const std::string& project) {
+  return pool_->Transact<pqxx::nontransaction>(
+      "list role bindings",
+      [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<RoleBinding>> {
+        std::vector<RoleBinding> out;
+        for (const auto& row :
+             txn.exec_prepared("list_bindings", tenant, project, kMaxBindingList)) {
+          ASSIGN_OR_RETURN(RoleBinding binding, BindingFromRow(row));
+          out.push_back(std::move(binding));
+        }
+        return out;
+      });
 }
 
 absl::StatusOr<int64_t> PgStore::CountTokens() {

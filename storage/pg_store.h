@@ -160,6 +160,7 @@ class PgStore final : public WorkloadStore,
   absl::StatusOr<LossResult> LoseCluster(const std::string& cluster, const LossPlan& plan) override;
   absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
                                     bool cordoned) override;
+  absl::Status DeleteCluster(const std::string& cluster) override;
   absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) override;
   absl::StatusOr<Cluster> GetCluster(const std::string& name) override;
   absl::StatusOr<std::vector<ClusterDeclaration>> ListDeclarations() override;
@@ -179,6 +180,12 @@ class PgStore final : public WorkloadStore,
                                           const std::string& project) override;
   absl::Status DeleteProject(const std::string& tenant, const std::string& name) override;
   absl::Status DeleteTenant(const std::string& name) override;
+  absl::StatusOr<BindingChange> SetRoleBinding(const RoleBinding& binding) override;
+  absl::StatusOr<BindingChange> DeleteRoleBinding(const std::string& subject,
+                                                  const std::string& tenant,
+                                                  const std::string& project) override;
+  absl::StatusOr<std::vector<RoleBinding>> ListRoleBindings(const std::string& tenant,
+                                                            const std::string& project) override;
   absl::StatusOr<int64_t> CountTokens() override;
 
   // ---- QuotaStore ----

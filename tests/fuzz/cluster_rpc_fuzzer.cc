@@ -34,6 +34,10 @@ const RpcTable& Table() {
         "Uncordon", [](const v1::CordonRequest& r) { CheckClusterAndNode(r.name(), r.node()); }));
     rpcs.push_back(Unary<v1::DrainRequest>(
         "Drain", [](const v1::DrainRequest& r) { CheckClusterAndNode(r.name(), r.node()); }));
+    // ControlPlane::DeleteCluster: the name before its store call.
+    rpcs.push_back(Unary<v1::DeleteClusterRequest>("DeleteCluster", [](const auto& r) {
+      OkOrInvalid(ValidateName("name", r.name()), "name");
+    }));
     rpcs.push_back(Unary<v1::ApplyClustersRequest>(
         "ApplyClusters", [](const v1::ApplyClustersRequest& r) { (void)CheckApplyClusters(r); }));
     return new RpcTable("gpufed.v1.ClusterService", std::move(rpcs));

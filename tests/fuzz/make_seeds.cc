@@ -181,6 +181,16 @@ void TenantSeeds(const fs::path& corpus) {
   v1::RevokeTokenRequest revoke;
   revoke.set_token_id(17);
   WriteRpc(corpus, "tenant_rpc", service, "RevokeToken", revoke);
+  v1::SetRoleBindingRequest bind;
+  bind.mutable_binding()->set_subject("bob@acme");
+  bind.mutable_binding()->set_role(v1::ROLE_TENANT_USER);
+  bind.mutable_binding()->set_tenant("acme");
+  bind.mutable_binding()->set_project("vision");
+  WriteRpc(corpus, "tenant_rpc", service, "SetRoleBinding", bind);
+  v1::DeleteRoleBindingRequest unbind;
+  unbind.set_subject("bob@acme");
+  unbind.set_tenant("acme");
+  WriteRpc(corpus, "tenant_rpc", service, "DeleteRoleBinding", unbind);
 }
 
 void QuotaSeeds(const fs::path& corpus) {

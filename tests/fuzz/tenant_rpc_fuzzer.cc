@@ -67,6 +67,30 @@ const RpcTable& Table() {
       if (!r.tenant().empty()) OkOrInvalid(ValidateName("tenant", r.tenant()), "tenant");
       if (!r.project().empty()) OkOrInvalid(ValidateName("project", r.project()), "project");
     }));
+    // ControlPlane::SetRoleBinding: RoleBindingFromProto, then ValidateRoleBinding before the
+    // store call; a binding it passes has a role other than agent and a scope its role fits.
+    rpcs.push_back(
+        Unary<v1::SetRoleBindingRequest>("SetRoleBinding", [](const v1::SetRoleBindingRequest& r) {
+          absl::StatusOr<RoleBinding> binding = api::RoleBindingFromProto(r.binding());
+          if (!OkOrInvalid(binding.status(), "RoleBindingFromProto")) return;
+          if (!OkOrInvalid(ValidateRoleBinding(*binding), "binding")) return;
+          Check(binding->role != auth::Role::kAgent, "SetRoleBinding: an agent binding passed");
+          Check(binding->project.empty() || !binding->tenant.empty(),
+                "SetRoleBinding: a project without its tenant passed");
+        }));
+    // ControlPlane::DeleteRoleBinding and ListRoleBindings: the names, when given, before their
+    // store calls.
+    rpcs.push_back(Unary<v1::DeleteRoleBindingRequest>(
+        "DeleteRoleBinding", [](const v1::DeleteRoleBindingRequest& r) {
+          if (!OkOrInvalid(ValidateSubject(r.subject()), "subject")) return;
+          if (!r.tenant().empty()) OkOrInvalid(ValidateName("tenant", r.tenant()), "tenant");
+          if (!r.project().empty()) OkOrInvalid(ValidateName("project", r.project()), "project");
+        }));
+    rpcs.push_back(Unary<v1::ListRoleBindingsRequest>(
+        "ListRoleBindings", [](const v1::ListRoleBindingsRequest& r) {
+          if (!r.tenant().empty()) OkOrInvalid(ValidateName("tenant", r.tenant()), "tenant");
+          if (!r.project().empty()) OkOrInvalid(ValidateName("project", r.project()), "project");
+        }));
     return new RpcTable("gpufed.v1.TenantService", std::move(rpcs));
   }();
   return *table;

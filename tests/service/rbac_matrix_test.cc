@@ -347,6 +347,19 @@ std::map<std::string, RbacMatrixTest::Cases> RbacMatrixTest::AllCases() {
                                          return Unary(who, "ClusterService/ApplyClusters", req);
                                        }};
 
+  c["ClusterService.DeleteCluster"] = {
+      platform, [this](const Caller& who, const Aim&) {
+        v1::ApplyClustersRequest made;
+        v1::ClusterDeclaration* d = made.add_declarations();
+        d->set_cluster(Unique("retired"));
+        d->set_provider("onprem");
+        v1::ApplyClustersResponse applied;
+        EXPECT_OK(AsAdmin("ClusterService/ApplyClusters", made, &applied));
+        v1::DeleteClusterRequest req;
+        req.set_name(d->cluster());
+        return Unary(who, "ClusterService/DeleteCluster", req);
+      }};
+
   // ---- TenantService
   c["TenantService.CreateTenant"] = {platform, [this](const Caller& who, const Aim&) {
                                        v1::CreateTenantRequest req;
@@ -439,6 +452,50 @@ std::map<std::string, RbacMatrixTest::Cases> RbacMatrixTest::AllCases() {
                                      req.set_project(aim.project);
                                      return Unary(who, "TenantService/ListTokens", req);
                                    }};
+
+  // Role bindings: any role but an agent's (which no binding holds) at the places tokens are
+  // granted; each case binds a subject of its own, so no earlier case's binding outranks the
+  // caller.
+  std::vector<Aim> bindings;
+  for (const Aim& a : grants) {
+    if (a.grant != Role::kAgent) bindings.push_back(a);
+  }
+  c["TenantService.SetRoleBinding"] = {
+      bindings, [this](const Caller& who, const Aim& aim) {
+        v1::SetRoleBindingRequest req;
+        v1::RoleBinding* b = req.mutable_binding();
+        b->set_subject(Unique("member"));
+        b->set_role(*aim.grant == Role::kTenantAdmin     ? v1::ROLE_TENANT_ADMIN
+                    : *aim.grant == Role::kTenantUser    ? v1::ROLE_TENANT_USER
+                    : *aim.grant == Role::kPlatformAdmin ? v1::ROLE_PLATFORM_ADMIN
+                                                         : v1::ROLE_VIEWER);
+        b->set_tenant(aim.tenant);
+        b->set_project(aim.project);
+        return Unary(who, "TenantService/SetRoleBinding", req);
+      }};
+  c["TenantService.DeleteRoleBinding"] = {
+      std::vector<Aim>{kOwnProject, kOtherProject, kOtherTenant, kOwnTenant, kPlatform},
+      [this](const Caller& who, const Aim& aim) {
+        v1::SetRoleBindingRequest made;
+        v1::RoleBinding* b = made.mutable_binding();
+        b->set_subject(Unique("leaving"));
+        b->set_role(v1::ROLE_VIEWER);
+        b->set_tenant(aim.tenant);
+        b->set_project(aim.project);
+        v1::SetRoleBindingResponse bound;
+        EXPECT_OK(AsAdmin("TenantService/SetRoleBinding", made, &bound));
+        v1::DeleteRoleBindingRequest req;
+        req.set_subject(b->subject());
+        req.set_tenant(aim.tenant);
+        req.set_project(aim.project);
+        return Unary(who, "TenantService/DeleteRoleBinding", req);
+      }};
+  c["TenantService.ListRoleBindings"] = {listings, [this](const Caller& who, const Aim& aim) {
+                                           v1::ListRoleBindingsRequest req;
+                                           req.set_tenant(aim.tenant);
+                                           req.set_project(aim.project);
+                                           return Unary(who, "TenantService/ListRoleBindings", req);
+                                         }};
 
   // ---- QuotaService
   const std::vector<Aim> quota_keys{kOwnProject, kOtherProject, kOtherTenant, kOwnTenant,

@@ -1610,6 +1610,83 @@ TEST_F(ServiceTest, ARevokedTokenIsCutOffAtOnceLiveStreamsIncluded) {
   EXPECT_EQ(again.Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
+TEST_F(ServiceTest, AMembersTokensFollowItsBindingAtOnce) {
+  auto tenants = v1::TenantService::NewStub(channel_);
+  const auto bind = [&](const std::string& by, v1::Role role) {
+    v1::SetRoleBindingRequest request;
+    request.mutable_binding()->set_subject("dev");
+    request.mutable_binding()->set_role(role);
+    request.mutable_binding()->set_tenant("acme");
+    v1::SetRoleBindingResponse bound;
+    grpc::Status status = Call(
+        by, [&](grpc::ClientContext* c) { return tenants->SetRoleBinding(c, request, &bound); });
+    return std::make_pair(status, bound);
+  };
+  v1::CreateTokenRequest admin_request;
+  admin_request.set_subject("acme-admin");
+  admin_request.set_role(v1::ROLE_TENANT_ADMIN);
+  admin_request.set_tenant("acme");
+  v1::CreateTokenResponse acme_admin;
+  ASSERT_OK(Call(admin_, [&](grpc::ClientContext* c) {
+    return tenants->CreateToken(c, admin_request, &acme_admin);
+  }));
+
+  // The tenant's admin makes "dev" a member, and a token for it at that role.
+  ASSERT_OK(bind(acme_admin.token(), v1::ROLE_TENANT_USER).first);
+  v1::CreateTokenRequest dev_request;
+  dev_request.set_subject("dev");
+  dev_request.set_role(v1::ROLE_TENANT_ADMIN);
+  dev_request.set_tenant("acme");
+  v1::CreateTokenResponse dev;
+  // Not above the binding.
+  EXPECT_EQ(Call(acme_admin.token(),
+                 [&](grpc::ClientContext* c) { return tenants->CreateToken(c, dev_request, &dev); })
+                .error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  dev_request.set_role(v1::ROLE_TENANT_USER);
+  ASSERT_OK(Call(acme_admin.token(), [&](grpc::ClientContext* c) {
+    return tenants->CreateToken(c, dev_request, &dev);
+  }));
+  v1::SubmitResponse submitted;
+  ASSERT_OK(Submit(Spec("before"), &submitted, dev.token()));
+  grpc::ClientContext watch_ctx;
+  watch_ctx.AddMetadata("authorization", "Bearer " + dev.token());
+  watch_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto watch = workloads_->Watch(&watch_ctx, v1::WatchRequest());
+
+  // Lowered to viewer: the token's next call is a viewer's, not after the cache expires, and
+  // its open Watch ends.
+  const auto [status, lowered] = bind(acme_admin.token(), v1::ROLE_VIEWER);
+  ASSERT_OK(status);
+  EXPECT_THAT(lowered.lowered_token_ids(), ::testing::ElementsAre(dev.token_id()));
+  EXPECT_EQ(Submit(Spec("after"), &submitted, dev.token()).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::WorkloadEvent e;
+  while (watch->Read(&e)) {
+  }
+  EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  v1::ListWorkloadsResponse listed;
+  ASSERT_OK(Call(dev.token(), [&](grpc::ClientContext* c) {
+    return workloads_->List(c, v1::ListWorkloadsRequest(), &listed);
+  }));
+
+  // Removed: the token authenticates nothing more, at once.
+  v1::DeleteRoleBindingRequest remove;
+  remove.set_subject("dev");
+  remove.set_tenant("acme");
+  v1::DeleteRoleBindingResponse removed;
+  ASSERT_OK(Call(acme_admin.token(), [&](grpc::ClientContext* c) {
+    return tenants->DeleteRoleBinding(c, remove, &removed);
+  }));
+  EXPECT_THAT(removed.revoked_token_ids(), ::testing::ElementsAre(dev.token_id()));
+  EXPECT_EQ(Call(dev.token(),
+                 [&](grpc::ClientContext* c) {
+                   return workloads_->List(c, v1::ListWorkloadsRequest(), &listed);
+                 })
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+}
+
 TEST_F(ServiceTest, HttpSideAndGrpcHealth) {
   httplib::Client http("127.0.0.1", server_->http_port());
   auto health = http.Get("/healthz");

@@ -472,6 +472,127 @@ TEST_P(StoreContractTest, ARevokedTokenIsNoLongerFoundAndNeverComesBack) {
   ASSERT_OK(tenants().LookupToken("hash-gil"));
 }
 
+// ---- Role bindings -----------------------------------------------------------------------
+
+TEST_P(StoreContractTest, RoleBindingsAreOnePerSubjectAndScopeAndListedInOrder) {
+  AddTenants();
+  const Timestamp before = backend_->Now();
+  ASSERT_OK_AND_ASSIGN(BindingChange bob,
+                       tenants().SetRoleBinding({"bob", auth::Role::kTenantUser, "acme", ""}));
+  EXPECT_EQ(bob.binding.subject, "bob");
+  EXPECT_EQ(bob.binding.role, auth::Role::kTenantUser);
+  EXPECT_TRUE(bob.tokens.empty());
+  ExpectBetween(bob.binding.create_time, before, backend_->Now());
+  ASSERT_OK(tenants().SetRoleBinding({"bob", auth::Role::kTenantAdmin, "acme", "research"}));
+  ASSERT_OK(tenants().SetRoleBinding({"ann", auth::Role::kViewer, "acme", ""}));
+  ASSERT_OK(tenants().SetRoleBinding({"gil", auth::Role::kTenantUser, "globex", ""}));
+  ASSERT_OK(tenants().SetRoleBinding({"fin", auth::Role::kViewer, "", ""}));
+  // Setting it again changes the role in place: still one binding per subject and scope.
+  ASSERT_OK_AND_ASSIGN(BindingChange ann,
+                       tenants().SetRoleBinding({"ann", auth::Role::kTenantAdmin, "acme", ""}));
+  EXPECT_EQ(ann.binding.role, auth::Role::kTenantAdmin);
+
+  const auto names = [](const std::vector<RoleBinding>& bindings) {
+    std::vector<std::string> out;
+    for (const RoleBinding& b : bindings) {
+      out.push_back(
+          absl::StrCat(b.tenant, "/", b.project, "/", b.subject, "=", auth::RoleName(b.role)));
+    }
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> all, tenants().ListRoleBindings("", ""));
+  EXPECT_THAT(names(all),
+              ElementsAre("//fin=viewer", "acme//ann=tenant-admin", "acme//bob=tenant-user",
+                          "acme/research/bob=tenant-admin", "globex//gil=tenant-user"));
+  ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> acme, tenants().ListRoleBindings("acme", ""));
+  EXPECT_EQ(acme.size(), 3u);
+  ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> research,
+                       tenants().ListRoleBindings("acme", "research"));
+  EXPECT_THAT(names(research), ElementsAre("acme/research/bob=tenant-admin"));
+
+  // Refused, and nothing stored.
+  EXPECT_THAT(tenants().SetRoleBinding({"eve", auth::Role::kTenantUser, "initech", ""}),
+              StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().SetRoleBinding({"eve", auth::Role::kTenantUser, "acme", "nope"}),
+              StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().SetRoleBinding({"eve", auth::Role::kAgent, "", ""}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().SetRoleBinding({"eve", auth::Role::kPlatformAdmin, "acme", ""}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().SetRoleBinding({"eve", auth::Role::kTenantUser, "", ""}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(tenants().SetRoleBinding({"", auth::Role::kViewer, "acme", ""}),
+              StatusIs(Code::kInvalidArgument));
+  ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> after, tenants().ListRoleBindings("", ""));
+  EXPECT_EQ(names(after), names(all));
+}
+
+TEST_P(StoreContractTest, ABindingCapsItsSubjectsTokensAndTakesThemWhenRemoved) {
+  AddTenants();
+  ASSERT_OK(tenants().SetRoleBinding({"bob", auth::Role::kTenantUser, "acme", ""}));
+  // No token above the binding at its scope; elsewhere the binding does not reach.
+  EXPECT_THAT(tenants().CreateToken("h-admin", {"bob", auth::Role::kTenantAdmin, "acme", ""}),
+              StatusIs(Code::kFailedPrecondition));
+  ASSERT_OK_AND_ASSIGN(
+      TokenRecord user,
+      tenants().CreateToken("h-user", {"bob", auth::Role::kTenantUser, "acme", ""}));
+  ASSERT_OK_AND_ASSIGN(TokenRecord viewer,
+                       tenants().CreateToken("h-view", {"bob", auth::Role::kViewer, "acme", ""}));
+  ASSERT_OK_AND_ASSIGN(
+      TokenRecord project,
+      tenants().CreateToken("h-proj", {"bob", auth::Role::kTenantAdmin, "acme", "research"}));
+  ASSERT_OK_AND_ASSIGN(
+      TokenRecord other,
+      tenants().CreateToken("h-other", {"carl", auth::Role::kTenantAdmin, "acme", ""}));
+
+  // Lowered to viewer: the user token follows, the viewer token and the others stay.
+  ASSERT_OK_AND_ASSIGN(BindingChange lowered,
+                       tenants().SetRoleBinding({"bob", auth::Role::kViewer, "acme", ""}));
+  EXPECT_THAT(lowered.tokens, ElementsAre(user.id));
+  ASSERT_OK_AND_ASSIGN(TokenRecord now_user, tenants().LookupToken("h-user"));
+  EXPECT_EQ(now_user.role, auth::Role::kViewer);
+  ASSERT_OK_AND_ASSIGN(TokenRecord still_project, tenants().LookupToken("h-proj"));
+  EXPECT_EQ(still_project.role, auth::Role::kTenantAdmin);
+  // Raising the binding does not raise the tokens.
+  ASSERT_OK_AND_ASSIGN(BindingChange raised,
+                       tenants().SetRoleBinding({"bob", auth::Role::kTenantAdmin, "acme", ""}));
+  EXPECT_TRUE(raised.tokens.empty());
+  ASSERT_OK_AND_ASSIGN(now_user, tenants().LookupToken("h-user"));
+  EXPECT_EQ(now_user.role, auth::Role::kViewer);
+
+  // Removing it revokes the subject's tokens at that scope only.
+  ASSERT_OK_AND_ASSIGN(BindingChange removed, tenants().DeleteRoleBinding("bob", "acme", ""));
+  EXPECT_EQ(removed.binding.role, auth::Role::kTenantAdmin);
+  EXPECT_THAT(removed.tokens, ElementsAre(user.id, viewer.id));
+  EXPECT_THAT(tenants().LookupToken("h-user"), StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().LookupToken("h-view"), StatusIs(Code::kNotFound));
+  ASSERT_OK(tenants().LookupToken("h-proj"));
+  ASSERT_OK(tenants().LookupToken("h-other"));
+  EXPECT_THAT(tenants().DeleteRoleBinding("bob", "acme", ""), StatusIs(Code::kNotFound));
+  ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> left, tenants().ListRoleBindings("acme", ""));
+  EXPECT_TRUE(left.empty());
+  (void)project;
+  (void)other;
+}
+
+TEST_P(StoreContractTest, BindingsGoWithTheirProjectAndTenant) {
+  ASSERT_OK(tenants().CreateTenant(Tenant{"acme", "", {}}));
+  ASSERT_OK(tenants().CreateProject(Project{"acme", "lab", {}}));
+  ASSERT_OK(tenants().SetRoleBinding({"bob", auth::Role::kTenantUser, "acme", "lab"}));
+  ASSERT_OK(tenants().SetRoleBinding({"ann", auth::Role::kTenantAdmin, "acme", ""}));
+  ASSERT_OK(tenants().DeleteProject("acme", "lab"));
+  ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> left, tenants().ListRoleBindings("acme", ""));
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].subject, "ann");
+  ASSERT_OK(tenants().DeleteTenant("acme"));
+  ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> none, tenants().ListRoleBindings("", ""));
+  EXPECT_TRUE(none.empty());
+  // A tenant made again under the name starts without members.
+  ASSERT_OK(tenants().CreateTenant(Tenant{"acme", "", {}}));
+  ASSERT_OK_AND_ASSIGN(none, tenants().ListRoleBindings("acme", ""));
+  EXPECT_TRUE(none.empty());
+}
+
 // ---- Submit and Get ------------------------------------------------------------------------
 
 TEST_P(StoreContractTest, SubmitStoresAPendingWorkloadAndItsEvent) {
@@ -1592,6 +1713,54 @@ TEST_P(StoreContractTest, LostAndPreemptedAreEndStates) {
     EXPECT_TRUE(w.end_time.has_value());
     EXPECT_THAT(workloads().ListActive(""), IsOkAndHolds(IsEmpty()));
   }
+}
+
+ClusterDeclaration Declaration(const std::string& cluster);  // below, with the declaration tests
+
+TEST_P(StoreContractTest, AClusterIsDeletedOnlyOnceNothingDependsOnIt) {
+  AddTenants();
+  ASSERT_OK(clusters().RegisterCluster(Info("c1"), {Node("c1", "n1", 2)}));
+  ASSERT_OK(clusters().PutDeclarations({Declaration("c1"), Declaration("planned")}));
+  const WorkloadId running = MustSubmit(Spec("a")).id;
+  Advance(running, S::kRunning);
+  ASSERT_OK_AND_ASSIGN(
+      TokenRecord agent,
+      tenants().CreateToken("hash-agent",
+                            {.subject = "agent-c1", .role = auth::Role::kAgent, .cluster = "c1"}));
+
+  // Refused while it is not cordoned, while work holds capacity there, while its agent's token
+  // lives; nothing changes.
+  EXPECT_THAT(clusters().DeleteCluster("c1"),
+              StatusIs(Code::kFailedPrecondition, HasSubstr("cordon")));
+  ASSERT_OK(clusters().SetCordon("c1", "", true));
+  EXPECT_THAT(clusters().DeleteCluster("c1"),
+              StatusIs(Code::kFailedPrecondition, HasSubstr("workloads")));
+  ASSERT_OK_AND_ASSIGN(auto ended,
+                       workloads().ApplyTransitions({Step(running, S::kRunning, S::kSucceeded)}));
+  ASSERT_TRUE(ended[0].applied);
+  EXPECT_THAT(clusters().DeleteCluster("c1"),
+              StatusIs(Code::kFailedPrecondition, HasSubstr("token")));
+  ASSERT_OK(clusters().GetCluster("c1"));
+  EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(SizeIs(2)));
+
+  ASSERT_OK(tenants().RevokeToken(agent.id, "", ""));
+  ASSERT_OK(clusters().DeleteCluster("c1"));
+  EXPECT_THAT(clusters().GetCluster("c1"), StatusIs(Code::kNotFound));
+  EXPECT_THAT(clusters().ListClusters(true), IsOkAndHolds(IsEmpty()));
+  ASSERT_OK_AND_ASSIGN(std::vector<ClusterDeclaration> left, clusters().ListDeclarations());
+  ASSERT_THAT(left, SizeIs(1));
+  EXPECT_EQ(left[0].cluster, "planned");
+  // The ended workload keeps its history.
+  EXPECT_EQ(MustGet(running).assignment.cluster, "c1");
+  EXPECT_THAT(clusters().DeleteCluster("c1"), StatusIs(Code::kNotFound));
+  // A name with only a declaration loses that; a bad name is refused.
+  ASSERT_OK(clusters().DeleteCluster("planned"));
+  EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(clusters().DeleteCluster("Bad Name"), StatusIs(Code::kInvalidArgument));
+  // The name is free again: an agent registering under it starts a new cluster.
+  ASSERT_OK_AND_ASSIGN(Cluster again,
+                       clusters().RegisterCluster(Info("c1"), {Node("c1", "n1", 2)}));
+  EXPECT_FALSE(again.cordoned);
 }
 
 TEST_P(StoreContractTest, ACordonedClusterDrainsAndStaysSoWhenItsAgentRegistersAgain) {

@@ -752,6 +752,109 @@ TEST_F(ControlPlaneTest, RevokingATokenEndsItsUseAndItsAgentConnectionAtOnce) {
   EXPECT_FALSE(other->closed);
 }
 
+TEST_F(ControlPlaneTest, TenantAdminsManageTheirOwnMembersAndGrantNoRoleAboveTheirOwn) {
+  using auth::Role;
+  const auth::Principal acme_admin{
+      .subject = "carol", .role = Role::kTenantAdmin, .tenant = "acme"};
+  const auth::Principal p_admin{
+      .subject = "pat", .role = Role::kTenantAdmin, .tenant = "acme", .project = "p"};
+  const auto code = [](const auto& result) { return result.status().code(); };
+
+  // Inside their scope, up to their own role.
+  ASSERT_OK(plane_.SetRoleBinding(acme_admin, {"bob", Role::kTenantUser, "acme", ""}));
+  ASSERT_OK(plane_.SetRoleBinding(acme_admin, {"ann", Role::kTenantAdmin, "acme", "p"}));
+  ASSERT_OK(plane_.SetRoleBinding(p_admin, {"dan", Role::kViewer, "acme", "p"}));
+  ASSERT_OK(plane_.SetRoleBinding(Admin(), {"fin", Role::kViewer, "", ""}));
+  // Above their role, outside their scope, or without tenancy.admin: refused, nothing stored.
+  EXPECT_EQ(code(plane_.SetRoleBinding(acme_admin, {"eve", Role::kPlatformAdmin, "", ""})),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(code(plane_.SetRoleBinding(acme_admin, {"eve", Role::kViewer, "other", ""})),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(code(plane_.SetRoleBinding(acme_admin, {"eve", Role::kViewer, "", ""})),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(code(plane_.SetRoleBinding(p_admin, {"eve", Role::kViewer, "acme", ""})),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(code(plane_.SetRoleBinding(User("acme"), {"eve", Role::kViewer, "acme", ""})),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(code(plane_.SetRoleBinding(acme_admin, {"eve", Role::kAgent, "", ""})),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(plane_.SetRoleBinding(acme_admin, {"", Role::kViewer, "acme", ""})),
+            absl::StatusCode::kInvalidArgument);
+
+  // Each administrator lists the bindings of its own scope only.
+  const auto subjects = [](const std::vector<RoleBinding>& bindings) {
+    std::vector<std::string> out;
+    for (const RoleBinding& b : bindings) out.push_back(b.subject);
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> acme, plane_.ListRoleBindings(acme_admin, "", ""));
+  EXPECT_THAT(subjects(acme), ElementsAre("bob", "ann", "dan"));
+  ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> p, plane_.ListRoleBindings(p_admin, "acme", ""));
+  EXPECT_THAT(subjects(p), ElementsAre("ann", "dan"));
+  ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> all, plane_.ListRoleBindings(Admin(), "", ""));
+  EXPECT_THAT(subjects(all), ElementsAre("fin", "bob", "ann", "dan"));
+  EXPECT_EQ(code(plane_.ListRoleBindings(acme_admin, "other", "")), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code(plane_.ListRoleBindings(User("acme"), "", "")),
+            absl::StatusCode::kPermissionDenied);
+
+  // A member's tokens follow its binding: none above it; lowered with it; revoked with it.
+  EXPECT_EQ(code(plane_.CreateToken(
+                acme_admin, {.subject = "bob", .role = Role::kTenantAdmin, .tenant = "acme"})),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(CreatedToken bob, plane_.CreateToken(acme_admin, {.subject = "bob",
+                                                                         .role = Role::kTenantUser,
+                                                                         .tenant = "acme"}));
+  ASSERT_OK_AND_ASSIGN(BindingChange lowered,
+                       plane_.SetRoleBinding(acme_admin, {"bob", Role::kViewer, "acme", ""}));
+  EXPECT_THAT(lowered.tokens, ElementsAre(bob.id));
+  ASSERT_OK_AND_ASSIGN(TokenRecord as_viewer, store_.LookupToken(auth::HashToken(bob.secret)));
+  EXPECT_EQ(as_viewer.role, Role::kViewer);
+
+  // Removing: only inside the caller's scope (another scope's binding is as absent as none).
+  EXPECT_EQ(code(plane_.DeleteRoleBinding(p_admin, "bob", "acme", "")),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(code(plane_.DeleteRoleBinding(acme_admin, "fin", "", "")), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code(plane_.DeleteRoleBinding(Viewer("acme"), "bob", "acme", "")),
+            absl::StatusCode::kPermissionDenied);
+  ASSERT_OK_AND_ASSIGN(BindingChange removed,
+                       plane_.DeleteRoleBinding(acme_admin, "bob", "acme", ""));
+  EXPECT_THAT(removed.tokens, ElementsAre(bob.id));
+  EXPECT_EQ(code(store_.LookupToken(auth::HashToken(bob.secret))), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code(plane_.DeleteRoleBinding(acme_admin, "bob", "acme", "")),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ControlPlaneTest, ADeletedClusterIsForgottenByItsRegistryAndOffersNothing) {
+  std::shared_ptr<FakeChannel> c1 = Register("c1");
+  std::shared_ptr<FakeChannel> c2 = Register("c2");
+  EXPECT_EQ(plane_.DeleteCluster(User("acme"), "c1").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(plane_.DeleteCluster(Admin(), "c1").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(plane_.DeleteCluster(Admin(), "-bad").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(c1->closed);
+
+  ASSERT_OK(plane_.Cordon(Admin(), "c1", "", true));
+  ASSERT_OK(plane_.DeleteCluster(Admin(), "c1"));
+  // Its connection ends; the other cluster's stays.
+  EXPECT_THAT(c1->close_reasons, ElementsAre(AgentChannel::CloseReason::kRevoked));
+  EXPECT_FALSE(c2->closed);
+  EXPECT_EQ(agents_.connected(), 1);
+  // The scheduler has nothing there: work that only c1 could hold does not fit.
+  Step();
+  std::shared_ptr<const Pool> pool = scheduler_.Snapshot();
+  const ClusterSlots* gone = pool->FindCluster("c1");
+  if (gone != nullptr) {
+    EXPECT_TRUE(gone->nodes.empty());
+    EXPECT_EQ(gone->state, ClusterState::kUnreachable);
+  }
+  ASSERT_NE(pool->FindCluster("c2"), nullptr);
+  EXPECT_FALSE(pool->FindCluster("c2")->nodes.empty());
+  // Never reported silent: nothing waits for its agent any more.
+  clock_.Advance(std::chrono::hours(1));
+  EXPECT_THAT(agents_.TakeTimedOut(clock_.Monotonic(), std::chrono::seconds(30)),
+              ElementsAre("c2"));
+  EXPECT_EQ(plane_.DeleteCluster(Admin(), "c1").code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(ControlPlaneTest, TokensExpireByDefaultAndAreListedToTheirAdministratorsOnly) {
   const auth::Principal acme_admin{
       .subject = "carol", .role = auth::Role::kTenantAdmin, .tenant = "acme"};
