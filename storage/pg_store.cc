@@ -478,6 +478,10 @@ constexpr const char* kCountTokens = "SELECT count(*) FROM api_tokens WHERE revo
 // Roles by rank, lowest first (auth::Outranks): a role's position is its rank; agent has none.
 #define GPUFED_ROLE_RANK(expr) \
   "array_position(ARRAY['viewer', 'tenant-user', 'tenant-admin', 'platform-admin'], " expr ")"
+// One subject at one scope, whether or not a binding exists yet: a token made for it and a
+// binding set for it take this lock first, so neither misses the other.
+constexpr const char* kLockSubjectScope =
+    "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2 || '/' || $3, 7))";
 constexpr const char* kLockBinding =
     "SELECT" GPUFED_BINDING_COLUMNS "FROM role_bindings WHERE subject = $1 AND" GPUFED_BINDING_SCOPE
     "FOR UPDATE";
@@ -613,6 +617,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_tokens", kListTokens},
     {"revoke_token", kRevokeToken},
     {"count_tokens", kCountTokens},
+    {"lock_subject_scope", kLockSubjectScope},
     {"lock_binding", kLockBinding},
     {"share_binding", kShareBinding},
     {"count_scope_bindings", kCountScopeBindings},
@@ -2035,8 +2040,9 @@ absl::StatusOr<TokenRecord> PgStore::CreateToken(const std::string& token_hash,
                                               "\""));
     }
     if (record.role != auth::Role::kAgent) {
-      // A bound subject's token may not rank above its binding; the binding is held (FOR SHARE)
+      // A bound subject's token may not rank above its binding; the subject's scope lock is held
       // until the token is in, so a concurrent change of the binding sees the token.
+      txn.exec_prepared("lock_subject_scope", record.subject, record.tenant, record.project);
       pqxx::result bound =
           txn.exec_prepared("share_binding", record.subject, record.tenant, record.project);
       if (!bound.empty()) {
@@ -2133,6 +2139,7 @@ absl::StatusOr<BindingChange> PgStore::SetRoleBinding(const RoleBinding& binding
                                                 "\""));
       }
     }
+    txn.exec_prepared("lock_subject_scope", binding.subject, binding.tenant, binding.project);
     const bool existed =
         !txn.exec_prepared("lock_binding", binding.subject, binding.tenant, binding.project)
              .empty();
@@ -2158,6 +2165,7 @@ absl::StatusOr<BindingChange> PgStore::DeleteRoleBinding(const std::string& subj
                                                          const std::string& project) {
   return pool_->Transact(
       "delete role binding", [&](pqxx::work& txn) -> absl::StatusOr<BindingChange> {
+        txn.exec_prepared("lock_subject_scope", subject, tenant, project);
         pqxx::result stored = txn.exec_prepared("lock_binding", subject, tenant, project);
         if (stored.empty()) {
           return absl::NotFoundError("subject: no role binding for it at this scope");
