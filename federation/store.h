@@ -333,6 +333,37 @@ class TenantStore {
   virtual absl::StatusOr<int64_t> CountTokens() = 0;
 };
 
+// A certificate the cluster CA issued (docs/security.md#cluster-identity-mutual-tls).
+struct ClusterCertificate {
+  std::string serial;  // upper-case hexadecimal, as auth::ClusterCa writes it
+  std::string cluster;
+  Timestamp not_before{};
+  Timestamp not_after{};
+  // Set by the store: when it was recorded, and revoked.
+  Timestamp issue_time{};
+  std::optional<Timestamp> revoke_time;
+};
+
+// The cluster certificates issued: an agent's certificate speaks for its cluster only while it
+// is recorded here for that cluster and not revoked.
+class ClusterCertificateStore {
+ public:
+  virtual ~ClusterCertificateStore() = default;
+
+  // Records an issued certificate; returns it as stored. INVALID_ARGUMENT for a serial that is
+  // not 1 to 40 upper-case hexadecimal digits, an empty cluster, or not_after not after not_before;
+  // ALREADY_EXISTS for a serial recorded before.
+  virtual absl::StatusOr<ClusterCertificate> AddClusterCertificate(
+      const ClusterCertificate& certificate) = 0;
+  // The certificate `serial` when it is recorded for `cluster`, not revoked and not past its
+  // not_after (the store's clock); NOT_FOUND otherwise, whatever the reason.
+  virtual absl::StatusOr<ClusterCertificate> LookupClusterCertificate(
+      const std::string& serial, const std::string& cluster) = 0;
+  // Revokes every unrevoked certificate of `cluster` at once (lookups stop finding them);
+  // returns how many. Revoked certificates keep their first revocation time.
+  virtual absl::StatusOr<int> RevokeClusterCertificates(const std::string& cluster) = 0;
+};
+
 }  // namespace gpufed
 
 #endif  // GPUFED_FEDERATION_STORE_H_

@@ -47,7 +47,8 @@ namespace gpufed::sim {
 class MemoryStore final : public WorkloadStore,
                           public ClusterStore,
                           public TenantStore,
-                          public QuotaStore {
+                          public QuotaStore,
+                          public ClusterCertificateStore {
  public:
   // Time from the store's own FakeClock (clock()).
   MemoryStore();
@@ -129,6 +130,13 @@ class MemoryStore final : public WorkloadStore,
   absl::Status DeleteTenant(const std::string& name) override;
   absl::StatusOr<int64_t> CountTokens() override;
 
+  // ---- ClusterCertificateStore ----
+  absl::StatusOr<ClusterCertificate> AddClusterCertificate(
+      const ClusterCertificate& certificate) override;
+  absl::StatusOr<ClusterCertificate> LookupClusterCertificate(const std::string& serial,
+                                                              const std::string& cluster) override;
+  absl::StatusOr<int> RevokeClusterCertificates(const std::string& cluster) override;
+
   // ---- QuotaStore ----
   absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) override;
   absl::Status DeleteQuota(const QuotaKey& key) override;
@@ -165,7 +173,8 @@ class MemoryStore final : public WorkloadStore,
   std::map<int64_t, TokenRecord> revoked_tokens_ ABSL_GUARDED_BY(mu_);  // by id
   std::set<std::string> revoked_hashes_ ABSL_GUARDED_BY(mu_);           // never live again
   int64_t next_token_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::vector<PreemptionRecord> preemptions_ ABSL_GUARDED_BY(mu_);  // oldest first
+  std::map<std::string, ClusterCertificate> certificates_ ABSL_GUARDED_BY(mu_);  // by serial
+  std::vector<PreemptionRecord> preemptions_ ABSL_GUARDED_BY(mu_);               // oldest first
   std::map<std::pair<std::string, std::string>, ShareWeight> weights_ ABSL_GUARDED_BY(mu_);
   UsageSnapshot usage_ ABSL_GUARDED_BY(mu_);
   // By (tenant, project, resource): the order ListQuotas promises.

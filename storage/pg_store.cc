@@ -454,6 +454,20 @@ constexpr const char* kRevokeToken =
     "WHERE id = $1 AND ($2 = '' OR tenant = $2) AND ($3 = '' OR project = $3) "
     "RETURNING" GPUFED_TOKEN_COLUMNS;
 constexpr const char* kCountTokens = "SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL";
+// ---- Cluster certificates ----
+#define GPUFED_CLUSTER_CERT_COLUMNS                                                                \
+  " serial, cluster, epoch_us(not_before) AS not_before_us, epoch_us(not_after) AS not_after_us, " \
+  "epoch_us(issued_at) AS issued_us, epoch_us(revoked_at) AS revoked_us "
+constexpr const char* kAddClusterCertificate =
+    "INSERT INTO cluster_certificates (serial, cluster, not_before, not_after) "
+    "VALUES ($1, $2, from_epoch_us($3), from_epoch_us($4)) ON CONFLICT (serial) DO NOTHING "
+    "RETURNING" GPUFED_CLUSTER_CERT_COLUMNS;
+constexpr const char* kLookupClusterCertificate =
+    "SELECT" GPUFED_CLUSTER_CERT_COLUMNS
+    "FROM cluster_certificates WHERE serial = $1 AND cluster = $2 AND revoked_at IS NULL "
+    "AND not_after > now()";
+constexpr const char* kRevokeClusterCertificates =
+    "UPDATE cluster_certificates SET revoked_at = now() WHERE cluster = $1 AND revoked_at IS NULL";
 // ---- Quotas ----
 #define GPUFED_QUOTA_COLUMNS                                                                 \
   " tenant, project, resource, guaranteed_milli, coalesce(limit_milli, -1) AS limit_milli, " \
@@ -560,6 +574,9 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"list_tokens", kListTokens},
     {"revoke_token", kRevokeToken},
     {"count_tokens", kCountTokens},
+    {"add_cluster_certificate", kAddClusterCertificate},
+    {"lookup_cluster_certificate", kLookupClusterCertificate},
+    {"revoke_cluster_certificates", kRevokeClusterCertificates},
     {"lock_quota_tenant", kLockQuotaTenant},
     {"lock_quota_resource", kLockQuotaResource},
     {"project_exists", kProjectExists},
@@ -1991,6 +2008,63 @@ absl::StatusOr<int64_t> PgStore::CountTokens() {
   return pool_->Transact<pqxx::nontransaction>(
       "count tokens", [](pqxx::nontransaction& txn) -> absl::StatusOr<int64_t> {
         return txn.exec_prepared1("count_tokens")[0].as<int64_t>();
+      });
+}
+
+namespace {
+
+ClusterCertificate ClusterCertificateFromRow(const pqxx::row& row) {
+  ClusterCertificate c;
+  c.serial = row["serial"].c_str();
+  c.cluster = row["cluster"].c_str();
+  c.not_before = FromMicros(row["not_before_us"].as<int64_t>());
+  c.not_after = FromMicros(row["not_after_us"].as<int64_t>());
+  c.issue_time = FromMicros(row["issued_us"].as<int64_t>());
+  if (!row["revoked_us"].is_null()) c.revoke_time = FromMicros(row["revoked_us"].as<int64_t>());
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<ClusterCertificate> PgStore::AddClusterCertificate(
+    const ClusterCertificate& certificate) {
+  const bool hex = !certificate.serial.empty() && certificate.serial.size() <= 40 &&
+                   std::all_of(certificate.serial.begin(), certificate.serial.end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F');
+                   });
+  if (!hex) return absl::InvalidArgumentError("serial: must be upper-case hexadecimal");
+  if (certificate.cluster.empty()) return absl::InvalidArgumentError("cluster: must not be empty");
+  if (certificate.not_after <= certificate.not_before) {
+    return absl::InvalidArgumentError("not_after: must be after not_before");
+  }
+  return pool_->Transact(
+      "add cluster certificate", [&](pqxx::work& txn) -> absl::StatusOr<ClusterCertificate> {
+        pqxx::result r =
+            txn.exec_prepared("add_cluster_certificate", certificate.serial, certificate.cluster,
+                              ToMicros(certificate.not_before), ToMicros(certificate.not_after));
+        if (r.empty()) {
+          return absl::AlreadyExistsError("serial: a certificate with this serial exists");
+        }
+        return ClusterCertificateFromRow(r[0]);
+      });
+}
+
+absl::StatusOr<ClusterCertificate> PgStore::LookupClusterCertificate(const std::string& serial,
+                                                                     const std::string& cluster) {
+  return pool_->Transact<pqxx::nontransaction>(
+      "look up cluster certificate",
+      [&](pqxx::nontransaction& txn) -> absl::StatusOr<ClusterCertificate> {
+        pqxx::result r = txn.exec_prepared("lookup_cluster_certificate", serial, cluster);
+        if (r.empty()) return absl::NotFoundError("cluster certificate not found");
+        return ClusterCertificateFromRow(r[0]);
+      });
+}
+
+absl::StatusOr<int> PgStore::RevokeClusterCertificates(const std::string& cluster) {
+  return pool_->Transact(
+      "revoke cluster certificates", [&](pqxx::work& txn) -> absl::StatusOr<int> {
+        return static_cast<int>(
+            txn.exec_prepared("revoke_cluster_certificates", cluster).affected_rows());
       });
 }
 
