@@ -52,3 +52,10 @@ add_executable(api_unit_tests ${UNIT_DIR}/api/convert_test.cc ${UNIT_DIR}/api/wa
   ${UNIT_DIR}/api/metrics_test.cc ${UNIT_DIR}/api/rate_limit_test.cc)
 target_link_libraries(api_unit_tests PRIVATE gpufed_api GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(api_unit_tests PROPERTIES LABELS unit)
+
+# The cluster CA (auth/cluster_ca.h) with certificates and CSRs made at test time.
+include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
+add_executable(cluster_ca_tests ${UNIT_DIR}/auth/cluster_ca_test.cc)
+target_link_libraries(cluster_ca_tests PRIVATE gpufed_auth gpufed_test_certs OpenSSL::Crypto
+  GTest::gmock GTest::gtest GTest::gtest_main)
+gtest_discover_tests(cluster_ca_tests PROPERTIES LABELS unit)
