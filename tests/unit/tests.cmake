@@ -32,6 +32,7 @@ target_link_libraries(memory_store_unit_tests PRIVATE gpufed_test_memory gpufed_
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(memory_store_unit_tests PROPERTIES LABELS unit)
 add_executable(federation_use_case_tests ${UNIT_DIR}/federation/control_plane_test.cc
+  ${UNIT_DIR}/federation/cluster_identity_test.cc
   ${UNIT_DIR}/federation/scheduler_differential_test.cc
   ${UNIT_DIR}/federation/scheduler_test.cc
   ${UNIT_DIR}/federation/scheduler_window_test.cc
