@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -30,7 +31,8 @@ namespace gpufed::agent {
 namespace {
 
 // Config keys whose values are paths, resolved against the config file's folder.
-constexpr std::string_view kPathKeys[] = {"topology", "token-file", "work-dir", "ca-file"};
+constexpr std::string_view kPathKeys[] = {"topology", "token-file", "work-dir",
+                                          "ca-file",  "cert-file",  "key-file"};
 // Flags that make no sense inside the config file.
 constexpr std::string_view kNotConfigurable[] = {"config", "help", "version"};
 
@@ -123,7 +125,7 @@ CLI::Option* AddDurationOption(CLI::App& app, const std::string& name, absl::Dur
 
 // The same rule as the server's for its secret files (server/config.h, CheckSecretFile): no
 // write for the group or others, no read for others, group read only under owner root.
-absl::Status CheckTokenFileMode(const std::string& path) {
+absl::Status CheckSecretFileMode(absl::string_view setting, const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return absl::OkStatus();  // reported by the read below
   const mode_t mode = st.st_mode & 0777;
@@ -132,14 +134,14 @@ absl::Status CheckTokenFileMode(const std::string& path) {
     char octal[8];
     std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
     return absl::FailedPreconditionError(absl::StrCat(
-        "--token-file: ", path, " is ", (mode & 0022) != 0 ? "writable" : "readable",
+        setting, ": ", path, " is ", (mode & 0022) != 0 ? "writable" : "readable",
         " by other users (mode ", octal, "): chmod 600 ", path, " (or 640 with owner root)"));
   }
   return absl::OkStatus();
 }
 
 absl::Status ReadToken(const std::string& path, std::string* token) {
-  if (absl::Status mode = CheckTokenFileMode(path); !mode.ok()) return mode;
+  if (absl::Status mode = CheckSecretFileMode("--token-file", path); !mode.ok()) return mode;
   std::ifstream in(path);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--token-file: cannot read ", path));
   std::stringstream text;
@@ -165,6 +167,37 @@ absl::Status ReadCaFile(const std::string& path, std::string* pem) {
   return absl::OkStatus();
 }
 
+// The client certificate and its key, for mutual TLS.
+absl::Status ReadClientPair(AgentFlags& f) {
+  if (f.cert_file.empty() != f.key_file.empty()) {
+    return absl::InvalidArgumentError(f.cert_file.empty()
+                                          ? "--cert-file: required with --key-file"
+                                          : "--key-file: required with --cert-file");
+  }
+  if (f.cert_file.empty()) return absl::OkStatus();
+  if (f.insecure_plaintext) {
+    return absl::InvalidArgumentError(
+        "--insecure-plaintext and --cert-file are both given; a certificate needs TLS");
+  }
+  if (absl::Status mode = CheckSecretFileMode("--key-file", f.key_file); !mode.ok()) return mode;
+  for (const auto& [setting, path, pem, marker] :
+       {std::tuple<const char*, const std::string*, std::string*, const char*>{
+            "--cert-file", &f.cert_file, &f.cert_pem, "-----BEGIN CERTIFICATE-----"},
+        std::tuple<const char*, const std::string*, std::string*, const char*>{
+            "--key-file", &f.key_file, &f.key_pem, "PRIVATE KEY-----"}}) {
+    std::ifstream in(*path);
+    if (!in) return absl::InvalidArgumentError(absl::StrCat(setting, ": cannot read ", *path));
+    std::stringstream text;
+    text << in.rdbuf();
+    *pem = text.str();
+    if (pem->find(marker) == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(setting, ": ", *path, " holds no PEM ",
+                                                     pem == &f.cert_pem ? "certificate" : "key"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
@@ -186,6 +219,12 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
                  "CA certificate(s) (PEM) the server's TLS certificate must chain to (default: "
                  "the system's roots)")
       ->envname("GPUFED_CA_FILE");
+  app.add_option("--cert-file", f.cert_file,
+                 "the cluster's client certificate (PEM, from gpufedctl clusters enroll) for "
+                 "mutual TLS; the token is then optional")
+      ->envname("GPUFED_AGENT_CERT_FILE");
+  app.add_option("--key-file", f.key_file, "the certificate's private key (PEM, mode 0600)")
+      ->envname("GPUFED_AGENT_KEY_FILE");
   app.add_flag("--insecure-plaintext", f.insecure_plaintext,
                "no TLS, for a development server run with --insecure-plaintext (the agent token "
                "travels in the clear)");
@@ -291,8 +330,11 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
     absl::Status read = ReadToken(f.token_file, &f.token);
     if (!read.ok()) return fail(read.message());
   }
-  if (f.token.empty()) {
-    return fail("an agent token is required (--token, --token-file or GPUFED_AGENT_TOKEN)");
+  if (absl::Status read = ReadClientPair(f); !read.ok()) return fail(read.message());
+  if (f.token.empty() && f.cert_file.empty()) {
+    return fail(
+        "an agent token or certificate is required (--token, --token-file, GPUFED_AGENT_TOKEN, "
+        "or --cert-file with --key-file)");
   }
   if (f.server.empty()) return fail("--server: must not be empty");
   if (f.insecure_plaintext && !f.ca_file.empty()) {

@@ -21,6 +21,14 @@ struct AgentFlags {
   std::string ca_file;
   std::string ca_pem;
   bool insecure_plaintext = false;
+  // Mutual TLS (docs/operations.md#cluster-certificates): the cluster's certificate and its key
+  // (PEM; from gpufedctl clusters enroll), read into cert_pem and key_pem. With them the token
+  // is optional: the certificate says which cluster this agent speaks for. The key file, like
+  // the token file, is refused when other users may read it. Not with insecure_plaintext.
+  std::string cert_file;
+  std::string key_file;
+  std::string cert_pem;
+  std::string key_pem;
   std::string topology;
   // Real-GPU discovery (agent/discovery.h): this node's GPUs come from nvidia-smi, not from the
   // topology file (which still names the cluster). Empty: no discovery.
@@ -54,8 +62,10 @@ struct FlagsOutcome {
 // Parses the command line with CLI11. Precedence: flag, then its environment variable, then the
 // YAML file named by --config / GPUFED_AGENT_CONFIG (keys mirror the flags: `server`,
 // `token-file` or `token_file`, ...; relative paths in it are relative to the file), then the
-// defaults. Unknown flags or keys, bad values, a missing topology or token: exit code 2 and one
-// line naming the problem. Reads the token file. Not thread-safe (reads the environment).
+// defaults. Unknown flags or keys, bad values, a missing topology, or neither a token nor a
+// certificate: exit code 2 and one
+// line naming the problem. Reads the token, certificate and key files. Not thread-safe (reads the
+// environment).
 FlagsOutcome ParseAgentFlags(int argc, const char* const* argv);
 
 }  // namespace gpufed::agent

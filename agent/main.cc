@@ -175,6 +175,9 @@ int Main(int argc, char** argv) {
   } else {
     grpc::SslCredentialsOptions tls;
     tls.pem_root_certs = flags.ca_pem;  // empty: the system's roots
+    // Mutual TLS: the certificate names the cluster this agent speaks for.
+    tls.pem_cert_chain = flags.cert_pem;
+    tls.pem_private_key = flags.key_pem;
     options.credentials = grpc::SslCredentials(tls);
   }
   options.agent_version = GPUFED_VERSION;

@@ -66,8 +66,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     ctx_.metrics->agents_connected.Increment();
     // Without a credential there is nothing to wait for (one is checked with the first message,
     // off the gRPC thread, as it may need the store).
-    if (!context_->client_metadata().contains("authorization")) {
-      FinishOnce(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing bearer token"));
+    if (!context_->client_metadata().contains("authorization") &&
+        !Authenticator::HasClientCertificate(*context_)) {
+      FinishOnce(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                              "missing bearer token or client certificate"));
       return;
     }
     StartRead(&in_);
@@ -236,7 +238,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   absl::Status Handle(const v1::AgentMessage& m) {
     if (link_ == nullptr) {
       // Who is calling comes first: a stream without a valid credential learns nothing else.
-      ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->Authenticate(*context_));
+      ASSIGN_OR_RETURN(auth::Principal who, ctx_.authn->AuthenticateAgent(*context_));
       if (m.body_case() != v1::AgentMessage::kRegister) {
         return absl::FailedPreconditionError("the first message on a stream must be register");
       }

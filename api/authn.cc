@@ -1,9 +1,15 @@
 #include "api/authn.h"
 
 #include <algorithm>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "auth/cluster_ca.h"
 #include "auth/token.h"
+#include "grpc/grpc_security_constants.h"
+#include "grpcpp/security/auth_context.h"
 
 namespace gpufed::api {
 
@@ -27,6 +33,36 @@ absl::StatusOr<auth::Principal> Authenticator::Authenticate(
   absl::StatusOr<absl::string_view> token = BearerToken(context);
   if (!token.ok()) return token.status();
   return AuthenticateToken(*token);
+}
+
+bool Authenticator::HasClientCertificate(const grpc::ServerContextBase& context) {
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  return auth != nullptr && !auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME).empty();
+}
+
+absl::StatusOr<auth::Principal> Authenticator::AuthenticateAgent(
+    const grpc::ServerContextBase& context) {
+  const std::shared_ptr<const grpc::AuthContext> auth_context = context.auth_context();
+  const std::vector<grpc::string_ref> pems =
+      auth_context != nullptr ? auth_context->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME)
+                              : std::vector<grpc::string_ref>{};
+  if (pems.empty()) return Authenticate(context);
+  // One answer for every refusal: a caller learns nothing of which certificates are on record.
+  const absl::Status refused = absl::UnauthenticatedError("client certificate not accepted");
+  if (certificates_ == nullptr) return refused;
+  absl::StatusOr<auth::ClusterCertificateInfo> info =
+      auth::ReadClusterCertificate(absl::string_view(pems.front().data(), pems.front().size()));
+  if (!info.ok()) return refused;
+  absl::StatusOr<ClusterCertificate> recorded =
+      certificates_->LookupClusterCertificate(info->serial, info->cluster);
+  if (absl::IsNotFound(recorded.status())) return refused;
+  if (!recorded.ok()) return recorded.status();
+  auth::Principal who;
+  who.subject = absl::StrCat("cluster-certificate:", info->cluster);
+  who.role = auth::Role::kAgent;
+  who.cluster = info->cluster;
+  who.certificate_serial = info->serial;
+  return who;
 }
 
 std::optional<auth::Principal> Authenticator::Cached(const grpc::ServerContextBase& context) {

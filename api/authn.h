@@ -23,7 +23,10 @@ class Authenticator {
  public:
   static constexpr std::chrono::seconds kCacheTtl{10};
 
-  Authenticator(TenantStore* store, const Clock* clock) : store_(store), clock_(clock) {}
+  // With `certificates`, agents may authenticate with a cluster certificate (AuthenticateAgent).
+  Authenticator(TenantStore* store, const Clock* clock,
+                ClusterCertificateStore* certificates = nullptr)
+      : store_(store), clock_(clock), certificates_(certificates) {}
 
   // UNAUTHENTICATED without a valid token; UNAVAILABLE if the store cannot be asked. May block on
   // the store: call it from an executor thread.
@@ -35,6 +38,18 @@ class Authenticator {
   // Drops what is remembered of token `token_id` (it was revoked): its next use asks the store.
   void Forget(int64_t token_id);
 
+  // Whether the caller presented a client certificate (the TLS handshake verified it against the
+  // cluster CA: the listener asks for none otherwise). Never blocks.
+  static bool HasClientCertificate(const grpc::ServerContextBase& context);
+  // The agent stream's caller: with a client certificate, the agent of the cluster it names,
+  // when the store has that certificate for that cluster, unrevoked and unexpired (asked every
+  // time, never cached: a stream authenticates once, and a revocation must hold at once);
+  // Principal::certificate_serial is set. Without one, Authenticate (the bearer token).
+  // UNAUTHENTICATED "client certificate not accepted", whatever the reason, for a certificate
+  // that names no cluster or is not on record; UNAVAILABLE if the store cannot be asked. May
+  // block on the store: call it from an executor thread.
+  absl::StatusOr<auth::Principal> AuthenticateAgent(const grpc::ServerContextBase& context);
+
  private:
   // The token of the `authorization: Bearer` metadata; UNAUTHENTICATED without one.
   static absl::StatusOr<absl::string_view> BearerToken(const grpc::ServerContextBase& context);
@@ -45,6 +60,7 @@ class Authenticator {
   };
   TenantStore* const store_;
   const Clock* const clock_;
+  ClusterCertificateStore* const certificates_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mu_);
 };

@@ -128,4 +128,33 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::ListDeclarations(
                });
 }
 
+grpc::ServerUnaryReactor* ClusterServiceImpl::EnrollCluster(grpc::CallbackServerContext* context,
+                                                            const v1::EnrollClusterRequest* request,
+                                                            v1::EnrollClusterResponse* response) {
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(
+                     IssuedClusterCertificate issued,
+                     ctx_.plane->EnrollCluster(who, request->cluster(), request->csr_pem()));
+                 response->set_cert_pem(issued.cert_pem);
+                 response->set_key_pem(issued.key_pem);
+                 response->set_ca_cert_pem(issued.ca_cert_pem);
+                 response->set_serial(issued.certificate.serial);
+                 *response->mutable_not_before() = ToProto(issued.certificate.not_before);
+                 *response->mutable_not_after() = ToProto(issued.certificate.not_after);
+                 return absl::OkStatus();
+               });
+}
+
+grpc::ServerUnaryReactor* ClusterServiceImpl::RevokeCluster(grpc::CallbackServerContext* context,
+                                                            const v1::RevokeClusterRequest* request,
+                                                            v1::RevokeClusterResponse* response) {
+  return Serve(ctx_, context, *request, CallKind::kWrite,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(int revoked, ctx_.plane->RevokeCluster(who, request->cluster()));
+                 response->set_revoked(revoked);
+                 return absl::OkStatus();
+               });
+}
+
 }  // namespace gpufed::api

@@ -9,7 +9,7 @@ namespace gpufed::api {
 // gpufed.v1.ClusterService: clusters from the store, allocation and free capacity from the
 // scheduler's latest pool snapshot. Any authenticated person may look at the pool; agents may not.
 // Platform admins may cordon a cluster or a node, and declare clusters' attributes, price books and
-// round-trip times (ApplyClusters).
+// round-trip times (ApplyClusters), and issue and revoke clusters' certificates.
 class ClusterServiceImpl final : public v1::ClusterService::CallbackService {
  public:
   explicit ClusterServiceImpl(ApiContext context) : ctx_(context) {}
@@ -38,6 +38,12 @@ class ClusterServiceImpl final : public v1::ClusterService::CallbackService {
   grpc::ServerUnaryReactor* ListDeclarations(grpc::CallbackServerContext* context,
                                              const v1::ListDeclarationsRequest* request,
                                              v1::ListDeclarationsResponse* response) override;
+  grpc::ServerUnaryReactor* EnrollCluster(grpc::CallbackServerContext* context,
+                                          const v1::EnrollClusterRequest* request,
+                                          v1::EnrollClusterResponse* response) override;
+  grpc::ServerUnaryReactor* RevokeCluster(grpc::CallbackServerContext* context,
+                                          const v1::RevokeClusterRequest* request,
+                                          v1::RevokeClusterResponse* response) override;
 
  private:
   grpc::ServerUnaryReactor* SetCordon(grpc::CallbackServerContext* context,

@@ -47,6 +47,8 @@ constexpr MethodPolicy kMethods[] = {
     {"gpufed.v1.ClusterService.Drain", P::kPoolAdmin, Target::kPlatform},
     {"gpufed.v1.ClusterService.DeleteCluster", P::kPoolAdmin, Target::kPlatform},
     {"gpufed.v1.ClusterService.ApplyClusters", P::kPoolAdmin, Target::kPlatform},
+    {"gpufed.v1.ClusterService.EnrollCluster", P::kPoolAdmin, Target::kPlatform},
+    {"gpufed.v1.ClusterService.RevokeCluster", P::kPoolAdmin, Target::kPlatform},
     {"gpufed.v1.ClusterService.ListDeclarations", P::kPoolRead, Target::kShared},
     // TenantService
     {"gpufed.v1.TenantService.CreateTenant", P::kTenancyAdmin, Target::kPlatform},

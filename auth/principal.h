@@ -28,6 +28,9 @@ struct Principal {
   // The API token the caller presented (TokenRecord::id); 0: none. Revoking it ends what it has
   // open (ControlPlane::RevokeToken).
   int64_t token_id = 0;
+  // The cluster certificate an agent presented (its serial, upper-case hexadecimal); empty:
+  // none. Revoking the cluster ends its connection (ControlPlane::RevokeCluster).
+  std::string certificate_serial;
 
   [[nodiscard]] bool IsPlatformAdmin() const { return role == Role::kPlatformAdmin; }
 };

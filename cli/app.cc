@@ -122,6 +122,9 @@ struct Flags {
   std::string apply_file;
   bool dry_run = false;
   std::string cordon_cluster;
+  std::string enroll_cluster;
+  std::string csr_file;
+  std::string out_dir;
   std::string cordon_node;
   bool evict = false;
 
@@ -288,6 +291,21 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
       "Delete a cordoned cluster nothing holds, whose agent credentials are revoked, with its "
       "declaration (platform admin)");
   clusters_delete->add_option("name", delete_cluster_name, "Cluster name")->required();
+  CLI::App* enroll = clusters->add_subcommand(
+      "enroll",
+      "Issue a cluster its client certificate for mutual TLS and write it, its key and the "
+      "cluster CA to --out-dir (platform admin)");
+  enroll->add_option("cluster", f.enroll_cluster, "Cluster name")->required();
+  enroll->add_option("--csr", f.csr_file,
+                     "PEM certificate signing request for a key you keep (its subject is "
+                     "ignored); without it the server makes the key pair");
+  enroll->add_option("--out-dir", f.out_dir, "Folder for CLUSTER.crt, CLUSTER.key, cluster-ca.crt")
+      ->required();
+  CLI::App* revoke_cluster = clusters->add_subcommand(
+      "revoke",
+      "Cut a cluster off at once: its certificates and agent tokens are revoked and its agent "
+      "disconnected (platform admin)");
+  revoke_cluster->add_option("cluster", f.enroll_cluster, "Cluster name")->required();
   CLI::App* apply = app.add_subcommand(
       "apply",
       "Declare clusters' attributes, price books and round-trip times from a YAML file "
@@ -527,6 +545,19 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.Cancel(f.id, f.reason);
   } else if (watch->parsed()) {
     status = commands.Watch(f.id);
+  } else if (enroll->parsed()) {
+    std::string csr_pem;
+    if (!f.csr_file.empty()) {
+      absl::StatusOr<std::string> csr = ReadTextFile(f.csr_file);
+      if (!csr.ok()) {
+        return ReportError(
+            absl::InvalidArgumentError(absl::StrCat("--csr: ", csr.status().message())), *io.err);
+      }
+      csr_pem = *std::move(csr);
+    }
+    status = commands.EnrollCluster(f.enroll_cluster, csr_pem, f.out_dir);
+  } else if (revoke_cluster->parsed()) {
+    status = commands.RevokeCluster(f.enroll_cluster);
   } else if (declarations->parsed()) {
     status = commands.Declarations();
   } else if (clusters_delete->parsed()) {

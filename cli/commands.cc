@@ -1,6 +1,13 @@
 #include "cli/commands.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <utility>
 
@@ -15,6 +22,28 @@
 
 namespace gpufed::cli {
 namespace {
+
+// Writes `content` to `path` with `mode` (never wider, whatever the umask) through a temporary
+// file renamed over it: a reader sees the old file or the new one, whole.
+absl::Status WriteWholeFile(const std::string& path, const std::string& content, mode_t mode) {
+  const std::string temp = absl::StrCat(path, ".tmp");
+  ::unlink(temp.c_str());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--out-dir: cannot write ", temp, ": ", std::strerror(errno)));
+  }
+  ::fchmod(fd, mode);
+  bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  ok = ::fsync(fd) == 0 && ok;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(temp.c_str());
+    return absl::FailedPreconditionError(absl::StrCat("--out-dir: cannot write ", path, ": ", why));
+  }
+  return absl::OkStatus();
+}
 
 // The server's page size cap (ListWorkloadsRequest: 1..1000).
 constexpr uint32_t kMaxPageSize = 1000;
@@ -666,6 +695,54 @@ absl::Status Commands::DeleteQuota(absl::string_view tenant, absl::string_view p
   if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
   *env_.out << "quota " << SanitizeForTerminal(tenant) << (project.empty() ? "" : "/")
             << SanitizeForTerminal(project) << " " << SanitizeForTerminal(resource) << " deleted\n";
+  return absl::OkStatus();
+}
+
+absl::Status Commands::EnrollCluster(absl::string_view cluster, const std::string& csr_pem,
+                                     const std::string& out_dir) {
+  v1::EnrollClusterRequest request;
+  request.set_cluster(std::string(cluster));
+  request.set_csr_pem(csr_pem);
+  v1::EnrollClusterResponse response;
+  // Not retried: each call issues (and records) another certificate.
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/false, [&](grpc::ClientContext* context) {
+    return clusters_->EnrollCluster(context, request, &response);
+  }));
+  // The server checked the name (a-z, 0-9, '-'): it is safe in a file name.
+  const std::string stem = absl::StrCat(out_dir, "/", cluster);
+  const std::string cert_file = stem + ".crt";
+  const std::string key_file = stem + ".key";
+  const std::string ca_file = absl::StrCat(out_dir, "/cluster-ca.crt");
+  // The key first, so that a certificate on disk always has its key beside it.
+  if (!response.key_pem().empty()) {
+    RETURN_IF_ERROR(WriteWholeFile(key_file, response.key_pem(), 0600));
+  }
+  RETURN_IF_ERROR(WriteWholeFile(cert_file, response.cert_pem(), 0644));
+  RETURN_IF_ERROR(WriteWholeFile(ca_file, response.ca_cert_pem(), 0644));
+  if (env_.format == OutputFormat::kJson) {
+    response.clear_key_pem();  // it is in the file; never on a terminal
+    return WriteJson(response, *env_.out);
+  }
+  *env_.out << "cluster/" << cluster << " certificate " << response.serial() << " valid until "
+            << FormatTimestamp(response.not_after()) << "\n"
+            << "  certificate: " << cert_file << "\n";
+  if (!response.key_pem().empty()) *env_.out << "  key:         " << key_file << " (mode 0600)\n";
+  *env_.out << "  cluster CA:  " << ca_file << "\n"
+            << "Start its agent with --cert-file " << cert_file << " --key-file "
+            << (response.key_pem().empty() ? "<your key>" : key_file) << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status Commands::RevokeCluster(absl::string_view cluster) {
+  v1::RevokeClusterRequest request;
+  request.set_cluster(std::string(cluster));
+  v1::RevokeClusterResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return clusters_->RevokeCluster(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  *env_.out << "cluster/" << SanitizeForTerminal(std::string(cluster))
+            << " revoked: " << response.revoked() << " credential(s); its agent is disconnected\n";
   return absl::OkStatus();
 }
 

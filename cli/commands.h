@@ -191,6 +191,16 @@ class Commands {
   absl::Status Apply(const ClustersFile& file, bool dry_run);
   // Every cluster declaration: attributes and round-trip times, then the price books.
   absl::Status Declarations();
+  // Has the server issue `cluster` its client certificate for mutual TLS (EnrollCluster): for
+  // the CSR `csr_pem`, or, when it is empty, for a key pair the server makes. Writes
+  // OUT_DIR/CLUSTER.crt, OUT_DIR/CLUSTER.key (mode 0600; only when the server made the key) and
+  // OUT_DIR/cluster-ca.crt, each replaced whole, and prints where, the serial and the expiry
+  // (JSON: the response without the key). Not retried: each call issues another certificate.
+  absl::Status EnrollCluster(absl::string_view cluster, const std::string& csr_pem,
+                             const std::string& out_dir);
+  // Cuts `cluster` off (RevokeCluster): its certificates and agent tokens are revoked and its
+  // agent's connection closed. Retried: revoking twice changes nothing more.
+  absl::Status RevokeCluster(absl::string_view cluster);
 
   absl::Status CreateTenant(absl::string_view name, absl::string_view display_name);
   absl::Status ListTenants();

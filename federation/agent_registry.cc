@@ -153,6 +153,19 @@ std::vector<std::string> AgentRegistry::CloseCredential(int64_t token_id) {
   return out;
 }
 
+void AgentRegistry::CloseCluster(const std::string& cluster) {
+  std::shared_ptr<AgentLink> closed;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = clusters_.find(cluster);
+    if (it == clusters_.end()) return;
+    closed = std::exchange(it->second.link, nullptr);
+  }
+  if (closed != nullptr) {
+    closed->Close(AgentChannel::CloseReason::kRevoked, "cluster credentials revoked");
+  }
+}
+
 std::vector<std::string> AgentRegistry::TakeTimedOut(MonotonicTime now,
                                                      std::chrono::nanoseconds timeout) {
   std::vector<std::string> out;

@@ -92,6 +92,8 @@ class AgentRegistry {
   // Closes every connection registered with API token `token_id` (it was revoked); each
   // cluster's agent must register again, with another credential. Returns the clusters.
   std::vector<std::string> CloseCredential(int64_t token_id);
+  // Closes `cluster`'s connection, if it has one (its credentials were revoked).
+  void CloseCluster(const std::string& cluster);
 
   // Clusters not heard from for longer than `timeout` at `now` and not already reported; each
   // is reported once until it is heard from again. A reported cluster's connection no longer

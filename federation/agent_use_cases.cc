@@ -50,6 +50,17 @@ absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
   // Attach before reading the active set: a placement committed after the read is dispatched to
   // this link, one committed before it is in the set. Duplicates are harmless.
   ports_.agents->Attach(link);
+  if (!who.certificate_serial.empty() && ports_.certificates != nullptr) {
+    // Looked at again once attached: a revocation that committed after the agent authenticated
+    // and closed the cluster's connection before this one was attached is seen here.
+    absl::Status live =
+        ports_.certificates->LookupClusterCertificate(who.certificate_serial, info.name).status();
+    if (!live.ok()) {
+      ports_.agents->Detach(link.get());
+      if (absl::IsNotFound(live)) return absl::UnauthenticatedError("certificate revoked");
+      return live;
+    }
+  }
 
   ASSIGN_OR_RETURN(std::vector<Workload> active, ports_.workloads->ListActive(info.name));
   link->Expect(IdsOf(active));

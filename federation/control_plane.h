@@ -49,6 +49,11 @@ struct ControlPlanePorts {
   ControlMetrics* metrics = nullptr;  // optional
   // Ends what a revoked token has open besides agent connections; optional.
   CredentialSink* credentials = nullptr;
+  // Cluster certificates (mutual TLS): the record of those issued, and the CA that issues
+  // them. Without an issuer EnrollCluster is FAILED_PRECONDITION; without the store both
+  // cluster-identity calls are.
+  ClusterCertificateStore* certificates = nullptr;
+  ClusterCertificateIssuer* issuer = nullptr;
 };
 
 struct ControlPlaneOptions {
@@ -235,9 +240,9 @@ class ControlPlane {
                                     const std::string& node, bool evict);
 
   // Deletes a cluster nothing depends on any more (ClusterStore::DeleteCluster: cordoned, no
-  // workload holding capacity there, no live agent token), with its declaration. Afterwards its
-  // agent is forgotten (a connection still open is closed) and the scheduler holds no capacity
-  // there. Platform admins only (PERMISSION_DENIED); INVALID_ARGUMENT naming `name`;
+  // workload holding capacity there, no live agent token or certificate), with its declaration.
+  // Afterwards its agent is forgotten (a connection still open is closed) and the scheduler holds
+  // no capacity there. Platform admins only (PERMISSION_DENIED); INVALID_ARGUMENT naming `name`;
   // FAILED_PRECONDITION naming what is left; NOT_FOUND.
   absl::Status DeleteCluster(const auth::Principal& who, const std::string& name);
 
@@ -274,6 +279,23 @@ class ControlPlane {
   absl::Status ApplyAgentReports(AgentLink& link, const std::vector<AgentReport>& reports);
   // The connection ended.
   void AgentDisconnected(const AgentLink& link);
+
+  // ---- Cluster identity (mutual TLS; docs/security.md#cluster-identity-mutual-tls) ----
+
+  // Platform admins issue a certificate naming `cluster` (which need not have registered yet):
+  // for the public key of `csr_pem`, whatever its subject says, or for a new key pair returned
+  // once. The certificate is recorded before it is returned. INVALID_ARGUMENT naming cluster or
+  // csr_pem; PERMISSION_DENIED for other roles; FAILED_PRECONDITION when the server has no
+  // cluster CA.
+  absl::StatusOr<IssuedClusterCertificate> EnrollCluster(const auth::Principal& who,
+                                                         const std::string& cluster,
+                                                         const std::string& csr_pem);
+  // Platform admins cut `cluster` off: every certificate issued to it and every agent token
+  // bound to it is revoked, and its live agent connection, whatever credential it registered
+  // with, is closed (UNAUTHENTICATED) at once in this process, after the commit. Returns how
+  // many certificates and tokens were revoked (0: nothing was live; the connection is closed
+  // all the same). INVALID_ARGUMENT naming cluster; PERMISSION_DENIED for other roles.
+  absl::StatusOr<int> RevokeCluster(const auth::Principal& who, const std::string& cluster);
 
   // ---- Tenancy ----
 

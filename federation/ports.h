@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "federation/fair_share.h"
 #include "federation/preemption.h"
 #include "federation/quota.h"
+#include "federation/store.h"
 #include "federation/types.h"
 
 namespace gpufed {
@@ -53,6 +55,28 @@ class CredentialSink {
  public:
   virtual ~CredentialSink() = default;
   virtual void Revoked(int64_t token_id) = 0;
+};
+
+// A certificate issued to a cluster, with what the agent needs to use it.
+struct IssuedClusterCertificate {
+  std::string cert_pem;
+  std::string key_pem;  // PEM; empty when issued for the caller's CSR
+  std::string ca_cert_pem;
+  ClusterCertificate certificate;  // what the store records of it (serial, cluster, validity)
+};
+
+// Issues the certificates agents present on mutual TLS (the cluster CA, auth/cluster_ca.h,
+// behind it). Thread-safe.
+class ClusterCertificateIssuer {
+ public:
+  virtual ~ClusterCertificateIssuer() = default;
+  // A certificate naming `cluster`, valid from `now` for the configured lifetime: for the public
+  // key of `csr_pem` (its subject ignored), or, when it is empty, for a new key pair.
+  // INVALID_ARGUMENT naming csr_pem for a CSR that is too big, does not parse or whose signature
+  // does not verify; FAILED_PRECONDITION when the CA has expired.
+  virtual absl::StatusOr<IssuedClusterCertificate> Issue(const std::string& cluster,
+                                                         const std::string& csr_pem,
+                                                         Timestamp now) = 0;
 };
 
 // "Only one scheduler is active." Not thread-safe: one owner (the control loop).

@@ -236,7 +236,8 @@ class ClusterStore {
   // that only has a declaration loses that). A registered cluster must be cordoned first, so that
   // no placement lands there meanwhile (SetCordon's fence), and nothing may depend on it any
   // more: FAILED_PRECONDITION naming what is left (and nothing changes) while it is not
-  // cordoned, workloads hold capacity there, or a live agent token names it. NOT_FOUND when there
+  // cordoned, workloads hold capacity there, or a live agent token or certificate names it
+  // (ClusterCertificateStore). NOT_FOUND when there
   // is neither a cluster nor a declaration by that name.
   virtual absl::Status DeleteCluster(const std::string& cluster) = 0;
   // Clusters come with their admin's declaration (Cluster::declared; empty when none).
@@ -380,6 +381,37 @@ class TenantStore {
   static constexpr int kMaxBindingList = 1000;
   virtual absl::StatusOr<std::vector<RoleBinding>> ListRoleBindings(const std::string& tenant,
                                                                     const std::string& project) = 0;
+};
+
+// A certificate the cluster CA issued (docs/security.md#cluster-identity-mutual-tls).
+struct ClusterCertificate {
+  std::string serial;  // upper-case hexadecimal, as auth::ClusterCa writes it
+  std::string cluster;
+  Timestamp not_before{};
+  Timestamp not_after{};
+  // Set by the store: when it was recorded, and revoked.
+  Timestamp issue_time{};
+  std::optional<Timestamp> revoke_time;
+};
+
+// The cluster certificates issued: an agent's certificate speaks for its cluster only while it
+// is recorded here for that cluster and not revoked.
+class ClusterCertificateStore {
+ public:
+  virtual ~ClusterCertificateStore() = default;
+
+  // Records an issued certificate; returns it as stored. INVALID_ARGUMENT for a serial that is
+  // not 1 to 40 upper-case hexadecimal digits, an empty cluster, or not_after not after not_before;
+  // ALREADY_EXISTS for a serial recorded before.
+  virtual absl::StatusOr<ClusterCertificate> AddClusterCertificate(
+      const ClusterCertificate& certificate) = 0;
+  // The certificate `serial` when it is recorded for `cluster`, not revoked and not past its
+  // not_after (the store's clock); NOT_FOUND otherwise, whatever the reason.
+  virtual absl::StatusOr<ClusterCertificate> LookupClusterCertificate(
+      const std::string& serial, const std::string& cluster) = 0;
+  // Revokes every unrevoked certificate of `cluster` at once (lookups stop finding them);
+  // returns how many. Revoked certificates keep their first revocation time.
+  virtual absl::StatusOr<int> RevokeClusterCertificates(const std::string& cluster) = 0;
 };
 
 }  // namespace gpufed

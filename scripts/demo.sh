@@ -2,7 +2,8 @@
 # The whole of gpufed on one machine: a server with its own embedded PostgreSQL, three simulated
 # clusters (an on-prem DGX H100 site, a cloud A100 region, an edge site with L4s), a tenant with
 # two projects, and a mixed batch of workloads that must all succeed. Everything talks TLS: the
-# demo makes a local CA and a server certificate under its data folder (data/tls/) first.
+# demo makes a local CA and a server certificate under its data folder (data/tls/) first, and a
+# cluster CA from which each agent is enrolled: agents connect with client certificates.
 #
 # Run it through `make demo` (which builds first) or directly once built. It keeps running until
 # Ctrl-C, or for DEMO_SECONDS seconds when set (0: stop as soon as the batch has succeeded).
@@ -283,6 +284,8 @@ setsid "$SERVER" \
   --log-level "$LOG_LEVEL" \
   --tls-cert-file "$TLS_DIR/server.crt" \
   --tls-key-file "$TLS_DIR/server.key" \
+  --cluster-ca-cert-file "$TLS_DIR/cluster-ca.crt" \
+  --cluster-ca-key-file "$TLS_DIR/cluster-ca.key" \
   </dev/null >"$LOG_DIR/server.log" 2>&1 &
 SERVER_PID=$!
 echo "$SERVER_PID" >"$RUN_DIR/server.pid"
@@ -384,13 +387,12 @@ say "wrote $CONFIG_FILE (mode 0600)"
 
 mkdir -p "$DEMO_DIR/agents"
 chmod 0700 "$DEMO_DIR/agents"
+# Each cluster gets its client certificate from the server's cluster CA (mutual TLS): the
+# certificate names the cluster, and the agent speaks for that cluster only, with no token.
 for c in "${CLUSTERS[@]}"; do
-  token=$(create_token --role agent --subject "$c" --cluster "$c")
-  [[ -n "$token" ]] || die "tokens create printed no agent token for $c"
-  (
-    umask 077
-    printf '%s\n' "$token" >"$DEMO_DIR/agents/$c.token"
-  )
+  echo "  \$ gpufedctl clusters enroll $c --out-dir $DEMO_DIR/agents" >&2
+  "$CTL" --config "$ADMIN_CONFIG" clusters enroll "$c" --out-dir "$DEMO_DIR/agents" >/dev/null ||
+    die "gpufedctl clusters enroll $c failed"
 done
 
 say "starting three agents (simulated backends)"
@@ -398,7 +400,8 @@ for c in "${CLUSTERS[@]}"; do
   setsid "$AGENT" \
     --server "$GRPC_ADDR" \
     --ca-file "$CA_FILE" \
-    --token-file "$DEMO_DIR/agents/$c.token" \
+    --cert-file "$DEMO_DIR/agents/$c.crt" \
+    --key-file "$DEMO_DIR/agents/$c.key" \
     --topology "${TOPOLOGY_OF[$c]}" \
     --backend sim \
     --work-dir "$DATA_DIR/agent-$c" \

@@ -7,9 +7,12 @@
 #   NAME  DNS names and IP addresses the server is dialled by (default: localhost 127.0.0.1 ::1)
 #
 # Writes DIR/ca.crt (give it to clients: --ca-file), DIR/ca.key (0600), DIR/server.crt and
-# DIR/server.key (0600; the server's --tls-cert-file and --tls-key-file). A CA already in DIR is
-# kept, so clients that trust it go on working; the server pair is new at every run and replaces
-# the old one atomically (key first), so a running server picks it up without a restart.
+# DIR/server.key (0600; the server's --tls-cert-file and --tls-key-file), and a second CA for
+# agents' client certificates, DIR/cluster-ca.crt and DIR/cluster-ca.key (0600; the server's
+# --cluster-ca-cert-file and --cluster-ca-key-file, docs/operations.md#cluster-certificates).
+# CAs already in DIR are kept, so clients that trust them and certificates they issued go on
+# working; the server pair is new at every run and replaces the old one atomically (key first),
+# so a running server picks it up without a restart.
 set -euo pipefail
 
 dir=${1:?usage: $0 DIR [NAME...]}
@@ -35,6 +38,14 @@ if [[ ! -s "$dir/ca.crt" || ! -s "$dir/ca.key" ]]; then
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
     -keyout "$dir/ca.key" -out "$dir/ca.crt" 2>/dev/null
   chmod 0644 "$dir/ca.crt"
+fi
+
+if [[ ! -s "$dir/cluster-ca.crt" || ! -s "$dir/cluster-ca.key" ]]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -sha256 -days 3650 \
+    -subj "/CN=gpufed development cluster CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -keyout "$dir/cluster-ca.key" -out "$dir/cluster-ca.crt" 2>/dev/null
+  chmod 0644 "$dir/cluster-ca.crt"
 fi
 
 work=$(mktemp -d "$dir/.new-XXXXXX")

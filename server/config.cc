@@ -56,6 +56,9 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "tls_key_file",
                                 "tls_reload_interval_seconds",
                                 "insecure_plaintext",
+                                "cluster_ca_cert_file",
+                                "cluster_ca_key_file",
+                                "cluster_cert_lifetime_days",
                                 "heartbeat_timeout_seconds",
                                 "heartbeat_interval_ms",
                                 "agent_lease_ms",
@@ -95,6 +98,9 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "tls_key_file", &config->tls_key_file),
         ReadKey(root, file, "tls_reload_interval_seconds", &config->tls_reload_interval_seconds),
         ReadKey(root, file, "insecure_plaintext", &config->insecure_plaintext),
+        ReadKey(root, file, "cluster_ca_cert_file", &config->cluster_ca_cert_file),
+        ReadKey(root, file, "cluster_ca_key_file", &config->cluster_ca_key_file),
+        ReadKey(root, file, "cluster_cert_lifetime_days", &config->cluster_cert_lifetime_days),
         ReadKey(root, file, "heartbeat_timeout_seconds", &config->heartbeat_timeout_seconds),
         ReadKey(root, file, "heartbeat_interval_ms", &config->heartbeat_interval_ms),
         ReadKey(root, file, "agent_lease_ms", &config->agent_lease_ms),
@@ -177,6 +183,17 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--insecure-plaintext", config.insecure_plaintext,
                "DEVELOPMENT ONLY: serve gRPC and HTTP without TLS (tokens travel in the clear)");
+  app.add_option("--cluster-ca-cert-file", config.cluster_ca_cert_file,
+                 "cluster CA certificate (PEM): agents' client certificates are verified "
+                 "against it (mutual TLS)")
+      ->envname("GPUFED_CLUSTER_CA_CERT_FILE");
+  app.add_option("--cluster-ca-key-file", config.cluster_ca_key_file,
+                 "the cluster CA's private key (PEM, mode 0600): issues cluster certificates")
+      ->envname("GPUFED_CLUSTER_CA_KEY_FILE");
+  app.add_option("--cluster-cert-lifetime-days", config.cluster_cert_lifetime_days,
+                 "days an issued cluster certificate lives")
+      ->check(CLI::Range(1, 366))
+      ->capture_default_str();
   app.add_option("--heartbeat-timeout", config.heartbeat_timeout_seconds,
                  "seconds without heartbeat before a cluster is unreachable")
       ->check(CLI::Range(1, 3600))
@@ -312,6 +329,10 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
         absl::StrCat("tls_reload_interval_seconds: must be 1 to 86400, got ",
                      config.tls_reload_interval_seconds));
   }
+  if (config.cluster_cert_lifetime_days < 1 || config.cluster_cert_lifetime_days > 366) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster_cert_lifetime_days: must be 1 to 366, got ", config.cluster_cert_lifetime_days));
+  }
   if (absl::Status s = CheckTlsSettings(config); !s.ok()) return s;
   if (!config.database_url_file.empty()) {
     if (!config.database_url.empty()) {
@@ -359,6 +380,14 @@ absl::Status CheckSecretFile(absl::string_view setting, const std::string& path)
 absl::Status CheckTlsSettings(const ServerConfig& config) {
   const bool cert = !config.tls_cert_file.empty();
   const bool key = !config.tls_key_file.empty();
+  const bool ca_cert = !config.cluster_ca_cert_file.empty();
+  const bool ca_key = !config.cluster_ca_key_file.empty();
+  if (ca_cert && !ca_key) {
+    return absl::InvalidArgumentError("cluster_ca_key_file: required with cluster_ca_cert_file");
+  }
+  if (ca_key && !ca_cert) {
+    return absl::InvalidArgumentError("cluster_ca_cert_file: required with cluster_ca_key_file");
+  }
   if (config.insecure_plaintext) {
     if (cert || key) {
       return absl::InvalidArgumentError(

@@ -30,6 +30,17 @@ struct ServerConfig {
   std::string tls_key_file;
   int tls_reload_interval_seconds = 10;
   bool insecure_plaintext = false;
+  // Mutual TLS for agents (docs/operations.md#cluster-certificates): the cluster CA's
+  // certificate and key (PEM). With them the gRPC listener asks every client for a certificate
+  // and refuses the handshake of one this CA did not sign or that is outside its validity;
+  // clients without a certificate (people and programs with bearer tokens) still get through.
+  // With insecure_plaintext the CA still issues certificates (gpufedctl clusters enroll) but no
+  // client certificate can be asked for: agents use tokens (development only). The key, like
+  // every secret file, is refused when other users may read it.
+  std::string cluster_ca_cert_file;
+  std::string cluster_ca_key_file;
+  // How long a certificate the cluster CA issues lives, in days (never past the CA's own).
+  int cluster_cert_lifetime_days = 90;
   // Failover (docs/operations.md#failover): an agent heartbeats every heartbeat_interval_ms;
   // each answered heartbeat extends its lease to agent_lease_ms from when it was sent, and when
   // the lease runs out it stops its restartable work by itself; a cluster silent for
@@ -77,8 +88,9 @@ struct ServerConfig {
 // CANCELLED; on bad flags or a bad file, INVALID_ARGUMENT with one clear line.
 absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv);
 
-// TLS or plaintext, said once: both certificate files, or insecure_plaintext, and not both.
-// INVALID_ARGUMENT naming the setting otherwise. (Whether the files load is Server's to check.)
+// TLS or plaintext, said once: both certificate files, or insecure_plaintext, and not both;
+// both cluster CA files or neither. INVALID_ARGUMENT naming the setting
+// otherwise. (Whether the files load is Server's to check.)
 absl::Status CheckTlsSettings(const ServerConfig& config);
 
 // A file holding a secret (the TLS key, database_url_file) must not be open to other users:

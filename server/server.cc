@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -26,6 +28,7 @@
 #include "api/tenant_service.h"
 #include "api/watch_hub.h"
 #include "api/workload_service.h"
+#include "auth/cluster_ca.h"
 #include "federation/agent_registry.h"
 #include "federation/clock.h"
 #include "federation/control_loop.h"
@@ -79,7 +82,42 @@ absl::Status WriteSecretFile(const std::string& path, const std::string& content
   return absl::OkStatus();
 }
 
+// The whole of the file named by `setting`; INVALID_ARGUMENT naming it when it cannot be read.
+absl::StatusOr<std::string> ReadSettingFile(absl::string_view setting, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(setting, ": cannot read ", path));
+  return text.str();
+}
+
 }  // namespace
+
+// The cluster CA as the control plane's certificate issuer.
+class Server::CaIssuer final : public ClusterCertificateIssuer {
+ public:
+  CaIssuer(std::unique_ptr<auth::ClusterCa> ca, std::chrono::seconds lifetime)
+      : ca_(std::move(ca)), lifetime_(lifetime) {}
+
+  absl::StatusOr<IssuedClusterCertificate> Issue(const std::string& cluster,
+                                                 const std::string& csr_pem,
+                                                 Timestamp now) override {
+    ASSIGN_OR_RETURN(auth::IssuedCertificate issued, ca_->Issue(cluster, csr_pem, now, lifetime_));
+    IssuedClusterCertificate out;
+    out.cert_pem = std::move(issued.cert_pem);
+    out.key_pem = std::move(issued.key_pem);
+    out.ca_cert_pem = ca_->cert_pem();
+    out.certificate.serial = issued.info.serial;
+    out.certificate.cluster = issued.info.cluster;
+    out.certificate.not_before = issued.info.not_before;
+    out.certificate.not_after = issued.info.not_after;
+    return out;
+  }
+
+ private:
+  const std::unique_ptr<auth::ClusterCa> ca_;
+  const std::chrono::seconds lifetime_;
+};
 
 Server::Server(ServerConfig config) : config_(std::move(config)) {}
 
@@ -108,6 +146,22 @@ absl::Status Server::Start() {
 
   // Before anything starts: a certificate that does not load stops the server with one line.
   RETURN_IF_ERROR(CheckTlsSettings(config_));
+  if (!config_.cluster_ca_cert_file.empty()) {
+    // The key is checked before it is read, as the TLS key is.
+    RETURN_IF_ERROR(CheckSecretFile("cluster_ca_key_file", config_.cluster_ca_key_file));
+    ASSIGN_OR_RETURN(const std::string ca_cert,
+                     ReadSettingFile("cluster_ca_cert_file", config_.cluster_ca_cert_file));
+    ASSIGN_OR_RETURN(const std::string ca_key,
+                     ReadSettingFile("cluster_ca_key_file", config_.cluster_ca_key_file));
+    ASSIGN_OR_RETURN(std::unique_ptr<auth::ClusterCa> ca, auth::ClusterCa::Create(ca_cert, ca_key));
+    cluster_issuer_ = std::make_unique<CaIssuer>(
+        std::move(ca), std::chrono::hours(24) * config_.cluster_cert_lifetime_days);
+    if (config_.insecure_plaintext) {
+      spdlog::warn(
+          "cluster_ca_cert_file with insecure_plaintext: certificates are issued but no client "
+          "certificate can be presented; agents authenticate with tokens");
+    }
+  }
   std::shared_ptr<grpc::ServerCredentials> grpc_credentials;
   if (config_.insecure_plaintext) {
     spdlog::warn(
@@ -117,8 +171,10 @@ absl::Status Server::Start() {
   } else {
     // The key is checked here, before it is read, so that no path reads a key open to others.
     RETURN_IF_ERROR(CheckSecretFile("tls_key_file", config_.tls_key_file));
-    const TlsFiles files{config_.tls_cert_file, config_.tls_key_file};
+    TlsFiles files{config_.tls_cert_file, config_.tls_key_file};
     ASSIGN_OR_RETURN(http_certificate_, HttpCertificate::Create(files));
+    // HTTPS serves people and Prometheus only; agents speak gRPC.
+    files.client_ca_file = config_.cluster_ca_cert_file;
     grpc_credentials = GrpcServerCredentials(files, config_.tls_reload_interval_seconds);
   }
 
@@ -170,7 +226,7 @@ absl::Status Server::Start() {
   scheduler_options.fair_share_half_life = std::chrono::hours(config_.fair_share_half_life_hours);
   scheduler_ = std::make_unique<Scheduler>(store_.get(), store_.get(), scheduler_options,
                                            store_.get(), clock_.get());
-  authn_ = std::make_unique<api::Authenticator>(store_.get(), clock_.get());
+  authn_ = std::make_unique<api::Authenticator>(store_.get(), clock_.get(), store_.get());
   executor_ = std::make_unique<api::Executor>("api", config_.executor_threads, 20000);
   agent_executor_ =
       std::make_unique<api::Executor>("agents", config_.agent_executor_threads, 20000);
@@ -192,6 +248,8 @@ absl::Status Server::Start() {
   ports.clock = clock_.get();
   ports.metrics = control_metrics_.get();
   ports.credentials = revocations_.get();
+  ports.certificates = store_.get();
+  ports.issuer = cluster_issuer_.get();
   plane_ = std::make_unique<ControlPlane>(ports);
   RETURN_IF_ERROR(plane_->Start());
   leader_lock_ = std::make_unique<storage::LeaderLock>(dsn_, storage::LeaderLock::kSchedulerKey);

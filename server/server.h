@@ -80,9 +80,12 @@ class Server {
   // The embedded PostgreSQL's supervisor: checks every second that the postmaster lives, and
   // restarts it when it died, with backoff; gives up (live() false) when it will not start.
   void SuperviseDatabase();
+  class CaIssuer;
 
   const ServerConfig config_;
   std::unique_ptr<SystemClock> clock_;  // before everything that reads it
+  // The cluster CA (cluster_ca_cert_file); null without one. Before the control plane.
+  std::unique_ptr<CaIssuer> cluster_issuer_;
   std::unique_ptr<storage::EmbeddedPostgres> embedded_;
   std::string dsn_;
   std::unique_ptr<storage::PgStore> store_;

@@ -33,11 +33,23 @@ std::string OpenSslReason() {
 
 std::shared_ptr<grpc::ServerCredentials> GrpcServerCredentials(const TlsFiles& files,
                                                                int refresh_seconds) {
+  const auto refresh = static_cast<unsigned int>(std::max(1, refresh_seconds));
+  if (files.client_ca_file.empty()) {
+    auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        files.key_file, files.cert_file, refresh);
+    grpc::experimental::TlsServerCredentialsOptions options(provider);
+    options.watch_identity_key_cert_pairs();
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    return grpc::experimental::TlsServerCredentials(options);
+  }
   auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      files.key_file, files.cert_file, static_cast<unsigned int>(std::max(1, refresh_seconds)));
+      files.key_file, files.cert_file, files.client_ca_file, refresh);
   grpc::experimental::TlsServerCredentialsOptions options(provider);
   options.watch_identity_key_cert_pairs();
-  options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  options.watch_root_certs();
+  // Asked, not required: people and programs on the same port hold bearer tokens, not
+  // certificates. A certificate that is presented is verified in full (chain and validity).
+  options.set_cert_request_type(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
   return grpc::experimental::TlsServerCredentials(options);
 }
 

@@ -32,10 +32,14 @@ namespace gpufed::server {
 struct TlsFiles {
   std::string cert_file;  // PEM: the server's certificate, then any intermediate certificates
   std::string key_file;   // PEM: its private key
+  // PEM: the CA clients' certificates must chain to (the cluster CA); empty: none is asked for.
+  std::string client_ca_file;
 };
 
-// gRPC server credentials serving `files`, re-read every `refresh_seconds` (at least 1). Clients
-// are not asked for a certificate.
+// gRPC server credentials serving `files`, re-read every `refresh_seconds` (at least 1). With a
+// client_ca_file every client is asked for a certificate: one presented must chain to that CA and
+// be within its validity, or the handshake fails; a client without one is let through (it
+// authenticates with a bearer token). The CA file is re-read like the others.
 std::shared_ptr<grpc::ServerCredentials> GrpcServerCredentials(const TlsFiles& files,
                                                                int refresh_seconds);
 

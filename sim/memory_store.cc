@@ -649,6 +649,15 @@ absl::Status MemoryStore::DeleteCluster(const std::string& cluster) {
       return absl::FailedPreconditionError(absl::StrCat("cluster ", cluster, " has ", tokens,
                                                         " live agent tokens: revoke them first"));
     }
+    const auto certificates =
+        std::count_if(certificates_.begin(), certificates_.end(), [&](const auto& c) {
+          return c.second.cluster == cluster && !c.second.revoke_time && c.second.not_after > now;
+        });
+    if (certificates > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cluster ", cluster, " has ", certificates,
+                       " live certificates: revoke the cluster (clusters revoke) first"));
+    }
   }
   const bool declared = declarations_.erase(cluster) > 0;
   if (it == clusters_.end() && !declared) {
@@ -810,6 +819,51 @@ absl::Status MemoryStore::DeleteTenant(const std::string& name) {
   std::erase_if(bindings_, [&](const auto& b) { return std::get<0>(b.first) == name; });
   tenants_.erase(name);
   return absl::OkStatus();
+}
+
+absl::StatusOr<ClusterCertificate> MemoryStore::AddClusterCertificate(
+    const ClusterCertificate& certificate) {
+  // PgStore's table refuses a serial that is not upper-case hexadecimal: so does this.
+  const bool hex = !certificate.serial.empty() && certificate.serial.size() <= 40 &&
+                   std::all_of(certificate.serial.begin(), certificate.serial.end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F');
+                   });
+  if (!hex) return absl::InvalidArgumentError("serial: must be upper-case hexadecimal");
+  if (certificate.cluster.empty()) return absl::InvalidArgumentError("cluster: must not be empty");
+  if (certificate.not_after <= certificate.not_before) {
+    return absl::InvalidArgumentError("not_after: must be after not_before");
+  }
+  absl::MutexLock lock(&mu_);
+  if (certificates_.contains(certificate.serial)) {
+    return absl::AlreadyExistsError("serial: a certificate with this serial exists");
+  }
+  ClusterCertificate stored = certificate;
+  stored.issue_time = Now();
+  stored.revoke_time.reset();
+  certificates_.emplace(stored.serial, stored);
+  return stored;
+}
+
+absl::StatusOr<ClusterCertificate> MemoryStore::LookupClusterCertificate(
+    const std::string& serial, const std::string& cluster) {
+  absl::MutexLock lock(&mu_);
+  auto it = certificates_.find(serial);
+  if (it == certificates_.end() || it->second.cluster != cluster || it->second.revoke_time ||
+      it->second.not_after <= Now()) {
+    return absl::NotFoundError("cluster certificate not found");
+  }
+  return it->second;
+}
+
+absl::StatusOr<int> MemoryStore::RevokeClusterCertificates(const std::string& cluster) {
+  absl::MutexLock lock(&mu_);
+  int revoked = 0;
+  for (auto& [serial, certificate] : certificates_) {
+    if (certificate.cluster != cluster || certificate.revoke_time) continue;
+    certificate.revoke_time = Now();
+    ++revoked;
+  }
+  return revoked;
 }
 
 absl::StatusOr<TokenRecord> MemoryStore::RevokeToken(int64_t id, const std::string& tenant,

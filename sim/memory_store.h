@@ -47,7 +47,8 @@ namespace gpufed::sim {
 class MemoryStore final : public WorkloadStore,
                           public ClusterStore,
                           public TenantStore,
-                          public QuotaStore {
+                          public QuotaStore,
+                          public ClusterCertificateStore {
  public:
   // Time from the store's own FakeClock (clock()).
   MemoryStore();
@@ -136,6 +137,13 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<std::vector<RoleBinding>> ListRoleBindings(const std::string& tenant,
                                                             const std::string& project) override;
 
+  // ---- ClusterCertificateStore ----
+  absl::StatusOr<ClusterCertificate> AddClusterCertificate(
+      const ClusterCertificate& certificate) override;
+  absl::StatusOr<ClusterCertificate> LookupClusterCertificate(const std::string& serial,
+                                                              const std::string& cluster) override;
+  absl::StatusOr<int> RevokeClusterCertificates(const std::string& cluster) override;
+
   // ---- QuotaStore ----
   absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) override;
   absl::Status DeleteQuota(const QuotaKey& key) override;
@@ -175,7 +183,8 @@ class MemoryStore final : public WorkloadStore,
   // By (tenant, project, subject): the order ListRoleBindings promises.
   std::map<std::tuple<std::string, std::string, std::string>, RoleBinding> bindings_
       ABSL_GUARDED_BY(mu_);
-  std::vector<PreemptionRecord> preemptions_ ABSL_GUARDED_BY(mu_);  // oldest first
+  std::vector<PreemptionRecord> preemptions_ ABSL_GUARDED_BY(mu_);               // oldest first
+  std::map<std::string, ClusterCertificate> certificates_ ABSL_GUARDED_BY(mu_);  // by serial
   std::map<std::pair<std::string, std::string>, ShareWeight> weights_ ABSL_GUARDED_BY(mu_);
   UsageSnapshot usage_ ABSL_GUARDED_BY(mu_);
   // By (tenant, project, resource): the order ListQuotas promises.

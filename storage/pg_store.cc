@@ -371,7 +371,9 @@ constexpr const char* kClusterDependents =
     "(SELECT count(*) FROM workloads w WHERE w.cluster = $1 AND w.state IN ('PLACED', 'RUNNING')) "
     "AS held, "
     "(SELECT count(*) FROM api_tokens t WHERE t.cluster = $1 AND t.revoked_at IS NULL "
-    "AND (t.expires_at IS NULL OR t.expires_at > now())) AS tokens "
+    "AND (t.expires_at IS NULL OR t.expires_at > now())) AS tokens, "
+    "(SELECT count(*) FROM cluster_certificates k WHERE k.cluster = $1 AND k.revoked_at IS NULL "
+    "AND k.not_after > now()) AS certificates "
     "FROM clusters c WHERE c.name = $1 FOR UPDATE OF c";
 constexpr const char* kDeleteCluster =
     "WITH d AS (DELETE FROM cluster_declarations WHERE cluster = $1 RETURNING 1), "
@@ -509,6 +511,20 @@ constexpr const char* kListBindings =
     "SELECT" GPUFED_BINDING_COLUMNS
     "FROM role_bindings WHERE ($1 = '' OR tenant = $1) AND ($2 = '' OR project = $2) "
     "ORDER BY tenant NULLS FIRST, project NULLS FIRST, subject LIMIT $3";
+// ---- Cluster certificates ----
+#define GPUFED_CLUSTER_CERT_COLUMNS                                                                \
+  " serial, cluster, epoch_us(not_before) AS not_before_us, epoch_us(not_after) AS not_after_us, " \
+  "epoch_us(issued_at) AS issued_us, epoch_us(revoked_at) AS revoked_us "
+constexpr const char* kAddClusterCertificate =
+    "INSERT INTO cluster_certificates (serial, cluster, not_before, not_after) "
+    "VALUES ($1, $2, from_epoch_us($3), from_epoch_us($4)) ON CONFLICT (serial) DO NOTHING "
+    "RETURNING" GPUFED_CLUSTER_CERT_COLUMNS;
+constexpr const char* kLookupClusterCertificate =
+    "SELECT" GPUFED_CLUSTER_CERT_COLUMNS
+    "FROM cluster_certificates WHERE serial = $1 AND cluster = $2 AND revoked_at IS NULL "
+    "AND not_after > now()";
+constexpr const char* kRevokeClusterCertificates =
+    "UPDATE cluster_certificates SET revoked_at = now() WHERE cluster = $1 AND revoked_at IS NULL";
 // ---- Quotas ----
 #define GPUFED_QUOTA_COLUMNS                                                                 \
   " tenant, project, resource, guaranteed_milli, coalesce(limit_milli, -1) AS limit_milli, " \
@@ -626,6 +642,9 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"revoke_subject_tokens", kRevokeSubjectTokens},
     {"delete_binding", kDeleteBinding},
     {"list_bindings", kListBindings},
+    {"add_cluster_certificate", kAddClusterCertificate},
+    {"lookup_cluster_certificate", kLookupClusterCertificate},
+    {"revoke_cluster_certificates", kRevokeClusterCertificates},
     {"lock_quota_tenant", kLockQuotaTenant},
     {"lock_quota_resource", kLockQuotaResource},
     {"project_exists", kProjectExists},
@@ -1871,6 +1890,11 @@ absl::Status PgStore::DeleteCluster(const std::string& cluster) {
         return absl::FailedPreconditionError(absl::StrCat("cluster ", cluster, " has ", tokens,
                                                           " live agent tokens: revoke them first"));
       }
+      if (const auto certificates = row["certificates"].as<int64_t>(); certificates > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cluster ", cluster, " has ", certificates,
+                         " live certificates: revoke the cluster (clusters revoke) first"));
+      }
     }
     if (txn.exec_prepared1("delete_cluster", cluster)[0].as<int64_t>() == 0) {
       return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
@@ -2197,6 +2221,63 @@ absl::StatusOr<int64_t> PgStore::CountTokens() {
   return pool_->Transact<pqxx::nontransaction>(
       "count tokens", [](pqxx::nontransaction& txn) -> absl::StatusOr<int64_t> {
         return txn.exec_prepared1("count_tokens")[0].as<int64_t>();
+      });
+}
+
+namespace {
+
+ClusterCertificate ClusterCertificateFromRow(const pqxx::row& row) {
+  ClusterCertificate c;
+  c.serial = row["serial"].c_str();
+  c.cluster = row["cluster"].c_str();
+  c.not_before = FromMicros(row["not_before_us"].as<int64_t>());
+  c.not_after = FromMicros(row["not_after_us"].as<int64_t>());
+  c.issue_time = FromMicros(row["issued_us"].as<int64_t>());
+  if (!row["revoked_us"].is_null()) c.revoke_time = FromMicros(row["revoked_us"].as<int64_t>());
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<ClusterCertificate> PgStore::AddClusterCertificate(
+    const ClusterCertificate& certificate) {
+  const bool hex = !certificate.serial.empty() && certificate.serial.size() <= 40 &&
+                   std::all_of(certificate.serial.begin(), certificate.serial.end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F');
+                   });
+  if (!hex) return absl::InvalidArgumentError("serial: must be upper-case hexadecimal");
+  if (certificate.cluster.empty()) return absl::InvalidArgumentError("cluster: must not be empty");
+  if (certificate.not_after <= certificate.not_before) {
+    return absl::InvalidArgumentError("not_after: must be after not_before");
+  }
+  return pool_->Transact(
+      "add cluster certificate", [&](pqxx::work& txn) -> absl::StatusOr<ClusterCertificate> {
+        pqxx::result r =
+            txn.exec_prepared("add_cluster_certificate", certificate.serial, certificate.cluster,
+                              ToMicros(certificate.not_before), ToMicros(certificate.not_after));
+        if (r.empty()) {
+          return absl::AlreadyExistsError("serial: a certificate with this serial exists");
+        }
+        return ClusterCertificateFromRow(r[0]);
+      });
+}
+
+absl::StatusOr<ClusterCertificate> PgStore::LookupClusterCertificate(const std::string& serial,
+                                                                     const std::string& cluster) {
+  return pool_->Transact<pqxx::nontransaction>(
+      "look up cluster certificate",
+      [&](pqxx::nontransaction& txn) -> absl::StatusOr<ClusterCertificate> {
+        pqxx::result r = txn.exec_prepared("lookup_cluster_certificate", serial, cluster);
+        if (r.empty()) return absl::NotFoundError("cluster certificate not found");
+        return ClusterCertificateFromRow(r[0]);
+      });
+}
+
+absl::StatusOr<int> PgStore::RevokeClusterCertificates(const std::string& cluster) {
+  return pool_->Transact(
+      "revoke cluster certificates", [&](pqxx::work& txn) -> absl::StatusOr<int> {
+        return static_cast<int>(
+            txn.exec_prepared("revoke_cluster_certificates", cluster).affected_rows());
       });
 }
 

@@ -51,6 +51,8 @@
 //     or an agent token without cluster; NOT_FOUND for an unknown tenant. Roles are stored by
 //     auth::RoleName and read back with auth::ParseRole (INTERNAL for a name it does not know).
 //   - ListProjects: NOT_FOUND for an unknown tenant.
+//   - Cluster certificates (migrations/0021) are keyed by serial; a serial that is not upper-case
+//     hexadecimal is refused by the table (INVALID_ARGUMENT).
 //   - SetQuota takes transaction-scoped advisory locks on the tenant's quotas and then on the
 //     resource (always in that order), so the per-tenant cap and `check` see every other write
 //     to them committed or not yet started.
@@ -105,7 +107,8 @@ struct PgStoreOptions {
 class PgStore final : public WorkloadStore,
                       public ClusterStore,
                       public TenantStore,
-                      public QuotaStore {
+                      public QuotaStore,
+                      public ClusterCertificateStore {
  public:
   using Options = PgStoreOptions;
 
@@ -187,6 +190,13 @@ class PgStore final : public WorkloadStore,
   absl::StatusOr<std::vector<RoleBinding>> ListRoleBindings(const std::string& tenant,
                                                             const std::string& project) override;
   absl::StatusOr<int64_t> CountTokens() override;
+
+  // ---- ClusterCertificateStore ----
+  absl::StatusOr<ClusterCertificate> AddClusterCertificate(
+      const ClusterCertificate& certificate) override;
+  absl::StatusOr<ClusterCertificate> LookupClusterCertificate(const std::string& serial,
+                                                              const std::string& cluster) override;
+  absl::StatusOr<int> RevokeClusterCertificates(const std::string& cluster) override;
 
   // ---- QuotaStore ----
   absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) override;

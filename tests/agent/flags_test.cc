@@ -21,7 +21,8 @@ constexpr const char* kEnv[] = {
     "GPUFED_AGENT_TOKEN_FILE",   "GPUFED_TOPOLOGY",         "GPUFED_BACKEND",
     "GPUFED_LOG_LEVEL",          "GPUFED_WORK_DIR",         "GPUFED_KILL_GRACE",
     "GPUFED_SPOT_RECLAIM_EVERY", "GPUFED_SPOT_RECLAIM_FOR", "GPUFED_DISCOVER",
-    "GPUFED_NVIDIA_SMI",         "GPUFED_CA_FILE"};
+    "GPUFED_NVIDIA_SMI",         "GPUFED_CA_FILE",          "GPUFED_AGENT_CERT_FILE",
+    "GPUFED_AGENT_KEY_FILE"};
 
 class FlagsTest : public ::testing::Test {
  protected:
@@ -90,7 +91,7 @@ TEST_F(FlagsTest, HelpAndVersionExitZero) {
 TEST_F(FlagsTest, BadFlagsAreOneLineAndExitTwo) {
   ExpectError(Parse({"--bogus"}), "--bogus");
   ExpectError(Parse({"--token", "t"}), "--topology is required");
-  ExpectError(Parse({"--topology", "t.yaml"}), "an agent token is required");
+  ExpectError(Parse({"--topology", "t.yaml"}), "an agent token or certificate is required");
   ExpectError(Parse({"--topology", "t", "--token", "t", "--backend", "gpu"}), "--backend");
   ExpectError(Parse({"--topology", "t", "--token", "t", "--log-level", "loud"}), "--log-level");
   ExpectError(Parse({"--topology", "t", "--token", "t", "--kill-grace", "-1"}), "--kill-grace");
@@ -295,6 +296,41 @@ TEST_F(FlagsTest, BadCaFileOrCaFileWithPlaintextIsOneLine) {
   ExpectError(Parse({"--topology", "t.yaml", "--token", "s", "--insecure-plaintext", "--ca-file",
                      Write("ca.crt", "-----BEGIN CERTIFICATE-----\n")}),
               "give one");
+}
+
+TEST_F(FlagsTest, ACertificateAndKeyStandInForTheToken) {
+  const std::string cert = Write("east.crt", "-----BEGIN CERTIFICATE-----\nMIIB\n");
+  const std::string key = Write("east.key", "-----BEGIN PRIVATE KEY-----\nMIIE\n");
+  FlagsOutcome o = Parse({"--topology", "t.yaml", "--cert-file", cert, "--key-file", key});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->token, "");
+  EXPECT_EQ(o.flags->cert_pem, "-----BEGIN CERTIFICATE-----\nMIIB\n");
+  EXPECT_EQ(o.flags->key_pem, "-----BEGIN PRIVATE KEY-----\nMIIE\n");
+
+  setenv("GPUFED_AGENT_CERT_FILE", cert.c_str(), 1);
+  setenv("GPUFED_AGENT_KEY_FILE", key.c_str(), 1);
+  o = Parse({"--topology", "t.yaml"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->cert_file, cert);
+}
+
+TEST_F(FlagsTest, ABadClientPairIsOneLine) {
+  const std::string cert = Write("east.crt", "-----BEGIN CERTIFICATE-----\nMIIB\n");
+  const std::string key = Write("east.key", "-----BEGIN PRIVATE KEY-----\nMIIE\n");
+  ExpectError(Parse({"--topology", "t.yaml", "--cert-file", cert}), "--key-file: required");
+  ExpectError(Parse({"--topology", "t.yaml", "--key-file", key}), "--cert-file: required");
+  ExpectError(Parse({"--topology", "t.yaml", "--cert-file", key, "--key-file", key}),
+              "--cert-file");
+  ExpectError(Parse({"--topology", "t.yaml", "--cert-file", cert, "--key-file", cert}),
+              "--key-file");
+  ExpectError(Parse({"--topology", "t.yaml", "--cert-file", cert, "--key-file", key,
+                     "--insecure-plaintext"}),
+              "--insecure-plaintext");
+  ASSERT_EQ(chmod(key.c_str(), 0644), 0);
+  ExpectError(Parse({"--topology", "t.yaml", "--cert-file", cert, "--key-file", key}),
+              "--key-file: " + key + " is readable by other users");
+  // Neither a token nor a certificate.
+  ExpectError(Parse({"--topology", "t.yaml"}), "token or certificate is required");
 }
 
 }  // namespace

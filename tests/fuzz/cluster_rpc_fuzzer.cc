@@ -40,6 +40,16 @@ const RpcTable& Table() {
     }));
     rpcs.push_back(Unary<v1::ApplyClustersRequest>(
         "ApplyClusters", [](const v1::ApplyClustersRequest& r) { (void)CheckApplyClusters(r); }));
+    // ControlPlane::EnrollCluster checks the name before the CA reads the CSR (auth/cluster_ca.h,
+    // whose CSR parsing tests/unit/auth/cluster_ca_test.cc covers with real and forged CSRs).
+    rpcs.push_back(
+        Unary<v1::EnrollClusterRequest>("EnrollCluster", [](const v1::EnrollClusterRequest& r) {
+          OkOrInvalid(ValidateName("cluster", r.cluster()), "cluster");
+        }));
+    rpcs.push_back(
+        Unary<v1::RevokeClusterRequest>("RevokeCluster", [](const v1::RevokeClusterRequest& r) {
+          OkOrInvalid(ValidateName("cluster", r.cluster()), "cluster");
+        }));
     return new RpcTable("gpufed.v1.ClusterService", std::move(rpcs));
   }();
   return *table;

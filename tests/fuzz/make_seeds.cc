@@ -145,6 +145,12 @@ void ClusterSeeds(const fs::path& src, const fs::path& corpus) {
   drain.set_evict(true);
   WriteRpc(corpus, "cluster_rpc", service, "Drain", drain);
   WriteRpc(corpus, "cluster_rpc", service, "ListDeclarations", v1::ListDeclarationsRequest());
+  v1::EnrollClusterRequest enroll;
+  enroll.set_cluster("onprem-dgx");
+  WriteRpc(corpus, "cluster_rpc", service, "EnrollCluster", enroll);
+  v1::RevokeClusterRequest revoke;
+  revoke.set_cluster("onprem-dgx");
+  WriteRpc(corpus, "cluster_rpc", service, "RevokeCluster", revoke);
 }
 
 void TenantSeeds(const fs::path& corpus) {

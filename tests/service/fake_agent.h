@@ -20,8 +20,11 @@ namespace gpufed {
 // A hand-driven agent stream.
 class FakeAgentStream {
  public:
-  FakeAgentStream(const std::string& address, const std::string& token) {
-    stub_ = v1::AgentService::NewStub(testing::Connect(address));
+  FakeAgentStream(const std::string& address, const std::string& token)
+      : FakeAgentStream(testing::Connect(address), token) {}
+  // Over `channel` (a TLS channel presenting a client certificate, say); `token` empty: none.
+  FakeAgentStream(const std::shared_ptr<grpc::Channel>& channel, const std::string& token) {
+    stub_ = v1::AgentService::NewStub(channel);
     if (!token.empty()) ctx_.AddMetadata("authorization", "Bearer " + token);
     // A message that never comes fails the test instead of hanging it.
     ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));

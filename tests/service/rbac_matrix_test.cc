@@ -29,6 +29,7 @@
 #include "tests/service/raw_calls.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_matchers.h"
+#include "tests/support/test_certs.h"
 
 namespace gpufed {
 namespace {
@@ -101,8 +102,14 @@ struct Secret {
 class RbacMatrixTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // A cluster CA, so that EnrollCluster has one to issue with.
+    ASSERT_OK_AND_ASSIGN(testing::TestCa cluster_ca, testing::MakeTestCa(dir_.path(), "clusters"));
+    server::ServerConfig config;
+    config.cluster_ca_cert_file = cluster_ca.cert_file;
+    config.cluster_ca_key_file = dir_.path() + "/clusters-ca.key";
+    ASSERT_OK(testing::WriteFileAtomically(config.cluster_ca_key_file, cluster_ca.key_pem));
     ASSERT_OK_AND_ASSIGN(testing::InProcessServer started,
-                         testing::StartInProcessServer(dir_.path()));
+                         testing::StartInProcessServer(dir_.path() + "/data", config));
     server_ = std::move(started.server);
     address_ = started.address;
     admin_ = started.admin_token;
@@ -360,6 +367,17 @@ std::map<std::string, RbacMatrixTest::Cases> RbacMatrixTest::AllCases() {
         return Unary(who, "ClusterService/DeleteCluster", req);
       }};
 
+  c["ClusterService.EnrollCluster"] = {platform, [this](const Caller& who, const Aim&) {
+                                         v1::EnrollClusterRequest req;
+                                         req.set_cluster(Unique("enrolled"));
+                                         return Unary(who, "ClusterService/EnrollCluster", req);
+                                       }};
+  c["ClusterService.RevokeCluster"] = {platform, [this](const Caller& who, const Aim&) {
+                                         v1::RevokeClusterRequest req;
+                                         req.set_cluster(Unique("revoked"));
+                                         return Unary(who, "ClusterService/RevokeCluster", req);
+                                       }};
+
   // ---- TenantService
   c["TenantService.CreateTenant"] = {platform, [this](const Caller& who, const Aim&) {
                                        v1::CreateTenantRequest req;
@@ -578,7 +596,7 @@ TEST_F(RbacMatrixTest, EveryRpcHasAPolicyAndACase) {
       }
     }
   }
-  EXPECT_GE(declared.size(), 29u);
+  EXPECT_GE(declared.size(), 35u);
   for (const MethodPolicy& m : auth::MethodPolicies()) {
     EXPECT_TRUE(declared.contains(std::string(m.method))) << m.method << ": no such RPC";
   }

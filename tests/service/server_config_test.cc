@@ -29,8 +29,9 @@ class ServerConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // The environment variables the parser reads must not leak in from the caller.
-    for (const char* name : {"GPUFED_SERVER_CONFIG", "GPUFED_PLACEMENT_POLICY",
-                             "GPUFED_TLS_CERT_FILE", "GPUFED_TLS_KEY_FILE"}) {
+    for (const char* name :
+         {"GPUFED_SERVER_CONFIG", "GPUFED_PLACEMENT_POLICY", "GPUFED_TLS_CERT_FILE",
+          "GPUFED_TLS_KEY_FILE", "GPUFED_CLUSTER_CA_CERT_FILE", "GPUFED_CLUSTER_CA_KEY_FILE"}) {
       unsetenv(name);
     }
   }
@@ -349,6 +350,30 @@ TEST_F(SecretsConfigTest, TheDatabasePasswordIsNotInTheStartUpError) {
     ASSERT_FALSE(server.ok()) << url;
     EXPECT_THAT(server.status().message(), Not(HasSubstr("S3cret"))) << url;
   }
+}
+
+TEST_F(ServerConfigTest, ClusterCaFilesComeInPairsAndTheLifetimeIsBounded) {
+  absl::StatusOr<ServerConfig> config =
+      Load({"--config", WriteConfig("cluster_ca_cert_file: /etc/gpufed/cluster-ca.crt\n"
+                                    "cluster_ca_key_file: /etc/gpufed/cluster-ca.key\n"
+                                    "cluster_cert_lifetime_days: 30\n")});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->cluster_ca_cert_file, "/etc/gpufed/cluster-ca.crt");
+  EXPECT_EQ(config->cluster_ca_key_file, "/etc/gpufed/cluster-ca.key");
+  EXPECT_EQ(config->cluster_cert_lifetime_days, 30);
+  config = Load({});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->cluster_cert_lifetime_days, 90);
+
+  EXPECT_THAT(Load({"--cluster-ca-cert-file", "ca.crt"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("cluster_ca_key_file")));
+  EXPECT_THAT(Load({"--cluster-ca-key-file", "ca.key"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("cluster_ca_cert_file")));
+  EXPECT_THAT(
+      Load({"--config", WriteConfig("cluster_cert_lifetime_days: 0\n")}),
+      StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("cluster_cert_lifetime_days")));
+  EXPECT_THAT(Load({"--cluster-cert-lifetime-days", "367"}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

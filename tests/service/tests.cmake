@@ -33,6 +33,14 @@ target_link_libraries(tls_tests PRIVATE gpufed_server gpufed_cli_lib gpufed_test
 target_compile_definitions(tls_tests PRIVATE GPUFED_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 gtest_discover_tests(tls_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)
 
+# Mutual TLS on the gRPC listener with a cluster CA (tests/service/mtls_test.cc): certificates the
+# CA issued get through, other CAs', expired and not-yet-valid ones fail the handshake, a cluster
+# certificate is no credential on the user API, and a bad cluster CA stops the server at start.
+add_executable(mtls_tests ${CMAKE_CURRENT_LIST_DIR}/mtls_test.cc)
+target_link_libraries(mtls_tests PRIVATE gpufed_server gpufed_cli_lib gpufed_test_support
+  gpufed_test_certs GTest::gmock GTest::gtest GTest::gtest_main)
+gtest_discover_tests(mtls_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)
+
 # Limits that keep one caller from hurting others (tests/service/limits_test.cc): per-caller write
 # rates, the Watch cap per caller, one agent stream per cluster, request sizes, deadline bounds.
 add_executable(limits_tests ${CMAKE_CURRENT_LIST_DIR}/limits_test.cc)
@@ -43,7 +51,7 @@ gtest_discover_tests(limits_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVER
 # The RBAC matrix (tests/service/rbac_matrix_test.cc): every RPC × role × scope against the
 # declared policy (auth/policy.h), and every RPC has a policy.
 add_executable(rbac_matrix_tests ${CMAKE_CURRENT_LIST_DIR}/rbac_matrix_test.cc)
-target_link_libraries(rbac_matrix_tests PRIVATE gpufed_server gpufed_test_support GTest::gmock
-  GTest::gtest GTest::gtest_main)
+target_link_libraries(rbac_matrix_tests PRIVATE gpufed_server gpufed_test_support
+  gpufed_test_certs GTest::gmock GTest::gtest GTest::gtest_main)
 target_compile_definitions(rbac_matrix_tests PRIVATE GPUFED_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 gtest_discover_tests(rbac_matrix_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)

@@ -69,6 +69,7 @@ class Backend {
   virtual ClusterStore& clusters() = 0;
   virtual TenantStore& tenants() = 0;
   virtual QuotaStore& quotas() = 0;
+  virtual ClusterCertificateStore& certificates() = 0;
   // The event rows of one workload, oldest first.
   virtual std::vector<EventRow> Events(WorkloadId id) = 0;
   // The store's clock now (to the microsecond). Times the store writes itself during a call
@@ -88,6 +89,7 @@ class MemoryBackend final : public Backend {
   ClusterStore& clusters() override { return store_; }
   TenantStore& tenants() override { return store_; }
   QuotaStore& quotas() override { return store_; }
+  ClusterCertificateStore& certificates() override { return store_; }
   std::vector<EventRow> Events(WorkloadId id) override {
     std::vector<EventRow> out;
     for (const auto& row : store_.Events(id)) {
@@ -125,6 +127,7 @@ class PostgresBackend final : public Backend {
   ClusterStore& clusters() override { return *store_; }
   TenantStore& tenants() override { return *store_; }
   QuotaStore& quotas() override { return *store_; }
+  ClusterCertificateStore& certificates() override { return *store_; }
   std::vector<EventRow> Events(WorkloadId id) override {
     pqxx::connection conn(dsn_);
     pqxx::nontransaction txn(conn);
@@ -246,6 +249,7 @@ class StoreContractTest : public ::testing::TestWithParam<Kind> {
   ClusterStore& clusters() { return backend_->clusters(); }
   TenantStore& tenants() { return backend_->tenants(); }
   QuotaStore& quotas() { return backend_->quotas(); }
+  ClusterCertificateStore& certificates() { return backend_->certificates(); }
 
   // The tenants and projects most tests submit to.
   void AddTenants() {
@@ -591,6 +595,77 @@ TEST_P(StoreContractTest, BindingsGoWithTheirProjectAndTenant) {
   ASSERT_OK(tenants().CreateTenant(Tenant{"acme", "", {}}));
   ASSERT_OK_AND_ASSIGN(none, tenants().ListRoleBindings("acme", ""));
   EXPECT_TRUE(none.empty());
+}
+
+// ---- Cluster certificates ------------------------------------------------------------------
+
+// A certificate of `cluster` valid from an hour before the store's now, for a day; whole seconds,
+// as certificates carry them.
+ClusterCertificate Certificate(const std::string& serial, const std::string& cluster,
+                               Timestamp now) {
+  const Timestamp start = std::chrono::time_point_cast<seconds>(now) - std::chrono::hours(1);
+  return ClusterCertificate{.serial = serial,
+                            .cluster = cluster,
+                            .not_before = start,
+                            .not_after = start + std::chrono::hours(24)};
+}
+
+TEST_P(StoreContractTest, AClusterCertificateIsFoundOnlyForItsClusterUntilRevoked) {
+  const Timestamp before = backend_->Now();
+  ASSERT_OK_AND_ASSIGN(ClusterCertificate east,
+                       certificates().AddClusterCertificate(Certificate("7A01", "east", before)));
+  ExpectBetween(east.issue_time, before, backend_->Now());
+  EXPECT_EQ(east.serial, "7A01");
+  EXPECT_EQ(east.not_after, Certificate("7A01", "east", before).not_after);
+  EXPECT_FALSE(east.revoke_time.has_value());
+  ASSERT_OK(certificates().AddClusterCertificate(Certificate("7A02", "east", before)));
+  ASSERT_OK(certificates().AddClusterCertificate(Certificate("7B01", "west", before)));
+
+  ASSERT_OK_AND_ASSIGN(ClusterCertificate found,
+                       certificates().LookupClusterCertificate("7A01", "east"));
+  EXPECT_EQ(found.cluster, "east");
+  EXPECT_EQ(found.not_before, east.not_before);
+  // Another cluster's certificate speaks for nothing here; an unknown serial neither.
+  EXPECT_THAT(certificates().LookupClusterCertificate("7B01", "east"), StatusIs(Code::kNotFound));
+  EXPECT_THAT(certificates().LookupClusterCertificate("FFFF", "east"), StatusIs(Code::kNotFound));
+
+  // Revoking a cluster revokes all of its certificates, and only its.
+  EXPECT_THAT(certificates().RevokeClusterCertificates("east"), IsOkAndHolds(2));
+  EXPECT_THAT(certificates().LookupClusterCertificate("7A01", "east"), StatusIs(Code::kNotFound));
+  EXPECT_THAT(certificates().LookupClusterCertificate("7A02", "east"), StatusIs(Code::kNotFound));
+  ASSERT_OK(certificates().LookupClusterCertificate("7B01", "west"));
+  // Again: nothing was live.
+  EXPECT_THAT(certificates().RevokeClusterCertificates("east"), IsOkAndHolds(0));
+  EXPECT_THAT(certificates().RevokeClusterCertificates("nowhere"), IsOkAndHolds(0));
+  // A revoked serial is never recorded again.
+  EXPECT_THAT(certificates().AddClusterCertificate(Certificate("7A01", "east", before)),
+              StatusIs(Code::kAlreadyExists));
+  EXPECT_THAT(certificates().LookupClusterCertificate("7A01", "east"), StatusIs(Code::kNotFound));
+}
+
+TEST_P(StoreContractTest, AnExpiredClusterCertificateIsNotFound) {
+  ClusterCertificate old = Certificate("0BAD", "east", backend_->Now());
+  old.not_before -= std::chrono::hours(48);
+  old.not_after -= std::chrono::hours(48);
+  ASSERT_OK(certificates().AddClusterCertificate(old));
+  EXPECT_THAT(certificates().LookupClusterCertificate("0BAD", "east"), StatusIs(Code::kNotFound));
+}
+
+TEST_P(StoreContractTest, BadClusterCertificatesAreRefusedAndNothingIsStored) {
+  const Timestamp now = backend_->Now();
+  for (const std::string& serial :
+       {std::string(""), std::string("7a01"), std::string("XYZ"), std::string(41, 'A')}) {
+    EXPECT_THAT(certificates().AddClusterCertificate(Certificate(serial, "east", now)),
+                StatusIs(Code::kInvalidArgument))
+        << serial;
+  }
+  EXPECT_THAT(certificates().AddClusterCertificate(Certificate("7A01", "", now)),
+              StatusIs(Code::kInvalidArgument));
+  ClusterCertificate backwards = Certificate("7A02", "east", now);
+  backwards.not_after = backwards.not_before;
+  EXPECT_THAT(certificates().AddClusterCertificate(backwards), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(certificates().LookupClusterCertificate("7A02", "east"), StatusIs(Code::kNotFound));
+  EXPECT_THAT(certificates().RevokeClusterCertificates("east"), IsOkAndHolds(0));
 }
 
 // ---- Submit and Get ------------------------------------------------------------------------
@@ -1744,6 +1819,10 @@ TEST_P(StoreContractTest, AClusterIsDeletedOnlyOnceNothingDependsOnIt) {
   EXPECT_THAT(clusters().ListDeclarations(), IsOkAndHolds(SizeIs(2)));
 
   ASSERT_OK(tenants().RevokeToken(agent.id, "", ""));
+  ASSERT_OK(certificates().AddClusterCertificate(Certificate("C1", "c1", backend_->Now())));
+  EXPECT_THAT(clusters().DeleteCluster("c1"),
+              StatusIs(Code::kFailedPrecondition, HasSubstr("certificates")));
+  ASSERT_OK(certificates().RevokeClusterCertificates("c1"));
   ASSERT_OK(clusters().DeleteCluster("c1"));
   EXPECT_THAT(clusters().GetCluster("c1"), StatusIs(Code::kNotFound));
   EXPECT_THAT(clusters().ListClusters(true), IsOkAndHolds(IsEmpty()));
@@ -1880,7 +1959,8 @@ TEST_P(StoreContractTest, EvictionsMarkOnlyWorkStillInItsPlaceAndEndWithIt) {
   // Asked again (a drain retried): already marked, nothing changes.
   EXPECT_THAT(workloads().RequestEvictions({evict(running, "c1", 1)}), IsOkAndHolds(IsEmpty()));
 
-  // A stop guarded by "no eviction pending" does not apply; the attempt's end does, and clears it.
+  // A stop guarded by "no eviction pending" does not apply; the attempt's end does, and clears
+  // it.
   Transition stopped = Step(running, S::kRunning, S::kCancelled);
   stopped.unless_evicting = true;
   ASSERT_OK_AND_ASSIGN(auto r, workloads().ApplyTransitions({stopped}));
@@ -2015,7 +2095,8 @@ TEST_P(StoreContractTest, FinishedWorkloadsAreArchivedOldestFirstAndStillFoundBy
   EXPECT_NE(r.workload.id, oldest);
 }
 
-// ---- Quotas ------------------------------------------------------------------------------------
+// ---- Quotas
+// ------------------------------------------------------------------------------------
 
 // A check that lets everything through, recording what it was shown.
 QuotaStore::QuotaCheck Accept(std::vector<Quota>* seen = nullptr) {

@@ -21,10 +21,12 @@ struct Free {
   void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
   void operator()(X509* p) const { X509_free(p); }
   void operator()(BIO* p) const { BIO_free(p); }
+  void operator()(X509_REQ* p) const { X509_REQ_free(p); }
 };
 using KeyPtr = std::unique_ptr<EVP_PKEY, Free>;
 using CertPtr = std::unique_ptr<X509, Free>;
 using BioPtr = std::unique_ptr<BIO, Free>;
+using CsrPtr = std::unique_ptr<X509_REQ, Free>;
 
 absl::Status OpenSslError(absl::string_view what) {
   const unsigned long code = ERR_get_error();  // NOLINT(google-runtime-int): OpenSSL's type
@@ -154,6 +156,7 @@ absl::StatusOr<TestCertificate> IssueCertificate(const TestCa& ca, const std::st
   std::vector<std::string> alt_names;
   for (const std::string& dns : spec.dns_names) alt_names.push_back("DNS:" + dns);
   for (const std::string& ip : spec.ip_addresses) alt_names.push_back("IP:" + ip);
+  for (const std::string& uri : spec.uris) alt_names.push_back("URI:" + uri);
   absl::StatusOr<CertPtr> cert =
       MakeCertificate(key.get(), spec.common_name, spec.serial, spec.valid_from, spec.valid_for,
                       /*is_ca=*/false, absl::StrJoin(alt_names, ","), ca_cert.get(), ca_key.get());
@@ -170,6 +173,40 @@ absl::StatusOr<TestCertificate> IssueCertificate(const TestCa& ca, const std::st
   // The key first: a reader that sees the new certificate finds its key already there.
   if (absl::Status s = WriteFileAtomically(out.key_file, out.key_pem); !s.ok()) return s;
   if (absl::Status s = WriteFileAtomically(out.cert_file, out.cert_pem); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<TestCsr> MakeCsr(const std::string& common_name,
+                                const std::vector<std::string>& uris) {
+  KeyPtr key(EVP_EC_gen("P-256"));
+  if (key == nullptr) return OpenSslError("EVP_EC_gen");
+  CsrPtr csr(X509_REQ_new());
+  X509_REQ_set_version(csr.get(), 0);
+  X509_REQ_set_pubkey(csr.get(), key.get());
+  X509_NAME* name = X509_REQ_get_subject_name(csr.get());
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(common_name.c_str()), -1, -1,
+                             0);
+  if (!uris.empty()) {
+    std::vector<std::string> alt_names;
+    for (const std::string& uri : uris) alt_names.push_back("URI:" + uri);
+    STACK_OF(X509_EXTENSION)* exts = sk_X509_EXTENSION_new_null();
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, nullptr, NID_subject_alt_name,
+                                              absl::StrJoin(alt_names, ",").c_str());
+    if (ext == nullptr) return OpenSslError("CSR extension");
+    sk_X509_EXTENSION_push(exts, ext);
+    const int added = X509_REQ_add_extensions(csr.get(), exts);
+    sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
+    if (added != 1) return OpenSslError("X509_REQ_add_extensions");
+  }
+  if (X509_REQ_sign(csr.get(), key.get(), EVP_sha256()) == 0) return OpenSslError("X509_REQ_sign");
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (PEM_write_bio_X509_REQ(bio.get(), csr.get()) != 1) return OpenSslError("PEM_write_bio");
+  TestCsr out;
+  out.csr_pem = BioText(bio.get());
+  absl::StatusOr<std::string> key_pem = KeyPem(key.get());
+  if (!key_pem.ok()) return key_pem.status();
+  out.key_pem = *std::move(key_pem);
   return out;
 }
 

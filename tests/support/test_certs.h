@@ -35,6 +35,8 @@ struct CertificateSpec {
   // Subject alternative names; a TLS client checks the host it dialled against them.
   std::vector<std::string> dns_names = {"localhost"};
   std::vector<std::string> ip_addresses = {"127.0.0.1"};
+  // URI names, e.g. a cluster's spiffe://gpufed/cluster/NAME.
+  std::vector<std::string> uris;
   int64_t serial = 1;
   // Validity, from now: [now + valid_from, now + valid_from + valid_for].
   absl::Duration valid_from = absl::Hours(-1);
@@ -50,6 +52,15 @@ absl::StatusOr<TestCa> MakeTestCa(const std::string& dir, const std::string& nam
 absl::StatusOr<TestCertificate> IssueCertificate(const TestCa& ca, const std::string& dir,
                                                  const std::string& file_stem,
                                                  const CertificateSpec& spec = {});
+
+// A certificate signing request for a new P-256 key: subject CN=`common_name`, and the URI names
+// `uris` as requested subject alternative names (which a CA is free to ignore).
+struct TestCsr {
+  std::string csr_pem;
+  std::string key_pem;
+};
+absl::StatusOr<TestCsr> MakeCsr(const std::string& common_name,
+                                const std::vector<std::string>& uris = {});
 
 // Writes `text` to `path` through a temporary file renamed over it, mode 0600.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& text);

@@ -32,6 +32,7 @@ target_link_libraries(memory_store_unit_tests PRIVATE gpufed_test_memory gpufed_
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(memory_store_unit_tests PROPERTIES LABELS unit)
 add_executable(federation_use_case_tests ${UNIT_DIR}/federation/control_plane_test.cc
+  ${UNIT_DIR}/federation/cluster_identity_test.cc
   ${UNIT_DIR}/federation/scheduler_differential_test.cc
   ${UNIT_DIR}/federation/scheduler_test.cc
   ${UNIT_DIR}/federation/scheduler_window_test.cc
@@ -52,3 +53,10 @@ add_executable(api_unit_tests ${UNIT_DIR}/api/convert_test.cc ${UNIT_DIR}/api/wa
   ${UNIT_DIR}/api/metrics_test.cc ${UNIT_DIR}/api/rate_limit_test.cc)
 target_link_libraries(api_unit_tests PRIVATE gpufed_api GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(api_unit_tests PROPERTIES LABELS unit)
+
+# The cluster CA (auth/cluster_ca.h) with certificates and CSRs made at test time.
+include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
+add_executable(cluster_ca_tests ${UNIT_DIR}/auth/cluster_ca_test.cc)
+target_link_libraries(cluster_ca_tests PRIVATE gpufed_auth gpufed_test_certs OpenSSL::Crypto
+  GTest::gmock GTest::gtest GTest::gtest_main)
+gtest_discover_tests(cluster_ca_tests PROPERTIES LABELS unit)

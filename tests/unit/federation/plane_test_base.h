@@ -114,6 +114,7 @@ class PlaneTestBase : public ::testing::Test {
     ports.clusters = &store_;
     ports.tenants = &store_;
     ports.quotas = &store_;
+    ports.certificates = &store_;
     ports.events = &events_;
     ports.agents = &agents_;
     ports.scheduler = &scheduler_;

@@ -1,0 +1,53 @@
+// The cluster-identity use cases of ControlPlane (control_plane.h): issuing a cluster its
+// certificate and cutting a cluster off.
+
+#include "absl/strings/str_cat.h"
+#include "federation/authorization.h"
+#include "federation/control_plane.h"
+#include "federation/status_macros.h"
+#include "federation/validation.h"
+
+namespace gpufed {
+
+using auth::Permission;
+
+absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollCluster(const auth::Principal& who,
+                                                                     const std::string& cluster,
+                                                                     const std::string& csr_pem) {
+  RETURN_IF_ERROR(Require(who, Permission::kPoolAdmin, {}));
+  RETURN_IF_ERROR(ValidateName("cluster", cluster));
+  if (ports_.issuer == nullptr || ports_.certificates == nullptr) {
+    return absl::FailedPreconditionError(
+        "cluster: this server has no cluster CA (cluster_ca_cert_file, cluster_ca_key_file)");
+  }
+  ASSIGN_OR_RETURN(IssuedClusterCertificate issued,
+                   ports_.issuer->Issue(cluster, csr_pem, ports_.clock->Now()));
+  // Recorded before it is handed out: a certificate nobody recorded would speak for nothing.
+  ASSIGN_OR_RETURN(issued.certificate,
+                   ports_.certificates->AddClusterCertificate(issued.certificate));
+  return issued;
+}
+
+absl::StatusOr<int> ControlPlane::RevokeCluster(const auth::Principal& who,
+                                                const std::string& cluster) {
+  RETURN_IF_ERROR(Require(who, Permission::kPoolAdmin, {}));
+  RETURN_IF_ERROR(ValidateName("cluster", cluster));
+  if (ports_.certificates == nullptr) {
+    return absl::FailedPreconditionError("cluster: this server keeps no cluster certificates");
+  }
+  ASSIGN_OR_RETURN(int revoked, ports_.certificates->RevokeClusterCertificates(cluster));
+  // The cluster's agent tokens too: a cluster cut off must not come back with another credential.
+  ASSIGN_OR_RETURN(std::vector<TokenRecord> tokens, ports_.tenants->ListTokens("", ""));
+  for (const TokenRecord& t : tokens) {
+    if (t.role != auth::Role::kAgent || t.cluster != cluster || t.revoke_time) continue;
+    RETURN_IF_ERROR(ports_.tenants->RevokeToken(t.id, "", "").status());
+    ++revoked;
+    ports_.agents->CloseCredential(t.id);
+    if (ports_.credentials != nullptr) ports_.credentials->Revoked(t.id);
+  }
+  // Committed: the live connection ends now, not at its next registration.
+  ports_.agents->CloseCluster(cluster);
+  return revoked;
+}
+
+}  // namespace gpufed
