@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "agent/spot_reclaim.h"
+#include "auth/secret_file.h"
 #include "federation/validation.h"
 
 #ifndef GPUFED_VERSION
@@ -123,25 +124,8 @@ CLI::Option* AddDurationOption(CLI::App& app, const std::string& name, absl::Dur
       ->type_name("DURATION");
 }
 
-// The same rule as the server's for its secret files (server/config.h, CheckSecretFile): no
-// write for the group or others, no read for others, group read only under owner root.
-absl::Status CheckSecretFileMode(absl::string_view setting, const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return absl::OkStatus();  // reported by the read below
-  const mode_t mode = st.st_mode & 0777;
-  const bool group_read_ok = st.st_uid == 0 && (mode & S_IWGRP) == 0;
-  if ((mode & 0007) != 0 || (mode & S_IWGRP) != 0 || ((mode & S_IRGRP) != 0 && !group_read_ok)) {
-    char octal[8];
-    std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
-    return absl::FailedPreconditionError(absl::StrCat(
-        setting, ": ", path, " is ", (mode & 0022) != 0 ? "writable" : "readable",
-        " by other users (mode ", octal, "): chmod 600 ", path, " (or 640 with owner root)"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ReadToken(const std::string& path, std::string* token) {
-  if (absl::Status mode = CheckSecretFileMode("--token-file", path); !mode.ok()) return mode;
+  if (absl::Status mode = auth::CheckSecretFileMode("--token-file", path); !mode.ok()) return mode;
   std::ifstream in(path);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--token-file: cannot read ", path));
   std::stringstream text;
@@ -179,7 +163,8 @@ absl::Status ReadClientPair(AgentFlags& f) {
     return absl::InvalidArgumentError(
         "--insecure-plaintext and --cert-file are both given; a certificate needs TLS");
   }
-  if (absl::Status mode = CheckSecretFileMode("--key-file", f.key_file); !mode.ok()) return mode;
+  if (absl::Status mode = auth::CheckSecretFileMode("--key-file", f.key_file); !mode.ok())
+    return mode;
   for (const auto& [setting, path, pem, marker] :
        {std::tuple<const char*, const std::string*, std::string*, const char*>{
             "--cert-file", &f.cert_file, &f.cert_pem, "-----BEGIN CERTIFICATE-----"},

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/duration.h"
 #include "cli/enum_names.h"
+#include "cli/read_file.h"
 #include "federation/quota.h"
 #include "federation/status_macros.h"
 #include "grpcpp/client_context.h"
@@ -23,24 +24,10 @@
 namespace gpufed::cli {
 namespace {
 
-// Writes `content` to `path` with `mode` (never wider, whatever the umask) through a temporary
-// file renamed over it: a reader sees the old file or the new one, whole.
+// ReplaceFile, its error as the --out-dir option's.
 absl::Status WriteWholeFile(const std::string& path, const std::string& content, mode_t mode) {
-  const std::string temp = absl::StrCat(path, ".tmp");
-  ::unlink(temp.c_str());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--out-dir: cannot write ", temp, ": ", std::strerror(errno)));
-  }
-  ::fchmod(fd, mode);
-  bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
-  ok = ::fsync(fd) == 0 && ok;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(temp.c_str());
-    return absl::FailedPreconditionError(absl::StrCat("--out-dir: cannot write ", path, ": ", why));
+  if (absl::Status s = ReplaceFile(path, content, mode); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("--out-dir: ", s.message()));
   }
   return absl::OkStatus();
 }

@@ -209,23 +209,7 @@ absl::Status SaveTokenInConfigFile(const std::string& path, absl::string_view to
       if (!ec) ::chmod(target.parent_path().c_str(), 0700);
     }
   }
-  // Created 0600 (never wider, whatever the umask), written and synced, then renamed over the
-  // old file: its mode and content change together.
-  const std::string temp = absl::StrCat(path, ".tmp");
-  ::unlink(temp.c_str());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::InternalError(absl::StrCat("cannot write ", temp, ": ", std::strerror(errno)));
-  }
-  bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
-  ok = ::fsync(fd) == 0 && ok;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(temp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", why));
-  }
-  return absl::OkStatus();
+  return ReplaceFile(path, content, 0600);
 }
 
 }  // namespace gpufed::cli

@@ -1,8 +1,11 @@
 #ifndef GPUFED_CLI_READ_FILE_H_
 #define GPUFED_CLI_READ_FILE_H_
 
+#include <sys/types.h>
+
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace gpufed::cli {
@@ -11,6 +14,11 @@ namespace gpufed::cli {
 // opened for that reason; otherwise INVALID_ARGUMENT (e.g. a directory). Messages name the
 // path and the OS reason.
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+
+// Replaces `path` with `content`, mode `mode` exactly (whatever the umask): written to PATH.tmp,
+// synced, then renamed over the file, so a reader sees the old file or the new one, whole, and
+// its mode and content change together. INTERNAL naming the path and the OS reason.
+absl::Status ReplaceFile(const std::string& path, const std::string& content, mode_t mode);
 
 }  // namespace gpufed::cli
 

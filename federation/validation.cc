@@ -809,4 +809,17 @@ absl::Status ValidateRoleBinding(const RoleBinding& binding) {
   return ValidateTokenBinding(as_token);
 }
 
+absl::Status ValidateClusterCertificate(const ClusterCertificate& certificate) {
+  const bool hex = !certificate.serial.empty() && certificate.serial.size() <= 40 &&
+                   std::all_of(certificate.serial.begin(), certificate.serial.end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F');
+                   });
+  if (!hex) return absl::InvalidArgumentError("serial: must be upper-case hexadecimal");
+  if (certificate.cluster.empty()) return absl::InvalidArgumentError("cluster: must not be empty");
+  if (certificate.not_after <= certificate.not_before) {
+    return absl::InvalidArgumentError("not_after: must be after not_before");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace gpufed

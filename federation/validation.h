@@ -182,6 +182,9 @@ absl::Status ValidateTokenBinding(const TokenRecord& record);
 // A role binding: its subject (ValidateSubject), a role other than agent, and a scope the role
 // may be bound at (as ValidateTokenBinding).
 absl::Status ValidateRoleBinding(const RoleBinding& binding);
+// A cluster certificate to record: an upper-case hexadecimal serial of 1..40 digits, a cluster,
+// and a validity that ends after it starts.
+absl::Status ValidateClusterCertificate(const ClusterCertificate& certificate);
 
 }  // namespace gpufed
 

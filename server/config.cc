@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "auth/secret_file.h"
 #include "federation/policy.h"
 #include "yaml-cpp/yaml.h"
 
@@ -365,16 +366,7 @@ absl::Status CheckSecretFile(absl::string_view setting, const std::string& path)
     return absl::InvalidArgumentError(
         absl::StrCat(setting, ": cannot read ", path, ": ", std::strerror(errno)));
   }
-  const mode_t mode = st.st_mode & 0777;
-  const bool group_read_ok = st.st_uid == 0 && (mode & S_IWGRP) == 0;
-  if ((mode & 0007) != 0 || (mode & S_IWGRP) != 0 || ((mode & S_IRGRP) != 0 && !group_read_ok)) {
-    char octal[8];
-    std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
-    return absl::FailedPreconditionError(absl::StrCat(
-        setting, ": ", path, " is ", (mode & 0022) != 0 ? "writable" : "readable",
-        " by other users (mode ", octal, "): chmod 600 ", path, " (or 640 with owner root)"));
-  }
-  return absl::OkStatus();
+  return auth::CheckSecretFileMode(setting, path);
 }
 
 absl::Status CheckTlsSettings(const ServerConfig& config) {

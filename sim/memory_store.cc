@@ -823,16 +823,7 @@ absl::Status MemoryStore::DeleteTenant(const std::string& name) {
 
 absl::StatusOr<ClusterCertificate> MemoryStore::AddClusterCertificate(
     const ClusterCertificate& certificate) {
-  // PgStore's table refuses a serial that is not upper-case hexadecimal: so does this.
-  const bool hex = !certificate.serial.empty() && certificate.serial.size() <= 40 &&
-                   std::all_of(certificate.serial.begin(), certificate.serial.end(), [](char c) {
-                     return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F');
-                   });
-  if (!hex) return absl::InvalidArgumentError("serial: must be upper-case hexadecimal");
-  if (certificate.cluster.empty()) return absl::InvalidArgumentError("cluster: must not be empty");
-  if (certificate.not_after <= certificate.not_before) {
-    return absl::InvalidArgumentError("not_after: must be after not_before");
-  }
+  RETURN_IF_ERROR(ValidateClusterCertificate(certificate));
   absl::MutexLock lock(&mu_);
   if (certificates_.contains(certificate.serial)) {
     return absl::AlreadyExistsError("serial: a certificate with this serial exists");

@@ -2241,15 +2241,7 @@ ClusterCertificate ClusterCertificateFromRow(const pqxx::row& row) {
 
 absl::StatusOr<ClusterCertificate> PgStore::AddClusterCertificate(
     const ClusterCertificate& certificate) {
-  const bool hex = !certificate.serial.empty() && certificate.serial.size() <= 40 &&
-                   std::all_of(certificate.serial.begin(), certificate.serial.end(), [](char c) {
-                     return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F');
-                   });
-  if (!hex) return absl::InvalidArgumentError("serial: must be upper-case hexadecimal");
-  if (certificate.cluster.empty()) return absl::InvalidArgumentError("cluster: must not be empty");
-  if (certificate.not_after <= certificate.not_before) {
-    return absl::InvalidArgumentError("not_after: must be after not_before");
-  }
+  RETURN_IF_ERROR(ValidateClusterCertificate(certificate));
   return pool_->Transact(
       "add cluster certificate", [&](pqxx::work& txn) -> absl::StatusOr<ClusterCertificate> {
         pqxx::result r =
