@@ -349,6 +349,23 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
       "revoke", "Revoke a token at once, its open streams included (the id tokens create printed)");
   tokens_revoke->add_option("id", f.token_id, "Token id")->required()->check(CLI::PositiveNumber);
 
+  CLI::App* audit = app.add_subcommand("audit", "Read and verify the audit trail");
+  audit->require_subcommand(1);
+  CLI::App* audit_list = audit->add_subcommand("list", "Audit rows you may read, newest first");
+  AuditOptions audit_options;
+  audit_list->add_option("--tenant", audit_options.tenant,
+                         "Only this tenant's rows (platform callers)");
+  audit_list->add_option("--actor", audit_options.actor, "Only this actor, e.g. user:alice");
+  audit_list->add_option("--object", audit_options.object, "Only this object, e.g. workload/12");
+  audit_list->add_option("--since", audit_options.since,
+                         "From this time (RFC 3339) or this long ago (2h)");
+  audit_list->add_option("--until", audit_options.until,
+                         "Before this time (RFC 3339) or this long ago (30m)");
+  audit_list->add_option("--limit", audit_options.limit, "Most rows to show (0: all)")
+      ->capture_default_str();
+  CLI::App* audit_verify = audit->add_subcommand(
+      "verify", "Check the audit chain (platform admin); exits non-zero when it is broken");
+
   CLI::App* quota = app.add_subcommand("quota", "Set, show and delete quotas");
   quota->require_subcommand(1);
   CLI::App* quota_set = quota->add_subcommand(
@@ -550,6 +567,10 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.ListTokens(tokens_tenant, tokens_project);
   } else if (tokens_revoke->parsed()) {
     status = commands.RevokeToken(f.token_id);
+  } else if (audit_list->parsed()) {
+    status = commands.AuditList(audit_options);
+  } else if (audit_verify->parsed()) {
+    status = commands.AuditVerify();
   }
   if (!status.ok()) return ReportError(status, *io.err);
   return 0;
