@@ -5,6 +5,7 @@
 #include "storage/pg_audit_log.h"
 
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,17 @@
 #include "tests/support/postgres_harness.h"
 #include "tests/support/status_matchers.h"
 
-namespace gpufed::storage {
+namespace gpufed {
+
+// Found by argument-dependent lookup, so they live with AuditBreak.
+bool operator==(const AuditBreak& a, const AuditBreak& b) {
+  return a.id == b.id && a.kind == b.kind;
+}
+void PrintTo(const AuditBreak& b, std::ostream* os) {
+  *os << "{" << b.id << ", " << AuditBreakKindName(b.kind) << "}";
+}
+
+namespace storage {
 namespace {
 
 using ::gpufed::testing::StatusIs;
@@ -26,12 +37,6 @@ using Kind = AuditBreak::Kind;
 
 constexpr char kKey[] = "pg-audit-test-key-0123456789abcdef0123";
 
-bool operator==(const AuditBreak& a, const AuditBreak& b) {
-  return a.id == b.id && a.kind == b.kind;
-}
-void PrintTo(const AuditBreak& b, std::ostream* os) {
-  *os << "{" << b.id << ", " << AuditBreakKindName(b.kind) << "}";
-}
 AuditBreak Break(int64_t id, Kind kind) { return AuditBreak{id, kind}; }
 
 class PgAuditLogTest : public testing::PostgresTest {
@@ -155,4 +160,5 @@ TEST_F(PgAuditLogTest, AnotherKeyFindsEveryRowEdited) {
 }
 
 }  // namespace
-}  // namespace gpufed::storage
+}  // namespace storage
+}  // namespace gpufed
