@@ -18,13 +18,14 @@ const std::array<RoleGrant, 5>& RoleGrants() {
   static const std::array<RoleGrant, 5> kGrants{{
       {Role::kPlatformAdmin,
        {P::kWorkloadsRead, P::kWorkloadsWrite, P::kPoolRead, P::kPoolAdmin, P::kTenancyRead,
-        P::kTenancyAdmin, P::kQuotasRead, P::kQuotasWrite}},
+        P::kTenancyAdmin, P::kQuotasRead, P::kQuotasWrite, P::kAuditRead, P::kAuditVerify}},
       {Role::kTenantAdmin,
        {P::kWorkloadsRead, P::kWorkloadsWrite, P::kPoolRead, P::kTenancyRead, P::kTenancyAdmin,
-        P::kQuotasRead, P::kQuotasWrite}},
+        P::kQuotasRead, P::kQuotasWrite, P::kAuditRead}},
       {Role::kTenantUser,
        {P::kWorkloadsRead, P::kWorkloadsWrite, P::kPoolRead, P::kTenancyRead, P::kQuotasRead}},
-      {Role::kViewer, {P::kWorkloadsRead, P::kPoolRead, P::kTenancyRead, P::kQuotasRead}},
+      {Role::kViewer,
+       {P::kWorkloadsRead, P::kPoolRead, P::kTenancyRead, P::kQuotasRead, P::kAuditRead}},
       {Role::kAgent, {P::kAgentConnect}},
   }};
   return kGrants;
@@ -72,6 +73,9 @@ constexpr MethodPolicy kMethods[] = {
     {"gpufed.v1.QuotaService.SetShareWeight", P::kQuotasWrite, Target::kQuotaKey},
     // AgentService
     {"gpufed.v1.AgentService.Connect", P::kAgentConnect, Target::kCluster},
+    // AuditService
+    {"gpufed.v1.AuditService.ListAuditEvents", P::kAuditRead, Target::kListing},
+    {"gpufed.v1.AuditService.VerifyAudit", P::kAuditVerify, Target::kPlatform},
 };
 
 // Higher ranks may grant lower ones; agents rank apart (0: only the platform issues them).
@@ -113,6 +117,10 @@ absl::string_view PermissionName(Permission permission) {
       return "quotas.write";
     case P::kAgentConnect:
       return "agent.connect";
+    case P::kAuditRead:
+      return "audit.read";
+    case P::kAuditVerify:
+      return "audit.verify";
   }
   return "unknown";
 }

@@ -31,6 +31,8 @@ enum class Permission {
   kQuotasRead,      // quotas, usage, fair shares, preemptions
   kQuotasWrite,     // quotas and share weights
   kAgentConnect,    // speak for a cluster on the agent stream
+  kAuditRead,       // the audit trail of the scope the role is bound at
+  kAuditVerify,     // check the whole audit chain (platform admins)
 };
 
 // "workloads.read", ...

@@ -394,6 +394,22 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   CLI::App* members_list = members->add_subcommand("list", "The role bindings you administer");
   members_list->add_option("--tenant", member_tenant, "Tenant (default: your own scope)");
   members_list->add_option("--project", member_project, "Only bindings at this project");
+  CLI::App* audit = app.add_subcommand("audit", "Read and verify the audit trail");
+  audit->require_subcommand(1);
+  CLI::App* audit_list = audit->add_subcommand("list", "Audit rows you may read, newest first");
+  AuditOptions audit_options;
+  audit_list->add_option("--tenant", audit_options.tenant,
+                         "Only this tenant's rows (platform callers)");
+  audit_list->add_option("--actor", audit_options.actor, "Only this actor, e.g. user:alice");
+  audit_list->add_option("--object", audit_options.object, "Only this object, e.g. workload/12");
+  audit_list->add_option("--since", audit_options.since,
+                         "From this time (RFC 3339) or this long ago (2h)");
+  audit_list->add_option("--until", audit_options.until,
+                         "Before this time (RFC 3339) or this long ago (30m)");
+  audit_list->add_option("--limit", audit_options.limit, "Most rows to show (0: all)")
+      ->capture_default_str();
+  CLI::App* audit_verify = audit->add_subcommand(
+      "verify", "Check the audit chain (platform admin); exits non-zero when it is broken");
 
   CLI::App* quota = app.add_subcommand("quota", "Set, show and delete quotas");
   quota->require_subcommand(1);
@@ -618,6 +634,10 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.RemoveMember(member_subject, member_tenant, member_project);
   } else if (members_list->parsed()) {
     status = commands.ListMembers(member_tenant, member_project);
+  } else if (audit_list->parsed()) {
+    status = commands.AuditList(audit_options);
+  } else if (audit_verify->parsed()) {
+    status = commands.AuditVerify();
   }
   if (!status.ok()) return ReportError(status, *io.err);
   return 0;

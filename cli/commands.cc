@@ -141,7 +141,8 @@ Commands::Commands(CommandEnv env)
       workloads_(v1::WorkloadService::NewStub(env_.channel)),
       clusters_(v1::ClusterService::NewStub(env_.channel)),
       tenants_(v1::TenantService::NewStub(env_.channel)),
-      quotas_(v1::QuotaService::NewStub(env_.channel)) {}
+      quotas_(v1::QuotaService::NewStub(env_.channel)),
+      audit_(v1::AuditService::NewStub(env_.channel)) {}
 
 void Commands::PrepareContext(grpc::ClientContext& context, bool with_deadline) const {
   if (with_deadline) context.set_deadline(absl::ToChronoTime(absl::Now() + env_.timeout));
@@ -848,6 +849,112 @@ absl::Status Commands::ListMembers(absl::string_view tenant, absl::string_view p
   }));
   if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
   WriteMemberTable(response.bindings(), env_.now(), *env_.out);
+  return absl::OkStatus();
+}
+
+namespace {
+
+// RFC 3339, or an age ("2h": that long before `now`), for audit's --since and --until.
+absl::StatusOr<google::protobuf::Timestamp> AuditTime(absl::string_view flag,
+                                                      absl::string_view text, absl::Time now) {
+  absl::Time t;
+  std::string error;
+  if (!absl::ParseTime(absl::RFC3339_full, text, &t, &error)) {
+    absl::StatusOr<absl::Duration> age = ParseDuration(text);
+    if (!age.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, ": expected RFC 3339 (2026-11-26T10:00:00Z) or an age (2h), got \"", text, "\""));
+    }
+    t = now - *age;
+  }
+  google::protobuf::Timestamp out;
+  out.set_seconds(absl::ToUnixSeconds(t));
+  out.set_nanos(static_cast<int32_t>(
+      absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(absl::ToUnixSeconds(t)))));
+  return out;
+}
+
+absl::string_view BreakKindName(v1::AuditBreakKind kind) {
+  switch (kind) {
+    case v1::AUDIT_BREAK_KIND_EDITED:
+      return "edited";
+    case v1::AUDIT_BREAK_KIND_DELETED:
+      return "deleted";
+    case v1::AUDIT_BREAK_KIND_INSERTED:
+      return "inserted";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace
+
+absl::Status Commands::AuditList(const AuditOptions& options) {
+  v1::ListAuditEventsRequest request;
+  request.set_tenant(options.tenant);
+  request.set_actor(options.actor);
+  request.set_object(options.object);
+  if (!options.since.empty()) {
+    ASSIGN_OR_RETURN(*request.mutable_since(), AuditTime("--since", options.since, env_.now()));
+  }
+  if (!options.until.empty()) {
+    ASSIGN_OR_RETURN(*request.mutable_until(), AuditTime("--until", options.until, env_.now()));
+  }
+  v1::ListAuditEventsResponse all;
+  while (true) {
+    const uint32_t left = options.limit == 0 ? 1000 : options.limit - all.events_size();
+    request.set_page_size(static_cast<int32_t>(std::min<uint32_t>(left, 1000)));
+    v1::ListAuditEventsResponse page;
+    RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+      return audit_->ListAuditEvents(context, request, &page);
+    }));
+    for (v1::AuditEvent& e : *page.mutable_events()) *all.add_events() = std::move(e);
+    all.set_next_page_token(page.next_page_token());
+    if (page.next_page_token().empty()) break;
+    if (options.limit != 0 && all.events_size() >= static_cast<int>(options.limit)) break;
+    request.set_page_token(page.next_page_token());
+  }
+  if (env_.format == OutputFormat::kJson) return WriteJson(all, *env_.out);
+  Table table({"ID", "TIME", "ACTOR", "TENANT/PROJECT", "ACTION", "OBJECT", "OUTCOME", "REASON"});
+  for (const v1::AuditEvent& e : all.events()) {
+    std::string scope = e.tenant().empty() ? "-" : e.tenant();
+    if (!e.project().empty()) absl::StrAppend(&scope, "/", e.project());
+    std::string reason = e.reason();
+    if (!e.detail().empty()) absl::StrAppend(&reason, reason.empty() ? "" : " | ", e.detail());
+    table.AddRow({absl::StrCat(e.id()), FormatTimestamp(e.time()), e.actor(), scope, e.action(),
+                  e.object(), e.outcome(), reason});
+  }
+  table.Render(*env_.out);
+  if (!all.next_page_token().empty()) {
+    *env_.err << "more audit rows exist (--limit 0 fetches all)\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Commands::AuditVerify() {
+  v1::VerifyAuditResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return audit_->VerifyAudit(context, v1::VerifyAuditRequest(), &response);
+  }));
+  if (env_.format == OutputFormat::kJson) {
+    RETURN_IF_ERROR(WriteJson(response, *env_.out));
+  } else {
+    if (response.breaks().empty()) {
+      *env_.out << "audit chain intact: " << response.rows() << " rows\n";
+    } else {
+      Table table({"ID", "BROKEN"});
+      for (const v1::AuditBreak& b : response.breaks()) {
+        table.AddRow({absl::StrCat(b.id()), std::string(BreakKindName(b.kind()))});
+      }
+      table.Render(*env_.out);
+    }
+    *env_.out << "head: " << response.head_id() << " " << response.head_hash()
+              << " (keep it elsewhere: rows cut from the end show only against it)\n";
+  }
+  if (!response.breaks().empty()) {
+    return absl::DataLossError(
+        absl::StrCat("audit chain broken in ", response.breaks_size(), " place(s)"));
+  }
   return absl::OkStatus();
 }
 

@@ -32,6 +32,7 @@
 #include "cli/interrupt.h"
 #include "cli/output.h"
 #include "cli/workload_yaml.h"
+#include "gpufed/v1/audit_service.grpc.pb.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/quota_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
@@ -138,6 +139,16 @@ struct QuotaOptions {
   int64_t weight = 1;  // quota weight
 };
 
+struct AuditOptions {
+  std::string tenant;  // platform callers: only this tenant's rows
+  std::string actor;   // exact, e.g. "user:alice"
+  std::string object;  // exact, e.g. "workload/12"
+  std::string since;   // RFC 3339 ("2026-11-26T10:00:00Z") or an age ("2h": that long ago)
+  std::string until;
+  // Most rows to fetch, across pages; 0 means all.
+  uint32_t limit = 100;
+};
+
 class Commands {
  public:
   explicit Commands(CommandEnv env);
@@ -238,6 +249,14 @@ class Commands {
   // The bindings the caller administers in `tenant` / `project` (empty: its own scope).
   absl::Status ListMembers(absl::string_view tenant, absl::string_view project);
 
+  // The audit rows the caller may read, newest first (ID TIME ACTOR ACTION OBJECT OUTCOME
+  // REASON); JSON: one ListAuditEventsResponse with every row fetched. INVALID_ARGUMENT naming
+  // --since or --until for a time that does not parse.
+  absl::Status AuditList(const AuditOptions& options);
+  // Walks the audit chain on the server and prints every break (id, kind) and the head to keep.
+  // DATA_LOSS when the chain is broken (gpufedctl exits non-zero).
+  absl::Status AuditVerify();
+
  private:
   // Runs `call` with a fresh context per attempt; retries on UNAVAILABLE when `retry_safe`.
   // `attempts`, when given, receives how many calls were made.
@@ -251,6 +270,7 @@ class Commands {
   std::unique_ptr<v1::ClusterService::Stub> clusters_;
   std::unique_ptr<v1::TenantService::Stub> tenants_;
   std::unique_ptr<v1::QuotaService::Stub> quotas_;
+  std::unique_ptr<v1::AuditService::Stub> audit_;
 };
 
 }  // namespace gpufed::cli

@@ -31,7 +31,7 @@ absl::Status NotCurrent(const AgentLink& link) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
+absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgentUnaudited(
     const auth::Principal& who, const ClusterInfo& info, const std::vector<NodeInfo>& nodes,
     const std::vector<AgentReport>& known, std::shared_ptr<AgentChannel> channel) {
   RETURN_IF_ERROR(ValidateName("register.cluster", info.name));

@@ -11,7 +11,7 @@ namespace gpufed {
 
 using auth::Permission;
 
-absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollCluster(const auth::Principal& who,
+absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollClusterUnaudited(const auth::Principal& who,
                                                                      const std::string& cluster,
                                                                      const std::string& csr_pem) {
   RETURN_IF_ERROR(Require(who, Permission::kPoolAdmin, {}));
@@ -28,7 +28,7 @@ absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollCluster(const auth:
   return issued;
 }
 
-absl::StatusOr<int> ControlPlane::RevokeCluster(const auth::Principal& who,
+absl::StatusOr<int> ControlPlane::RevokeClusterUnaudited(const auth::Principal& who,
                                                 const std::string& cluster) {
   RETURN_IF_ERROR(Require(who, Permission::kPoolAdmin, {}));
   RETURN_IF_ERROR(ValidateName("cluster", cluster));

@@ -73,8 +73,8 @@ void ControlPlane::AfterClusterCommit(const ClusterChange& change) {
 
 // ---- Workloads -------------------------------------------------------------------------------
 
-void ControlPlane::Submit(const auth::Principal& who, absl::StatusOr<WorkloadSpec> spec,
-                          absl::Time deadline, SubmitDone done) {
+void ControlPlane::SubmitUnaudited(const auth::Principal& who, absl::StatusOr<WorkloadSpec> spec,
+                                   absl::Time deadline, SubmitDone done) {
   absl::Status valid = [&]() -> absl::Status {
     RETURN_IF_ERROR(spec.status());
     RETURN_IF_ERROR(MaySubmit(who, *spec));
@@ -181,8 +181,8 @@ absl::StatusOr<RoutingExplanation> ControlPlane::WhatIf(const auth::Principal& w
   return ports_.scheduler->ExplainRouting(spec);
 }
 
-absl::StatusOr<Workload> ControlPlane::Cancel(const auth::Principal& who, WorkloadId id,
-                                              std::string reason) {
+absl::StatusOr<Workload> ControlPlane::CancelUnaudited(const auth::Principal& who, WorkloadId id,
+                                                       std::string reason) {
   RETURN_IF_ERROR(ValidateText("reason", reason, kMaxReasonBytes));
   ASSIGN_OR_RETURN(Workload before, GetVisible(who, id));
   if (!auth::Allows(who, auth::Permission::kWorkloadsWrite, ScopeOf(before.spec))) {
@@ -367,7 +367,7 @@ absl::StatusOr<ClusterDeclaration> KeepHistory(const std::string& field,
 
 }  // namespace
 
-absl::StatusOr<std::vector<DeclarationDiff>> ControlPlane::ApplyDeclarations(
+absl::StatusOr<std::vector<DeclarationDiff>> ControlPlane::ApplyDeclarationsUnaudited(
     const auth::Principal& who, std::vector<ClusterDeclaration> declarations, bool dry_run) {
   RETURN_IF_ERROR(Require(who, auth::Permission::kPoolAdmin, {}));
   if (declarations.size() > kMaxDeclarationsPerApply) {
@@ -430,9 +430,10 @@ absl::StatusOr<std::vector<ClusterDeclaration>> ControlPlane::ListDeclarations(
   return ports_.clusters->ListDeclarations();
 }
 
-absl::StatusOr<ClusterListing> ControlPlane::Cordon(const auth::Principal& who,
-                                                    const std::string& cluster,
-                                                    const std::string& node, bool cordoned) {
+absl::StatusOr<ClusterListing> ControlPlane::CordonUnaudited(const auth::Principal& who,
+                                                             const std::string& cluster,
+                                                             const std::string& node,
+                                                             bool cordoned) {
   RETURN_IF_ERROR(Require(who, auth::Permission::kPoolAdmin, {}));
   RETURN_IF_ERROR(ValidateName("name", cluster));
   if (!node.empty()) RETURN_IF_ERROR(ValidateLabel("node", node));
@@ -444,7 +445,8 @@ absl::StatusOr<ClusterListing> ControlPlane::Cordon(const auth::Principal& who,
   return out;
 }
 
-absl::Status ControlPlane::DeleteCluster(const auth::Principal& who, const std::string& name) {
+absl::Status ControlPlane::DeleteClusterUnaudited(const auth::Principal& who,
+                                                  const std::string& name) {
   RETURN_IF_ERROR(Require(who, auth::Permission::kPoolAdmin, {}));
   RETURN_IF_ERROR(ValidateName("name", name));
   RETURN_IF_ERROR(ports_.clusters->DeleteCluster(name));
@@ -458,9 +460,9 @@ absl::Status ControlPlane::DeleteCluster(const auth::Principal& who, const std::
   return absl::OkStatus();
 }
 
-absl::StatusOr<DrainResult> ControlPlane::Drain(const auth::Principal& who,
-                                                const std::string& cluster, const std::string& node,
-                                                bool evict) {
+absl::StatusOr<DrainResult> ControlPlane::DrainUnaudited(const auth::Principal& who,
+                                                         const std::string& cluster,
+                                                         const std::string& node, bool evict) {
   DrainResult out;
   ASSIGN_OR_RETURN(out.listing, Cordon(who, cluster, node, true));
   // Read after the cordon committed: a placement there either committed before it (and is read
@@ -570,6 +572,7 @@ absl::StatusOr<ClusterLoss> ControlPlane::LoseCluster(const std::string& cluster
     (r.event->to == WorkloadState::kPending ? loss.requeued : loss.ended).push_back(r.id);
     events.push_back(*r.event);
   }
+  AuditLoss(cluster, detail, loss, events);
   AfterClusterCommit(ClusterStateChange{cluster, ClusterState::kUnreachable});
   ports_.agents->Fence(cluster, loss.epoch);
   AfterCommit(events);
@@ -605,7 +608,10 @@ absl::StatusOr<int> ControlPlane::ArchiveFinished(std::chrono::nanoseconds after
   return moved;
 }
 
-void ControlPlane::Scheduled(const std::vector<WorkloadEvent>& events) { AfterCommit(events); }
+void ControlPlane::Scheduled(const std::vector<WorkloadEvent>& events) {
+  AuditScheduled(events);
+  AfterCommit(events);
+}
 
 absl::StatusOr<std::vector<Workload>> ControlPlane::Reclaim(
     const std::vector<ReclaimPlan>& reclaims) {
@@ -625,6 +631,7 @@ absl::StatusOr<std::vector<Workload>> ControlPlane::Reclaim(
     metrics_->Preempted(r.cause, r.victims.size(), r.gpu_seconds_lost);
   }
   if (!result.marked.empty()) metrics_->Evicted(AttemptEnd::kPreempted, result.marked.size());
+  AuditReclaims(result.recorded, result.marked);
   AfterCommit({}, result.marked);
   return std::move(result.marked);
 }

@@ -27,8 +27,10 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "auth/policy.h"
 #include "auth/principal.h"
 #include "federation/agent_registry.h"
+#include "federation/audit.h"
 #include "federation/clock.h"
 #include "federation/ports.h"
 #include "federation/scheduler.h"
@@ -54,6 +56,8 @@ struct ControlPlanePorts {
   // cluster-identity calls are.
   ClusterCertificateStore* certificates = nullptr;
   ClusterCertificateIssuer* issuer = nullptr;
+  // The audit trail (federation/audit.h); optional: null records nothing (tests, the simulator).
+  AuditLog* audit = nullptr;
 };
 
 struct ControlPlaneOptions {
@@ -124,6 +128,12 @@ struct DeclarationDiff {
   // One line per change, for people: "jurisdiction: \"\" -> eu", "+ price H100-80GB on-demand
   // from 2026-12-01T00:00:00Z: 3.200000", "rtt eu-west: 12 ms -> 9 ms".
   std::vector<std::string> changes;
+};
+
+// A page of audit rows and the chain's check.
+struct AuditListing {
+  std::vector<AuditEvent> events;  // newest first
+  int64_t next_before_id = 0;      // 0: no more
 };
 
 // A page of preemption records.
@@ -396,6 +406,26 @@ class ControlPlane {
                                                  const std::string& tenant, int64_t before_id,
                                                  int limit);
 
+  // ---- Audit (docs/security.md#audit) ----
+  //
+  // Every mutating use case above records one row (AuditEvent) after it ran: who, what, on
+  // which object, the outcome (ok, denied, invalid, ...) and why. A call that succeeded is the
+  // row of the object's scope; one refused or failed is the row of the caller's scope (its
+  // admins see what their credentials tried; the target's never learn of it). The control
+  // loop's decisions that move capacity (place, repartition, preempt, requeue or lose after a
+  // cluster loss) are rows of the workload's scope, by "scheduler" or "control-loop". A row
+  // that cannot be written is logged (error) and the use case's answer stands: the change it
+  // records has committed.
+
+  // The rows `who` may read (audit.read): every row at platform scope (`filter.tenant` may
+  // narrow it), its tenant's at tenant scope, its project's at project scope. PERMISSION_DENIED
+  // without audit.read; NOT_FOUND for a tenant filter outside the caller's scope;
+  // INVALID_ARGUMENT naming page_size; FAILED_PRECONDITION when no audit log is configured.
+  absl::StatusOr<AuditListing> ListAuditEvents(const auth::Principal& who, AuditFilter filter);
+  // Walks the whole chain (audit.verify: platform admins). PERMISSION_DENIED;
+  // FAILED_PRECONDITION when no audit log (or key) is configured; UNAVAILABLE.
+  absl::StatusOr<AuditVerification> VerifyAudit(const auth::Principal& who);
+
   // ---- Operations ----
 
   // What the control plane does once, before it serves: the agent registry learns every stored
@@ -439,6 +469,63 @@ class ControlPlane {
   absl::StatusOr<std::vector<Workload>> Reclaim(const std::vector<ReclaimPlan>& reclaims);
 
  private:
+  // The mutating use cases as they run unrecorded; each public one above calls its own and
+  // records the outcome (audit_use_cases.cc).
+  void SubmitUnaudited(const auth::Principal& who, absl::StatusOr<WorkloadSpec> spec,
+                       absl::Time deadline, SubmitDone done);
+  absl::StatusOr<Workload> CancelUnaudited(const auth::Principal& who, WorkloadId id,
+                                           std::string reason);
+  absl::StatusOr<std::vector<DeclarationDiff>> ApplyDeclarationsUnaudited(
+      const auth::Principal& who, std::vector<ClusterDeclaration> declarations, bool dry_run);
+  absl::StatusOr<ClusterListing> CordonUnaudited(const auth::Principal& who,
+                                                 const std::string& cluster,
+                                                 const std::string& node, bool cordoned);
+  absl::StatusOr<DrainResult> DrainUnaudited(const auth::Principal& who, const std::string& cluster,
+                                             const std::string& node, bool evict);
+  absl::StatusOr<std::shared_ptr<AgentLink>> RegisterAgentUnaudited(
+      const auth::Principal& who, const ClusterInfo& info, const std::vector<NodeInfo>& nodes,
+      const std::vector<AgentReport>& known, std::shared_ptr<AgentChannel> channel);
+  absl::StatusOr<Tenant> CreateTenantUnaudited(const auth::Principal& who, Tenant tenant);
+  absl::StatusOr<Project> CreateProjectUnaudited(const auth::Principal& who,
+                                                 const Project& project);
+  absl::Status DeleteProjectUnaudited(const auth::Principal& who, const std::string& tenant,
+                                      const std::string& name);
+  absl::Status DeleteTenantUnaudited(const auth::Principal& who, const std::string& name);
+  absl::StatusOr<CreatedToken> CreateTokenUnaudited(const auth::Principal& who,
+                                                    const TokenRequest& request);
+  absl::Status RevokeTokenUnaudited(const auth::Principal& who, int64_t id);
+  absl::StatusOr<Quota> SetQuotaUnaudited(const auth::Principal& who, const Quota& quota,
+                                          bool overcommit);
+  absl::Status DeleteQuotaUnaudited(const auth::Principal& who, const QuotaKey& key);
+  absl::StatusOr<ShareWeight> SetShareWeightUnaudited(const auth::Principal& who,
+                                                      const ShareWeight& weight);
+  absl::Status DeleteClusterUnaudited(const auth::Principal& who, const std::string& name);
+  absl::StatusOr<IssuedClusterCertificate> EnrollClusterUnaudited(const auth::Principal& who,
+                                                                  const std::string& cluster,
+                                                                  const std::string& csr_pem);
+  absl::StatusOr<int> RevokeClusterUnaudited(const auth::Principal& who,
+                                             const std::string& cluster);
+  absl::StatusOr<BindingChange> SetRoleBindingUnaudited(const auth::Principal& who,
+                                                        const RoleBinding& binding);
+  absl::StatusOr<BindingChange> DeleteRoleBindingUnaudited(const auth::Principal& who,
+                                                           const std::string& subject,
+                                                           const std::string& tenant,
+                                                           const std::string& project);
+
+  // Records what `who` asked for and how it ended. `scope` is where the object lives: the row's
+  // scope when `status` is OK; otherwise the row is the caller's scope's.
+  void AuditCall(const auth::Principal& who, absl::string_view action, std::string object,
+                 auth::Scope scope, const absl::Status& status, std::string detail = {});
+  // Records decisions of the control loop (`actor`: "scheduler", "control-loop") in one append.
+  void AuditDecisions(std::vector<AuditEvent> rows);
+  // The decisions that move capacity: a cycle's placements (and the MIG repartitions they
+  // bring), a cluster loss and what it did to each workload, a reclaim's evictions.
+  void AuditScheduled(const std::vector<WorkloadEvent>& events);
+  void AuditLoss(const std::string& cluster, const std::string& detail, const ClusterLoss& loss,
+                 const std::vector<WorkloadEvent>& events);
+  void AuditReclaims(const std::vector<PreemptionRecord>& recorded,
+                     const std::vector<Workload>& marked);
+
   // ClusterListing::visible for `who`: nullopt in platform scope, else its tenant's workloads
   // that hold capacity. UNAVAILABLE.
   absl::StatusOr<std::optional<absl::flat_hash_set<WorkloadId>>> VisibleHolders(

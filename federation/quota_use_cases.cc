@@ -48,7 +48,7 @@ absl::StatusOr<std::string> QuotaListingTenant(const auth::Principal& who,
 
 }  // namespace
 
-absl::StatusOr<Quota> ControlPlane::SetQuota(const auth::Principal& who, const Quota& quota,
+absl::StatusOr<Quota> ControlPlane::SetQuotaUnaudited(const auth::Principal& who, const Quota& quota,
                                              bool overcommit) {
   RETURN_IF_ERROR(ValidateQuota(quota));
   RETURN_IF_ERROR(MaySetQuota(who, quota.key));
@@ -65,7 +65,7 @@ absl::StatusOr<Quota> ControlPlane::SetQuota(const auth::Principal& who, const Q
   return stored;
 }
 
-absl::Status ControlPlane::DeleteQuota(const auth::Principal& who, const QuotaKey& key) {
+absl::Status ControlPlane::DeleteQuotaUnaudited(const auth::Principal& who, const QuotaKey& key) {
   RETURN_IF_ERROR(ValidateName("tenant", key.tenant));
   if (!key.project.empty()) RETURN_IF_ERROR(ValidateName("project", key.project));
   RETURN_IF_ERROR(ValidateQuotaResource("resource", key.resource));
@@ -135,7 +135,7 @@ absl::StatusOr<std::vector<QuotaUsage>> ControlPlane::QuotaUsageOf(const auth::P
   return out;
 }
 
-absl::StatusOr<ShareWeight> ControlPlane::SetShareWeight(const auth::Principal& who,
+absl::StatusOr<ShareWeight> ControlPlane::SetShareWeightUnaudited(const auth::Principal& who,
                                                          const ShareWeight& weight) {
   RETURN_IF_ERROR(ValidateShareWeight(weight));
   RETURN_IF_ERROR(MaySetQuota(who, QuotaKey{weight.tenant, weight.project, ""}));

@@ -11,7 +11,7 @@ namespace gpufed {
 
 using auth::Permission;
 
-absl::StatusOr<Tenant> ControlPlane::CreateTenant(const auth::Principal& who, Tenant tenant) {
+absl::StatusOr<Tenant> ControlPlane::CreateTenantUnaudited(const auth::Principal& who, Tenant tenant) {
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {}));
   RETURN_IF_ERROR(ValidateName("name", tenant.name));
   RETURN_IF_ERROR(ValidateText("display_name", tenant.display_name, kMaxDisplayNameBytes));
@@ -31,7 +31,7 @@ absl::StatusOr<std::vector<Tenant>> ControlPlane::ListTenants(const auth::Princi
   return visible;
 }
 
-absl::StatusOr<Project> ControlPlane::CreateProject(const auth::Principal& who,
+absl::StatusOr<Project> ControlPlane::CreateProjectUnaudited(const auth::Principal& who,
                                                     const Project& project) {
   RETURN_IF_ERROR(ValidateName("tenant", project.tenant));
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {project.tenant, ""}));
@@ -52,7 +52,7 @@ absl::StatusOr<std::vector<Project>> ControlPlane::ListProjects(const auth::Prin
   return projects;
 }
 
-absl::Status ControlPlane::DeleteProject(const auth::Principal& who, const std::string& tenant,
+absl::Status ControlPlane::DeleteProjectUnaudited(const auth::Principal& who, const std::string& tenant,
                                          const std::string& name) {
   RETURN_IF_ERROR(ValidateName("tenant", tenant));
   RETURN_IF_ERROR(ValidateName("name", name));
@@ -68,7 +68,7 @@ absl::Status ControlPlane::DeleteProject(const auth::Principal& who, const std::
   return absl::OkStatus();
 }
 
-absl::Status ControlPlane::DeleteTenant(const auth::Principal& who, const std::string& name) {
+absl::Status ControlPlane::DeleteTenantUnaudited(const auth::Principal& who, const std::string& name) {
   RETURN_IF_ERROR(ValidateName("name", name));
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {}));
   RETURN_IF_ERROR(ports_.tenants->DeleteTenant(name));
@@ -76,7 +76,7 @@ absl::Status ControlPlane::DeleteTenant(const auth::Principal& who, const std::s
   return absl::OkStatus();
 }
 
-absl::StatusOr<CreatedToken> ControlPlane::CreateToken(const auth::Principal& who,
+absl::StatusOr<CreatedToken> ControlPlane::CreateTokenUnaudited(const auth::Principal& who,
                                                        const TokenRequest& request) {
   RETURN_IF_ERROR(ValidateSubject(request.subject));
   TokenRecord record;
@@ -151,7 +151,7 @@ absl::StatusOr<std::vector<TokenRecord>> ControlPlane::ListTokens(const auth::Pr
   return tokens;
 }
 
-absl::Status ControlPlane::RevokeToken(const auth::Principal& who, int64_t id) {
+absl::Status ControlPlane::RevokeTokenUnaudited(const auth::Principal& who, int64_t id) {
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin));
   if (id <= 0) return absl::InvalidArgumentError("token_id: must be a positive token id");
   // The store revokes only a token inside the caller's binding (NOT_FOUND for any other).
@@ -170,7 +170,7 @@ auth::Scope BindingScope(const RoleBinding& binding) {
 
 }  // namespace
 
-absl::StatusOr<BindingChange> ControlPlane::SetRoleBinding(const auth::Principal& who,
+absl::StatusOr<BindingChange> ControlPlane::SetRoleBindingUnaudited(const auth::Principal& who,
                                                            const RoleBinding& binding) {
   RETURN_IF_ERROR(ValidateRoleBinding(binding));
   if (!auth::MayGrant(who, binding.role, BindingScope(binding))) {
@@ -181,7 +181,7 @@ absl::StatusOr<BindingChange> ControlPlane::SetRoleBinding(const auth::Principal
   return change;
 }
 
-absl::StatusOr<BindingChange> ControlPlane::DeleteRoleBinding(const auth::Principal& who,
+absl::StatusOr<BindingChange> ControlPlane::DeleteRoleBindingUnaudited(const auth::Principal& who,
                                                               const std::string& subject,
                                                               const std::string& tenant,
                                                               const std::string& project) {

@@ -46,6 +46,7 @@ DATA_DIR=$DEMO_DIR/data
 LOG_DIR=$DEMO_DIR/logs
 RUN_DIR=$DEMO_DIR/run
 ADMIN_TOKEN_FILE=$DATA_DIR/admin.token
+AUDIT_KEY_FILE=$DATA_DIR/audit.key
 TLS_DIR=$DATA_DIR/tls
 READY_FILE=$RUN_DIR/server.ready.json
 
@@ -55,7 +56,7 @@ unset GPUFED_SERVER_CONFIG GPUFED_DATA_DIR GPUFED_DATABASE_URL GPUFED_DATABASE_U
   GPUFED_ADMIN_TOKEN_FILE GPUFED_TOKEN_FILE GPUFED_AGENT_TOKEN_FILE \
   GPUFED_AGENT_CONFIG GPUFED_SERVER GPUFED_AGENT_TOKEN GPUFED_TOPOLOGY GPUFED_BACKEND \
   GPUFED_WORK_DIR GPUFED_GRPC_LISTEN GPUFED_HTTP_LISTEN GPUFED_TOKEN GPUFED_CA_FILE \
-  GPUFED_TLS_CERT_FILE GPUFED_TLS_KEY_FILE
+  GPUFED_TLS_CERT_FILE GPUFED_TLS_KEY_FILE GPUFED_AUDIT_KEY_FILE
 
 SERVER_PID=""
 WATCH_PID=""
@@ -221,6 +222,7 @@ if [[ $(id -u) -eq 0 ]] && id postgres >/dev/null 2>&1 &&
   ! runuser -u postgres -- test -x "$DEMO_DIR" 2>/dev/null; then
   DATA_DIR=/var/tmp/gpufed-demo-$(printf '%s' "$DEMO_DIR" | md5sum | cut -c1-8)/data
   ADMIN_TOKEN_FILE=$DATA_DIR/admin.token
+  AUDIT_KEY_FILE=$DATA_DIR/audit.key
   TLS_DIR=$DATA_DIR/tls
   mkdir -p "$(dirname "$DATA_DIR")"
   chmod 0755 "$(dirname "$DATA_DIR")"
@@ -271,6 +273,10 @@ done
   die "could not make the demo's certificates (openssl)"
 CA_FILE=$TLS_DIR/ca.crt
 
+# The key of the audit trail's hash chain (docs/security.md#audit): 256 random bits, readable by
+# the server's user only.
+(umask 077 && openssl rand -hex 32 >"$AUDIT_KEY_FILE") || die "could not make the audit key"
+
 say "starting gpufed-server (embedded PostgreSQL in $DATA_DIR/postgres)"
 # setsid: a Ctrl-C in this terminal reaches only this script, which then stops the agents and
 # the server in order. Without it the server and its PostgreSQL would get SIGINT at the same
@@ -280,6 +286,7 @@ setsid "$SERVER" \
   --http-listen "$HTTP_LISTEN" \
   --data-dir "$DATA_DIR" \
   --admin-token-file "$ADMIN_TOKEN_FILE" \
+  --audit-key-file "$AUDIT_KEY_FILE" \
   --ready-file "$READY_FILE" \
   --log-level "$LOG_LEVEL" \
   --tls-cert-file "$TLS_DIR/server.crt" \

@@ -51,6 +51,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "database_url",
                                 "database_url_file",
                                 "admin_token_file",
+                                "audit_key_file",
                                 "ready_file",
                                 "log_level",
                                 "tls_cert_file",
@@ -93,6 +94,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "database_url", &config->database_url),
         ReadKey(root, file, "database_url_file", &config->database_url_file),
         ReadKey(root, file, "admin_token_file", &config->admin_token_file),
+        ReadKey(root, file, "audit_key_file", &config->audit_key_file),
         ReadKey(root, file, "ready_file", &config->ready_file),
         ReadKey(root, file, "log_level", &config->log_level),
         ReadKey(root, file, "tls_cert_file", &config->tls_cert_file),
@@ -163,6 +165,10 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
   app.add_option("--database-url-file", config.database_url_file,
                  "file holding the libpq connection string (mode 0600), instead of --database-url")
       ->envname("GPUFED_DATABASE_URL_FILE");
+  app.add_option("--audit-key-file", config.audit_key_file,
+                 "key of the audit trail's hash chain (mode 0600, at least 32 bytes; default "
+                 "DATA_DIR/audit.key, made on first start)")
+      ->envname("GPUFED_AUDIT_KEY_FILE");
   app.add_option("--admin-token-file", config.admin_token_file,
                  "where the bootstrap admin token is written (default DATA_DIR/admin.token)")
       ->envname("GPUFED_ADMIN_TOKEN_FILE");

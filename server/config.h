@@ -19,6 +19,10 @@ struct ServerConfig {
   // Like every file holding a secret, refused when other users may read or write it.
   std::string database_url_file;
   std::string admin_token_file;  // empty: data_dir/admin.token
+  // The key of the audit trail's hash chain (docs/security.md#audit): at least 32 bytes, refused
+  // when other users may read it (CheckSecretFile). Empty: data_dir/audit.key, made (0600, 256
+  // random bits) on the first start. Every server of one database must be given the same key.
+  std::string audit_key_file;
   std::string ready_file;
   std::string log_level = "info";
   // TLS on both listeners (docs/operations.md#tls): the certificate (PEM, intermediates after

@@ -15,7 +15,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "api/agent_service.h"
+#include "api/audit_service.h"
 #include "api/authn.h"
 #include "api/cluster_service.h"
 #include "api/executor.h"
@@ -28,7 +30,9 @@
 #include "api/tenant_service.h"
 #include "api/watch_hub.h"
 #include "api/workload_service.h"
+#include "auth/audit_chain.h"
 #include "auth/cluster_ca.h"
+#include "auth/token.h"
 #include "federation/agent_registry.h"
 #include "federation/clock.h"
 #include "federation/control_loop.h"
@@ -47,6 +51,7 @@
 #include "storage/embedded_postgres.h"
 #include "storage/leader_lock.h"
 #include "storage/migrator.h"
+#include "storage/pg_audit_log.h"
 #include "storage/pg_pool.h"
 #include "storage/pg_store.h"
 
@@ -89,6 +94,30 @@ absl::StatusOr<std::string> ReadSettingFile(absl::string_view setting, const std
   text << in.rdbuf();
   if (!in) return absl::InvalidArgumentError(absl::StrCat(setting, ": cannot read ", path));
   return text.str();
+}
+
+// The audit chain's key (ServerConfig::audit_key_file): read from the file configured, or from
+// data_dir/audit.key, made on the first start when nothing is configured.
+absl::StatusOr<std::string> LoadAuditKey(const ServerConfig& config) {
+  std::string path = config.audit_key_file;
+  if (path.empty()) {
+    path = (std::filesystem::path(config.data_dir) / "audit.key").string();
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      // 256 random bits, as text so that operators can copy it to the other replicas.
+      RETURN_IF_ERROR(WriteSecretFile(path, auth::GenerateToken() + "\n"));
+      spdlog::info("audit key made in {} (keep a copy: verifying the audit trail needs it)", path);
+    }
+  }
+  RETURN_IF_ERROR(CheckSecretFile("audit_key_file", path));
+  ASSIGN_OR_RETURN(std::string text, ReadSettingFile("audit_key_file", path));
+  std::string key(absl::StripTrailingAsciiWhitespace(text));
+  if (key.size() < auth::kMinAuditKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("audit_key_file: ", path, " holds ", key.size(),
+                                                   " bytes; at least ", auth::kMinAuditKeyBytes,
+                                                   " are needed"));
+  }
+  return key;
 }
 
 }  // namespace
@@ -212,6 +241,13 @@ absl::Status Server::Start() {
       storage::PgStore::Create(dsn_, store_options);
   if (!store.ok()) return redacted(store.status());
   store_ = *std::move(store);
+  storage::PgAuditLogOptions audit_options;
+  ASSIGN_OR_RETURN(audit_options.key, LoadAuditKey(config_));
+  audit_options.clock = clock_.get();
+  absl::StatusOr<std::unique_ptr<storage::PgAuditLog>> audit =
+      storage::PgAuditLog::Create(dsn_, std::move(audit_options));
+  if (!audit.ok()) return redacted(audit.status());
+  audit_ = *std::move(audit);
 
   registry_ = std::make_shared<prometheus::Registry>();
   metrics_ = std::make_unique<api::Metrics>(*registry_);
@@ -250,6 +286,7 @@ absl::Status Server::Start() {
   ports.credentials = revocations_.get();
   ports.certificates = store_.get();
   ports.issuer = cluster_issuer_.get();
+  ports.audit = audit_.get();
   plane_ = std::make_unique<ControlPlane>(ports);
   RETURN_IF_ERROR(plane_->Start());
   leader_lock_ = std::make_unique<storage::LeaderLock>(dsn_, storage::LeaderLock::kSchedulerKey);
@@ -279,6 +316,7 @@ absl::Status Server::Start() {
   tenant_service_ = std::make_unique<api::TenantServiceImpl>(ctx);
   quota_service_ = std::make_unique<api::QuotaServiceImpl>(ctx);
   agent_service_ = std::make_unique<api::AgentServiceImpl>(ctx);
+  audit_service_ = std::make_unique<api::AuditServiceImpl>(ctx);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -292,6 +330,7 @@ absl::Status Server::Start() {
   builder.RegisterService(tenant_service_.get());
   builder.RegisterService(quota_service_.get());
   builder.RegisterService(agent_service_.get());
+  builder.RegisterService(audit_service_.get());
   // The largest legitimate message is an agent's inventory (~200 bytes a GPU). gRPC has one
   // receive limit for every method, so a user call's smaller one (api/limits.h) is checked by its
   // handler, which names the field that is too large. Nothing larger is sent either: it is what

@@ -28,10 +28,12 @@ class SystemClock;
 namespace storage {
 class EmbeddedPostgres;
 class LeaderLock;
+class PgAuditLog;
 class PgStore;
 }  // namespace storage
 namespace api {
 class AgentServiceImpl;
+class AuditServiceImpl;
 class Authenticator;
 class ClusterServiceImpl;
 class Executor;
@@ -89,6 +91,7 @@ class Server {
   std::unique_ptr<storage::EmbeddedPostgres> embedded_;
   std::string dsn_;
   std::unique_ptr<storage::PgStore> store_;
+  std::unique_ptr<storage::PgAuditLog> audit_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<api::Metrics> metrics_;
   std::unique_ptr<api::PrometheusControlMetrics> control_metrics_;
@@ -108,6 +111,7 @@ class Server {
   std::unique_ptr<api::TenantServiceImpl> tenant_service_;
   std::unique_ptr<api::QuotaServiceImpl> quota_service_;
   std::unique_ptr<api::AgentServiceImpl> agent_service_;
+  std::unique_ptr<api::AuditServiceImpl> audit_service_;
   std::unique_ptr<grpc::Server> grpc_;
   // Null when serving plaintext; outlives http_, whose SSL_CTX calls it.
   std::unique_ptr<HttpCertificate> http_certificate_;

@@ -19,6 +19,7 @@
 #include "cli/clusters_yaml.h"
 #include "cli/workload_yaml.h"
 #include "gpufed/v1/agent_service.pb.h"
+#include "gpufed/v1/audit_service.pb.h"
 #include "gpufed/v1/cluster_service.pb.h"
 #include "gpufed/v1/quota_service.pb.h"
 #include "gpufed/v1/tenant_service.pb.h"
@@ -199,6 +200,19 @@ void TenantSeeds(const fs::path& corpus) {
   WriteRpc(corpus, "tenant_rpc", service, "DeleteRoleBinding", unbind);
 }
 
+void AuditSeeds(const fs::path& corpus) {
+  const auto& service = Service("gpufed.v1.AuditService");
+  v1::ListAuditEventsRequest list;
+  list.set_tenant("acme");
+  list.set_actor("user:alice@acme");
+  list.set_object("workload/17");
+  list.mutable_since()->set_seconds(1764151200);
+  list.set_page_size(50);
+  list.set_page_token("120");
+  WriteRpc(corpus, "audit_rpc", service, "ListAuditEvents", list);
+  WriteRpc(corpus, "audit_rpc", service, "VerifyAudit", v1::VerifyAuditRequest());
+}
+
 void QuotaSeeds(const fs::path& corpus) {
   const auto& service = Service("gpufed.v1.QuotaService");
   v1::SetQuotaRequest set;
@@ -292,6 +306,7 @@ int main(int argc, char** argv) {
   gpufed::fuzz::ClusterSeeds(src, corpus);
   gpufed::fuzz::TenantSeeds(corpus);
   gpufed::fuzz::QuotaSeeds(corpus);
+  gpufed::fuzz::AuditSeeds(corpus);
   gpufed::fuzz::AgentSeeds(src, corpus);
   return 0;
 }

@@ -19,6 +19,7 @@
 #include "auth/policy.h"
 #include "google/protobuf/descriptor.h"
 #include "gpufed/v1/agent_service.grpc.pb.h"
+#include "gpufed/v1/audit_service.grpc.pb.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/quota_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
@@ -564,6 +565,18 @@ std::map<std::string, RbacMatrixTest::Cases> RbacMatrixTest::AllCases() {
                                          return Unary(who, "QuotaService/ListPreemptions", req);
                                        }};
 
+  // ---- AuditService
+  const std::vector<Aim> audit_listings{kPlatform, kOwnTenant, kOtherTenantOnly};
+  c["AuditService.ListAuditEvents"] = {audit_listings, [this](const Caller& who, const Aim& aim) {
+                                         v1::ListAuditEventsRequest req;
+                                         req.set_tenant(aim.tenant);
+                                         return Unary(who, "AuditService/ListAuditEvents", req);
+                                       }};
+  c["AuditService.VerifyAudit"] = {platform, [this](const Caller& who, const Aim&) {
+                                     return Unary(who, "AuditService/VerifyAudit",
+                                                  v1::VerifyAuditRequest());
+                                   }};
+
   // ---- AgentService
   Aim own_cluster{"own cluster", "", "", "c2"};
   Aim other_cluster{"other cluster", "", "", "c1"};
@@ -596,7 +609,7 @@ TEST_F(RbacMatrixTest, EveryRpcHasAPolicyAndACase) {
       }
     }
   }
-  EXPECT_GE(declared.size(), 35u);
+  EXPECT_GE(declared.size(), 38u);
   for (const MethodPolicy& m : auth::MethodPolicies()) {
     EXPECT_TRUE(declared.contains(std::string(m.method))) << m.method << ": no such RPC";
   }

@@ -4,7 +4,7 @@ include(${PROJECT_SOURCE_DIR}/tests/support/support.cmake)
 # apply_cli_test.cc drives gpufedctl (in-process) against the real server.
 add_executable(service_tests ${CMAKE_CURRENT_LIST_DIR}/service_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/listen_test.cc ${CMAKE_CURRENT_LIST_DIR}/watch_resume_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/apply_cli_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/apply_cli_test.cc ${CMAKE_CURRENT_LIST_DIR}/audit_service_test.cc)
 target_link_libraries(service_tests PRIVATE gpufed_server gpufed_cli_lib gpufed_test_support
   GTest::gtest GTest::gtest_main PkgConfig::PQXX PkgConfig::HTTPLIB)
 target_compile_definitions(service_tests PRIVATE GPUFED_SOURCE_DIR="${CMAKE_SOURCE_DIR}")

@@ -23,12 +23,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "federation/audit.h"
 #include "federation/store.h"
 #include "federation/types.h"
 #include "federation/validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pqxx/pqxx"
+#include "storage/pg_audit_log.h"
 #include "storage/pg_store.h"
 #include "tests/storage/store_test_util.h"
 #include "tests/support/memory_store.h"
@@ -70,6 +72,8 @@ class Backend {
   virtual TenantStore& tenants() = 0;
   virtual QuotaStore& quotas() = 0;
   virtual ClusterCertificateStore& certificates() = 0;
+  // The audit port, keyed with kAuditKey.
+  virtual AuditLog& audit() = 0;
   // The event rows of one workload, oldest first.
   virtual std::vector<EventRow> Events(WorkloadId id) = 0;
   // The store's clock now (to the microsecond). Times the store writes itself during a call
@@ -78,6 +82,9 @@ class Backend {
   // Lets the store's clock move on (the fake clock stands still otherwise).
   virtual void Tick() = 0;
 };
+
+// The audit chain's key in these tests.
+constexpr char kAuditKey[] = "contract-test-audit-key-0123456789abcdef";
 
 Timestamp Micros(Timestamp t) {
   return Timestamp(std::chrono::duration_cast<microseconds>(t.time_since_epoch()));
@@ -90,6 +97,7 @@ class MemoryBackend final : public Backend {
   TenantStore& tenants() override { return store_; }
   QuotaStore& quotas() override { return store_; }
   ClusterCertificateStore& certificates() override { return store_; }
+  AuditLog& audit() override { return audit_; }
   std::vector<EventRow> Events(WorkloadId id) override {
     std::vector<EventRow> out;
     for (const auto& row : store_.Events(id)) {
@@ -102,6 +110,7 @@ class MemoryBackend final : public Backend {
 
  private:
   testing::MemoryStore store_;
+  testing::MemoryAuditLog audit_{kAuditKey, &store_.clock()};
 };
 
 class PostgresBackend final : public Backend {
@@ -115,9 +124,17 @@ class PostgresBackend final : public Backend {
     absl::StatusOr<std::unique_ptr<storage::PgStore>> store = storage::PgStore::Create(*dsn);
     if (!store.ok()) return store.status();
     backend->store_ = *std::move(store);
+    storage::PgAuditLogOptions audit_options;
+    audit_options.key = kAuditKey;
+    audit_options.verify_page = 2;  // several pages even for a few rows
+    absl::StatusOr<std::unique_ptr<storage::PgAuditLog>> audit =
+        storage::PgAuditLog::Create(*dsn, audit_options);
+    if (!audit.ok()) return audit.status();
+    backend->audit_ = *std::move(audit);
     return backend;
   }
   ~PostgresBackend() override {
+    audit_.reset();
     store_.reset();
     absl::Status dropped = postgres_->DropDatabase(dsn_);
     EXPECT_OK(dropped);
@@ -128,6 +145,7 @@ class PostgresBackend final : public Backend {
   TenantStore& tenants() override { return *store_; }
   QuotaStore& quotas() override { return *store_; }
   ClusterCertificateStore& certificates() override { return *store_; }
+  AuditLog& audit() override { return *audit_; }
   std::vector<EventRow> Events(WorkloadId id) override {
     pqxx::connection conn(dsn_);
     pqxx::nontransaction txn(conn);
@@ -157,6 +175,7 @@ class PostgresBackend final : public Backend {
   testing::TestPostgres* const postgres_;
   const std::string dsn_;
   std::unique_ptr<storage::PgStore> store_;
+  std::unique_ptr<storage::PgAuditLog> audit_;
 };
 
 // ---- Builders ------------------------------------------------------------------------------
@@ -250,6 +269,34 @@ class StoreContractTest : public ::testing::TestWithParam<Kind> {
   TenantStore& tenants() { return backend_->tenants(); }
   QuotaStore& quotas() { return backend_->quotas(); }
   ClusterCertificateStore& certificates() { return backend_->certificates(); }
+  AuditLog& audit() { return backend_->audit(); }
+
+  AuditEvent MustAppend(const std::string& actor, const std::string& tenant,
+                        const std::string& project, const std::string& action,
+                        const std::string& object, absl::string_view outcome = kAuditOk) {
+    AuditEvent e;
+    e.actor = actor;
+    e.tenant = tenant;
+    e.project = project;
+    e.action = action;
+    e.object = object;
+    e.outcome = std::string(outcome);
+    e.reason = "because";
+    e.detail = "detail: 1";
+    absl::StatusOr<AuditEvent> stored = audit().Append(e);
+    EXPECT_OK(stored);
+    return stored.ok() ? *stored : AuditEvent{};
+  }
+
+  std::vector<int64_t> AuditIds(const AuditFilter& filter) {
+    absl::StatusOr<AuditPage> page = audit().List(filter);
+    EXPECT_OK(page);
+    std::vector<int64_t> out;
+    if (page.ok()) {
+      for (const AuditEvent& e : page->events) out.push_back(e.id);
+    }
+    return out;
+  }
 
   // The tenants and projects most tests submit to.
   void AddTenants() {
@@ -2653,6 +2700,160 @@ TEST_P(StoreContractTest, ATokenBoundToAProjectStaysInsideIt) {
   ASSERT_OK(tenants().RevokeToken(sam.id, "acme", "scratch"));
   ASSERT_OK(tenants().DeleteProject("acme", "scratch"));
   ASSERT_OK(tenants().RevokeToken(rita.id, "acme", "research"));
+}
+
+// ---- Audit -----------------------------------------------------------------------------------
+
+TEST_P(StoreContractTest, AuditAppendsChainRowsInOrderWithTheKeyedHash) {
+  const Timestamp before = backend_->Now();
+  const AuditEvent a =
+      MustAppend("user:alice", "acme", "research", "workloads.submit", "workload/1");
+  backend_->Tick();
+  const AuditEvent b = MustAppend("scheduler", "acme", "research", "workloads.place", "workload/1");
+  const AuditEvent c =
+      MustAppend("user:mallory", "globex", "", "tokens.create", "token/", kAuditDenied);
+  const Timestamp after = backend_->Now();
+
+  EXPECT_EQ(a.id, 1);
+  EXPECT_EQ(b.id, 2);
+  EXPECT_EQ(c.id, 3);
+  EXPECT_EQ(a.prev_hash, "");
+  EXPECT_EQ(b.prev_hash, a.hash);
+  EXPECT_EQ(c.prev_hash, b.hash);
+  EXPECT_EQ(a.hash, AuditRowHash(kAuditKey, a));
+  EXPECT_EQ(c.hash, AuditRowHash(kAuditKey, c));
+  EXPECT_NE(c.hash, AuditRowHash("another-key-another-key-another-key", c));
+  EXPECT_GE(a.time, Micros(before));
+  EXPECT_LE(c.time, after);
+
+  // Read back exactly as written (the hash covers the microseconds too).
+  AuditFilter all;
+  ASSERT_OK_AND_ASSIGN(AuditPage page, audit().List(all));
+  ASSERT_THAT(page.events, SizeIs(3));
+  const AuditEvent& read = page.events[2];
+  EXPECT_EQ(read.id, 1);
+  EXPECT_EQ(read.time, a.time);
+  EXPECT_EQ(read.actor, "user:alice");
+  EXPECT_EQ(read.tenant, "acme");
+  EXPECT_EQ(read.project, "research");
+  EXPECT_EQ(read.action, "workloads.submit");
+  EXPECT_EQ(read.object, "workload/1");
+  EXPECT_EQ(read.outcome, "ok");
+  EXPECT_EQ(read.reason, "because");
+  EXPECT_EQ(read.detail, "detail: 1");
+  EXPECT_EQ(read.hash, a.hash);
+  EXPECT_EQ(page.events[0].outcome, "denied");
+}
+
+TEST_P(StoreContractTest, AuditAppendAllIsOneRunOfTheChain) {
+  MustAppend("user:alice", "", "", "tenants.create", "tenant/acme");
+  std::vector<AuditEvent> rows(3);
+  for (int i = 0; i < 3; ++i) {
+    rows[i].actor = "scheduler";
+    rows[i].tenant = "acme";
+    rows[i].action = "workloads.place";
+    rows[i].object = absl::StrCat("workload/", i + 1);
+    rows[i].outcome = "ok";
+  }
+  ASSERT_OK(audit().AppendAll(rows));
+  ASSERT_OK(audit().AppendAll({}));
+  EXPECT_THAT(AuditIds(AuditFilter()), ElementsAre(4, 3, 2, 1));
+  ASSERT_OK_AND_ASSIGN(AuditVerification v, audit().Verify());
+  EXPECT_THAT(v.breaks, IsEmpty());
+  EXPECT_EQ(v.rows, 4);
+}
+
+TEST_P(StoreContractTest, AuditListFiltersByScopeActorObjectAndTime) {
+  MustAppend("user:root", "", "", "tenants.create", "tenant/acme");                // 1
+  MustAppend("user:alice", "acme", "research", "workloads.submit", "workload/1");  // 2
+  MustAppend("user:alice", "acme", "prod", "workloads.submit", "workload/2");      // 3
+  MustAppend("user:bob", "acme", "", "projects.create", "project/acme/prod");      // 4
+  backend_->Tick();
+  const Timestamp later = backend_->Now();
+  MustAppend("user:eve", "globex", "research", "workloads.cancel", "workload/1");  // 5
+  MustAppend("scheduler", "acme", "research", "workloads.place", "workload/1");    // 6
+
+  AuditFilter f;
+  EXPECT_THAT(AuditIds(f), ElementsAre(6, 5, 4, 3, 2, 1));
+  f.tenant = "acme";
+  EXPECT_THAT(AuditIds(f), ElementsAre(6, 4, 3, 2));
+  f.project = "research";
+  EXPECT_THAT(AuditIds(f), ElementsAre(6, 2));
+  f = AuditFilter();
+  f.tenant = "";  // the platform's own rows
+  EXPECT_THAT(AuditIds(f), ElementsAre(1));
+  f = AuditFilter();
+  f.actor = "user:alice";
+  EXPECT_THAT(AuditIds(f), ElementsAre(3, 2));
+  f = AuditFilter();
+  f.object = "workload/1";
+  EXPECT_THAT(AuditIds(f), ElementsAre(6, 5, 2));
+  f.tenant = "acme";
+  EXPECT_THAT(AuditIds(f), ElementsAre(6, 2));
+  if (GetParam() == Kind::kMemory) {
+    // Only the fake clock stands still between calls: PostgreSQL's real clock cannot split
+    // rows written a microsecond apart by a boundary the test can name.
+    f = AuditFilter();
+    f.since = later;
+    EXPECT_THAT(AuditIds(f), ElementsAre(6, 5));
+    f.since.reset();
+    f.until = later;
+    EXPECT_THAT(AuditIds(f), ElementsAre(4, 3, 2, 1));
+  }
+  f = AuditFilter();
+  f.since = backend_->Now() + seconds(3600);
+  EXPECT_THAT(AuditIds(f), IsEmpty());
+  f = AuditFilter();
+  f.until = Timestamp{};
+  EXPECT_THAT(AuditIds(f), IsEmpty());
+
+  // Pages, newest first.
+  f = AuditFilter();
+  f.page_size = 4;
+  ASSERT_OK_AND_ASSIGN(AuditPage first, audit().List(f));
+  EXPECT_THAT(first.events, SizeIs(4));
+  EXPECT_EQ(first.next_before_id, 3);
+  f.before_id = first.next_before_id;
+  ASSERT_OK_AND_ASSIGN(AuditPage second, audit().List(f));
+  ASSERT_THAT(second.events, SizeIs(2));
+  EXPECT_EQ(second.events[0].id, 2);
+  EXPECT_EQ(second.next_before_id, 0);
+
+  f.page_size = 0;
+  EXPECT_THAT(audit().List(f), StatusIs(Code::kInvalidArgument));
+  f.page_size = kMaxAuditPage + 1;
+  EXPECT_THAT(audit().List(f), StatusIs(Code::kInvalidArgument));
+}
+
+TEST_P(StoreContractTest, AuditVerifiesAnUntouchedChainAndReturnsItsHead) {
+  ASSERT_OK_AND_ASSIGN(AuditVerification empty, audit().Verify());
+  EXPECT_EQ(empty.rows, 0);
+  EXPECT_THAT(empty.breaks, IsEmpty());
+  EXPECT_EQ(empty.head_id, 0);
+
+  AuditEvent last;
+  for (int i = 0; i < 5; ++i) {
+    last = MustAppend("user:alice", "acme", "", "quotas.set", absl::StrCat("quota/acme//gpu", i));
+  }
+  ASSERT_OK_AND_ASSIGN(AuditVerification v, audit().Verify());
+  EXPECT_EQ(v.rows, 5);
+  EXPECT_THAT(v.breaks, IsEmpty());
+  EXPECT_EQ(v.head_id, 5);
+  EXPECT_EQ(v.head_hash, last.hash);
+}
+
+TEST_P(StoreContractTest, AuditFieldsAreCutToTheirLimits) {
+  AuditEvent e;
+  e.actor = std::string(1000, 'a');
+  e.action = "workloads.submit";
+  e.object = "workload/1";
+  e.outcome = "ok";
+  e.detail = std::string(kMaxAuditDetailBytes + 10, 'd');
+  ASSERT_OK_AND_ASSIGN(AuditEvent stored, audit().Append(e));
+  EXPECT_EQ(stored.actor.size(), kMaxAuditFieldBytes);
+  EXPECT_EQ(stored.detail.size(), kMaxAuditDetailBytes);
+  ASSERT_OK_AND_ASSIGN(AuditVerification v, audit().Verify());
+  EXPECT_THAT(v.breaks, IsEmpty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreContractTest,

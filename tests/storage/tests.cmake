@@ -7,6 +7,7 @@ add_executable(gpufed_storage_tests
   ${STORAGE_TEST_DIR}/embedded_postgres_test.cc
   ${STORAGE_TEST_DIR}/json_codec_test.cc
   ${STORAGE_TEST_DIR}/migrator_test.cc
+  ${STORAGE_TEST_DIR}/pg_audit_log_test.cc
   ${STORAGE_TEST_DIR}/pg_deadline_test.cc
   ${STORAGE_TEST_DIR}/pg_pool_test.cc
   ${STORAGE_TEST_DIR}/pg_store_clusters_test.cc

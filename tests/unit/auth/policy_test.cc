@@ -66,6 +66,18 @@ TEST(PolicyTest, NobodyGrantsARoleAboveTheirOwnOrOutsideTheirScope) {
   EXPECT_TRUE(MayGrant(Bound(Role::kPlatformAdmin), Role::kAgent, {}));
 }
 
+TEST(PolicyTest, AuditRowsAreReadInTheReadersScopeAndVerifiedByPlatformAdminsOnly) {
+  EXPECT_TRUE(Allows(Bound(Role::kPlatformAdmin), Permission::kAuditVerify, {}));
+  EXPECT_TRUE(Allows(Bound(Role::kViewer), Permission::kAuditRead, {"acme", ""}));
+  EXPECT_TRUE(Allows(Bound(Role::kTenantAdmin, "acme"), Permission::kAuditRead, {"acme", ""}));
+  EXPECT_FALSE(Allows(Bound(Role::kTenantAdmin, "acme"), Permission::kAuditRead, {"globex", ""}));
+  EXPECT_FALSE(Allows(Bound(Role::kTenantAdmin, "acme"), Permission::kAuditVerify, {}));
+  EXPECT_FALSE(Grants(Role::kTenantUser, Permission::kAuditRead));
+  EXPECT_FALSE(Grants(Role::kAgent, Permission::kAuditRead));
+  EXPECT_FALSE(Grants(Role::kViewer, Permission::kAuditVerify));
+  EXPECT_EQ(PermissionName(Permission::kAuditRead), "audit.read");
+}
+
 TEST(PolicyTest, EveryMethodHasOneRowAndRowsAreFound) {
   std::set<std::string> seen;
   for (const MethodPolicy& m : MethodPolicies()) {

@@ -1,0 +1,451 @@
+// The audit trail's side of ControlPlane (control_plane.h): every mutating use case records its
+// outcome here, around the unrecorded one it calls, and the audit rows are read and verified
+// here (docs/security.md#audit).
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "federation/authorization.h"
+#include "federation/control_plane.h"
+#include "federation/status_macros.h"
+#include "federation/validation.h"
+#include "spdlog/spdlog.h"
+
+namespace gpufed {
+namespace {
+
+using auth::Permission;
+
+std::string Outcome(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return std::string(kAuditOk);
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return std::string(kAuditDenied);
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return std::string(kAuditInvalid);
+    case absl::StatusCode::kNotFound:
+      return std::string(kAuditNotFound);
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAborted:
+      return std::string(kAuditConflict);
+    default:
+      return std::string(kAuditFailed);
+  }
+}
+
+std::string ActorOf(const auth::Principal& who) {
+  if (who.role == auth::Role::kAgent) return absl::StrCat("agent:", who.cluster);
+  return absl::StrCat("user:", who.subject);
+}
+
+std::string WorkloadObject(WorkloadId id) { return absl::StrCat("workload/", id); }
+
+}  // namespace
+
+void ControlPlane::AuditCall(const auth::Principal& who, absl::string_view action,
+                             std::string object, auth::Scope scope, const absl::Status& status,
+                             std::string detail) {
+  if (ports_.audit == nullptr) return;
+  AuditEvent row;
+  row.actor = ActorOf(who);
+  // A refused or failed call belongs to the caller's scope: the target's readers must not
+  // learn of calls that never reached them (nor, through them, of the caller).
+  if (status.ok()) {
+    row.tenant = std::string(scope.tenant);
+    row.project = std::string(scope.project);
+  } else {
+    row.tenant = who.tenant;
+    row.project = who.project;
+  }
+  row.action = std::string(action);
+  row.object = std::move(object);
+  row.outcome = Outcome(status);
+  // Statuses name fields and values the caller sent, never a secret the server holds.
+  row.reason = std::string(status.message());
+  row.detail = std::move(detail);
+  if (absl::StatusOr<AuditEvent> stored = ports_.audit->Append(row); !stored.ok()) {
+    spdlog::error("audit: could not record {} {} by {} ({}): {}", row.action, row.object, row.actor,
+                  row.outcome, stored.status().ToString());
+  }
+}
+
+void ControlPlane::AuditDecisions(std::vector<AuditEvent> rows) {
+  if (ports_.audit == nullptr || rows.empty()) return;
+  if (absl::Status s = ports_.audit->AppendAll(rows); !s.ok()) {
+    spdlog::error("audit: could not record {} decision(s) ({} {} first): {}", rows.size(),
+                  rows.front().action, rows.front().object, s.ToString());
+  }
+}
+
+// ---- Recorded use cases ----------------------------------------------------------------------
+
+void ControlPlane::Submit(const auth::Principal& who, absl::StatusOr<WorkloadSpec> spec,
+                          absl::Time deadline, SubmitDone done) {
+  // The object is the workload once stored; before that (refused), the project it named.
+  std::string target = spec.ok() ? absl::StrCat("project/", spec->tenant, "/", spec->project)
+                                 : std::string("project/");
+  SubmitUnaudited(who, std::move(spec), deadline,
+                  [this, who, target = std::move(target),
+                   done = std::move(done)](absl::StatusOr<SubmitResult> result) mutable {
+                    if (result.ok()) {
+                      const WorkloadSpec& s = result->workload.spec;
+                      AuditCall(who, "workloads.submit", WorkloadObject(result->workload.id),
+                                {s.tenant, s.project}, absl::OkStatus(),
+                                result->created ? "" : "replayed: idempotency key matched");
+                    } else {
+                      AuditCall(who, "workloads.submit", target, {}, result.status());
+                    }
+                    std::move(done)(std::move(result));
+                  });
+}
+
+absl::StatusOr<Workload> ControlPlane::Cancel(const auth::Principal& who, WorkloadId id,
+                                              std::string reason) {
+  absl::StatusOr<Workload> result = CancelUnaudited(who, id, std::move(reason));
+  auth::Scope scope;
+  std::string detail;
+  if (result.ok()) {
+    scope = {result->spec.tenant, result->spec.project};
+    detail = absl::StrCat("state ", StateName(result->state),
+                          result->cancel_requested ? ", agent asked to stop it" : "");
+  }
+  AuditCall(who, "workloads.cancel", WorkloadObject(id), scope, result.status(), detail);
+  return result;
+}
+
+absl::StatusOr<std::vector<DeclarationDiff>> ControlPlane::ApplyDeclarations(
+    const auth::Principal& who, std::vector<ClusterDeclaration> declarations, bool dry_run) {
+  std::string names;
+  for (const ClusterDeclaration& d : declarations) {
+    absl::StrAppend(&names, names.empty() ? "" : ",", d.cluster);
+  }
+  absl::StatusOr<std::vector<DeclarationDiff>> result =
+      ApplyDeclarationsUnaudited(who, std::move(declarations), dry_run);
+  if (dry_run && result.ok()) return result;  // nothing changed
+  std::string detail = absl::StrCat(dry_run ? "dry run; " : "", "clusters: ", names);
+  if (result.ok()) {
+    int changed = 0;
+    for (const DeclarationDiff& d : *result) {
+      if (d.kind != DeclarationDiff::Kind::kUnchanged) ++changed;
+    }
+    absl::StrAppend(&detail, "; changed: ", changed);
+  }
+  AuditCall(who, "clusters.apply", "declarations", {}, result.status(), std::move(detail));
+  return result;
+}
+
+absl::StatusOr<ClusterListing> ControlPlane::Cordon(const auth::Principal& who,
+                                                    const std::string& cluster,
+                                                    const std::string& node, bool cordoned) {
+  absl::StatusOr<ClusterListing> result = CordonUnaudited(who, cluster, node, cordoned);
+  AuditCall(who, cordoned ? "clusters.cordon" : "clusters.uncordon",
+            absl::StrCat("cluster/", cluster, node.empty() ? "" : "/node/", node), {},
+            result.status());
+  return result;
+}
+
+absl::StatusOr<DrainResult> ControlPlane::Drain(const auth::Principal& who,
+                                                const std::string& cluster, const std::string& node,
+                                                bool evict) {
+  absl::StatusOr<DrainResult> result = DrainUnaudited(who, cluster, node, evict);
+  std::string detail = absl::StrCat("evict: ", evict ? "yes" : "no");
+  if (result.ok()) {
+    absl::StrAppend(&detail, "; evicted: ", result->evicted.size(),
+                    "; staying: ", result->staying.size());
+  }
+  AuditCall(who, "clusters.drain",
+            absl::StrCat("cluster/", cluster, node.empty() ? "" : "/node/", node), {},
+            result.status(), std::move(detail));
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
+    const auth::Principal& who, const ClusterInfo& info, const std::vector<NodeInfo>& nodes,
+    const std::vector<AgentReport>& known, std::shared_ptr<AgentChannel> channel) {
+  absl::StatusOr<std::shared_ptr<AgentLink>> result =
+      RegisterAgentUnaudited(who, info, nodes, known, std::move(channel));
+  std::string detail = absl::StrCat("nodes: ", nodes.size());
+  if (result.ok()) absl::StrAppend(&detail, "; epoch: ", (*result)->epoch());
+  AuditCall(who, "agents.register", absl::StrCat("cluster/", info.name), {}, result.status(),
+            std::move(detail));
+  return result;
+}
+
+absl::StatusOr<Tenant> ControlPlane::CreateTenant(const auth::Principal& who, Tenant tenant) {
+  const std::string object = absl::StrCat("tenant/", tenant.name);
+  absl::StatusOr<Tenant> result = CreateTenantUnaudited(who, std::move(tenant));
+  AuditCall(who, "tenants.create", object, {}, result.status());
+  return result;
+}
+
+absl::StatusOr<Project> ControlPlane::CreateProject(const auth::Principal& who,
+                                                    const Project& project) {
+  absl::StatusOr<Project> result = CreateProjectUnaudited(who, project);
+  AuditCall(who, "projects.create", absl::StrCat("project/", project.tenant, "/", project.name),
+            {project.tenant, project.name}, result.status());
+  return result;
+}
+
+absl::Status ControlPlane::DeleteProject(const auth::Principal& who, const std::string& tenant,
+                                         const std::string& name) {
+  absl::Status result = DeleteProjectUnaudited(who, tenant, name);
+  // The project's own readers are gone with it: the row is its tenant's.
+  AuditCall(who, "projects.delete", absl::StrCat("project/", tenant, "/", name), {tenant, ""},
+            result);
+  return result;
+}
+
+absl::Status ControlPlane::DeleteTenant(const auth::Principal& who, const std::string& name) {
+  absl::Status result = DeleteTenantUnaudited(who, name);
+  AuditCall(who, "tenants.delete", absl::StrCat("tenant/", name), {}, result);
+  return result;
+}
+
+absl::StatusOr<CreatedToken> ControlPlane::CreateToken(const auth::Principal& who,
+                                                       const TokenRequest& request) {
+  absl::StatusOr<CreatedToken> result = CreateTokenUnaudited(who, request);
+  // The binding, never the secret (nor its hash).
+  std::string detail =
+      absl::StrCat("subject: ", request.subject, "; role: ", auth::RoleName(request.role));
+  if (!request.tenant.empty()) absl::StrAppend(&detail, "; tenant: ", request.tenant);
+  if (!request.project.empty()) absl::StrAppend(&detail, "; project: ", request.project);
+  if (!request.cluster.empty()) absl::StrAppend(&detail, "; cluster: ", request.cluster);
+  const bool platform = request.role == auth::Role::kAgent || request.tenant.empty();
+  AuditCall(who, "tokens.create",
+            result.ok() ? absl::StrCat("token/", result->id) : std::string("token/"),
+            platform ? auth::Scope{} : auth::Scope{request.tenant, request.project},
+            result.status(), std::move(detail));
+  return result;
+}
+
+absl::Status ControlPlane::RevokeToken(const auth::Principal& who, int64_t id) {
+  absl::Status result = RevokeTokenUnaudited(who, id);
+  // The store revoked it only inside the caller's binding: the caller's scope is the row's.
+  AuditCall(who, "tokens.revoke", absl::StrCat("token/", id), {who.tenant, who.project}, result);
+  return result;
+}
+
+absl::StatusOr<Quota> ControlPlane::SetQuota(const auth::Principal& who, const Quota& quota,
+                                             bool overcommit) {
+  absl::StatusOr<Quota> result = SetQuotaUnaudited(who, quota, overcommit);
+  std::string detail = absl::StrCat("guaranteed_milli: ", quota.guaranteed_milli);
+  if (quota.limit_milli) absl::StrAppend(&detail, "; limit_milli: ", *quota.limit_milli);
+  if (overcommit) absl::StrAppend(&detail, "; overcommit");
+  AuditCall(
+      who, "quotas.set",
+      absl::StrCat("quota/", quota.key.tenant, "/", quota.key.project, "/", quota.key.resource),
+      {quota.key.tenant, quota.key.project}, result.status(), std::move(detail));
+  return result;
+}
+
+absl::Status ControlPlane::DeleteQuota(const auth::Principal& who, const QuotaKey& key) {
+  absl::Status result = DeleteQuotaUnaudited(who, key);
+  AuditCall(who, "quotas.delete",
+            absl::StrCat("quota/", key.tenant, "/", key.project, "/", key.resource),
+            {key.tenant, key.project}, result);
+  return result;
+}
+
+absl::StatusOr<ShareWeight> ControlPlane::SetShareWeight(const auth::Principal& who,
+                                                         const ShareWeight& weight) {
+  absl::StatusOr<ShareWeight> result = SetShareWeightUnaudited(who, weight);
+  AuditCall(
+      who, "share_weights.set", absl::StrCat("share_weight/", weight.tenant, "/", weight.project),
+      {weight.tenant, weight.project}, result.status(), absl::StrCat("weight: ", weight.weight));
+  return result;
+}
+
+absl::Status ControlPlane::DeleteCluster(const auth::Principal& who, const std::string& name) {
+  absl::Status result = DeleteClusterUnaudited(who, name);
+  AuditCall(who, "clusters.delete", absl::StrCat("cluster/", name), {}, result);
+  return result;
+}
+
+absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollCluster(const auth::Principal& who,
+                                                                     const std::string& cluster,
+                                                                     const std::string& csr_pem) {
+  absl::StatusOr<IssuedClusterCertificate> result = EnrollClusterUnaudited(who, cluster, csr_pem);
+  // The serial and validity, never the key made for it.
+  std::string detail = csr_pem.empty() ? "key pair made by the server" : "from a CSR";
+  if (result.ok()) {
+    absl::StrAppend(&detail, "; serial: ", result->certificate.serial, "; not_after: ",
+                    absl::FormatTime(absl::FromChrono(result->certificate.not_after)));
+  }
+  AuditCall(who, "clusters.enroll", absl::StrCat("cluster/", cluster), {}, result.status(),
+            std::move(detail));
+  return result;
+}
+
+absl::StatusOr<int> ControlPlane::RevokeCluster(const auth::Principal& who,
+                                                const std::string& cluster) {
+  absl::StatusOr<int> result = RevokeClusterUnaudited(who, cluster);
+  AuditCall(who, "clusters.revoke", absl::StrCat("cluster/", cluster), {}, result.status(),
+            result.ok() ? absl::StrCat("credentials revoked: ", *result) : std::string());
+  return result;
+}
+
+namespace {
+
+std::string BindingObject(absl::string_view subject, absl::string_view tenant,
+                          absl::string_view project) {
+  return absl::StrCat("binding/", subject, "@", tenant.empty() ? "platform" : tenant,
+                      project.empty() ? "" : "/", project);
+}
+
+}  // namespace
+
+absl::StatusOr<BindingChange> ControlPlane::SetRoleBinding(const auth::Principal& who,
+                                                           const RoleBinding& binding) {
+  absl::StatusOr<BindingChange> result = SetRoleBindingUnaudited(who, binding);
+  std::string detail = absl::StrCat("role: ", auth::RoleName(binding.role));
+  if (result.ok() && !result->tokens.empty()) {
+    absl::StrAppend(&detail, "; tokens lowered: ", absl::StrJoin(result->tokens, ","));
+  }
+  AuditCall(who, "members.set", BindingObject(binding.subject, binding.tenant, binding.project),
+            {binding.tenant, binding.project}, result.status(), std::move(detail));
+  return result;
+}
+
+absl::StatusOr<BindingChange> ControlPlane::DeleteRoleBinding(const auth::Principal& who,
+                                                              const std::string& subject,
+                                                              const std::string& tenant,
+                                                              const std::string& project) {
+  absl::StatusOr<BindingChange> result = DeleteRoleBindingUnaudited(who, subject, tenant, project);
+  std::string detail;
+  if (result.ok() && !result->tokens.empty()) {
+    detail = absl::StrCat("tokens revoked: ", absl::StrJoin(result->tokens, ","));
+  }
+  AuditCall(who, "members.remove", BindingObject(subject, tenant, project), {tenant, project},
+            result.status(), std::move(detail));
+  return result;
+}
+
+// ---- The control loop's decisions ------------------------------------------------------------
+
+namespace {
+
+AuditEvent Decision(absl::string_view actor, absl::string_view action, const Workload& w,
+                    std::string reason, std::string detail) {
+  AuditEvent row;
+  row.actor = std::string(actor);
+  row.tenant = w.spec.tenant;
+  row.project = w.spec.project;
+  row.action = std::string(action);
+  row.object = WorkloadObject(w.id);
+  row.outcome = std::string(kAuditOk);
+  row.reason = std::move(reason);
+  row.detail = std::move(detail);
+  return row;
+}
+
+}  // namespace
+
+void ControlPlane::AuditScheduled(const std::vector<WorkloadEvent>& events) {
+  if (ports_.audit == nullptr) return;
+  std::vector<AuditEvent> rows;
+  for (const WorkloadEvent& e : events) {
+    if (e.to != WorkloadState::kPlaced) continue;
+    const Assignment& a = e.workload.assignment;
+    rows.push_back(Decision("scheduler", "workloads.place", e.workload, "",
+                            absl::StrCat("cluster: ", a.cluster, "; epoch: ", a.epoch,
+                                         "; attempt: ", e.workload.attempts)));
+    for (const Repartition& r : a.repartitions) {
+      AuditEvent row = Decision(
+          "scheduler", "gpus.repartition", e.workload, r.reason,
+          absl::StrCat("node: ", r.node, "; gpu: ", r.gpu_uuid,
+                       "; mig: ", r.mig_enabled ? "on" : "off", "; instances: ", r.layout.size()));
+      // The GPU is the object; the row stays the workload's scope (it was done for it).
+      row.object = absl::StrCat("cluster/", a.cluster, "/gpu/", r.gpu_uuid);
+      rows.push_back(std::move(row));
+    }
+  }
+  AuditDecisions(std::move(rows));
+}
+
+void ControlPlane::AuditLoss(const std::string& cluster, const std::string& detail,
+                             const ClusterLoss& loss, const std::vector<WorkloadEvent>& events) {
+  if (ports_.audit == nullptr) return;
+  std::vector<AuditEvent> rows;
+  AuditEvent lost;
+  lost.actor = "control-loop";
+  lost.action = "clusters.lose";
+  lost.object = absl::StrCat("cluster/", cluster);
+  lost.outcome = std::string(kAuditOk);
+  lost.reason = detail;
+  lost.detail = absl::StrCat("epoch: ", loss.epoch, "; requeued: ", loss.requeued.size(),
+                             "; ended: ", loss.ended.size());
+  rows.push_back(std::move(lost));
+  for (const WorkloadEvent& e : events) {
+    rows.push_back(Decision(
+        "control-loop", e.to == WorkloadState::kPending ? "workloads.requeue" : "workloads.end",
+        e.workload, detail, absl::StrCat("cluster: ", cluster, "; state: ", StateName(e.to))));
+  }
+  AuditDecisions(std::move(rows));
+}
+
+void ControlPlane::AuditReclaims(const std::vector<PreemptionRecord>& recorded,
+                                 const std::vector<Workload>& marked) {
+  if (ports_.audit == nullptr) return;
+  std::vector<AuditEvent> rows;
+  for (const Workload& w : marked) {
+    std::string reason = "preempted";
+    for (const PreemptionRecord& r : recorded) {
+      for (const PreemptionVictim& v : r.victims) {
+        if (v.id != w.id) continue;
+        // The cause only: the preemptor may be another tenant's, which this row's readers
+        // must not learn.
+        reason = std::string(PreemptionCauseName(r.cause));
+      }
+    }
+    rows.push_back(Decision("scheduler", "workloads.preempt", w, std::move(reason),
+                            absl::StrCat("cluster: ", w.assignment.cluster)));
+  }
+  AuditDecisions(std::move(rows));
+}
+
+// ---- Reading and verifying -------------------------------------------------------------------
+
+absl::StatusOr<AuditListing> ControlPlane::ListAuditEvents(const auth::Principal& who,
+                                                           AuditFilter filter) {
+  RETURN_IF_ERROR(Require(who, Permission::kAuditRead));
+  if (ports_.audit == nullptr) {
+    return absl::FailedPreconditionError("audit: this server keeps no audit trail");
+  }
+  if (filter.tenant && !filter.tenant->empty()) {
+    RETURN_IF_ERROR(ValidateName("tenant", *filter.tenant));
+    if (!auth::AllowsSomeOf(who, Permission::kAuditRead, {*filter.tenant, ""})) {
+      return absl::NotFoundError(absl::StrCat("tenant ", *filter.tenant, " not found"));
+    }
+  }
+  if (!who.tenant.empty()) {
+    // A tenant's readers see its rows only; a project's, that project's.
+    filter.tenant = who.tenant;
+    filter.project = who.project;
+  } else if (filter.tenant && filter.tenant->empty()) {
+    filter.tenant.reset();
+  }
+  if (filter.page_size == 0) filter.page_size = 100;
+  if (filter.page_size < 0 || filter.page_size > kMaxAuditPage) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be 1 to ", kMaxAuditPage, ", got ", filter.page_size));
+  }
+  if (filter.before_id < 0) return absl::InvalidArgumentError("page_token: not a page token");
+  ASSIGN_OR_RETURN(AuditPage page, ports_.audit->List(filter));
+  return AuditListing{std::move(page.events), page.next_before_id};
+}
+
+absl::StatusOr<AuditVerification> ControlPlane::VerifyAudit(const auth::Principal& who) {
+  RETURN_IF_ERROR(Require(who, Permission::kAuditVerify, {}));
+  if (ports_.audit == nullptr) {
+    return absl::FailedPreconditionError("audit: this server keeps no audit trail");
+  }
+  return ports_.audit->Verify();
+}
+
+}  // namespace gpufed
