@@ -11,9 +11,8 @@ namespace gpufed {
 
 using auth::Permission;
 
-absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollClusterUnaudited(const auth::Principal& who,
-                                                                     const std::string& cluster,
-                                                                     const std::string& csr_pem) {
+absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollClusterUnaudited(
+    const auth::Principal& who, const std::string& cluster, const std::string& csr_pem) {
   RETURN_IF_ERROR(Require(who, Permission::kPoolAdmin, {}));
   RETURN_IF_ERROR(ValidateName("cluster", cluster));
   if (ports_.issuer == nullptr || ports_.certificates == nullptr) {
@@ -29,7 +28,7 @@ absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollClusterUnaudited(co
 }
 
 absl::StatusOr<int> ControlPlane::RevokeClusterUnaudited(const auth::Principal& who,
-                                                const std::string& cluster) {
+                                                         const std::string& cluster) {
   RETURN_IF_ERROR(Require(who, Permission::kPoolAdmin, {}));
   RETURN_IF_ERROR(ValidateName("cluster", cluster));
   if (ports_.certificates == nullptr) {

@@ -48,8 +48,8 @@ absl::StatusOr<std::string> QuotaListingTenant(const auth::Principal& who,
 
 }  // namespace
 
-absl::StatusOr<Quota> ControlPlane::SetQuotaUnaudited(const auth::Principal& who, const Quota& quota,
-                                             bool overcommit) {
+absl::StatusOr<Quota> ControlPlane::SetQuotaUnaudited(const auth::Principal& who,
+                                                      const Quota& quota, bool overcommit) {
   RETURN_IF_ERROR(ValidateQuota(quota));
   RETURN_IF_ERROR(MaySetQuota(who, quota.key));
   // The capacity now, as stored: a quota is set rarely, and the store's view is the one every
@@ -136,7 +136,7 @@ absl::StatusOr<std::vector<QuotaUsage>> ControlPlane::QuotaUsageOf(const auth::P
 }
 
 absl::StatusOr<ShareWeight> ControlPlane::SetShareWeightUnaudited(const auth::Principal& who,
-                                                         const ShareWeight& weight) {
+                                                                  const ShareWeight& weight) {
   RETURN_IF_ERROR(ValidateShareWeight(weight));
   RETURN_IF_ERROR(MaySetQuota(who, QuotaKey{weight.tenant, weight.project, ""}));
   ASSIGN_OR_RETURN(ShareWeight stored, ports_.quotas->SetShareWeight(weight));

@@ -11,7 +11,8 @@ namespace gpufed {
 
 using auth::Permission;
 
-absl::StatusOr<Tenant> ControlPlane::CreateTenantUnaudited(const auth::Principal& who, Tenant tenant) {
+absl::StatusOr<Tenant> ControlPlane::CreateTenantUnaudited(const auth::Principal& who,
+                                                           Tenant tenant) {
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {}));
   RETURN_IF_ERROR(ValidateName("name", tenant.name));
   RETURN_IF_ERROR(ValidateText("display_name", tenant.display_name, kMaxDisplayNameBytes));
@@ -32,7 +33,7 @@ absl::StatusOr<std::vector<Tenant>> ControlPlane::ListTenants(const auth::Princi
 }
 
 absl::StatusOr<Project> ControlPlane::CreateProjectUnaudited(const auth::Principal& who,
-                                                    const Project& project) {
+                                                             const Project& project) {
   RETURN_IF_ERROR(ValidateName("tenant", project.tenant));
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {project.tenant, ""}));
   RETURN_IF_ERROR(ValidateName("name", project.name));
@@ -52,8 +53,9 @@ absl::StatusOr<std::vector<Project>> ControlPlane::ListProjects(const auth::Prin
   return projects;
 }
 
-absl::Status ControlPlane::DeleteProjectUnaudited(const auth::Principal& who, const std::string& tenant,
-                                         const std::string& name) {
+absl::Status ControlPlane::DeleteProjectUnaudited(const auth::Principal& who,
+                                                  const std::string& tenant,
+                                                  const std::string& name) {
   RETURN_IF_ERROR(ValidateName("tenant", tenant));
   RETURN_IF_ERROR(ValidateName("name", name));
   if (!auth::Allows(who, Permission::kTenancyAdmin, {tenant, ""})) {
@@ -68,7 +70,8 @@ absl::Status ControlPlane::DeleteProjectUnaudited(const auth::Principal& who, co
   return absl::OkStatus();
 }
 
-absl::Status ControlPlane::DeleteTenantUnaudited(const auth::Principal& who, const std::string& name) {
+absl::Status ControlPlane::DeleteTenantUnaudited(const auth::Principal& who,
+                                                 const std::string& name) {
   RETURN_IF_ERROR(ValidateName("name", name));
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {}));
   RETURN_IF_ERROR(ports_.tenants->DeleteTenant(name));
@@ -77,7 +80,7 @@ absl::Status ControlPlane::DeleteTenantUnaudited(const auth::Principal& who, con
 }
 
 absl::StatusOr<CreatedToken> ControlPlane::CreateTokenUnaudited(const auth::Principal& who,
-                                                       const TokenRequest& request) {
+                                                                const TokenRequest& request) {
   RETURN_IF_ERROR(ValidateSubject(request.subject));
   TokenRecord record;
   record.subject = request.subject;
@@ -171,7 +174,7 @@ auth::Scope BindingScope(const RoleBinding& binding) {
 }  // namespace
 
 absl::StatusOr<BindingChange> ControlPlane::SetRoleBindingUnaudited(const auth::Principal& who,
-                                                           const RoleBinding& binding) {
+                                                                    const RoleBinding& binding) {
   RETURN_IF_ERROR(ValidateRoleBinding(binding));
   if (!auth::MayGrant(who, binding.role, BindingScope(binding))) {
     return absl::PermissionDeniedError("permission denied: may not grant this role at this scope");
@@ -182,9 +185,9 @@ absl::StatusOr<BindingChange> ControlPlane::SetRoleBindingUnaudited(const auth::
 }
 
 absl::StatusOr<BindingChange> ControlPlane::DeleteRoleBindingUnaudited(const auth::Principal& who,
-                                                              const std::string& subject,
-                                                              const std::string& tenant,
-                                                              const std::string& project) {
+                                                                       const std::string& subject,
+                                                                       const std::string& tenant,
+                                                                       const std::string& project) {
   RETURN_IF_ERROR(ValidateSubject(subject));
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin));
   if (!tenant.empty()) RETURN_IF_ERROR(ValidateName("tenant", tenant));
