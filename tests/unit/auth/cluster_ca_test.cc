@@ -5,6 +5,8 @@
 #include "auth/cluster_ca.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -66,6 +68,10 @@ std::string CommonName(X509* cert) {
 class ClusterCaTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // A folder of its own: ctest runs these tests in parallel, each writing its CA's files.
+    std::string pattern = ::testing::TempDir() + "cluster-ca-unit-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
     ASSERT_OK_AND_ASSIGN(test_ca_, testing::MakeTestCa(dir_, "cluster-ca-unit"));
     ASSERT_OK_AND_ASSIGN(ca_, ClusterCa::Create(test_ca_.cert_pem, test_ca_.key_pem));
   }
@@ -73,7 +79,12 @@ class ClusterCaTest : public ::testing::Test {
   // Whole seconds: certificates carry no fractions.
   const system_clock::time_point now_ =
       std::chrono::time_point_cast<std::chrono::seconds>(system_clock::now());
-  const std::string dir_ = ::testing::TempDir();
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  std::string dir_;
   testing::TestCa test_ca_;
   std::unique_ptr<ClusterCa> ca_;
 };
