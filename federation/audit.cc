@@ -30,6 +30,12 @@ absl::string_view AuditBreakKindName(AuditBreak::Kind kind) {
   return "unknown";
 }
 
+std::string AuditKeyCheck(absl::string_view key) {
+  auth::AuditFields f;
+  f.action = "gpufed audit key check";
+  return auth::AuditHash(key, f);
+}
+
 std::string AuditRowHash(absl::string_view key, const AuditEvent& row) {
   auth::AuditFields f;
   f.id = row.id;

@@ -19,7 +19,7 @@ namespace gpufed {
 // One audit row. What the caller fills: actor .. detail; the store sets the rest.
 struct AuditEvent {
   int64_t id = 0;     // set by the store: 1, 2, 3 ... without gaps, the order of the chain
-  Timestamp time{};   // set by the store (its clock), to the microsecond
+  Timestamp time{};   // set by the store when it records the row (its clock), to the microsecond
   std::string actor;  // "user:<subject>", "agent:<cluster>", "scheduler", "control-loop"
   // The scope the row belongs to (who may read it, as auth::Covers says): a tenant (empty: the
   // platform's) and a project of it (empty: the tenant's own).
@@ -89,21 +89,31 @@ struct AuditVerification {
 };
 
 // The audit trail's port. Thread-safe. Errors: UNAVAILABLE (retry), INVALID_ARGUMENT.
+//
+// Rows reach the chain in two steps. Recording makes a row durable (in PostgreSQL, a row of
+// audit_pending, written by AppendAll or, for every workload state change, by the workload
+// store's own transaction); Seal then chains the recorded rows, oldest first, under the head's
+// lock. So a state change and its audit row commit together, and nothing on a request's path
+// waits for the chain's single writer. List and Verify seal first: what they show includes
+// every row recorded before the call.
 class AuditLog {
  public:
   virtual ~AuditLog() = default;
 
-  // Appends `event` at the head of the chain (appends are serialized): sets id, time,
-  // prev_hash and hash; returns the row as stored. Fields past their limits are cut.
-  // FAILED_PRECONDITION when the store has no audit key.
-  virtual absl::StatusOr<AuditEvent> Append(const AuditEvent& event) = 0;
-  // Appends every row of `events`, in order, in one transaction (a scheduling cycle's
-  // decisions): all or none.
+  // Records every row of `events`, in order, in one transaction: all or none. The store sets
+  // time as it records them, and id, prev_hash and hash as it seals them; fields past their
+  // limits are cut then. FAILED_PRECONDITION when the store has no audit key.
   virtual absl::Status AppendAll(const std::vector<AuditEvent>& events) = 0;
-  // Rows newest first. INVALID_ARGUMENT naming page_size for one out of 1..kMaxAuditPage.
+  absl::Status Append(const AuditEvent& event) { return AppendAll({event}); }
+  // Chains every row recorded and not yet chained, in the order recorded; returns how many.
+  // Sealers are serialized (one chain head); a row is chained exactly once. FAILED_PRECONDITION
+  // when the store has no audit key.
+  virtual absl::StatusOr<int> Seal() = 0;
+  // Rows newest first (after a Seal). INVALID_ARGUMENT naming page_size for one out of
+  // 1..kMaxAuditPage.
   virtual absl::StatusOr<AuditPage> List(const AuditFilter& filter) = 0;
-  // Walks every row in id order (in pages) and checks each link (AuditChainVerifier).
-  // FAILED_PRECONDITION when the store has no audit key.
+  // Seals, then walks every row in id order (in pages) and checks each link
+  // (AuditChainVerifier). FAILED_PRECONDITION when the store has no audit key.
   virtual absl::StatusOr<AuditVerification> Verify() = 0;
 };
 
@@ -126,6 +136,10 @@ class AuditChainVerifier {
 
 // The hash of `row` (prev_hash included) under `key`: what Append stores in row.hash.
 std::string AuditRowHash(absl::string_view key, const AuditEvent& row);
+
+// What identifies `key` without revealing it: the keyed hash of a fixed row (id 0, which no
+// real row has). A store keeps the sealing key's and refuses to seal with another.
+std::string AuditKeyCheck(absl::string_view key);
 
 // `event` with every field cut to its limit (at a UTF-8 character boundary).
 AuditEvent TruncateAuditFields(AuditEvent event);

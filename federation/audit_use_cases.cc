@@ -39,11 +39,6 @@ std::string Outcome(const absl::Status& status) {
   }
 }
 
-std::string ActorOf(const auth::Principal& who) {
-  if (who.role == auth::Role::kAgent) return absl::StrCat("agent:", who.cluster);
-  return absl::StrCat("user:", who.subject);
-}
-
 std::string WorkloadObject(WorkloadId id) { return absl::StrCat("workload/", id); }
 
 }  // namespace
@@ -53,7 +48,7 @@ void ControlPlane::AuditCall(const auth::Principal& who, absl::string_view actio
                              std::string detail) {
   if (ports_.audit == nullptr) return;
   AuditEvent row;
-  row.actor = ActorOf(who);
+  row.actor = ActorName(who);
   // A refused or failed call belongs to the caller's scope: the target's readers must not
   // learn of calls that never reached them (nor, through them, of the caller).
   if (status.ok()) {
@@ -69,9 +64,9 @@ void ControlPlane::AuditCall(const auth::Principal& who, absl::string_view actio
   // Statuses name fields and values the caller sent, never a secret the server holds.
   row.reason = std::string(status.message());
   row.detail = std::move(detail);
-  if (absl::StatusOr<AuditEvent> stored = ports_.audit->Append(row); !stored.ok()) {
+  if (absl::Status stored = ports_.audit->Append(row); !stored.ok()) {
     spdlog::error("audit: could not record {} {} by {} ({}): {}", row.action, row.object, row.actor,
-                  row.outcome, stored.status().ToString());
+                  row.outcome, stored.ToString());
   }
 }
 
@@ -87,18 +82,15 @@ void ControlPlane::AuditDecisions(std::vector<AuditEvent> rows) {
 
 void ControlPlane::Submit(const auth::Principal& who, absl::StatusOr<WorkloadSpec> spec,
                           absl::Time deadline, SubmitDone done) {
-  // The object is the workload once stored; before that (refused), the project it named.
+  // A stored submission is recorded by the store, in its own transaction (its event is the
+  // audit row, actor and all); a replay changed nothing. Only a refused one is recorded here,
+  // against the project it named.
   std::string target = spec.ok() ? absl::StrCat("project/", spec->tenant, "/", spec->project)
                                  : std::string("project/");
   SubmitUnaudited(who, std::move(spec), deadline,
                   [this, who, target = std::move(target),
                    done = std::move(done)](absl::StatusOr<SubmitResult> result) mutable {
-                    if (result.ok()) {
-                      const WorkloadSpec& s = result->workload.spec;
-                      AuditCall(who, "workloads.submit", WorkloadObject(result->workload.id),
-                                {s.tenant, s.project}, absl::OkStatus(),
-                                result->created ? "" : "replayed: idempotency key matched");
-                    } else {
+                    if (!result.ok()) {
                       AuditCall(who, "workloads.submit", target, {}, result.status());
                     }
                     std::move(done)(std::move(result));
@@ -346,30 +338,8 @@ AuditEvent Decision(absl::string_view actor, absl::string_view action, const Wor
 
 }  // namespace
 
-void ControlPlane::AuditScheduled(const std::vector<WorkloadEvent>& events) {
-  if (ports_.audit == nullptr) return;
-  std::vector<AuditEvent> rows;
-  for (const WorkloadEvent& e : events) {
-    if (e.to != WorkloadState::kPlaced) continue;
-    const Assignment& a = e.workload.assignment;
-    rows.push_back(Decision("scheduler", "workloads.place", e.workload, "",
-                            absl::StrCat("cluster: ", a.cluster, "; epoch: ", a.epoch,
-                                         "; attempt: ", e.workload.attempts)));
-    for (const Repartition& r : a.repartitions) {
-      AuditEvent row = Decision(
-          "scheduler", "gpus.repartition", e.workload, r.reason,
-          absl::StrCat("node: ", r.node, "; gpu: ", r.gpu_uuid,
-                       "; mig: ", r.mig_enabled ? "on" : "off", "; instances: ", r.layout.size()));
-      // The GPU is the object; the row stays the workload's scope (it was done for it).
-      row.object = absl::StrCat("cluster/", a.cluster, "/gpu/", r.gpu_uuid);
-      rows.push_back(std::move(row));
-    }
-  }
-  AuditDecisions(std::move(rows));
-}
-
 void ControlPlane::AuditLoss(const std::string& cluster, const std::string& detail,
-                             const ClusterLoss& loss, const std::vector<WorkloadEvent>& events) {
+                             const ClusterLoss& loss) {
   if (ports_.audit == nullptr) return;
   std::vector<AuditEvent> rows;
   AuditEvent lost;
@@ -381,11 +351,7 @@ void ControlPlane::AuditLoss(const std::string& cluster, const std::string& deta
   lost.detail = absl::StrCat("epoch: ", loss.epoch, "; requeued: ", loss.requeued.size(),
                              "; ended: ", loss.ended.size());
   rows.push_back(std::move(lost));
-  for (const WorkloadEvent& e : events) {
-    rows.push_back(Decision(
-        "control-loop", e.to == WorkloadState::kPending ? "workloads.requeue" : "workloads.end",
-        e.workload, detail, absl::StrCat("cluster: ", cluster, "; state: ", StateName(e.to))));
-  }
+  // What it did to each workload is recorded by the store with the transitions.
   AuditDecisions(std::move(rows));
 }
 
@@ -438,6 +404,11 @@ absl::StatusOr<AuditListing> ControlPlane::ListAuditEvents(const auth::Principal
   if (filter.before_id < 0) return absl::InvalidArgumentError("page_token: not a page token");
   ASSIGN_OR_RETURN(AuditPage page, ports_.audit->List(filter));
   return AuditListing{std::move(page.events), page.next_before_id};
+}
+
+absl::StatusOr<int> ControlPlane::SealAudit() {
+  if (ports_.audit == nullptr) return 0;
+  return ports_.audit->Seal();
 }
 
 absl::StatusOr<AuditVerification> ControlPlane::VerifyAudit(const auth::Principal& who) {

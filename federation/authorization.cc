@@ -28,4 +28,9 @@ absl::Status MaySubmit(const auth::Principal& who, WorkloadSpec& spec) {
   return Require(who, auth::Permission::kWorkloadsWrite, ScopeOf(spec));
 }
 
+std::string ActorName(const auth::Principal& who) {
+  if (who.role == auth::Role::kAgent) return absl::StrCat("agent:", who.cluster);
+  return absl::StrCat("user:", who.subject);
+}
+
 }  // namespace gpufed

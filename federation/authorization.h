@@ -4,6 +4,8 @@
 // The use cases' side of auth/policy.h: the checks as statuses. A denial never names anything
 // the caller did not send (docs/security.md#rbac).
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "auth/policy.h"
 #include "auth/principal.h"
@@ -24,6 +26,10 @@ inline auth::Scope ScopeOf(const WorkloadSpec& spec) { return {spec.tenant, spec
 // `who`; INVALID_ARGUMENT for a malformed tenant name, PERMISSION_DENIED unless `who` may submit
 // to the spec's project.
 absl::Status MaySubmit(const auth::Principal& who, WorkloadSpec& spec);
+
+// How `who` is named as the actor of an event or audit row: "agent:<cluster>" for a cluster's
+// agent, "user:<subject>" for anyone else.
+std::string ActorName(const auth::Principal& who);
 
 }  // namespace gpufed
 

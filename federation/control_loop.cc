@@ -67,6 +67,10 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
                    detail, loss->epoch, loss->requeued.size(), loss->ended.size());
       step.lost_clusters.push_back(cluster);
     }
+    // The audit rows recorded since (by this and every other replica) join the chain.
+    if (absl::StatusOr<int> sealed = plane_->SealAudit(); !sealed.ok()) {
+      spdlog::warn("audit: cannot seal the recorded rows: {}", sealed.status().ToString());
+    }
   }
   step.leading = true;
   if (now - last_reload_ >= options_.reload_interval) {

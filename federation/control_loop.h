@@ -24,7 +24,8 @@ namespace gpufed {
 struct ControlLoopOptions {
   // A cluster whose agent is silent this long is marked unreachable.
   std::chrono::nanoseconds heartbeat_timeout = std::chrono::seconds(30);
-  // How often leadership and heartbeat timeouts are checked.
+  // How often leadership and heartbeat timeouts are checked and the audit rows recorded since
+  // are chained (ControlPlane::SealAudit).
   std::chrono::nanoseconds check_interval = std::chrono::seconds(1);
   // How often the pending queue is re-read (catches work submitted through other API replicas)
   // and the workload-state gauges are refreshed (which keeps the store's count deltas folded).

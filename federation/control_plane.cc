@@ -89,7 +89,7 @@ void ControlPlane::SubmitUnaudited(const auth::Principal& who, absl::StatusOr<Wo
   // the scheduler gives the queue beyond its window, so that most of a long queue is written
   // once, not once more by the scheduler.
   ports_.workloads->SubmitAsync(
-      *spec, ports_.scheduler->QueuedReason(), deadline,
+      *spec, ports_.scheduler->QueuedReason(), ActorName(who), deadline,
       [this, done = std::move(done)](absl::StatusOr<SubmitResult> result) mutable {
         if (!result.ok()) {
           metrics_->SubmissionRejected();
@@ -190,7 +190,7 @@ absl::StatusOr<Workload> ControlPlane::CancelUnaudited(const auth::Principal& wh
   }
   if (reason.empty()) reason = "cancelled by user";
   ASSIGN_OR_RETURN(WorkloadStore::CancelResult result,
-                   ports_.workloads->RequestCancel(id, absl::StrCat("user:", who.subject), reason));
+                   ports_.workloads->RequestCancel(id, ActorName(who), reason));
   std::vector<WorkloadEvent> events;
   if (result.event) events.push_back(*result.event);
   std::vector<Workload> stop;
@@ -572,7 +572,7 @@ absl::StatusOr<ClusterLoss> ControlPlane::LoseCluster(const std::string& cluster
     (r.event->to == WorkloadState::kPending ? loss.requeued : loss.ended).push_back(r.id);
     events.push_back(*r.event);
   }
-  AuditLoss(cluster, detail, loss, events);
+  AuditLoss(cluster, detail, loss);
   AfterClusterCommit(ClusterStateChange{cluster, ClusterState::kUnreachable});
   ports_.agents->Fence(cluster, loss.epoch);
   AfterCommit(events);
@@ -608,10 +608,7 @@ absl::StatusOr<int> ControlPlane::ArchiveFinished(std::chrono::nanoseconds after
   return moved;
 }
 
-void ControlPlane::Scheduled(const std::vector<WorkloadEvent>& events) {
-  AuditScheduled(events);
-  AfterCommit(events);
-}
+void ControlPlane::Scheduled(const std::vector<WorkloadEvent>& events) { AfterCommit(events); }
 
 absl::StatusOr<std::vector<Workload>> ControlPlane::Reclaim(
     const std::vector<ReclaimPlan>& reclaims) {

@@ -408,14 +408,16 @@ class ControlPlane {
 
   // ---- Audit (docs/security.md#audit) ----
   //
-  // Every mutating use case above records one row (AuditEvent) after it ran: who, what, on
-  // which object, the outcome (ok, denied, invalid, ...) and why. A call that succeeded is the
-  // row of the object's scope; one refused or failed is the row of the caller's scope (its
-  // admins see what their credentials tried; the target's never learn of it). The control
-  // loop's decisions that move capacity (place, repartition, preempt, requeue or lose after a
-  // cluster loss) are rows of the workload's scope, by "scheduler" or "control-loop". A row
-  // that cannot be written is logged (error) and the use case's answer stands: the change it
-  // records has committed.
+  // Every workload state change (submitted, admitted, placed with its repartitions, running,
+  // ended, cancelled, requeued or ended after preemption or a cluster loss) is recorded by the
+  // workload store in the transaction that makes it, with its actor ("user:<subject>",
+  // "agent:<cluster>", "scheduler"); it cannot commit without its row. Every other mutating use
+  // case above records one row (AuditEvent) after it ran: who, what, on which object, the
+  // outcome (ok, denied, invalid, ...) and why; so does a refused submission, a cluster loss and
+  // a reclaim's evictions. A call that succeeded is the row of the object's scope; one refused
+  // or failed is the row of the caller's scope (its admins see what their credentials tried; the
+  // target's never learn of it). A row that cannot be written is logged (error) and the use
+  // case's answer stands: the change it records has committed.
 
   // The rows `who` may read (audit.read): every row at platform scope (`filter.tenant` may
   // narrow it), its tenant's at tenant scope, its project's at project scope. PERMISSION_DENIED
@@ -425,6 +427,9 @@ class ControlPlane {
   // Walks the whole chain (audit.verify: platform admins). PERMISSION_DENIED;
   // FAILED_PRECONDITION when no audit log (or key) is configured; UNAVAILABLE.
   absl::StatusOr<AuditVerification> VerifyAudit(const auth::Principal& who);
+  // Chains the audit rows recorded and not chained yet (AuditLog::Seal); 0 without an audit
+  // trail. The control loop calls it every check interval.
+  absl::StatusOr<int> SealAudit();
 
   // ---- Operations ----
 
@@ -518,11 +523,10 @@ class ControlPlane {
                  auth::Scope scope, const absl::Status& status, std::string detail = {});
   // Records decisions of the control loop (`actor`: "scheduler", "control-loop") in one append.
   void AuditDecisions(std::vector<AuditEvent> rows);
-  // The decisions that move capacity: a cycle's placements (and the MIG repartitions they
-  // bring), a cluster loss and what it did to each workload, a reclaim's evictions.
-  void AuditScheduled(const std::vector<WorkloadEvent>& events);
-  void AuditLoss(const std::string& cluster, const std::string& detail, const ClusterLoss& loss,
-                 const std::vector<WorkloadEvent>& events);
+  // The decisions that move capacity and are no workload transition (those, placements and
+  // repartitions included, are recorded by the store in their own transaction): a cluster
+  // loss, a reclaim's evictions.
+  void AuditLoss(const std::string& cluster, const std::string& detail, const ClusterLoss& loss);
   void AuditReclaims(const std::vector<PreemptionRecord>& recorded,
                      const std::vector<Workload>& marked);
 

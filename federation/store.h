@@ -82,12 +82,16 @@ class WorkloadStore {
   // transaction; returns after commit. Concurrent callers may be committed together in one
   // transaction (group commit). Same tenant + idempotency key: the earlier workload (with its
   // reason as stored) if the spec is identical, ALREADY_EXISTS otherwise. NOT_FOUND if the
-  // tenant or project does not exist.
-  virtual absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec,
-                                              const PendingReason& reason) = 0;
+  // tenant or project does not exist. `actor` ("user:<subject>") is the event's, and so the
+  // audit row's that the same transaction records (federation/audit.h); empty: "submit".
+  virtual absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec, const PendingReason& reason,
+                                              const std::string& actor) = 0;
+  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec, const PendingReason& reason) {
+    return Submit(spec, reason, "");
+  }
   // The same with no reason (kNone).
   absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec) {
-    return Submit(spec, PendingReason());
+    return Submit(spec, PendingReason(), "");
   }
 
   // Submit without waiting: returns at once and runs `done` exactly once with what Submit
@@ -96,8 +100,8 @@ class WorkloadStore {
   // runs Submit on the calling thread (stores that commit at once have nothing to wait for).
   using SubmitCallback = absl::AnyInvocable<void(absl::StatusOr<SubmitResult>) &&>;
   virtual void SubmitAsync(const WorkloadSpec& spec, const PendingReason& reason,
-                           absl::Time /*deadline*/, SubmitCallback done) {
-    std::move(done)(Submit(spec, reason));
+                           const std::string& actor, absl::Time /*deadline*/, SubmitCallback done) {
+    std::move(done)(Submit(spec, reason, actor));
   }
 
   virtual absl::StatusOr<Workload> Get(WorkloadId id) = 0;

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "auth/policy.h"
 #include "federation/status_macros.h"
@@ -64,10 +65,37 @@ std::vector<MemoryStore::EventRow> MemoryStore::Events(WorkloadId id) const {
   return out;
 }
 
+void MemoryStore::RecordAuditIn(AuditLog* audit) {
+  absl::MutexLock lock(&mu_);
+  audit_ = audit;
+}
+
+void MemoryStore::RecordEvent(EventRow row, const Workload& w) {
+  if (audit_ != nullptr) {
+    // As the trigger on workload_events writes it (migrations/0023_audit.sql).
+    AuditEvent e;
+    e.actor = row.actor;
+    e.tenant = w.spec.tenant;
+    e.project = w.spec.project;
+    e.action = row.from == WorkloadState::kUnspecified
+                   ? "workloads.submit"
+                   : absl::StrCat("workloads.", absl::AsciiStrToLower(StateName(row.to)));
+    e.object = absl::StrCat("workload/", row.workload_id);
+    e.outcome = std::string(kAuditOk);
+    e.reason = row.reason;
+    e.detail = absl::StrCat(row.from == WorkloadState::kUnspecified ? "" : StateName(row.from),
+                            " -> ", StateName(row.to));
+    // A store without the audit key records nothing, as PgAuditLog refuses: nothing to roll back.
+    audit_->Append(e).IgnoreError();
+  }
+  events_.push_back(std::move(row));
+}
+
 // ---- Workloads -------------------------------------------------------------------------------
 
 absl::StatusOr<SubmitResult> MemoryStore::Submit(const WorkloadSpec& spec,
-                                                 const PendingReason& reason) {
+                                                 const PendingReason& reason,
+                                                 const std::string& actor) {
   RETURN_IF_ERROR(CheckName("spec.tenant", spec.tenant));
   RETURN_IF_ERROR(CheckName("spec.project", spec.project));
   if (spec.name.empty()) return absl::InvalidArgumentError("spec.name: required");
@@ -102,8 +130,9 @@ absl::StatusOr<SubmitResult> MemoryStore::Submit(const WorkloadSpec& spec,
   w.version = 1;
   workloads_[w.id] = w;
   if (!spec.idempotency_key.empty()) keys_[{spec.tenant, spec.idempotency_key}] = w.id;
-  events_.push_back(EventRow{w.id, now, WorkloadState::kUnspecified, WorkloadState::kPending,
-                             "submit", "submitted"});
+  RecordEvent(EventRow{w.id, now, WorkloadState::kUnspecified, WorkloadState::kPending,
+                       actor.empty() ? "submit" : actor, "submitted"},
+              w);
   return SubmitResult{std::move(w), true};
 }
 
@@ -287,7 +316,7 @@ std::vector<TransitionResult> MemoryStore::ApplyLocked(const std::vector<Transit
     if (!t.message.empty()) w.message = t.message;
     w.update_time = now;
     ++w.version;
-    events_.push_back(EventRow{w.id, at, t.from, t.to, t.actor, t.reason});
+    RecordEvent(EventRow{w.id, at, t.from, t.to, t.actor, t.reason}, w);
 
     WorkloadEvent event;
     event.workload = w;
@@ -441,7 +470,7 @@ absl::StatusOr<WorkloadStore::CancelResult> MemoryStore::RequestCancel(WorkloadI
   w.end_time = now;
   w.update_time = now;
   ++w.version;
-  events_.push_back(EventRow{id, now, from, WorkloadState::kCancelled, actor, reason});
+  RecordEvent(EventRow{id, now, from, WorkloadState::kCancelled, actor, reason}, w);
   out.workload = w;
   WorkloadEvent event;
   event.workload = w;

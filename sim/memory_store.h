@@ -38,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "federation/audit.h"
 #include "federation/clock.h"
 #include "federation/store.h"
 #include "federation/types.h"
@@ -71,11 +72,15 @@ class MemoryStore final : public WorkloadStore,
   };
   // The event rows of workload `id` (0: of every workload), oldest first.
   std::vector<EventRow> Events(WorkloadId id = 0) const;
+  // From now on, every event row is recorded in `audit` too, as it is written (what
+  // PostgreSQL's trigger on workload_events does, migrations/0023_audit.sql). `audit` must
+  // outlive the store; null stops it.
+  void RecordAuditIn(AuditLog* audit);
 
   // ---- WorkloadStore ----
   using WorkloadStore::Submit;
-  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec,
-                                      const PendingReason& reason) override;
+  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec, const PendingReason& reason,
+                                      const std::string& actor) override;
   absl::StatusOr<Workload> Get(WorkloadId id) override;
   absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override;
   absl::StatusOr<std::vector<Workload>> ListChangedAfter(const std::string& tenant,
@@ -169,6 +174,9 @@ class MemoryStore final : public WorkloadStore,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The clock's time, to the microsecond.
   Timestamp Now() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends `row` to events_ and, with RecordAuditIn set, its audit row for `w` (the workload
+  // after the change).
+  void RecordEvent(EventRow row, const Workload& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   FakeClock own_clock_;
   const Clock* const clock_;
@@ -200,6 +208,7 @@ class MemoryStore final : public WorkloadStore,
   // (tenant, idempotency key) -> workload.
   std::map<std::pair<std::string, std::string>, WorkloadId> keys_ ABSL_GUARDED_BY(mu_);
   std::vector<EventRow> events_ ABSL_GUARDED_BY(mu_);
+  AuditLog* audit_ ABSL_GUARDED_BY(mu_) = nullptr;
   WorkloadId last_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -6,20 +6,47 @@
 
 #include "absl/strings/str_cat.h"
 #include "federation/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "pqxx/pqxx"
 #include "storage/pg_pool.h"
 
 namespace gpufed::storage {
 namespace {
 
+using nlohmann::json;
 using std::chrono::microseconds;
 
 constexpr const char* kLockHead =
-    "SELECT last_id, last_hash FROM audit_head WHERE singleton FOR UPDATE";
-constexpr const char* kInsertEvent =
+    "SELECT last_id, last_hash, key_check FROM audit_head WHERE singleton FOR UPDATE";
+constexpr const char* kSetKeyCheck = "UPDATE audit_head SET key_check = $1 WHERE key_check = ''";
+// Input: [{"at_us", "actor", "tenant", "project", "action", "object", "outcome", "reason",
+// "detail"}], recorded in array order.
+constexpr const char* kRecord =
+    "INSERT INTO audit_pending (at, actor, tenant, project, action, object, outcome, reason,"
+    " detail)"
+    " SELECT from_epoch_us(r.at_us), r.actor, r.tenant, r.project, r.action, r.object, r.outcome,"
+    " r.reason, r.detail"
+    " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS a(row, ord),"
+    " jsonb_to_record(a.row) AS r(at_us bigint, actor text, tenant text, project text,"
+    " action text, object text, outcome text, reason text, detail text)"
+    " ORDER BY a.ord";
+// The oldest recorded rows, taken out of audit_pending to be chained (under the head's lock,
+// so no other sealer takes them; a row recorded meanwhile waits for the next seal).
+constexpr const char* kTakePending =
+    "WITH taken AS (DELETE FROM audit_pending WHERE seq IN"
+    " (SELECT seq FROM audit_pending ORDER BY seq LIMIT $1)"
+    " RETURNING seq, epoch_us(at) AS at_us, actor, tenant, project, action, object, outcome,"
+    " reason, detail)"
+    " SELECT * FROM taken ORDER BY seq";
+// Input: the chained rows, [{"id", "at_us", ..., "prev_hash", "hash"}].
+constexpr const char* kInsertEvents =
     "INSERT INTO audit_events (id, at, actor, tenant, project, action, object, outcome, reason,"
     " detail, prev_hash, hash)"
-    " VALUES ($1, from_epoch_us($2), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+    " SELECT r.id, from_epoch_us(r.at_us), r.actor, r.tenant, r.project, r.action, r.object,"
+    " r.outcome, r.reason, r.detail, r.prev_hash, r.hash"
+    " FROM jsonb_to_recordset($1::jsonb) AS r(id bigint, at_us bigint, actor text, tenant text,"
+    " project text, action text, object text, outcome text, reason text, detail text,"
+    " prev_hash text, hash text)";
 constexpr const char* kMoveHead = "UPDATE audit_head SET last_id = $1, last_hash = $2";
 constexpr const char* kReadHead = "SELECT last_id FROM audit_head WHERE singleton";
 
@@ -41,7 +68,10 @@ constexpr const char* kList =
 
 void Prepare(pqxx::connection& conn) {
   conn.prepare("audit_lock_head", kLockHead);
-  conn.prepare("audit_insert", kInsertEvent);
+  conn.prepare("audit_set_key_check", kSetKeyCheck);
+  conn.prepare("audit_record", kRecord);
+  conn.prepare("audit_take_pending", kTakePending);
+  conn.prepare("audit_insert", kInsertEvents);
   conn.prepare("audit_move_head", kMoveHead);
   conn.prepare("audit_read_head", kReadHead);
   conn.prepare("audit_chain_page", kChainPage);
@@ -69,6 +99,29 @@ AuditEvent FromRow(const pqxx::row& row) {
   return e;
 }
 
+// A row of audit_pending, as kTakePending returns it, cut to the limits (TruncateAuditFields).
+AuditEvent FromPendingRow(const pqxx::row& row) {
+  AuditEvent e;
+  e.time = Timestamp(microseconds(row["at_us"].as<int64_t>()));
+  e.actor = row["actor"].c_str();
+  e.tenant = row["tenant"].c_str();
+  e.project = row["project"].c_str();
+  e.action = row["action"].c_str();
+  e.object = row["object"].c_str();
+  e.outcome = row["outcome"].c_str();
+  e.reason = row["reason"].c_str();
+  e.detail = row["detail"].c_str();
+  return TruncateAuditFields(std::move(e));
+}
+
+json RowJson(const AuditEvent& e) {
+  return json{{"at_us", ToMicros(e.time)}, {"actor", e.actor},   {"tenant", e.tenant},
+              {"project", e.project},      {"action", e.action}, {"object", e.object},
+              {"outcome", e.outcome},      {"reason", e.reason}, {"detail", e.detail}};
+}
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 absl::Status NoKey() {
   return absl::FailedPreconditionError("audit: no audit key configured (audit_key_file)");
 }
@@ -81,6 +134,7 @@ absl::StatusOr<std::unique_ptr<PgAuditLog>> PgAuditLog::Create(const std::string
   if (options.verify_page < 1) {
     return absl::InvalidArgumentError("verify_page: must be at least 1");
   }
+  if (options.seal_batch < 1) return absl::InvalidArgumentError("seal_batch: must be at least 1");
   options.clock = ClockOrSystem(options.clock);
   PgPoolOptions pool_options;
   pool_options.size = options.pool_size;
@@ -95,49 +149,74 @@ PgAuditLog::PgAuditLog(PgAuditLogOptions options, std::unique_ptr<PgPool> pool)
 
 PgAuditLog::~PgAuditLog() = default;
 
-absl::StatusOr<AuditEvent> PgAuditLog::Append(const AuditEvent& event) {
-  ASSIGN_OR_RETURN(std::vector<AuditEvent> rows, AppendRows({event}));
-  return std::move(rows.front());
-}
-
 absl::Status PgAuditLog::AppendAll(const std::vector<AuditEvent>& events) {
   if (events.empty()) return absl::OkStatus();
-  return AppendRows(events).status();
+  if (options_.key.empty()) return NoKey();
+  const Timestamp now = Timestamp(microseconds(ToMicros(options_.clock->Now())));
+  json rows = json::array();
+  for (const AuditEvent& e : events) {
+    AuditEvent cut = TruncateAuditFields(e);
+    cut.time = now;
+    rows.push_back(RowJson(cut));
+  }
+  const std::string input = Dump(rows);
+  return pool_->Transact("record audit events", [&](pqxx::work& txn) -> absl::Status {
+    txn.exec_prepared0("audit_record", input);
+    return absl::OkStatus();
+  });
 }
 
-absl::StatusOr<std::vector<AuditEvent>> PgAuditLog::AppendRows(
-    const std::vector<AuditEvent>& events) {
+absl::StatusOr<int> PgAuditLog::Seal() {
   if (options_.key.empty()) return NoKey();
-  std::vector<AuditEvent> cut;
-  cut.reserve(events.size());
-  for (const AuditEvent& e : events) cut.push_back(TruncateAuditFields(e));
-  return pool_->Transact(
-      "append audit events", [&](pqxx::work& txn) -> absl::StatusOr<std::vector<AuditEvent>> {
-        // Ids, time and hashes are made inside the retry loop: a retried append gets fresh ones.
-        std::vector<AuditEvent> rows = cut;
-        const pqxx::row head = txn.exec_prepared1("audit_lock_head");
-        int64_t id = head["last_id"].as<int64_t>();
-        std::string prev = head["last_hash"].c_str();
-        const Timestamp now = Timestamp(microseconds(ToMicros(options_.clock->Now())));
-        for (AuditEvent& row : rows) {
-          row.id = ++id;
-          row.time = now;
-          row.prev_hash = prev;
-          row.hash = AuditRowHash(options_.key, row);
-          txn.exec_prepared0("audit_insert", row.id, ToMicros(row.time), row.actor, row.tenant,
-                             row.project, row.action, row.object, row.outcome, row.reason,
-                             row.detail, row.prev_hash, row.hash);
-          prev = row.hash;
-        }
-        txn.exec_prepared0("audit_move_head", id, prev);
-        return rows;
-      });
+  int sealed = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(
+        int n, pool_->Transact("seal audit events", [&](pqxx::work& txn) -> absl::StatusOr<int> {
+          // Ids and hashes are made inside the retry loop: a retried seal makes them afresh.
+          const pqxx::row head = txn.exec_prepared1("audit_lock_head");
+          const std::string key_check = AuditKeyCheck(options_.key);
+          const std::string recorded = head["key_check"].c_str();
+          if (recorded.empty()) {
+            txn.exec_prepared0("audit_set_key_check", key_check);
+          } else if (recorded != key_check) {
+            return absl::FailedPreconditionError(
+                "audit: this server's audit key is not the one that seals the chain "
+                "(audit_key_file must be the same on every replica)");
+          }
+          int64_t id = head["last_id"].as<int64_t>();
+          std::string prev = head["last_hash"].c_str();
+          const pqxx::result taken = txn.exec_prepared("audit_take_pending", options_.seal_batch);
+          if (taken.empty()) return 0;
+          json rows = json::array();
+          for (const pqxx::row& r : taken) {
+            AuditEvent row = FromPendingRow(r);
+            row.id = ++id;
+            row.prev_hash = prev;
+            row.hash = AuditRowHash(options_.key, row);
+            json j = RowJson(row);
+            j["id"] = row.id;
+            j["prev_hash"] = row.prev_hash;
+            j["hash"] = row.hash;
+            rows.push_back(std::move(j));
+            prev = row.hash;
+          }
+          txn.exec_prepared0("audit_insert", Dump(rows));
+          txn.exec_prepared0("audit_move_head", id, prev);
+          return static_cast<int>(taken.size());
+        }));
+    sealed += n;
+    if (n < options_.seal_batch) return sealed;
+  }
 }
 
 absl::StatusOr<AuditPage> PgAuditLog::List(const AuditFilter& filter) {
   if (filter.page_size < 1 || filter.page_size > kMaxAuditPage) {
     return absl::InvalidArgumentError(
         absl::StrCat("page_size: must be 1 to ", kMaxAuditPage, ", got ", filter.page_size));
+  }
+  // What the caller recorded before it asked is shown: the rows waiting are chained first.
+  if (!options_.key.empty()) {
+    if (absl::Status s = Seal().status(); !s.ok() && !absl::IsFailedPrecondition(s)) return s;
   }
   std::optional<int64_t> since, until;
   if (filter.since) since = ToMicros(*filter.since);
@@ -162,6 +241,9 @@ absl::StatusOr<AuditPage> PgAuditLog::List(const AuditFilter& filter) {
 
 absl::StatusOr<AuditVerification> PgAuditLog::Verify() {
   if (options_.key.empty()) return NoKey();
+  // With another key than the chain's, nothing is sealed and the walk shows every row edited:
+  // what an operator with the wrong key file must see.
+  if (absl::Status s = Seal().status(); !s.ok() && !absl::IsFailedPrecondition(s)) return s;
   return pool_->Transact<
       pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only>>(
       "verify audit chain", [&](auto& txn) -> absl::StatusOr<AuditVerification> {

@@ -3,13 +3,15 @@
 
 // The audit trail on PostgreSQL (federation/audit.h; schema migrations/0023_audit.sql).
 //
-// Append locks the one row of audit_head FOR UPDATE, takes the next id, hashes the row with the
-// key (auth/audit_chain.h), inserts it and moves the head, in one transaction: appends are
-// serialized and ids have no gaps. Verify reads the head and walks audit_events in id order, a
-// page at a time, inside one REPEATABLE READ snapshot. A trigger refuses UPDATE, DELETE and
-// TRUNCATE on audit_events.
+// AppendAll inserts into audit_pending, as the trigger on workload_events does for every workload
+// state change inside that change's transaction: recording takes no lock that other writers
+// wait on. Seal locks the one row of audit_head FOR UPDATE, takes the oldest pending rows out,
+// gives each the next id, hashes it with the key (auth/audit_chain.h) and inserts it into
+// audit_events, and moves the head, in one transaction: sealers are serialized and ids have no
+// gaps. Verify reads the head and walks audit_events in id order, a page at a time, inside one
+// REPEATABLE READ snapshot. A trigger refuses UPDATE, DELETE and TRUNCATE on audit_events.
 //
-// Thread-safe. Its own small connection pool: an audit append never waits behind a burst of
+// Thread-safe. Its own small connection pool: an audit write never waits behind a burst of
 // user reads on PgStore's.
 
 #include <memory>
@@ -25,11 +27,14 @@ namespace gpufed::storage {
 class PgPool;
 
 struct PgAuditLogOptions {
-  // HMAC key of the chain. Empty: Append and Verify answer FAILED_PRECONDITION (List works).
+  // HMAC key of the chain. Empty: AppendAll, Seal and Verify answer FAILED_PRECONDITION (List
+  // works).
   std::string key;
   int pool_size = 2;
   // Rows read per round trip by Verify.
   int verify_page = 1000;
+  // Rows chained per transaction by Seal.
+  int seal_batch = 2000;
   const Clock* clock = nullptr;  // null: the system clock
 };
 
@@ -40,15 +45,13 @@ class PgAuditLog final : public AuditLog {
                                                             PgAuditLogOptions options);
   ~PgAuditLog() override;
 
-  absl::StatusOr<AuditEvent> Append(const AuditEvent& event) override;
   absl::Status AppendAll(const std::vector<AuditEvent>& events) override;
+  absl::StatusOr<int> Seal() override;
   absl::StatusOr<AuditPage> List(const AuditFilter& filter) override;
   absl::StatusOr<AuditVerification> Verify() override;
 
  private:
   PgAuditLog(PgAuditLogOptions options, std::unique_ptr<PgPool> pool);
-  // Appends `events` in order in one transaction; the rows as stored.
-  absl::StatusOr<std::vector<AuditEvent>> AppendRows(const std::vector<AuditEvent>& events);
 
   const PgAuditLogOptions options_;
   const std::unique_ptr<PgPool> pool_;

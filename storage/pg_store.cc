@@ -33,6 +33,7 @@ struct PendingSubmit {
   // Encoded by the caller's thread, off the committer's path.
   std::string spec_json;
   std::string reason_json;  // {"code", "figures", "message"}
+  std::string actor_json;   // a JSON string: the submission event's actor
   absl::Time deadline = absl::InfiniteFuture();
   absl::StatusOr<SubmitResult> result = absl::InternalError("submit was not committed");
   WorkloadStore::SubmitCallback done;
@@ -63,18 +64,18 @@ using nlohmann::json;
   " declaration "
 
 // One group of submits. Input: [{"ord": n, "spec": {...}, "reason": {"code", "figures",
-// "message"}}]. Tenant and project are resolved in the same statement so that an unknown one
-// only drops its own row; each project of the group is locked FOR KEY SHARE once, which keeps
-// it from being deleted under the insert (migrations/0005); ids are drawn up front
-// so each output row can be matched to its input by ord; ON CONFLICT DO NOTHING leaves
-// idempotency-key clashes to be looked up afterwards instead of failing the transaction.
+// "message"}, "actor": "user:..."}]. Tenant and project are resolved in the same statement so that
+// an unknown one only drops its own row; each project of the group is locked FOR KEY SHARE once,
+// which keeps it from being deleted under the insert (migrations/0005); ids are drawn up front so
+// each output row can be matched to its input by ord; ON CONFLICT DO NOTHING leaves idempotency-key
+// clashes to be looked up afterwards instead of failing the transaction.
 constexpr const char* kSubmitBatch = R"sql(
 WITH input AS (
-  SELECT r.ord, r.spec, r.reason,
+  SELECT r.ord, r.spec, r.reason, coalesce(nullif(r.actor, ''), 'submit') AS actor,
          r.spec->>'tenant' AS tenant, r.spec->>'project' AS project, r.spec->>'name' AS name,
          NULLIF(r.spec->>'idempotency_key', '') AS idempotency_key,
          (r.spec->>'priority')::integer AS priority
-  FROM jsonb_to_recordset($1::jsonb) AS r(ord integer, spec jsonb, reason jsonb)),
+  FROM jsonb_to_recordset($1::jsonb) AS r(ord integer, spec jsonb, reason jsonb, actor text)),
 projects_locked AS (
   SELECT p.tenant, p.name FROM projects p
   WHERE (p.tenant, p.name) IN (SELECT DISTINCT tenant, project FROM input)
@@ -98,7 +99,8 @@ inserted AS (
             version),
 events AS (
   INSERT INTO workload_events (workload_id, at, from_state, to_state, actor, reason)
-  SELECT id, from_epoch_us(created_us), NULL, 'PENDING', 'submit', 'submitted' FROM inserted)
+  SELECT ins.id, from_epoch_us(ins.created_us), NULL, 'PENDING', r.actor, 'submitted'
+  FROM inserted ins JOIN fresh f ON f.id = ins.id JOIN resolved r USING (ord))
 SELECT r.ord, r.tenant_found, r.project_found, ins.id, ins.created_us, ins.updated_us,
        ins.version
 FROM resolved r LEFT JOIN fresh f USING (ord) LEFT JOIN inserted ins ON ins.id = f.id
@@ -1000,11 +1002,11 @@ absl::StatusOr<int64_t> PgStore::SchemaVersion() {
 
 // ---- Submit: group commit --------------------------------------------------------------------
 
-absl::StatusOr<SubmitResult> PgStore::Submit(const WorkloadSpec& spec,
-                                             const PendingReason& reason) {
+absl::StatusOr<SubmitResult> PgStore::Submit(const WorkloadSpec& spec, const PendingReason& reason,
+                                             const std::string& actor) {
   absl::Notification committed;
   absl::StatusOr<SubmitResult> out;
-  SubmitAsync(spec, reason, CurrentDeadline(), [&](absl::StatusOr<SubmitResult> result) {
+  SubmitAsync(spec, reason, actor, CurrentDeadline(), [&](absl::StatusOr<SubmitResult> result) {
     out = std::move(result);
     committed.Notify();
   });
@@ -1013,7 +1015,7 @@ absl::StatusOr<SubmitResult> PgStore::Submit(const WorkloadSpec& spec,
 }
 
 void PgStore::SubmitAsync(const WorkloadSpec& spec, const PendingReason& reason,
-                          absl::Time deadline, SubmitCallback done) {
+                          const std::string& actor, absl::Time deadline, SubmitCallback done) {
   absl::Status valid = [&]() -> absl::Status {
     RETURN_IF_ERROR(CheckName("spec.tenant", spec.tenant));
     RETURN_IF_ERROR(CheckName("spec.project", spec.project));
@@ -1029,6 +1031,7 @@ void PgStore::SubmitAsync(const WorkloadSpec& spec, const PendingReason& reason,
   pending->spec_json = WorkloadSpecToJson(spec);
   pending->reason = reason;
   pending->reason_json = ReasonJson(reason).dump(-1, ' ', false, json::error_handler_t::replace);
+  pending->actor_json = json(actor).dump(-1, ' ', false, json::error_handler_t::replace);
   pending->deadline = deadline;
   pending->done = std::move(done);
   absl::Status refused;
@@ -1092,14 +1095,16 @@ struct RoundResult {
   std::vector<size_t> clashes;
 };
 
-// [{"ord": i, "spec": {...}}, ...] for the given entries of the group.
+// [{"ord": i, "spec": {...}, "reason": {...}, "actor": "..."}, ...] for the given entries of the
+// group.
 std::string SubmitInput(const std::vector<PendingSubmit*>& group,
                         const std::vector<size_t>& entries) {
   std::string input = "[";
   for (size_t i : entries) {
     if (input.size() > 1) input += ',';
     absl::StrAppend(&input, "{\"ord\":", i, ",\"spec\":", group[i]->spec_json,
-                    ",\"reason\":", group[i]->reason_json, "}");
+                    ",\"reason\":", group[i]->reason_json, ",\"actor\":", group[i]->actor_json,
+                    "}");
   }
   input += ']';
   return input;

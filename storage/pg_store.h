@@ -126,10 +126,10 @@ class PgStore final : public WorkloadStore,
 
   // ---- WorkloadStore ----
   using WorkloadStore::Submit;
-  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec,
-                                      const PendingReason& reason) override;
-  void SubmitAsync(const WorkloadSpec& spec, const PendingReason& reason, absl::Time deadline,
-                   SubmitCallback done) override;
+  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec, const PendingReason& reason,
+                                      const std::string& actor) override;
+  void SubmitAsync(const WorkloadSpec& spec, const PendingReason& reason, const std::string& actor,
+                   absl::Time deadline, SubmitCallback done) override;
   absl::StatusOr<Workload> Get(WorkloadId id) override;
   absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override;
   absl::StatusOr<std::vector<Workload>> ListChangedAfter(const std::string& tenant,

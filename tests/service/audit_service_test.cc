@@ -237,7 +237,7 @@ TEST_F(AuditServiceTest, ATenantAdminSeesOnlyItsTenantsRowsAndCannotVerify) {
   EXPECT_EQ(one[0].action(), "workloads.submit");
 }
 
-TEST_F(AuditServiceTest, APlacementIsRecordedAsTheSchedulersDecision) {
+TEST_F(AuditServiceTest, APlacementIsRecordedByTheSchedulersTransaction) {
   agent_ = RegisteredAgent(address_, admin_, "dgx-1", 1, 8, "H100-80GB");
   ASSERT_NE(agent_, nullptr);
   const std::string id = Submit("placed", 2);
@@ -245,7 +245,7 @@ TEST_F(AuditServiceTest, APlacementIsRecordedAsTheSchedulersDecision) {
   const auto deadline = Clock::now() + std::chrono::seconds(20);
   std::vector<v1::AuditEvent> placed;
   while (Clock::now() < deadline) {
-    placed = Rows("workloads.place", object);
+    placed = Rows("workloads.placed", object);
     if (!placed.empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -253,7 +253,9 @@ TEST_F(AuditServiceTest, APlacementIsRecordedAsTheSchedulersDecision) {
   EXPECT_EQ(placed[0].actor(), "scheduler");
   EXPECT_EQ(placed[0].outcome(), "ok");
   EXPECT_EQ(placed[0].tenant(), "acme");
-  EXPECT_TRUE(absl::StrContains(placed[0].detail(), "cluster: dgx-1"));
+  // Recorded by the transaction that placed it: the transition, and where it went.
+  EXPECT_TRUE(absl::EndsWith(placed[0].detail(), "-> PLACED"));
+  EXPECT_TRUE(absl::StrContains(placed[0].reason(), "dgx-1"));
   // The agent's registration is on record too.
   EXPECT_EQ(Rows("agents.register", "cluster/dgx-1").size(), 1u);
 }

@@ -51,7 +51,7 @@ absl::StatusOr<std::string> SessionTimeout(PgPool& pool) {
 absl::StatusOr<SubmitResult> SubmitAndWait(PgStore& store, absl::Time deadline) {
   absl::StatusOr<SubmitResult> result = absl::InternalError("not answered");
   absl::Notification answered;
-  store.SubmitAsync(StoreTest::Spec("late"), PendingReason(), deadline,
+  store.SubmitAsync(StoreTest::Spec("late"), PendingReason(), "", deadline,
                     [&](absl::StatusOr<SubmitResult> r) {
                       result = std::move(r);
                       answered.Notify();
@@ -143,7 +143,7 @@ TEST_F(DeadlineTest, SubmitAsyncAnswersAfterTheCommit) {
   AddTenant("acme", "research");
   absl::StatusOr<SubmitResult> result = absl::InternalError("not answered");
   absl::Notification answered;
-  store_->SubmitAsync(Spec("on-time"), PendingReason(), absl::InfiniteFuture(),
+  store_->SubmitAsync(Spec("on-time"), PendingReason(), "", absl::InfiniteFuture(),
                       [&](absl::StatusOr<SubmitResult> r) {
                         result = std::move(r);
                         answered.Notify();

@@ -873,7 +873,7 @@ TEST_F(WorkloadStoreTest, ASubmitRacingTheDeleteOfItsProjectStoresNothing) {
 
   absl::Notification answered;
   absl::StatusOr<SubmitResult> result;
-  store_->SubmitAsync(Spec("late", "acme", "prod"), PendingReason(ReasonCode::kQueueDepth),
+  store_->SubmitAsync(Spec("late", "acme", "prod"), PendingReason(ReasonCode::kQueueDepth), "",
                       absl::InfiniteFuture(), [&](absl::StatusOr<SubmitResult> r) {
                         result = std::move(r);
                         answered.Notify();

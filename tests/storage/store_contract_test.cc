@@ -92,6 +92,7 @@ Timestamp Micros(Timestamp t) {
 
 class MemoryBackend final : public Backend {
  public:
+  MemoryBackend() { store_.RecordAuditIn(&audit_); }
   WorkloadStore& workloads() override { return store_; }
   ClusterStore& clusters() override { return store_; }
   TenantStore& tenants() override { return store_; }
@@ -283,9 +284,13 @@ class StoreContractTest : public ::testing::TestWithParam<Kind> {
     e.outcome = std::string(outcome);
     e.reason = "because";
     e.detail = "detail: 1";
-    absl::StatusOr<AuditEvent> stored = audit().Append(e);
-    EXPECT_OK(stored);
-    return stored.ok() ? *stored : AuditEvent{};
+    EXPECT_OK(audit().Append(e));
+    // Chained by the next List: the newest row is this one.
+    AuditFilter newest;
+    newest.page_size = 1;
+    absl::StatusOr<AuditPage> page = audit().List(newest);
+    EXPECT_OK(page);
+    return page.ok() && !page->events.empty() ? page->events.front() : AuditEvent{};
   }
 
   std::vector<int64_t> AuditIds(const AuditFilter& filter) {
@@ -2849,10 +2854,76 @@ TEST_P(StoreContractTest, AuditFieldsAreCutToTheirLimits) {
   e.object = "workload/1";
   e.outcome = "ok";
   e.detail = std::string(kMaxAuditDetailBytes + 10, 'd');
-  ASSERT_OK_AND_ASSIGN(AuditEvent stored, audit().Append(e));
+  ASSERT_OK(audit().Append(e));
+  ASSERT_OK_AND_ASSIGN(AuditPage page, audit().List(AuditFilter()));
+  ASSERT_THAT(page.events, SizeIs(1));
+  const AuditEvent& stored = page.events.front();
   EXPECT_EQ(stored.actor.size(), kMaxAuditFieldBytes);
   EXPECT_EQ(stored.detail.size(), kMaxAuditDetailBytes);
   ASSERT_OK_AND_ASSIGN(AuditVerification v, audit().Verify());
+  EXPECT_THAT(v.breaks, IsEmpty());
+}
+
+TEST_P(StoreContractTest, AuditRowsWaitUnchainedUntilSealedAndAreChainedOnce) {
+  MustAppend("user:alice", "", "", "tenants.create", "tenant/acme");  // sealed by its List
+  std::vector<AuditEvent> rows(2);
+  for (int i = 0; i < 2; ++i) {
+    rows[i].actor = "user:alice";
+    rows[i].action = "tenants.create";
+    rows[i].object = absl::StrCat("tenant/t", i);
+    rows[i].outcome = "ok";
+  }
+  ASSERT_OK(audit().AppendAll(rows));
+  EXPECT_THAT(audit().Seal(), IsOkAndHolds(2));
+  EXPECT_THAT(audit().Seal(), IsOkAndHolds(0));
+  ASSERT_OK_AND_ASSIGN(AuditVerification v, audit().Verify());
+  EXPECT_EQ(v.rows, 3);
+  EXPECT_THAT(v.breaks, IsEmpty());
+}
+
+// The workload store records each state change in the audit trail itself, with the change's
+// actor (PostgreSQL: in the same transaction, by the trigger on workload_events).
+TEST_P(StoreContractTest, AuditHasEveryWorkloadStateChangeWithItsActor) {
+  AddTenants();
+  ASSERT_OK_AND_ASSIGN(SubmitResult first,
+                       workloads().Submit(Spec("train"), PendingReason(), "user:alice"));
+  const WorkloadId id = first.workload.id;
+  Advance(id, S::kSucceeded);  // ADMITTED, PLACED, RUNNING, SUCCEEDED, each by "test"
+  WorkloadSpec keyed = Spec("other", "globex", "research");
+  keyed.idempotency_key = "once";
+  const Workload other = MustSubmit(keyed);
+  ASSERT_OK(workloads().RequestCancel(other.id, "user:bob", "not needed").status());
+  // A replay changes nothing and records nothing.
+  ASSERT_OK_AND_ASSIGN(SubmitResult replay, workloads().Submit(keyed));
+  EXPECT_FALSE(replay.created);
+
+  AuditFilter acme;
+  acme.tenant = "acme";
+  acme.project = "research";
+  ASSERT_OK_AND_ASSIGN(AuditPage page, audit().List(acme));
+  std::vector<std::tuple<std::string, std::string, std::string>> rows;
+  for (auto it = page.events.rbegin(); it != page.events.rend(); ++it) {
+    EXPECT_EQ(it->object, absl::StrCat("workload/", id));
+    EXPECT_EQ(it->outcome, "ok");
+    rows.emplace_back(it->actor, it->action, it->detail);
+  }
+  EXPECT_THAT(rows, ElementsAre(std::tuple("user:alice", "workloads.submit", " -> PENDING"),
+                                std::tuple("test", "workloads.admitted", "PENDING -> ADMITTED"),
+                                std::tuple("test", "workloads.placed", "ADMITTED -> PLACED"),
+                                std::tuple("test", "workloads.running", "PLACED -> RUNNING"),
+                                std::tuple("test", "workloads.succeeded", "RUNNING -> SUCCEEDED")));
+  EXPECT_EQ(page.events.front().reason, "because");
+
+  AuditFilter globex;
+  globex.tenant = "globex";
+  ASSERT_OK_AND_ASSIGN(AuditPage theirs, audit().List(globex));
+  ASSERT_THAT(theirs.events, SizeIs(2));
+  EXPECT_EQ(theirs.events[0].actor, "user:bob");
+  EXPECT_EQ(theirs.events[0].action, "workloads.cancelled");
+  EXPECT_EQ(theirs.events[0].reason, "not needed");
+  EXPECT_EQ(theirs.events[1].actor, "submit");  // submitted with no actor named
+  ASSERT_OK_AND_ASSIGN(AuditVerification v, audit().Verify());
+  EXPECT_EQ(v.rows, 7);
   EXPECT_THAT(v.breaks, IsEmpty());
 }
 

@@ -2,8 +2,10 @@
 #define GPUFED_TESTS_SUPPORT_MEMORY_AUDIT_LOG_H_
 
 // The audit port (federation/audit.h) in memory, behaving as storage::PgAuditLog does
-// (tests/storage/store_contract_test.cc runs one suite against both). Thread-safe: one mutex,
-// so appends are serialized as PgAuditLog's are by the head's row lock.
+// (tests/storage/store_contract_test.cc runs one suite against both): rows are recorded, then
+// chained by Seal (List and Verify seal first). Thread-safe: one mutex, so sealing is serialized
+// as PgAuditLog's is by the head's row lock. sim::MemoryStore records its workload state changes
+// here when given the log (MemoryStore::RecordAuditIn), as PostgreSQL's trigger does.
 
 #include <algorithm>
 #include <chrono>
@@ -26,18 +28,24 @@ class MemoryAuditLog final : public AuditLog {
   // FAILED_PRECONDITION.
   MemoryAuditLog(std::string key, const Clock* clock) : key_(std::move(key)), clock_(clock) {}
 
-  absl::StatusOr<AuditEvent> Append(const AuditEvent& event) override {
-    if (key_.empty()) return NoKey();
-    absl::MutexLock lock(&mu_);
-    return AppendLocked(event);
-  }
-
   absl::Status AppendAll(const std::vector<AuditEvent>& events) override {
     if (events.empty()) return absl::OkStatus();
     if (key_.empty()) return NoKey();
+    const Timestamp now = Timestamp(
+        std::chrono::duration_cast<std::chrono::microseconds>(clock_->Now().time_since_epoch()));
     absl::MutexLock lock(&mu_);
-    for (const AuditEvent& e : events) AppendLocked(e);
+    for (const AuditEvent& e : events) {
+      AuditEvent row = TruncateAuditFields(e);
+      row.time = now;
+      pending_.push_back(std::move(row));
+    }
     return absl::OkStatus();
+  }
+
+  absl::StatusOr<int> Seal() override {
+    if (key_.empty()) return NoKey();
+    absl::MutexLock lock(&mu_);
+    return SealLocked();
   }
 
   absl::StatusOr<AuditPage> List(const AuditFilter& filter) override {
@@ -46,6 +54,7 @@ class MemoryAuditLog final : public AuditLog {
           absl::StrCat("page_size: must be 1 to ", kMaxAuditPage, ", got ", filter.page_size));
     }
     absl::MutexLock lock(&mu_);
+    if (!key_.empty()) SealLocked();
     AuditPage page;
     for (auto it = rows_.rbegin(); it != rows_.rend(); ++it) {
       const AuditEvent& e = *it;
@@ -68,21 +77,23 @@ class MemoryAuditLog final : public AuditLog {
   absl::StatusOr<AuditVerification> Verify() override {
     if (key_.empty()) return NoKey();
     absl::MutexLock lock(&mu_);
+    SealLocked();
     AuditChainVerifier verifier(key_);
     for (const AuditEvent& row : rows_) verifier.Add(row);
     return verifier.Finish(static_cast<int64_t>(rows_.size()));
   }
 
  private:
-  AuditEvent AppendLocked(const AuditEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    AuditEvent row = TruncateAuditFields(event);
-    row.id = static_cast<int64_t>(rows_.size()) + 1;
-    row.time = Timestamp(
-        std::chrono::duration_cast<std::chrono::microseconds>(clock_->Now().time_since_epoch()));
-    row.prev_hash = rows_.empty() ? "" : rows_.back().hash;
-    row.hash = AuditRowHash(key_, row);
-    rows_.push_back(row);
-    return row;
+  int SealLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int n = static_cast<int>(pending_.size());
+    for (AuditEvent& row : pending_) {
+      row.id = static_cast<int64_t>(rows_.size()) + 1;
+      row.prev_hash = rows_.empty() ? "" : rows_.back().hash;
+      row.hash = AuditRowHash(key_, row);
+      rows_.push_back(std::move(row));
+    }
+    pending_.clear();
+    return n;
   }
 
   static absl::Status NoKey() {
@@ -92,7 +103,8 @@ class MemoryAuditLog final : public AuditLog {
   const std::string key_;
   const Clock* const clock_;
   absl::Mutex mu_;
-  std::vector<AuditEvent> rows_ ABSL_GUARDED_BY(mu_);  // by id: rows_[i].id == i + 1
+  std::vector<AuditEvent> pending_ ABSL_GUARDED_BY(mu_);  // recorded, in order, not chained
+  std::vector<AuditEvent> rows_ ABSL_GUARDED_BY(mu_);     // by id: rows_[i].id == i + 1
 };
 
 }  // namespace gpufed::testing

@@ -38,9 +38,9 @@ class RecordingWorkloads final : public WorkloadStore {
   explicit RecordingWorkloads(MemoryStore* store) : store_(store) {}
 
   using WorkloadStore::Submit;
-  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec,
-                                      const PendingReason& reason) override {
-    return store_->Submit(spec, reason);
+  absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec, const PendingReason& reason,
+                                      const std::string& actor) override {
+    return store_->Submit(spec, reason, actor);
   }
   absl::StatusOr<Workload> Get(WorkloadId id) override { return store_->Get(id); }
   absl::StatusOr<WorkloadPage> List(const ListFilter& filter) override {
