@@ -3,6 +3,7 @@
 #include <google/protobuf/util/time_util.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "api/parse_errors.h"
 #include "api/status.h"
 #include "federation/status_macros.h"
+#include "grpcpp/alarm.h"
 #include "spdlog/spdlog.h"
 
 namespace gpufed::api {
@@ -72,6 +74,17 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
                               "missing bearer token or client certificate"));
       return;
     }
+    // A stream that never registers is closed: it holds a connection, a reactor and a slot in
+    // the agent gauge, and the credential check that would end a bad one waits for a message.
+    Ref();  // the alarm's, released by its callback (it runs once: fired or cancelled)
+    register_alarm_.Set(std::chrono::system_clock::now() + ctx_.agent_register_timeout,
+                        [this](bool fired) {
+                          if (fired && !registered_.load(std::memory_order_acquire)) {
+                            FinishOnce(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                                    "register: not received in time"));
+                          }
+                          Unref();
+                        });
     StartRead(&in_);
   }
 
@@ -134,6 +147,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   void OnCancel() override { FinishOnce(grpc::Status::CANCELLED); }
 
   void OnDone() override {
+    register_alarm_.Cancel();
     channel_->Forget();
     if (link_ != nullptr) {
       ctx_.plane->AgentDisconnected(*link_);
@@ -276,6 +290,8 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       known.push_back(std::move(report));
     }
     ASSIGN_OR_RETURN(link_, ctx_.plane->RegisterAgent(who, info, nodes, known, channel_));
+    registered_.store(true, std::memory_order_release);
+    register_alarm_.Cancel();
     spdlog::info("agent for cluster {} registered: {} nodes, epoch {}", link_->cluster(),
                  nodes.size(), link_->epoch());
     return absl::OkStatus();
@@ -309,6 +325,9 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // Touched only by the one executor task handling this stream's messages (and OnDone, after
   // it: the task holds a reference).
   std::shared_ptr<AgentLink> link_;
+  // Closes the stream unless it registered in time (ApiContext::agent_register_timeout).
+  grpc::Alarm register_alarm_;
+  std::atomic<bool> registered_{false};
 
   absl::Mutex mu_;
   std::deque<v1::ServerMessage> queue_ ABSL_GUARDED_BY(mu_);

@@ -37,6 +37,8 @@ struct ApiContext {
   // The lease each registration and answered heartbeat grants an agent (shorter than the
   // heartbeat timeout by a safety margin).
   std::chrono::milliseconds agent_lease{8000};
+  // How long an agent stream may stay open without registering.
+  std::chrono::milliseconds agent_register_timeout{10000};
 };
 
 }  // namespace gpufed::api

@@ -64,6 +64,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "heartbeat_timeout_seconds",
                                 "heartbeat_interval_ms",
                                 "agent_lease_ms",
+                                "agent_register_timeout_ms",
                                 "executor_threads",
                                 "placement_policy",
                                 "placement_seed",
@@ -107,6 +108,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "heartbeat_timeout_seconds", &config->heartbeat_timeout_seconds),
         ReadKey(root, file, "heartbeat_interval_ms", &config->heartbeat_interval_ms),
         ReadKey(root, file, "agent_lease_ms", &config->agent_lease_ms),
+        ReadKey(root, file, "agent_register_timeout_ms", &config->agent_register_timeout_ms),
         ReadKey(root, file, "executor_threads", &config->executor_threads),
         ReadKey(root, file, "agent_executor_threads", &config->agent_executor_threads),
         ReadKey(root, file, "placement_policy", &config->placement_policy),
@@ -217,6 +219,10 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                  "an agent that cannot renew its lease this long stops its restartable work; "
                  "0: 40% of the heartbeat timeout")
       ->check(CLI::Range(0, 3600000))
+      ->capture_default_str();
+  app.add_option("--agent-register-timeout-ms", config.agent_register_timeout_ms,
+                 "an agent stream that has not registered this long after opening is closed")
+      ->check(CLI::Range(100, 600000))
       ->capture_default_str();
   app.add_option("--executor-threads", config.executor_threads,
                  "threads for database work behind the user-facing gRPC handlers")

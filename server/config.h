@@ -54,6 +54,9 @@ struct ServerConfig {
   int heartbeat_timeout_seconds = 20;
   int heartbeat_interval_ms = 2000;
   int agent_lease_ms = 0;
+  // An agent stream must register within this long of opening, or it is closed
+  // (DEADLINE_EXCEEDED): a connection that never speaks holds nothing for long.
+  int agent_register_timeout_ms = 10000;
   // Threads for blocking work behind user calls (reads; a submission leaves its thread at once
   // and completes when its group commits), and, apart from them, for agent streams.
   int executor_threads = 16;

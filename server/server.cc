@@ -311,6 +311,7 @@ absl::Status Server::Start() {
   ctx.max_call_duration = absl::Seconds(config_.max_call_seconds);
   ctx.heartbeat_interval = std::chrono::milliseconds(config_.heartbeat_interval_ms);
   ctx.agent_lease = std::chrono::milliseconds(config_.agent_lease_ms);
+  ctx.agent_register_timeout = std::chrono::milliseconds(config_.agent_register_timeout_ms);
   workload_service_ = std::make_unique<api::WorkloadServiceImpl>(ctx);
   cluster_service_ = std::make_unique<api::ClusterServiceImpl>(ctx);
   tenant_service_ = std::make_unique<api::TenantServiceImpl>(ctx);

@@ -300,6 +300,53 @@ TEST_F(LimitsTest, ASecondAgentStreamForAClusterReplacesTheFirst) {
   second->Finish();
 }
 
+// An agent stream that never registers is closed when agent_register_timeout_ms runs out,
+// whether its credential is good or not (it is only checked with the first message); one that
+// registers in time stays open past it.
+TEST_F(LimitsTest, AnAgentStreamThatNeverRegistersIsClosed) {
+  server::ServerConfig config;
+  config.agent_register_timeout_ms = 300;
+  Start(config);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_OK_AND_ASSIGN(std::string token, testing::CreateAgentToken(address_, admin_, "edge"));
+  auto stub = v1::AgentService::NewStub(channel_);
+  for (const std::string& credential : {token, std::string("not-a-token")}) {
+    // No client deadline: only the server can end this stream.
+    grpc::ClientContext silent_ctx;
+    silent_ctx.AddMetadata("authorization", "Bearer " + credential);
+    auto silent = stub->Connect(&silent_ctx);
+    v1::ServerMessage m;
+    while (silent->Read(&m)) {
+    }
+    EXPECT_EQ(silent->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+
+  grpc::ClientContext ctx;
+  Authorize(&ctx, token, std::chrono::seconds(30));
+  auto stream = stub->Connect(&ctx);
+  v1::AgentMessage reg;
+  reg.set_seq(1);
+  reg.mutable_register_()->set_cluster("edge");
+  reg.mutable_register_()->mutable_info()->set_provider("onprem");
+  ASSERT_TRUE(stream->Write(reg));
+  v1::ServerMessage m;
+  bool registered = false;
+  while (!registered && stream->Read(&m)) registered = m.has_registered();
+  ASSERT_TRUE(registered);
+  // Well past the timeout, the stream still answers a heartbeat with a lease.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  v1::AgentMessage beat;
+  beat.set_seq(2);
+  beat.mutable_heartbeat();
+  ASSERT_TRUE(stream->Write(beat));
+  bool lease = false;
+  while (!lease && stream->Read(&m)) lease = m.has_lease();
+  EXPECT_TRUE(lease);
+  stream->WritesDone();
+  ctx.TryCancel();
+  stream->Finish();
+}
+
 // A user call's request is at most 1 MiB (api/limits.h), whatever carries the bytes: a valid
 // spec with 2 MiB in a field this server does not know is refused, naming where the bytes are,
 // and nothing is stored. Past 64 MiB gRPC itself refuses any message.
