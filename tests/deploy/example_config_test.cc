@@ -89,6 +89,7 @@ TEST(ServerExampleConfigTest, HoldsExactlyTheDocumentedKeys) {
                                           "heartbeat_timeout_seconds",
                                           "heartbeat_interval_ms",
                                           "agent_lease_ms",
+                                          "agent_register_timeout_ms",
                                           "archive_after_hours",
                                           "tls_cert_file",
                                           "tls_key_file",
