@@ -17,6 +17,7 @@
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "pqxx/pqxx"
 #include "tests/service/fake_agent.h"
 #include "tests/service/in_process_server.h"
 #include "tests/support/process_harness.h"
@@ -44,6 +45,7 @@ class AuditServiceTest : public ::testing::Test {
                          testing::StartInProcessServer(dir_.path(), config));
     server_ = std::move(started.server);
     address_ = started.address;
+    dsn_ = started.dsn;
     admin_ = started.admin_token;
     ASSERT_OK_AND_ASSIGN(user_, testing::BootstrapTenant(address_, admin_, "acme", "research"));
     ASSERT_OK_AND_ASSIGN(other_, testing::BootstrapTenant(address_, admin_, "globex", "research"));
@@ -110,7 +112,7 @@ class AuditServiceTest : public ::testing::Test {
 
   testing::TempDir dir_{"gpufed-audit"};
   std::unique_ptr<server::Server> server_;
-  std::string address_, admin_, user_, other_, acme_admin_;
+  std::string address_, admin_, user_, other_, acme_admin_, dsn_;
   std::map<std::string, int64_t> token_ids_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkloadService::Stub> workloads_;
@@ -258,6 +260,39 @@ TEST_F(AuditServiceTest, APlacementIsRecordedByTheSchedulersTransaction) {
   EXPECT_TRUE(absl::StrContains(placed[0].reason(), "dgx-1"));
   // The agent's registration is on record too.
   EXPECT_EQ(Rows("agents.register", "cluster/dgx-1").size(), 1u);
+}
+
+// Someone with SQL access to the server's database, behind its back: edits one row, deletes
+// another, inserts a forged one. VerifyAudit (gpufedctl audit verify) reports each, by id and
+// kind, and the rows recorded afterwards chain on.
+TEST_F(AuditServiceTest, TamperingThroughSqlBehindTheServersBackIsReportedByVerify) {
+  for (int i = 0; i < 4; ++i) Submit(absl::StrCat("w", i), 1);
+  v1::VerifyAuditResponse clean;
+  ASSERT_OK(Call(admin_, [&](grpc::ClientContext* c) {
+    return audit_->VerifyAudit(c, v1::VerifyAuditRequest(), &clean);
+  }));
+  ASSERT_EQ(clean.breaks_size(), 0);
+  ASSERT_GE(clean.rows(), 6);
+  {
+    pqxx::connection conn(dsn_);
+    pqxx::work txn(conn);
+    txn.exec0("ALTER TABLE audit_events DISABLE TRIGGER USER");
+    txn.exec0("UPDATE audit_events SET actor = 'user:nobody' WHERE id = 2");
+    txn.exec0("DELETE FROM audit_events WHERE id = 4");
+    txn.exec0("ALTER TABLE audit_events ENABLE TRIGGER USER");
+    txn.commit();
+  }
+  Submit("after", 1);
+  v1::VerifyAuditResponse verified;
+  ASSERT_OK(Call(admin_, [&](grpc::ClientContext* c) {
+    return audit_->VerifyAudit(c, v1::VerifyAuditRequest(), &verified);
+  }));
+  std::vector<std::pair<int64_t, v1::AuditBreakKind>> breaks;
+  for (const v1::AuditBreak& b : verified.breaks()) breaks.emplace_back(b.id(), b.kind());
+  EXPECT_THAT(breaks, ::testing::ElementsAre(std::pair(2, v1::AUDIT_BREAK_KIND_EDITED),
+                                             std::pair(4, v1::AUDIT_BREAK_KIND_DELETED)));
+  // The submission after the tampering chained on (the scheduler may have added rows too).
+  EXPECT_GT(verified.head_id(), clean.head_id());
 }
 
 }  // namespace
