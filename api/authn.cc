@@ -46,7 +46,12 @@ absl::StatusOr<auth::Principal> Authenticator::AuthenticateAgent(
   const std::vector<grpc::string_ref> pems =
       auth_context != nullptr ? auth_context->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME)
                               : std::vector<grpc::string_ref>{};
-  if (pems.empty()) return Authenticate(context);
+  if (pems.empty()) {
+    if (require_agent_certificates_) {
+      return absl::UnauthenticatedError("agents must present a cluster certificate");
+    }
+    return Authenticate(context);
+  }
   // One answer for every refusal: a caller learns nothing of which certificates are on record.
   const absl::Status refused = absl::UnauthenticatedError("client certificate not accepted");
   if (certificates_ == nullptr) return refused;

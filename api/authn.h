@@ -49,6 +49,9 @@ class Authenticator {
   // that names no cluster or is not on record; UNAVAILABLE if the store cannot be asked. May
   // block on the store: call it from an executor thread.
   absl::StatusOr<auth::Principal> AuthenticateAgent(const grpc::ServerContextBase& context);
+  // From now on AuthenticateAgent refuses a caller without a client certificate
+  // (UNAUTHENTICATED), whatever its token. Call before serving.
+  void RequireAgentCertificates() { require_agent_certificates_ = true; }
 
  private:
   // The token of the `authorization: Bearer` metadata; UNAUTHENTICATED without one.
@@ -61,6 +64,7 @@ class Authenticator {
   TenantStore* const store_;
   const Clock* const clock_;
   ClusterCertificateStore* const certificates_;
+  bool require_agent_certificates_ = false;  // set before serving, read-only after
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mu_);
 };

@@ -61,6 +61,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "cluster_ca_cert_file",
                                 "cluster_ca_key_file",
                                 "cluster_cert_lifetime_days",
+                                "require_agent_certificates",
                                 "heartbeat_timeout_seconds",
                                 "heartbeat_interval_ms",
                                 "agent_lease_ms",
@@ -105,6 +106,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "cluster_ca_cert_file", &config->cluster_ca_cert_file),
         ReadKey(root, file, "cluster_ca_key_file", &config->cluster_ca_key_file),
         ReadKey(root, file, "cluster_cert_lifetime_days", &config->cluster_cert_lifetime_days),
+        ReadKey(root, file, "require_agent_certificates", &config->require_agent_certificates),
         ReadKey(root, file, "heartbeat_timeout_seconds", &config->heartbeat_timeout_seconds),
         ReadKey(root, file, "heartbeat_interval_ms", &config->heartbeat_interval_ms),
         ReadKey(root, file, "agent_lease_ms", &config->agent_lease_ms),
@@ -196,6 +198,8 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                  "cluster CA certificate (PEM): agents' client certificates are verified "
                  "against it (mutual TLS)")
       ->envname("GPUFED_CLUSTER_CA_CERT_FILE");
+  app.add_flag("--require-agent-certificates", config.require_agent_certificates,
+               "agents must present a cluster certificate; agent tokens open no agent stream");
   app.add_option("--cluster-ca-key-file", config.cluster_ca_key_file,
                  "the cluster CA's private key (PEM, mode 0600): issues cluster certificates")
       ->envname("GPUFED_CLUSTER_CA_KEY_FILE");
@@ -391,6 +395,11 @@ absl::Status CheckTlsSettings(const ServerConfig& config) {
   }
   if (ca_key && !ca_cert) {
     return absl::InvalidArgumentError("cluster_ca_cert_file: required with cluster_ca_key_file");
+  }
+  if (config.require_agent_certificates && !ca_cert) {
+    return absl::InvalidArgumentError(
+        "require_agent_certificates: needs the cluster CA (cluster_ca_cert_file, "
+        "cluster_ca_key_file)");
   }
   if (config.insecure_plaintext) {
     if (cert || key) {

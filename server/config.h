@@ -45,6 +45,10 @@ struct ServerConfig {
   std::string cluster_ca_key_file;
   // How long a certificate the cluster CA issues lives, in days (never past the CA's own).
   int cluster_cert_lifetime_days = 90;
+  // Agents must present a cluster certificate: an agent token no longer opens the agent stream
+  // (needs the cluster CA). Off by default, so clusters can move from tokens to certificates
+  // one at a time; turn it on once every agent has its certificate.
+  bool require_agent_certificates = false;
   // Failover (docs/operations.md#failover): an agent heartbeats every heartbeat_interval_ms;
   // each answered heartbeat extends its lease to agent_lease_ms from when it was sent, and when
   // the lease runs out it stops its restartable work by itself; a cluster silent for

@@ -263,6 +263,7 @@ absl::Status Server::Start() {
   scheduler_ = std::make_unique<Scheduler>(store_.get(), store_.get(), scheduler_options,
                                            store_.get(), clock_.get());
   authn_ = std::make_unique<api::Authenticator>(store_.get(), clock_.get(), store_.get());
+  if (config_.require_agent_certificates) authn_->RequireAgentCertificates();
   executor_ = std::make_unique<api::Executor>("api", config_.executor_threads, 20000);
   agent_executor_ =
       std::make_unique<api::Executor>("agents", config_.agent_executor_threads, 20000);

@@ -66,11 +66,14 @@ class MtlsTest : public ::testing::Test {
     config.tls_key_file = server_cert_.key_file;
     config.cluster_ca_cert_file = cluster_ca_.cert_file;
     config.cluster_ca_key_file = ca_key_file_;
+    Configure(config);
     ASSERT_OK_AND_ASSIGN(started_, testing::StartInProcessServer(dir_.path() + "/data", config));
   }
   void TearDown() override {
     if (started_.server) started_.server->Shutdown();
   }
+  // What a test fixture derived from this one changes in the server's configuration.
+  virtual void Configure(server::ServerConfig& /*config*/) {}
 
   // A new connection (its own subchannel) trusting the server's CA, presenting `pair`.
   std::shared_ptr<grpc::Channel> Channel(const ClientPair& pair) const {
@@ -187,6 +190,33 @@ TEST_F(MtlsTest, AnExpiredCertificateIsRefused) {
   const grpc::Status status =
       ListTenants(Signed(cluster_ca_, "gpu-east", expired), started_.admin_token, &tenants);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+}
+
+// With require_agent_certificates, an agent token opens no agent stream; an enrolled
+// certificate still does.
+class MtlsRequiredTest : public MtlsTest {
+ protected:
+  void Configure(server::ServerConfig& config) override {
+    config.require_agent_certificates = true;
+  }
+};
+
+TEST_F(MtlsRequiredTest, AnAgentTokenIsRefusedAndACertificateRegisters) {
+  v1::CreateTokenRequest request;
+  request.set_subject("edge-agent");
+  request.set_role(v1::ROLE_AGENT);
+  request.set_cluster("edge");
+  v1::CreateTokenResponse token;
+  ASSERT_TRUE(Call("TenantService/CreateToken", request, &token, started_.admin_token).ok());
+  auto by_token = std::make_unique<FakeAgentStream>(Channel({}), token.token());
+  ASSERT_TRUE(by_token->Write(Registration("edge", 1, 2, "H100-80GB")));
+  v1::ServerMessage m;
+  EXPECT_FALSE(by_token->ReadUntil(v1::ServerMessage::kRegistered, &m));
+  EXPECT_EQ(by_token->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(ClusterLookup("edge"), grpc::StatusCode::NOT_FOUND);
+
+  auto by_certificate = AgentFor(Enrolled("edge"), "edge");
+  EXPECT_TRUE(by_certificate->ReadUntil(v1::ServerMessage::kRegistered, &m));
 }
 
 TEST_F(MtlsTest, ACertificateNotYetValidIsRefused) {

@@ -369,6 +369,15 @@ TEST_F(ServerConfigTest, ClusterCaFilesComeInPairsAndTheLifetimeIsBounded) {
               StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("cluster_ca_key_file")));
   EXPECT_THAT(Load({"--cluster-ca-key-file", "ca.key"}),
               StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("cluster_ca_cert_file")));
+  // Requiring agent certificates needs a CA to issue and check them.
+  EXPECT_THAT(
+      Load({"--require-agent-certificates"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("require_agent_certificates")));
+  config = Load({"--config", WriteConfig("cluster_ca_cert_file: /etc/gpufed/cluster-ca.crt\n"
+                                         "cluster_ca_key_file: /etc/gpufed/cluster-ca.key\n"
+                                         "require_agent_certificates: true\n")});
+  ASSERT_OK(config);
+  EXPECT_TRUE(config->require_agent_certificates);
   EXPECT_THAT(
       Load({"--config", WriteConfig("cluster_cert_lifetime_days: 0\n")}),
       StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("cluster_cert_lifetime_days")));
