@@ -35,14 +35,13 @@ absl::StatusOr<int> ControlPlane::RevokeClusterUnaudited(const auth::Principal& 
     return absl::FailedPreconditionError("cluster: this server keeps no cluster certificates");
   }
   ASSIGN_OR_RETURN(int revoked, ports_.certificates->RevokeClusterCertificates(cluster));
-  // The cluster's agent tokens too: a cluster cut off must not come back with another credential.
-  ASSIGN_OR_RETURN(std::vector<TokenRecord> tokens, ports_.tenants->ListTokens("", ""));
-  for (const TokenRecord& t : tokens) {
-    if (t.role != auth::Role::kAgent || t.cluster != cluster || t.revoke_time) continue;
-    RETURN_IF_ERROR(ports_.tenants->RevokeToken(t.id, "", "").status());
+  // The cluster's agent tokens too, every one: a cluster cut off must not come back with another
+  // credential.
+  ASSIGN_OR_RETURN(std::vector<int64_t> tokens, ports_.tenants->RevokeClusterTokens(cluster));
+  for (int64_t id : tokens) {
     ++revoked;
-    ports_.agents->CloseCredential(t.id);
-    if (ports_.credentials != nullptr) ports_.credentials->Revoked(t.id);
+    ports_.agents->CloseCredential(id);
+    if (ports_.credentials != nullptr) ports_.credentials->Revoked(id);
   }
   // Committed: the live connection ends now, not at its next registration.
   ports_.agents->CloseCluster(cluster);

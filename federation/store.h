@@ -363,6 +363,9 @@ class TenantStore {
   // is no such token (in that scope).
   virtual absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant,
                                                   const std::string& project) = 0;
+  // Revokes, in one statement, every live agent token bound to `cluster`, however many; returns
+  // their ids, ascending (none: empty).
+  virtual absl::StatusOr<std::vector<int64_t>> RevokeClusterTokens(const std::string& cluster) = 0;
   virtual absl::StatusOr<int64_t> CountTokens() = 0;
 
   // Role bindings (docs/security.md#members-and-role-bindings).

@@ -907,6 +907,25 @@ absl::StatusOr<TokenRecord> MemoryStore::RevokeToken(int64_t id, const std::stri
   return absl::NotFoundError("token_id: no such token");
 }
 
+absl::StatusOr<std::vector<int64_t>> MemoryStore::RevokeClusterTokens(const std::string& cluster) {
+  absl::MutexLock lock(&mu_);
+  std::vector<int64_t> revoked;
+  for (auto it = tokens_.begin(); it != tokens_.end();) {
+    if (it->second.role != auth::Role::kAgent || it->second.cluster != cluster) {
+      ++it;
+      continue;
+    }
+    TokenRecord record = it->second;
+    record.revoke_time = Now();
+    revoked.push_back(record.id);
+    revoked_hashes_.insert(it->first);
+    revoked_tokens_.emplace(record.id, std::move(record));
+    it = tokens_.erase(it);
+  }
+  std::sort(revoked.begin(), revoked.end());
+  return revoked;
+}
+
 absl::StatusOr<TokenRecord> MemoryStore::LookupToken(const std::string& token_hash) {
   absl::MutexLock lock(&mu_);
   auto it = tokens_.find(token_hash);

@@ -132,6 +132,7 @@ class MemoryStore final : public WorkloadStore,
                                                       const std::string& project) override;
   absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant,
                                           const std::string& project) override;
+  absl::StatusOr<std::vector<int64_t>> RevokeClusterTokens(const std::string& cluster) override;
   absl::Status DeleteProject(const std::string& tenant, const std::string& name) override;
   absl::Status DeleteTenant(const std::string& name) override;
   absl::StatusOr<int64_t> CountTokens() override;

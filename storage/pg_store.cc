@@ -471,6 +471,9 @@ constexpr const char* kRevokeToken =
     "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) "
     "WHERE id = $1 AND ($2 = '' OR tenant = $2) AND ($3 = '' OR project = $3) "
     "RETURNING" GPUFED_TOKEN_COLUMNS;
+constexpr const char* kRevokeClusterTokens =
+    "UPDATE api_tokens SET revoked_at = now() "
+    "WHERE role = 'agent' AND cluster = $1 AND revoked_at IS NULL RETURNING id";
 constexpr const char* kCountTokens = "SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL";
 // ---- Role bindings ----
 // One scope: ($2, $3) as tenant and project, '' standing for NULL (the platform, the tenant).
@@ -634,6 +637,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"lookup_token", kLookupToken},
     {"list_tokens", kListTokens},
     {"revoke_token", kRevokeToken},
+    {"revoke_cluster_tokens", kRevokeClusterTokens},
     {"count_tokens", kCountTokens},
     {"lock_subject_scope", kLockSubjectScope},
     {"lock_binding", kLockBinding},
@@ -2121,6 +2125,18 @@ absl::StatusOr<TokenRecord> PgStore::RevokeToken(int64_t id, const std::string& 
     if (r.empty()) return absl::NotFoundError("token_id: no such token");
     return TokenFromRow(r[0]);
   });
+}
+
+absl::StatusOr<std::vector<int64_t>> PgStore::RevokeClusterTokens(const std::string& cluster) {
+  return pool_->Transact(
+      "revoke cluster tokens", [&](pqxx::work& txn) -> absl::StatusOr<std::vector<int64_t>> {
+        std::vector<int64_t> ids;
+        for (const pqxx::row& row : txn.exec_prepared("revoke_cluster_tokens", cluster)) {
+          ids.push_back(row[0].as<int64_t>());
+        }
+        std::sort(ids.begin(), ids.end());
+        return ids;
+      });
 }
 
 namespace {

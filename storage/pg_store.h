@@ -181,6 +181,7 @@ class PgStore final : public WorkloadStore,
                                                       const std::string& project) override;
   absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant,
                                           const std::string& project) override;
+  absl::StatusOr<std::vector<int64_t>> RevokeClusterTokens(const std::string& cluster) override;
   absl::Status DeleteProject(const std::string& tenant, const std::string& name) override;
   absl::Status DeleteTenant(const std::string& name) override;
   absl::StatusOr<BindingChange> SetRoleBinding(const RoleBinding& binding) override;

@@ -494,6 +494,33 @@ TEST_P(StoreContractTest, TokensAreStoredByHashAndValidated) {
   EXPECT_EQ(after, 5);
 }
 
+// Cutting a cluster off revokes every agent token bound to it, however many there are (more
+// than one ListTokens page), and nothing else.
+TEST_P(StoreContractTest, RevokeClusterTokensTakesEveryAgentTokenOfTheClusterAndNothingElse) {
+  ASSERT_OK(tenants().CreateTenant(Tenant{"acme", "", {}}));
+  std::vector<int64_t> made;
+  for (int i = 0; i < TenantStore::kMaxTokenList + 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(TokenRecord t, tenants().CreateToken(absl::StrCat("hash-edge-", i),
+                                                              {.subject = "agent-edge",
+                                                               .role = auth::Role::kAgent,
+                                                               .cluster = "edge"}));
+    made.push_back(t.id);
+  }
+  ASSERT_OK(tenants().CreateToken(
+      "hash-core", {.subject = "agent-core", .role = auth::Role::kAgent, .cluster = "core"}));
+  ASSERT_OK(tenants().CreateToken("hash-bob", {"bob", auth::Role::kTenantUser, "acme", ""}));
+
+  EXPECT_THAT(tenants().RevokeClusterTokens("edge"), IsOkAndHolds(made));
+  EXPECT_THAT(tenants().LookupToken("hash-edge-0"), StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().LookupToken(absl::StrCat("hash-edge-", made.size() - 1)),
+              StatusIs(Code::kNotFound));
+  ASSERT_OK(tenants().LookupToken("hash-core"));
+  ASSERT_OK(tenants().LookupToken("hash-bob"));
+  EXPECT_THAT(tenants().CountTokens(), IsOkAndHolds(2));
+  // Again: nothing left to revoke.
+  EXPECT_THAT(tenants().RevokeClusterTokens("edge"), IsOkAndHolds(IsEmpty()));
+}
+
 TEST_P(StoreContractTest, ARevokedTokenIsNoLongerFoundAndNeverComesBack) {
   ASSERT_OK(tenants().CreateTenant(Tenant{"acme", "", {}}));
   ASSERT_OK(tenants().CreateTenant(Tenant{"globex", "", {}}));
