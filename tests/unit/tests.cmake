@@ -60,3 +60,9 @@ add_executable(cluster_ca_tests ${UNIT_DIR}/auth/cluster_ca_test.cc)
 target_link_libraries(cluster_ca_tests PRIVATE gpufed_auth gpufed_test_certs OpenSSL::Crypto
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(cluster_ca_tests PROPERTIES LABELS unit)
+
+# JWTs from an identity provider (auth/jwt.h): keys made and tokens signed at test time.
+add_executable(jwt_tests ${UNIT_DIR}/auth/jwt_test.cc)
+target_link_libraries(jwt_tests PRIVATE gpufed_auth gpufed_test_jwt GTest::gmock GTest::gtest
+  GTest::gtest_main)
+gtest_discover_tests(jwt_tests PROPERTIES LABELS unit)
