@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 #include <utility>
 
@@ -244,6 +243,9 @@ absl::StatusOr<JwtClaims> JwtVerifier::Verify(absl::string_view token, absl::Tim
   if (!header_text || !payload_text) return Refused();
   const Json header = Json::parse(*header_text, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return Refused();
+  // Extensions the token says must be understood: none is (RFC 7515 4.1.11). Keys named in the
+  // header (jwk, jku, x5u, x5c) are never used: only the JWKS file's.
+  if (header.contains("crit")) return Refused();
 
   // The key decides the algorithm. The header's alg must agree with it, and only that algorithm
   // is allowed to cpp-jwt: a token cannot pick HS256 (with the public key as the HMAC secret) or

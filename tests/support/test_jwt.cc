@@ -86,6 +86,7 @@ absl::StatusOr<std::string> Sign(const std::string& alg, const std::string& key_
   using namespace jwt::params;  // NOLINT(google-build-using-namespace)
   jwt::jwt_object obj{algorithm(alg), secret(key_text)};
   if (!kid.empty()) obj.header().add_header("kid", kid);
+  for (const auto& [name, value] : claims.headers) obj.header().add_header(name, value);
   const nlohmann::json payload = ClaimsJson(claims);  // outlives the loop over its items
   for (const auto& [name, value] : payload.items()) obj.add_claim(name, value);
   std::error_code ec;

@@ -37,7 +37,8 @@ struct TestJwtClaims {
   std::string subject;
   absl::Time expire_time = absl::InfinitePast();
   absl::Time not_before = absl::InfinitePast();
-  std::map<std::string, std::string> extra;  // more string claims (role, tenant, ...)
+  std::map<std::string, std::string> extra;    // more string claims (role, tenant, ...)
+  std::map<std::string, std::string> headers;  // more header parameters (crit, ...)
 };
 
 // A compact JWS of `claims` signed by `key` with its algorithm and, with `kid` true, the key's

@@ -239,6 +239,13 @@ TEST_F(JwtTest, RefusesGarbageAndOversizedTokensWithoutEchoingThem) {
   EXPECT_THAT(Verify(huge).status().message(), Not(HasSubstr(huge.substr(0, 20))));
 }
 
+TEST_F(JwtTest, RefusesCriticalExtensions) {
+  TestJwtClaims claims = Claims();
+  claims.headers["crit"] = "b64";  // an extension this verifier does not understand
+  ASSERT_OK_AND_ASSIGN(std::string token, SignTestJwt(*ec_, claims));
+  EXPECT_THAT(Verify(token), IsRefused());
+}
+
 TEST_F(JwtTest, LooksLikeJwt) {
   EXPECT_TRUE(LooksLikeJwt("abc.def.ghi"));
   EXPECT_FALSE(LooksLikeJwt("abc.def."));
