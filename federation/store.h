@@ -388,6 +388,10 @@ class TenantStore {
   static constexpr int kMaxBindingList = 1000;
   virtual absl::StatusOr<std::vector<RoleBinding>> ListRoleBindings(const std::string& tenant,
                                                                     const std::string& project) = 0;
+  // The bindings of `subject`, at every scope: the platform's first, then by tenant and project;
+  // at most kMaxBindingList. (What decides the role of a JWT's subject: api/authn.h.)
+  virtual absl::StatusOr<std::vector<RoleBinding>> ListSubjectRoleBindings(
+      const std::string& subject) = 0;
 };
 
 // A certificate the cluster CA issued (docs/security.md#cluster-identity-mutual-tls).

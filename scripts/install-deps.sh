@@ -21,6 +21,9 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libpqxx-dev libpq-dev libssl-dev libspdlog-dev libcpp-httplib-dev prometheus-cpp-dev
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+  # JWTs from an identity provider (auth/jwt.cc): cpp-jwt, header-only, on nlohmann-json and
+  # OpenSSL.
+  libcpp-jwt-dev
   # The agent's GPU discovery parses `nvidia-smi -q -x` with it (agent/discovery.cc).
   libpugixml-dev
   # The trace simulator's CSV reader (sim/).

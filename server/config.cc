@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
@@ -62,6 +63,13 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "cluster_ca_key_file",
                                 "cluster_cert_lifetime_days",
                                 "require_agent_certificates",
+                                "jwt_jwks_file",
+                                "jwt_issuer",
+                                "jwt_audience",
+                                "jwt_subject_claim",
+                                "jwt_role_claim",
+                                "jwt_tenant_claim",
+                                "jwt_project_claim",
                                 "heartbeat_timeout_seconds",
                                 "heartbeat_interval_ms",
                                 "agent_lease_ms",
@@ -107,6 +115,13 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "cluster_ca_key_file", &config->cluster_ca_key_file),
         ReadKey(root, file, "cluster_cert_lifetime_days", &config->cluster_cert_lifetime_days),
         ReadKey(root, file, "require_agent_certificates", &config->require_agent_certificates),
+        ReadKey(root, file, "jwt_jwks_file", &config->jwt_jwks_file),
+        ReadKey(root, file, "jwt_issuer", &config->jwt_issuer),
+        ReadKey(root, file, "jwt_audience", &config->jwt_audience),
+        ReadKey(root, file, "jwt_subject_claim", &config->jwt_subject_claim),
+        ReadKey(root, file, "jwt_role_claim", &config->jwt_role_claim),
+        ReadKey(root, file, "jwt_tenant_claim", &config->jwt_tenant_claim),
+        ReadKey(root, file, "jwt_project_claim", &config->jwt_project_claim),
         ReadKey(root, file, "heartbeat_timeout_seconds", &config->heartbeat_timeout_seconds),
         ReadKey(root, file, "heartbeat_interval_ms", &config->heartbeat_interval_ms),
         ReadKey(root, file, "agent_lease_ms", &config->agent_lease_ms),
@@ -203,6 +218,24 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
   app.add_option("--cluster-ca-key-file", config.cluster_ca_key_file,
                  "the cluster CA's private key (PEM, mode 0600): issues cluster certificates")
       ->envname("GPUFED_CLUSTER_CA_KEY_FILE");
+  app.add_option("--jwt-jwks-file", config.jwt_jwks_file,
+                 "JWKS (JSON) of an identity provider: JWTs signed by its keys (RS256, ES256) "
+                 "are accepted as bearer tokens; re-read when it changes")
+      ->envname("GPUFED_JWT_JWKS_FILE");
+  app.add_option("--jwt-issuer", config.jwt_issuer, "the iss every JWT must carry")
+      ->envname("GPUFED_JWT_ISSUER");
+  app.add_option("--jwt-audience", config.jwt_audience, "the aud every JWT must carry")
+      ->envname("GPUFED_JWT_AUDIENCE");
+  app.add_option("--jwt-subject-claim", config.jwt_subject_claim,
+                 "the JWT claim that names the subject (as role bindings name it)")
+      ->capture_default_str();
+  app.add_option("--jwt-role-claim", config.jwt_role_claim,
+                 "a JWT claim naming a role, capped by the subject's role binding; empty: roles "
+                 "come from role bindings only");
+  app.add_option("--jwt-tenant-claim", config.jwt_tenant_claim,
+                 "a JWT claim naming the tenant the token acts in");
+  app.add_option("--jwt-project-claim", config.jwt_project_claim,
+                 "a JWT claim naming the project (of that tenant) the token acts in");
   app.add_option("--cluster-cert-lifetime-days", config.cluster_cert_lifetime_days,
                  "days an issued cluster certificate lives")
       ->check(CLI::Range(1, 366))
@@ -351,6 +384,7 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
         "cluster_cert_lifetime_days: must be 1 to 366, got ", config.cluster_cert_lifetime_days));
   }
   if (absl::Status s = CheckTlsSettings(config); !s.ok()) return s;
+  if (absl::Status s = CheckJwtSettings(config); !s.ok()) return s;
   if (!config.database_url_file.empty()) {
     if (!config.database_url.empty()) {
       return absl::InvalidArgumentError(
@@ -415,6 +449,35 @@ absl::Status CheckTlsSettings(const ServerConfig& config) {
   }
   if (!cert) return absl::InvalidArgumentError("tls_cert_file: required with tls_key_file");
   if (!key) return absl::InvalidArgumentError("tls_key_file: required with tls_cert_file");
+  return absl::OkStatus();
+}
+
+absl::Status CheckJwtSettings(const ServerConfig& config) {
+  if (config.jwt_jwks_file.empty()) {
+    for (const auto& [name, value] : {std::pair{"jwt_issuer", &config.jwt_issuer},
+                                      {"jwt_audience", &config.jwt_audience},
+                                      {"jwt_role_claim", &config.jwt_role_claim},
+                                      {"jwt_tenant_claim", &config.jwt_tenant_claim},
+                                      {"jwt_project_claim", &config.jwt_project_claim}}) {
+      if (!value->empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": needs jwt_jwks_file"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (config.jwt_issuer.empty()) {
+    return absl::InvalidArgumentError("jwt_issuer: required with jwt_jwks_file");
+  }
+  if (config.jwt_audience.empty()) {
+    return absl::InvalidArgumentError("jwt_audience: required with jwt_jwks_file");
+  }
+  if (config.jwt_subject_claim.empty()) {
+    return absl::InvalidArgumentError("jwt_subject_claim: must not be empty");
+  }
+  if (!config.jwt_project_claim.empty() && config.jwt_tenant_claim.empty()) {
+    return absl::InvalidArgumentError(
+        "jwt_project_claim: needs jwt_tenant_claim (a project belongs to a tenant)");
+  }
   return absl::OkStatus();
 }
 

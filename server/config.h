@@ -49,6 +49,21 @@ struct ServerConfig {
   // (needs the cluster CA). Off by default, so clusters can move from tokens to certificates
   // one at a time; turn it on once every agent has its certificate.
   bool require_agent_certificates = false;
+  // JWTs from an identity provider (docs/security.md#jwts-from-an-identity-provider): with
+  // jwt_jwks_file (the provider's public keys, a JWKS), bearer values shaped like JWTs are
+  // verified against it (RS256, ES256) and must carry iss jwt_issuer and aud jwt_audience (both
+  // required with it). The subject is the jwt_subject_claim claim; the role comes from the
+  // subject's role bindings, and from the jwt_role_claim claim capped by them when that is set;
+  // jwt_tenant_claim and jwt_project_claim name the claims that say the scope. Re-read when the
+  // file changes, like the TLS certificate. Empty jwt_jwks_file: JWTs are refused like any
+  // unknown token.
+  std::string jwt_jwks_file;
+  std::string jwt_issuer;
+  std::string jwt_audience;
+  std::string jwt_subject_claim = "sub";
+  std::string jwt_role_claim;
+  std::string jwt_tenant_claim;
+  std::string jwt_project_claim;
   // Failover (docs/operations.md#failover): an agent heartbeats every heartbeat_interval_ms;
   // each answered heartbeat extends its lease to agent_lease_ms from when it was sent, and when
   // the lease runs out it stops its restartable work by itself; a cluster silent for
@@ -103,6 +118,11 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv);
 // both cluster CA files or neither. INVALID_ARGUMENT naming the setting
 // otherwise. (Whether the files load is Server's to check.)
 absl::Status CheckTlsSettings(const ServerConfig& config);
+
+// The jwt_* settings hang together: jwt_issuer and jwt_audience with jwt_jwks_file, a non-empty
+// jwt_subject_claim, and no other jwt_* setting without jwt_jwks_file (it would do nothing).
+// INVALID_ARGUMENT naming the setting otherwise. (Whether the JWKS loads is Server's to check.)
+absl::Status CheckJwtSettings(const ServerConfig& config);
 
 // A file holding a secret (the TLS key, database_url_file) must not be open to other users:
 // FAILED_PRECONDITION "<setting>: <path> is readable by others (mode 0644): chmod 600 <path>"

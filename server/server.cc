@@ -32,6 +32,7 @@
 #include "api/workload_service.h"
 #include "auth/audit_chain.h"
 #include "auth/cluster_ca.h"
+#include "auth/jwt.h"
 #include "auth/token.h"
 #include "federation/agent_registry.h"
 #include "federation/clock.h"
@@ -88,6 +89,18 @@ absl::Status WriteSecretFile(const std::string& path, const std::string& content
 }
 
 // The whole of the file named by `setting`; INVALID_ARGUMENT naming it when it cannot be read.
+auth::JwtOptions JwtOptionsOf(const ServerConfig& config) {
+  auth::JwtOptions options;
+  options.jwks_file = config.jwt_jwks_file;
+  options.issuer = config.jwt_issuer;
+  options.audience = config.jwt_audience;
+  options.subject_claim = config.jwt_subject_claim;
+  options.role_claim = config.jwt_role_claim;
+  options.tenant_claim = config.jwt_tenant_claim;
+  options.project_claim = config.jwt_project_claim;
+  return options;
+}
+
 absl::StatusOr<std::string> ReadSettingFile(absl::string_view setting, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
@@ -175,6 +188,15 @@ absl::Status Server::Start() {
 
   // Before anything starts: a certificate that does not load stops the server with one line.
   RETURN_IF_ERROR(CheckTlsSettings(config_));
+  // So does a JWKS that does not.
+  RETURN_IF_ERROR(CheckJwtSettings(config_));
+  std::shared_ptr<const auth::JwtVerifier> jwt_verifier;
+  if (!config_.jwt_jwks_file.empty()) {
+    ASSIGN_OR_RETURN(jwt_verifier, auth::JwtVerifier::FromJwksFile(JwtOptionsOf(config_)));
+    spdlog::info("JWTs of issuer {} for audience {} accepted: {} key(s) from {}",
+                 config_.jwt_issuer, config_.jwt_audience, jwt_verifier->key_count(),
+                 config_.jwt_jwks_file);
+  }
   if (!config_.cluster_ca_cert_file.empty()) {
     // The key is checked before it is read, as the TLS key is.
     RETURN_IF_ERROR(CheckSecretFile("cluster_ca_key_file", config_.cluster_ca_key_file));
@@ -264,6 +286,10 @@ absl::Status Server::Start() {
                                            store_.get(), clock_.get());
   authn_ = std::make_unique<api::Authenticator>(store_.get(), clock_.get(), store_.get());
   if (config_.require_agent_certificates) authn_->RequireAgentCertificates();
+  if (jwt_verifier != nullptr) {
+    authn_->SetJwtVerifier(std::move(jwt_verifier));
+    jwks_thread_ = std::thread([this] { WatchJwks(); });
+  }
   executor_ = std::make_unique<api::Executor>("api", config_.executor_threads, 20000);
   agent_executor_ =
       std::make_unique<api::Executor>("agents", config_.agent_executor_threads, 20000);
@@ -492,8 +518,46 @@ void Server::SuperviseDatabase() {
   }
 }
 
+void Server::WatchJwks() {
+  // What was loaded last: a change of either means the file was replaced or rewritten.
+  const auto look = [this] {
+    struct stat st {};
+    if (::stat(config_.jwt_jwks_file.c_str(), &st) != 0) return std::pair<int64_t, int64_t>{-1, -1};
+    return std::pair<int64_t, int64_t>{
+        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, st.st_size};
+  };
+  auto loaded = look();
+  absl::MutexLock lock(&jwks_mu_);
+  while (!jwks_stop_) {
+    const MonotonicTime until =
+        MonotonicAfter(*clock_, absl::Seconds(config_.tls_reload_interval_seconds));
+    while (!jwks_stop_ && !WaitUntil(jwks_wake_, &jwks_mu_, *clock_, until)) {
+    }
+    if (jwks_stop_) return;
+    const auto now = look();
+    if (now == loaded) continue;
+    absl::StatusOr<std::unique_ptr<auth::JwtVerifier>> verifier =
+        auth::JwtVerifier::FromJwksFile(JwtOptionsOf(config_));
+    if (!verifier.ok()) {
+      // Keep serving with the keys there were: a half-written file must not lock everyone out.
+      spdlog::warn("jwt_jwks_file changed but does not load; keeping the previous keys: {}",
+                   verifier.status().ToString());
+      continue;
+    }
+    loaded = now;
+    spdlog::info("jwt_jwks_file re-read: {} key(s)", (*verifier)->key_count());
+    authn_->SetJwtVerifier(*std::move(verifier));
+  }
+}
+
 void Server::Shutdown() {
   if (shut_down_.exchange(true)) return;
+  {
+    absl::MutexLock lock(&jwks_mu_);
+    jwks_stop_ = true;
+    jwks_wake_.SignalAll();
+  }
+  if (jwks_thread_.joinable()) jwks_thread_.join();
   {
     absl::MutexLock lock(&supervisor_mu_);
     supervisor_stop_ = true;

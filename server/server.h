@@ -82,6 +82,10 @@ class Server {
   // The embedded PostgreSQL's supervisor: checks every second that the postmaster lives, and
   // restarts it when it died, with backoff; gives up (live() false) when it will not start.
   void SuperviseDatabase();
+  // Looks at jwt_jwks_file every tls_reload_interval_seconds and, when it changed (modification
+  // time or size: the identity provider rotated its keys), gives the authenticator a verifier of
+  // the new keys. A file that no longer loads keeps the keys there were (logged as a warning).
+  void WatchJwks();
   class CaIssuer;
 
   const ServerConfig config_;
@@ -122,6 +126,10 @@ class Server {
   absl::Mutex supervisor_mu_;
   absl::CondVar supervisor_wake_;
   bool supervisor_stop_ ABSL_GUARDED_BY(supervisor_mu_) = false;
+  std::thread jwks_thread_;  // with jwt_jwks_file only
+  absl::Mutex jwks_mu_;
+  absl::CondVar jwks_wake_;
+  bool jwks_stop_ ABSL_GUARDED_BY(jwks_mu_) = false;
   std::atomic<bool> live_{true};
   int grpc_port_ = 0;
   int http_port_ = 0;

@@ -1028,6 +1028,18 @@ absl::StatusOr<BindingChange> MemoryStore::DeleteRoleBinding(const std::string& 
   return change;
 }
 
+absl::StatusOr<std::vector<RoleBinding>> MemoryStore::ListSubjectRoleBindings(
+    const std::string& subject) {
+  absl::MutexLock lock(&mu_);
+  std::vector<RoleBinding> out;
+  for (const auto& [key, binding] : bindings_) {  // by (tenant, project): the platform's first
+    if (binding.subject != subject) continue;
+    if (out.size() == static_cast<size_t>(kMaxBindingList)) break;
+    out.push_back(binding);
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<RoleBinding>> MemoryStore::ListRoleBindings(const std::string& tenant,
                                                                        const std::string& project) {
   absl::MutexLock lock(&mu_);

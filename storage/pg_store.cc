@@ -516,6 +516,10 @@ constexpr const char* kListBindings =
     "SELECT" GPUFED_BINDING_COLUMNS
     "FROM role_bindings WHERE ($1 = '' OR tenant = $1) AND ($2 = '' OR project = $2) "
     "ORDER BY tenant NULLS FIRST, project NULLS FIRST, subject LIMIT $3";
+constexpr const char* kListSubjectBindings =
+    "SELECT" GPUFED_BINDING_COLUMNS
+    "FROM role_bindings WHERE subject = $1 ORDER BY tenant NULLS FIRST, project NULLS FIRST "
+    "LIMIT $2";
 // ---- Cluster certificates ----
 #define GPUFED_CLUSTER_CERT_COLUMNS                                                                \
   " serial, cluster, epoch_us(not_before) AS not_before_us, epoch_us(not_after) AS not_after_us, " \
@@ -648,6 +652,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"revoke_subject_tokens", kRevokeSubjectTokens},
     {"delete_binding", kDeleteBinding},
     {"list_bindings", kListBindings},
+    {"list_subject_bindings", kListSubjectBindings},
     {"add_cluster_certificate", kAddClusterCertificate},
     {"lookup_cluster_certificate", kLookupClusterCertificate},
     {"revoke_cluster_certificates", kRevokeClusterCertificates},
@@ -2231,6 +2236,21 @@ absl::StatusOr<std::vector<RoleBinding>> PgStore::ListRoleBindings(const std::st
         std::vector<RoleBinding> out;
         for (const auto& row :
              txn.exec_prepared("list_bindings", tenant, project, kMaxBindingList)) {
+          ASSIGN_OR_RETURN(RoleBinding binding, BindingFromRow(row));
+          out.push_back(std::move(binding));
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<RoleBinding>> PgStore::ListSubjectRoleBindings(
+    const std::string& subject) {
+  return pool_->Transact<pqxx::nontransaction>(
+      "list role bindings of a subject",
+      [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<RoleBinding>> {
+        std::vector<RoleBinding> out;
+        for (const auto& row :
+             txn.exec_prepared("list_subject_bindings", subject, kMaxBindingList)) {
           ASSIGN_OR_RETURN(RoleBinding binding, BindingFromRow(row));
           out.push_back(std::move(binding));
         }

@@ -188,6 +188,8 @@ class PgStore final : public WorkloadStore,
   absl::StatusOr<BindingChange> DeleteRoleBinding(const std::string& subject,
                                                   const std::string& tenant,
                                                   const std::string& project) override;
+  absl::StatusOr<std::vector<RoleBinding>> ListSubjectRoleBindings(
+      const std::string& subject) override;
   absl::StatusOr<std::vector<RoleBinding>> ListRoleBindings(const std::string& tenant,
                                                             const std::string& project) override;
   absl::StatusOr<int64_t> CountTokens() override;

@@ -137,6 +137,29 @@ TEST(ServerExampleConfigTest, CommentedPlacementKeysShowTheDefaults) {
   EXPECT_TRUE(keys["mig_partitioning"].as<bool>(false));
 }
 
+// The JWT keys are shown commented out; uncommented, they are the seven documented keys, and
+// the server's configuration accepts them (jwt_issuer and jwt_audience with jwt_jwks_file).
+TEST(ServerExampleConfigTest, CommentedJwtKeysAreTheDocumentedOnes) {
+  std::istringstream file(ReadFile(SourcePath("deploy/server.example.yaml")));
+  std::string uncommented;
+  for (std::string line; std::getline(file, line);) {
+    if (line.rfind("# jwt_", 0) == 0) uncommented += line.substr(2) + "\n";
+  }
+  YAML::Node keys;
+  try {
+    keys = YAML::Load(uncommented);
+  } catch (const YAML::Exception& e) {
+    FAIL() << e.what() << "\n" << uncommented;
+  }
+  EXPECT_EQ(Keys(keys), (std::set<std::string>{"jwt_jwks_file", "jwt_issuer", "jwt_audience",
+                                               "jwt_subject_claim", "jwt_role_claim",
+                                               "jwt_tenant_claim", "jwt_project_claim"}))
+      << uncommented;
+  ExpectKeysAreDocumentedFlags(Keys(keys));
+  if (!keys.IsMap()) return;
+  EXPECT_EQ(keys["jwt_subject_claim"].as<std::string>(""), "sub");  // the built-in default
+}
+
 TEST(AgentExampleConfigTest, HoldsExactlyTheDocumentedKeys) {
   const YAML::Node config = LoadScalarMap(SourcePath("deploy/agent.example.yaml"));
   const std::set<std::string> expected = {"server",  "ca_file",   "token_file", "topology",

@@ -31,7 +31,8 @@ class ServerConfigTest : public ::testing::Test {
     // The environment variables the parser reads must not leak in from the caller.
     for (const char* name :
          {"GPUFED_SERVER_CONFIG", "GPUFED_PLACEMENT_POLICY", "GPUFED_TLS_CERT_FILE",
-          "GPUFED_TLS_KEY_FILE", "GPUFED_CLUSTER_CA_CERT_FILE", "GPUFED_CLUSTER_CA_KEY_FILE"}) {
+          "GPUFED_TLS_KEY_FILE", "GPUFED_CLUSTER_CA_CERT_FILE", "GPUFED_CLUSTER_CA_KEY_FILE",
+          "GPUFED_JWT_JWKS_FILE", "GPUFED_JWT_ISSUER", "GPUFED_JWT_AUDIENCE"}) {
       unsetenv(name);
     }
   }
@@ -383,6 +384,43 @@ TEST_F(ServerConfigTest, ClusterCaFilesComeInPairsAndTheLifetimeIsBounded) {
       StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("cluster_cert_lifetime_days")));
   EXPECT_THAT(Load({"--cluster-cert-lifetime-days", "367"}),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(ServerConfigTest, JwtSettingsFromTheFileOrFlagsAndTheyHangTogether) {
+  absl::StatusOr<ServerConfig> config =
+      Load({"--config",
+            WriteConfig("jwt_jwks_file: /etc/gpufed/idp-jwks.json\n"
+                        "jwt_issuer: https://idp.example.com\n"
+                        "jwt_audience: gpufed\n"
+                        "jwt_role_claim: gpufed_role\n"
+                        "jwt_tenant_claim: gpufed_tenant\n"
+                        "jwt_project_claim: gpufed_project\n"),
+            "--jwt-subject-claim", "email"});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->jwt_jwks_file, "/etc/gpufed/idp-jwks.json");
+  EXPECT_EQ(config->jwt_issuer, "https://idp.example.com");
+  EXPECT_EQ(config->jwt_audience, "gpufed");
+  EXPECT_EQ(config->jwt_subject_claim, "email");
+  EXPECT_EQ(config->jwt_role_claim, "gpufed_role");
+  EXPECT_EQ(config->jwt_tenant_claim, "gpufed_tenant");
+  EXPECT_EQ(config->jwt_project_claim, "gpufed_project");
+  config = Load({});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->jwt_jwks_file, "");
+  EXPECT_EQ(config->jwt_subject_claim, "sub");
+
+  EXPECT_THAT(Load({"--jwt-jwks-file", "jwks.json", "--jwt-audience", "gpufed"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("jwt_issuer")));
+  EXPECT_THAT(Load({"--jwt-jwks-file", "jwks.json", "--jwt-issuer", "https://idp"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("jwt_audience")));
+  EXPECT_THAT(Load({"--jwt-issuer", "https://idp"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("jwt_issuer")));
+  EXPECT_THAT(Load({"--jwt-jwks-file", "jwks.json", "--jwt-issuer", "https://idp", "--jwt-audience",
+                    "gpufed", "--jwt-subject-claim", ""}),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("jwt_subject_claim")));
+  EXPECT_THAT(Load({"--jwt-jwks-file", "jwks.json", "--jwt-issuer", "https://idp", "--jwt-audience",
+                    "gpufed", "--jwt-project-claim", "project"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("jwt_project_claim")));
 }
 
 }  // namespace

@@ -55,3 +55,11 @@ target_link_libraries(rbac_matrix_tests PRIVATE gpufed_server gpufed_test_suppor
   gpufed_test_certs GTest::gmock GTest::gtest GTest::gtest_main)
 target_compile_definitions(rbac_matrix_tests PRIVATE GPUFED_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 gtest_discover_tests(rbac_matrix_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)
+
+# JWTs from an identity provider through a real gRPC channel (tests/service/jwt_test.cc): a
+# server given a JWKS accepts its tokens with the role the subject's binding allows, refuses
+# forged ones, and re-reads rotated keys.
+add_executable(jwt_service_tests ${CMAKE_CURRENT_LIST_DIR}/jwt_test.cc)
+target_link_libraries(jwt_service_tests PRIVATE gpufed_server gpufed_test_support gpufed_test_jwt
+  GTest::gmock GTest::gtest GTest::gtest_main)
+gtest_discover_tests(jwt_service_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)

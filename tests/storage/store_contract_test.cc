@@ -592,6 +592,13 @@ TEST_P(StoreContractTest, RoleBindingsAreOnePerSubjectAndScopeAndListedInOrder) 
   ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> research,
                        tenants().ListRoleBindings("acme", "research"));
   EXPECT_THAT(names(research), ElementsAre("acme/research/bob=tenant-admin"));
+  // A subject's own, at every scope (what decides a JWT's role).
+  ASSERT_OK(tenants().SetRoleBinding({"bob", auth::Role::kViewer, "", ""}));
+  ASSERT_OK_AND_ASSIGN(std::vector<RoleBinding> bobs, tenants().ListSubjectRoleBindings("bob"));
+  EXPECT_THAT(names(bobs), ElementsAre("//bob=viewer", "acme//bob=tenant-user",
+                                       "acme/research/bob=tenant-admin"));
+  EXPECT_THAT(tenants().ListSubjectRoleBindings("nobody"), IsOkAndHolds(IsEmpty()));
+  ASSERT_OK(tenants().DeleteRoleBinding("bob", "", ""));
 
   // Refused, and nothing stored.
   EXPECT_THAT(tenants().SetRoleBinding({"eve", auth::Role::kTenantUser, "initech", ""}),

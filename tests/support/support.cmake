@@ -20,3 +20,9 @@ target_compile_definitions(gpufed_test_support PRIVATE GPUFED_SOURCE_DIR="${PROJ
 add_library(gpufed_test_certs STATIC ${CMAKE_CURRENT_LIST_DIR}/test_certs.cc)
 target_link_libraries(gpufed_test_certs PUBLIC absl::status absl::statusor absl::time
   PRIVATE OpenSSL::Crypto absl::strings)
+
+# JWTs made at test time (tests/support/test_jwt.h): RSA and EC P-256 keys, their JWKS, and
+# tokens signed with cpp-jwt as an identity provider would sign them.
+add_library(gpufed_test_jwt STATIC ${CMAKE_CURRENT_LIST_DIR}/test_jwt.cc)
+target_link_libraries(gpufed_test_jwt PUBLIC absl::status absl::statusor absl::time
+  PRIVATE cpp-jwt::cpp-jwt nlohmann_json::nlohmann_json OpenSSL::Crypto absl::strings)

@@ -60,3 +60,16 @@ add_executable(cluster_ca_tests ${UNIT_DIR}/auth/cluster_ca_test.cc)
 target_link_libraries(cluster_ca_tests PRIVATE gpufed_auth gpufed_test_certs OpenSSL::Crypto
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(cluster_ca_tests PROPERTIES LABELS unit)
+
+# JWTs from an identity provider (auth/jwt.h): keys made and tokens signed at test time.
+add_executable(jwt_tests ${UNIT_DIR}/auth/jwt_test.cc)
+target_link_libraries(jwt_tests PRIVATE gpufed_auth gpufed_test_jwt GTest::gmock GTest::gtest
+  GTest::gtest_main)
+gtest_discover_tests(jwt_tests PROPERTIES LABELS unit)
+
+# JWTs through the Authenticator (api/authn.h) on the in-memory store: claims and role bindings
+# to a principal, and the cache.
+add_executable(authn_jwt_tests ${UNIT_DIR}/api/authn_jwt_test.cc)
+target_link_libraries(authn_jwt_tests PRIVATE gpufed_api gpufed_test_memory gpufed_test_jwt
+  GTest::gmock GTest::gtest GTest::gtest_main)
+gtest_discover_tests(authn_jwt_tests PROPERTIES LABELS unit)
