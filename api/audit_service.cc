@@ -55,8 +55,12 @@ grpc::ServerUnaryReactor* AuditServiceImpl::ListAuditEvents(
                  if (filter.object.size() > kMaxAuditFieldBytes) {
                    return absl::InvalidArgumentError("object: at most 256 bytes");
                  }
-                 if (request->has_since()) filter.since = FromProto(request->since());
-                 if (request->has_until()) filter.until = FromProto(request->until());
+                 if (request->has_since()) {
+                   ASSIGN_OR_RETURN(filter.since, CheckedFromProto("since", request->since()));
+                 }
+                 if (request->has_until()) {
+                   ASSIGN_OR_RETURN(filter.until, CheckedFromProto("until", request->until()));
+                 }
                  filter.page_size = request->page_size();
                  if (!request->page_token().empty() &&
                      (!absl::SimpleAtoi(request->page_token(), &filter.before_id) ||

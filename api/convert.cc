@@ -88,6 +88,17 @@ Timestamp FromProto(const google::protobuf::Timestamp& t) {
       std::chrono::seconds(t.seconds()) + std::chrono::nanoseconds(t.nanos())));
 }
 
+absl::StatusOr<Timestamp> CheckedFromProto(absl::string_view field,
+                                           const google::protobuf::Timestamp& t) {
+  if (t.seconds() < google::protobuf::util::TimeUtil::kTimestampMinSeconds ||
+      t.seconds() > google::protobuf::util::TimeUtil::kTimestampMaxSeconds || t.nanos() < 0 ||
+      t.nanos() > 999999999) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": not a valid timestamp (years 1 to 9999)"));
+  }
+  return FromProto(t);
+}
+
 namespace {
 
 // The defaults are the proto's: max_attempts 0 is 1, or 3 when `on` names events; `on` empty

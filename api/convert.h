@@ -27,6 +27,10 @@ namespace gpufed::api {
 
 google::protobuf::Timestamp ToProto(Timestamp t);
 Timestamp FromProto(const google::protobuf::Timestamp& t);
+// `t` when it is a valid protobuf Timestamp (years 1 to 9999, nanos 0..999,999,999);
+// INVALID_ARGUMENT naming `field` otherwise (FromProto would overflow on it).
+absl::StatusOr<Timestamp> CheckedFromProto(absl::string_view field,
+                                           const google::protobuf::Timestamp& t);
 
 // INVALID_ARGUMENT naming the field for values the domain cannot represent (unknown enum
 // numbers, a missing per_replica kind, a negative or unnormalised duration). The rules a

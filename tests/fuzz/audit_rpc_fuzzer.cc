@@ -23,9 +23,10 @@ const RpcTable& Table() {
           if (!r.tenant().empty() && !OkOrInvalid(ValidateName("tenant", r.tenant()), "tenant")) {
             return;
           }
-          // Times convert whatever they hold; the page token is a positive id or refused.
-          if (r.has_since()) (void)api::FromProto(r.since());
-          if (r.has_until()) (void)api::FromProto(r.until());
+          // Times are checked as the handler checks them; the page token is a positive id or
+          // refused.
+          if (r.has_since()) (void)api::CheckedFromProto("since", r.since());
+          if (r.has_until()) (void)api::CheckedFromProto("until", r.until());
           int64_t before = 0;
           if (!r.page_token().empty()) (void)absl::SimpleAtoi(r.page_token(), &before);
         }));

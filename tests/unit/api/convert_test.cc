@@ -66,6 +66,20 @@ std::vector<std::string> IdsOf(const std::vector<Workload>& workloads) {
   return ids;
 }
 
+// Found by audit_rpc_fuzzer: a Timestamp past year 9999 overflowed the conversion (UBSan).
+TEST(CheckedFromProtoTest, ATimestampOutOfRangeIsInvalidArgumentNamingTheField) {
+  google::protobuf::Timestamp t;
+  t.set_seconds(std::numeric_limits<int64_t>::max());
+  EXPECT_THAT(CheckedFromProto("since", t),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("since")));
+  t.set_seconds(0);
+  t.set_nanos(-1);
+  EXPECT_THAT(CheckedFromProto("until", t), StatusIs(absl::StatusCode::kInvalidArgument));
+  t.set_seconds(1'700'000'000);
+  t.set_nanos(5);
+  EXPECT_THAT(CheckedFromProto("since", t), IsOkAndHolds(FromProto(t)));
+}
+
 TEST(AssignMessagesTest, NothingToSendIsNoMessage) {
   EXPECT_THAT(AssignMessages({}, 1 << 20), IsEmpty());
 }
