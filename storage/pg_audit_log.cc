@@ -82,9 +82,9 @@ int64_t ToMicros(Timestamp t) {
   return std::chrono::duration_cast<microseconds>(t.time_since_epoch()).count();
 }
 
-AuditEvent FromRow(const pqxx::row& row) {
+// What a row says, in audit_events and audit_pending alike: everything but the chain's columns.
+AuditEvent ContentFromRow(const pqxx::row& row) {
   AuditEvent e;
-  e.id = row["id"].as<int64_t>();
   e.time = Timestamp(microseconds(row["at_us"].as<int64_t>()));
   e.actor = row["actor"].c_str();
   e.tenant = row["tenant"].c_str();
@@ -94,25 +94,20 @@ AuditEvent FromRow(const pqxx::row& row) {
   e.outcome = row["outcome"].c_str();
   e.reason = row["reason"].c_str();
   e.detail = row["detail"].c_str();
+  return e;
+}
+
+// A chained row of audit_events.
+AuditEvent FromRow(const pqxx::row& row) {
+  AuditEvent e = ContentFromRow(row);
+  e.id = row["id"].as<int64_t>();
   e.prev_hash = row["prev_hash"].c_str();
   e.hash = row["hash"].c_str();
   return e;
 }
 
 // A row of audit_pending, as kTakePending returns it, cut to the limits (TruncateAuditFields).
-AuditEvent FromPendingRow(const pqxx::row& row) {
-  AuditEvent e;
-  e.time = Timestamp(microseconds(row["at_us"].as<int64_t>()));
-  e.actor = row["actor"].c_str();
-  e.tenant = row["tenant"].c_str();
-  e.project = row["project"].c_str();
-  e.action = row["action"].c_str();
-  e.object = row["object"].c_str();
-  e.outcome = row["outcome"].c_str();
-  e.reason = row["reason"].c_str();
-  e.detail = row["detail"].c_str();
-  return TruncateAuditFields(std::move(e));
-}
+AuditEvent FromPendingRow(const pqxx::row& row) { return TruncateAuditFields(ContentFromRow(row)); }
 
 json RowJson(const AuditEvent& e) {
   return json{{"at_us", ToMicros(e.time)}, {"actor", e.actor},   {"tenant", e.tenant},
