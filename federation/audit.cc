@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "auth/audit_chain.h"
 
 namespace gpufed {
@@ -61,6 +63,12 @@ AuditEvent TruncateAuditFields(AuditEvent event) {
   Cut(event.reason, kMaxAuditReasonBytes);
   Cut(event.detail, kMaxAuditDetailBytes);
   return event;
+}
+
+void AppendAuditIds(AuditEvent& row, absl::string_view label, const std::vector<int64_t>& ids) {
+  if (ids.empty()) return;
+  absl::StrAppend(&row.detail, row.detail.empty() ? "" : "; ", label, ": ",
+                  absl::StrJoin(ids, ","));
 }
 
 void AuditChainVerifier::Add(const AuditEvent& row) {

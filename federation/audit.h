@@ -20,7 +20,7 @@ namespace gpufed {
 struct AuditEvent {
   int64_t id = 0;     // set by the store: 1, 2, 3 ... without gaps, the order of the chain
   Timestamp time{};   // set by the store when it records the row (its clock), to the microsecond
-  std::string actor;  // "user:<subject>", "agent:<cluster>", "scheduler", "control-loop"
+  std::string actor;  // "user:<subject>", "agent:<cluster>", "scheduler", "control-loop", "server"
   // The scope the row belongs to (who may read it, as auth::Covers says): a tenant (empty: the
   // platform's) and a project of it (empty: the tenant's own).
   std::string tenant;
@@ -143,6 +143,10 @@ std::string AuditKeyCheck(absl::string_view key);
 
 // `event` with every field cut to its limit (at a UTF-8 character boundary).
 AuditEvent TruncateAuditFields(AuditEvent event);
+
+// Appends "<label>: <ids, comma-separated>" to `row.detail` ("; " before it when the detail has
+// text already); nothing when `ids` is empty. How stores add what a change did to its row.
+void AppendAuditIds(AuditEvent& row, absl::string_view label, const std::vector<int64_t>& ids);
 
 }  // namespace gpufed
 

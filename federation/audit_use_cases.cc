@@ -1,6 +1,9 @@
 // The audit trail's side of ControlPlane (control_plane.h): every mutating use case records its
 // outcome here, around the unrecorded one it calls, and the audit rows are read and verified
-// here (docs/security.md#audit).
+// here (docs/security.md#audit). A change made in one store transaction hands its row to the
+// store, which records it in that transaction (Recorded); only a failure is recorded here
+// afterwards (AuditFailure). A change made of several transactions is recorded after them
+// (AuditCall).
 
 #include <utility>
 
@@ -41,12 +44,8 @@ std::string Outcome(const absl::Status& status) {
 
 std::string WorkloadObject(WorkloadId id) { return absl::StrCat("workload/", id); }
 
-}  // namespace
-
-void ControlPlane::AuditCall(const auth::Principal& who, absl::string_view action,
-                             std::string object, auth::Scope scope, const absl::Status& status,
-                             std::string detail) {
-  if (ports_.audit == nullptr) return;
+AuditEvent CallRow(const auth::Principal& who, absl::string_view action, std::string object,
+                   auth::Scope scope, const absl::Status& status, std::string detail) {
   AuditEvent row;
   row.actor = ActorName(who);
   // A refused or failed call belongs to the caller's scope: the target's readers must not
@@ -64,6 +63,29 @@ void ControlPlane::AuditCall(const auth::Principal& who, absl::string_view actio
   // Statuses name fields and values the caller sent, never a secret the server holds.
   row.reason = std::string(status.message());
   row.detail = std::move(detail);
+  return row;
+}
+
+}  // namespace
+
+AuditEvent ControlPlane::Recorded(const auth::Principal& who, absl::string_view action,
+                                  std::string object, auth::Scope scope, std::string detail) const {
+  if (ports_.audit == nullptr) return {};
+  return CallRow(who, action, std::move(object), scope, absl::OkStatus(), std::move(detail));
+}
+
+void ControlPlane::AuditFailure(const auth::Principal& who, absl::string_view action,
+                                std::string object, auth::Scope scope, const absl::Status& status,
+                                std::string detail) {
+  if (status.ok()) return;
+  AuditCall(who, action, std::move(object), scope, status, std::move(detail));
+}
+
+void ControlPlane::AuditCall(const auth::Principal& who, absl::string_view action,
+                             std::string object, auth::Scope scope, const absl::Status& status,
+                             std::string detail) {
+  if (ports_.audit == nullptr) return;
+  const AuditEvent row = CallRow(who, action, std::move(object), scope, status, std::move(detail));
   if (absl::Status stored = ports_.audit->Append(row); !stored.ok()) {
     spdlog::error("audit: could not record {} {} by {} ({}): {}", row.action, row.object, row.actor,
                   row.outcome, stored.ToString());
@@ -117,34 +139,30 @@ absl::StatusOr<std::vector<DeclarationDiff>> ControlPlane::ApplyDeclarations(
   for (const ClusterDeclaration& d : declarations) {
     absl::StrAppend(&names, names.empty() ? "" : ",", d.cluster);
   }
-  absl::StatusOr<std::vector<DeclarationDiff>> result =
-      ApplyDeclarationsUnaudited(who, std::move(declarations), dry_run);
-  if (dry_run && result.ok()) return result;  // nothing changed
   std::string detail = absl::StrCat(dry_run ? "dry run; " : "", "clusters: ", names);
-  if (result.ok()) {
-    int changed = 0;
-    for (const DeclarationDiff& d : *result) {
-      if (d.kind != DeclarationDiff::Kind::kUnchanged) ++changed;
-    }
-    absl::StrAppend(&detail, "; changed: ", changed);
-  }
-  AuditCall(who, "clusters.apply", "declarations", {}, result.status(), std::move(detail));
+  // A dry run changes nothing and is recorded only when refused.
+  absl::StatusOr<std::vector<DeclarationDiff>> result = ApplyDeclarationsUnaudited(
+      who, std::move(declarations), dry_run,
+      dry_run ? AuditEvent{} : Recorded(who, "clusters.apply", "declarations", {}, detail));
+  AuditFailure(who, "clusters.apply", "declarations", {}, result.status(), std::move(detail));
   return result;
 }
 
 absl::StatusOr<ClusterListing> ControlPlane::Cordon(const auth::Principal& who,
                                                     const std::string& cluster,
                                                     const std::string& node, bool cordoned) {
-  absl::StatusOr<ClusterListing> result = CordonUnaudited(who, cluster, node, cordoned);
-  AuditCall(who, cordoned ? "clusters.cordon" : "clusters.uncordon",
-            absl::StrCat("cluster/", cluster, node.empty() ? "" : "/node/", node), {},
-            result.status());
+  const absl::string_view action = cordoned ? "clusters.cordon" : "clusters.uncordon";
+  const std::string object = absl::StrCat("cluster/", cluster, node.empty() ? "" : "/node/", node);
+  absl::StatusOr<ClusterListing> result =
+      CordonUnaudited(who, cluster, node, cordoned, Recorded(who, action, object, {}));
+  AuditFailure(who, action, object, {}, result.status());
   return result;
 }
 
 absl::StatusOr<DrainResult> ControlPlane::Drain(const auth::Principal& who,
                                                 const std::string& cluster, const std::string& node,
                                                 bool evict) {
+  // Several transactions (the cordon, then the evictions): recorded after them.
   absl::StatusOr<DrainResult> result = DrainUnaudited(who, cluster, node, evict);
   std::string detail = absl::StrCat("evict: ", evict ? "yes" : "no");
   if (result.ok()) {
@@ -171,37 +189,43 @@ absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
 
 absl::StatusOr<Tenant> ControlPlane::CreateTenant(const auth::Principal& who, Tenant tenant) {
   const std::string object = absl::StrCat("tenant/", tenant.name);
-  absl::StatusOr<Tenant> result = CreateTenantUnaudited(who, std::move(tenant));
-  AuditCall(who, "tenants.create", object, {}, result.status());
+  absl::StatusOr<Tenant> result =
+      CreateTenantUnaudited(who, std::move(tenant), Recorded(who, "tenants.create", object, {}));
+  AuditFailure(who, "tenants.create", object, {}, result.status());
   return result;
 }
 
 absl::StatusOr<Project> ControlPlane::CreateProject(const auth::Principal& who,
                                                     const Project& project) {
-  absl::StatusOr<Project> result = CreateProjectUnaudited(who, project);
-  AuditCall(who, "projects.create", absl::StrCat("project/", project.tenant, "/", project.name),
-            {project.tenant, project.name}, result.status());
+  const std::string object = absl::StrCat("project/", project.tenant, "/", project.name);
+  const auth::Scope scope{project.tenant, project.name};
+  absl::StatusOr<Project> result =
+      CreateProjectUnaudited(who, project, Recorded(who, "projects.create", object, scope));
+  AuditFailure(who, "projects.create", object, scope, result.status());
   return result;
 }
 
 absl::Status ControlPlane::DeleteProject(const auth::Principal& who, const std::string& tenant,
                                          const std::string& name) {
-  absl::Status result = DeleteProjectUnaudited(who, tenant, name);
+  const std::string object = absl::StrCat("project/", tenant, "/", name);
   // The project's own readers are gone with it: the row is its tenant's.
-  AuditCall(who, "projects.delete", absl::StrCat("project/", tenant, "/", name), {tenant, ""},
-            result);
+  const auth::Scope scope{tenant, ""};
+  absl::Status result =
+      DeleteProjectUnaudited(who, tenant, name, Recorded(who, "projects.delete", object, scope));
+  AuditFailure(who, "projects.delete", object, scope, result);
   return result;
 }
 
 absl::Status ControlPlane::DeleteTenant(const auth::Principal& who, const std::string& name) {
-  absl::Status result = DeleteTenantUnaudited(who, name);
-  AuditCall(who, "tenants.delete", absl::StrCat("tenant/", name), {}, result);
+  const std::string object = absl::StrCat("tenant/", name);
+  absl::Status result =
+      DeleteTenantUnaudited(who, name, Recorded(who, "tenants.delete", object, {}));
+  AuditFailure(who, "tenants.delete", object, {}, result);
   return result;
 }
 
 absl::StatusOr<CreatedToken> ControlPlane::CreateToken(const auth::Principal& who,
                                                        const TokenRequest& request) {
-  absl::StatusOr<CreatedToken> result = CreateTokenUnaudited(who, request);
   // The binding, never the secret (nor its hash).
   std::string detail =
       absl::StrCat("subject: ", request.subject, "; role: ", auth::RoleName(request.role));
@@ -209,73 +233,82 @@ absl::StatusOr<CreatedToken> ControlPlane::CreateToken(const auth::Principal& wh
   if (!request.project.empty()) absl::StrAppend(&detail, "; project: ", request.project);
   if (!request.cluster.empty()) absl::StrAppend(&detail, "; cluster: ", request.cluster);
   const bool platform = request.role == auth::Role::kAgent || request.tenant.empty();
-  AuditCall(who, "tokens.create",
-            result.ok() ? absl::StrCat("token/", result->id) : std::string("token/"),
-            platform ? auth::Scope{} : auth::Scope{request.tenant, request.project},
-            result.status(), std::move(detail));
+  const auth::Scope scope = platform ? auth::Scope{} : auth::Scope{request.tenant, request.project};
+  // The store appends the new token's id to the object.
+  absl::StatusOr<CreatedToken> result =
+      CreateTokenUnaudited(who, request, Recorded(who, "tokens.create", "token/", scope, detail));
+  AuditFailure(who, "tokens.create", "token/", scope, result.status(), std::move(detail));
   return result;
 }
 
 absl::Status ControlPlane::RevokeToken(const auth::Principal& who, int64_t id) {
-  absl::Status result = RevokeTokenUnaudited(who, id);
-  // The store revoked it only inside the caller's binding: the caller's scope is the row's.
-  AuditCall(who, "tokens.revoke", absl::StrCat("token/", id), {who.tenant, who.project}, result);
+  const std::string object = absl::StrCat("token/", id);
+  // The store revokes it only inside the caller's binding: the caller's scope is the row's.
+  const auth::Scope scope{who.tenant, who.project};
+  absl::Status result =
+      RevokeTokenUnaudited(who, id, Recorded(who, "tokens.revoke", object, scope));
+  AuditFailure(who, "tokens.revoke", object, scope, result);
   return result;
 }
 
 absl::StatusOr<Quota> ControlPlane::SetQuota(const auth::Principal& who, const Quota& quota,
                                              bool overcommit) {
-  absl::StatusOr<Quota> result = SetQuotaUnaudited(who, quota, overcommit);
   std::string detail = absl::StrCat("guaranteed_milli: ", quota.guaranteed_milli);
   if (quota.limit_milli) absl::StrAppend(&detail, "; limit_milli: ", *quota.limit_milli);
   if (overcommit) absl::StrAppend(&detail, "; overcommit");
-  AuditCall(
-      who, "quotas.set",
-      absl::StrCat("quota/", quota.key.tenant, "/", quota.key.project, "/", quota.key.resource),
-      {quota.key.tenant, quota.key.project}, result.status(), std::move(detail));
+  const std::string object =
+      absl::StrCat("quota/", quota.key.tenant, "/", quota.key.project, "/", quota.key.resource);
+  const auth::Scope scope{quota.key.tenant, quota.key.project};
+  absl::StatusOr<Quota> result =
+      SetQuotaUnaudited(who, quota, overcommit, Recorded(who, "quotas.set", object, scope, detail));
+  AuditFailure(who, "quotas.set", object, scope, result.status(), std::move(detail));
   return result;
 }
 
 absl::Status ControlPlane::DeleteQuota(const auth::Principal& who, const QuotaKey& key) {
-  absl::Status result = DeleteQuotaUnaudited(who, key);
-  AuditCall(who, "quotas.delete",
-            absl::StrCat("quota/", key.tenant, "/", key.project, "/", key.resource),
-            {key.tenant, key.project}, result);
+  const std::string object =
+      absl::StrCat("quota/", key.tenant, "/", key.project, "/", key.resource);
+  const auth::Scope scope{key.tenant, key.project};
+  absl::Status result =
+      DeleteQuotaUnaudited(who, key, Recorded(who, "quotas.delete", object, scope));
+  AuditFailure(who, "quotas.delete", object, scope, result);
   return result;
 }
 
 absl::StatusOr<ShareWeight> ControlPlane::SetShareWeight(const auth::Principal& who,
                                                          const ShareWeight& weight) {
-  absl::StatusOr<ShareWeight> result = SetShareWeightUnaudited(who, weight);
-  AuditCall(
-      who, "share_weights.set", absl::StrCat("share_weight/", weight.tenant, "/", weight.project),
-      {weight.tenant, weight.project}, result.status(), absl::StrCat("weight: ", weight.weight));
+  const std::string object = absl::StrCat("share_weight/", weight.tenant, "/", weight.project);
+  const auth::Scope scope{weight.tenant, weight.project};
+  std::string detail = absl::StrCat("weight: ", weight.weight);
+  absl::StatusOr<ShareWeight> result = SetShareWeightUnaudited(
+      who, weight, Recorded(who, "share_weights.set", object, scope, detail));
+  AuditFailure(who, "share_weights.set", object, scope, result.status(), std::move(detail));
   return result;
 }
 
 absl::Status ControlPlane::DeleteCluster(const auth::Principal& who, const std::string& name) {
-  absl::Status result = DeleteClusterUnaudited(who, name);
-  AuditCall(who, "clusters.delete", absl::StrCat("cluster/", name), {}, result);
+  const std::string object = absl::StrCat("cluster/", name);
+  absl::Status result =
+      DeleteClusterUnaudited(who, name, Recorded(who, "clusters.delete", object, {}));
+  AuditFailure(who, "clusters.delete", object, {}, result);
   return result;
 }
 
 absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollCluster(const auth::Principal& who,
                                                                      const std::string& cluster,
                                                                      const std::string& csr_pem) {
-  absl::StatusOr<IssuedClusterCertificate> result = EnrollClusterUnaudited(who, cluster, csr_pem);
-  // The serial and validity, never the key made for it.
+  const std::string object = absl::StrCat("cluster/", cluster);
+  // The use case adds the serial and validity, never the key made for it.
   std::string detail = csr_pem.empty() ? "key pair made by the server" : "from a CSR";
-  if (result.ok()) {
-    absl::StrAppend(&detail, "; serial: ", result->certificate.serial, "; not_after: ",
-                    absl::FormatTime(absl::FromChrono(result->certificate.not_after)));
-  }
-  AuditCall(who, "clusters.enroll", absl::StrCat("cluster/", cluster), {}, result.status(),
-            std::move(detail));
+  absl::StatusOr<IssuedClusterCertificate> result = EnrollClusterUnaudited(
+      who, cluster, csr_pem, Recorded(who, "clusters.enroll", object, {}, detail));
+  AuditFailure(who, "clusters.enroll", object, {}, result.status(), std::move(detail));
   return result;
 }
 
 absl::StatusOr<int> ControlPlane::RevokeCluster(const auth::Principal& who,
                                                 const std::string& cluster) {
+  // Two transactions (certificates, then tokens): recorded after both.
   absl::StatusOr<int> result = RevokeClusterUnaudited(who, cluster);
   AuditCall(who, "clusters.revoke", absl::StrCat("cluster/", cluster), {}, result.status(),
             result.ok() ? absl::StrCat("credentials revoked: ", *result) : std::string());
@@ -294,13 +327,13 @@ std::string BindingObject(absl::string_view subject, absl::string_view tenant,
 
 absl::StatusOr<BindingChange> ControlPlane::SetRoleBinding(const auth::Principal& who,
                                                            const RoleBinding& binding) {
-  absl::StatusOr<BindingChange> result = SetRoleBindingUnaudited(who, binding);
+  const std::string object = BindingObject(binding.subject, binding.tenant, binding.project);
+  const auth::Scope scope{binding.tenant, binding.project};
+  // The store adds the tokens it lowered.
   std::string detail = absl::StrCat("role: ", auth::RoleName(binding.role));
-  if (result.ok() && !result->tokens.empty()) {
-    absl::StrAppend(&detail, "; tokens lowered: ", absl::StrJoin(result->tokens, ","));
-  }
-  AuditCall(who, "members.set", BindingObject(binding.subject, binding.tenant, binding.project),
-            {binding.tenant, binding.project}, result.status(), std::move(detail));
+  absl::StatusOr<BindingChange> result =
+      SetRoleBindingUnaudited(who, binding, Recorded(who, "members.set", object, scope, detail));
+  AuditFailure(who, "members.set", object, scope, result.status(), std::move(detail));
   return result;
 }
 
@@ -308,13 +341,12 @@ absl::StatusOr<BindingChange> ControlPlane::DeleteRoleBinding(const auth::Princi
                                                               const std::string& subject,
                                                               const std::string& tenant,
                                                               const std::string& project) {
-  absl::StatusOr<BindingChange> result = DeleteRoleBindingUnaudited(who, subject, tenant, project);
-  std::string detail;
-  if (result.ok() && !result->tokens.empty()) {
-    detail = absl::StrCat("tokens revoked: ", absl::StrJoin(result->tokens, ","));
-  }
-  AuditCall(who, "members.remove", BindingObject(subject, tenant, project), {tenant, project},
-            result.status(), std::move(detail));
+  const std::string object = BindingObject(subject, tenant, project);
+  const auth::Scope scope{tenant, project};
+  // The store adds the tokens it revoked.
+  absl::StatusOr<BindingChange> result = DeleteRoleBindingUnaudited(
+      who, subject, tenant, project, Recorded(who, "members.remove", object, scope));
+  AuditFailure(who, "members.remove", object, scope, result.status());
   return result;
 }
 

@@ -12,7 +12,8 @@ namespace gpufed {
 using auth::Permission;
 
 absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollClusterUnaudited(
-    const auth::Principal& who, const std::string& cluster, const std::string& csr_pem) {
+    const auth::Principal& who, const std::string& cluster, const std::string& csr_pem,
+    AuditEvent record) {
   RETURN_IF_ERROR(Require(who, Permission::kPoolAdmin, {}));
   RETURN_IF_ERROR(ValidateName("cluster", cluster));
   if (ports_.issuer == nullptr || ports_.certificates == nullptr) {
@@ -22,8 +23,13 @@ absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollClusterUnaudited(
   ASSIGN_OR_RETURN(IssuedClusterCertificate issued,
                    ports_.issuer->Issue(cluster, csr_pem, ports_.clock->Now()));
   // Recorded before it is handed out: a certificate nobody recorded would speak for nothing.
+  // The audit row names its serial and validity, never the key made for it.
+  if (!record.action.empty()) {
+    absl::StrAppend(&record.detail, "; serial: ", issued.certificate.serial, "; not_after: ",
+                    absl::FormatTime(absl::FromChrono(issued.certificate.not_after)));
+  }
   ASSIGN_OR_RETURN(issued.certificate,
-                   ports_.certificates->AddClusterCertificate(issued.certificate));
+                   ports_.certificates->AddClusterCertificate(issued.certificate, record));
   return issued;
 }
 

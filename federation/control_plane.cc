@@ -368,7 +368,8 @@ absl::StatusOr<ClusterDeclaration> KeepHistory(const std::string& field,
 }  // namespace
 
 absl::StatusOr<std::vector<DeclarationDiff>> ControlPlane::ApplyDeclarationsUnaudited(
-    const auth::Principal& who, std::vector<ClusterDeclaration> declarations, bool dry_run) {
+    const auth::Principal& who, std::vector<ClusterDeclaration> declarations, bool dry_run,
+    AuditEvent record) {
   RETURN_IF_ERROR(Require(who, auth::Permission::kPoolAdmin, {}));
   if (declarations.size() > kMaxDeclarationsPerApply) {
     return absl::InvalidArgumentError(absl::StrCat("declarations: at most ",
@@ -409,8 +410,10 @@ absl::StatusOr<std::vector<DeclarationDiff>> ControlPlane::ApplyDeclarationsUnau
     if (diff.kind != DeclarationDiff::Kind::kUnchanged) writes.push_back(std::move(after));
     diffs.push_back(std::move(diff));
   }
-  if (dry_run || writes.empty()) return diffs;
-  RETURN_IF_ERROR(ports_.clusters->PutDeclarations(writes));
+  if (dry_run) return diffs;
+  if (!record.action.empty()) absl::StrAppend(&record.detail, "; changed: ", writes.size());
+  // Called with nothing to write too: the apply is recorded all the same.
+  RETURN_IF_ERROR(ports_.clusters->PutDeclarations(writes, record));
   // The scheduler routes with the new attributes and prices from its next cycle.
   for (const ClusterDeclaration& d : writes) {
     absl::StatusOr<Cluster> cluster = ports_.clusters->GetCluster(d.cluster);
@@ -432,12 +435,12 @@ absl::StatusOr<std::vector<ClusterDeclaration>> ControlPlane::ListDeclarations(
 
 absl::StatusOr<ClusterListing> ControlPlane::CordonUnaudited(const auth::Principal& who,
                                                              const std::string& cluster,
-                                                             const std::string& node,
-                                                             bool cordoned) {
+                                                             const std::string& node, bool cordoned,
+                                                             const AuditEvent& record) {
   RETURN_IF_ERROR(Require(who, auth::Permission::kPoolAdmin, {}));
   RETURN_IF_ERROR(ValidateName("name", cluster));
   if (!node.empty()) RETURN_IF_ERROR(ValidateLabel("node", node));
-  ASSIGN_OR_RETURN(Cluster stored, ports_.clusters->SetCordon(cluster, node, cordoned));
+  ASSIGN_OR_RETURN(Cluster stored, ports_.clusters->SetCordon(cluster, node, cordoned, record));
   AfterClusterCommit(std::cref(stored));
   ClusterListing out;
   out.clusters.push_back(std::move(stored));
@@ -446,10 +449,11 @@ absl::StatusOr<ClusterListing> ControlPlane::CordonUnaudited(const auth::Princip
 }
 
 absl::Status ControlPlane::DeleteClusterUnaudited(const auth::Principal& who,
-                                                  const std::string& name) {
+                                                  const std::string& name,
+                                                  const AuditEvent& record) {
   RETURN_IF_ERROR(Require(who, auth::Permission::kPoolAdmin, {}));
   RETURN_IF_ERROR(ValidateName("name", name));
-  RETURN_IF_ERROR(ports_.clusters->DeleteCluster(name));
+  RETURN_IF_ERROR(ports_.clusters->DeleteCluster(name, record));
   ports_.agents->Remove(name);
   // The scheduler's pool keeps an entry by name; with no nodes and unreachable, it offers
   // nothing and is never chosen, until the pool is next loaded from the store.

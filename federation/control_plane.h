@@ -480,47 +480,71 @@ class ControlPlane {
                        absl::Time deadline, SubmitDone done);
   absl::StatusOr<Workload> CancelUnaudited(const auth::Principal& who, WorkloadId id,
                                            std::string reason);
+  //
+  // Those that take `record` (the call's audit row, from Recorded) hand it to the store, which
+  // records it in the change's own transaction (federation/store.h); some add to its detail
+  // what only they know. The public one records only a failure.
   absl::StatusOr<std::vector<DeclarationDiff>> ApplyDeclarationsUnaudited(
-      const auth::Principal& who, std::vector<ClusterDeclaration> declarations, bool dry_run);
+      const auth::Principal& who, std::vector<ClusterDeclaration> declarations, bool dry_run,
+      AuditEvent record);
   absl::StatusOr<ClusterListing> CordonUnaudited(const auth::Principal& who,
                                                  const std::string& cluster,
-                                                 const std::string& node, bool cordoned);
+                                                 const std::string& node, bool cordoned,
+                                                 const AuditEvent& record);
   absl::StatusOr<DrainResult> DrainUnaudited(const auth::Principal& who, const std::string& cluster,
                                              const std::string& node, bool evict);
   absl::StatusOr<std::shared_ptr<AgentLink>> RegisterAgentUnaudited(
       const auth::Principal& who, const ClusterInfo& info, const std::vector<NodeInfo>& nodes,
       const std::vector<AgentReport>& known, std::shared_ptr<AgentChannel> channel);
-  absl::StatusOr<Tenant> CreateTenantUnaudited(const auth::Principal& who, Tenant tenant);
-  absl::StatusOr<Project> CreateProjectUnaudited(const auth::Principal& who,
-                                                 const Project& project);
+  absl::StatusOr<Tenant> CreateTenantUnaudited(const auth::Principal& who, Tenant tenant,
+                                               const AuditEvent& record);
+  absl::StatusOr<Project> CreateProjectUnaudited(const auth::Principal& who, const Project& project,
+                                                 const AuditEvent& record);
   absl::Status DeleteProjectUnaudited(const auth::Principal& who, const std::string& tenant,
-                                      const std::string& name);
-  absl::Status DeleteTenantUnaudited(const auth::Principal& who, const std::string& name);
+                                      const std::string& name, const AuditEvent& record);
+  absl::Status DeleteTenantUnaudited(const auth::Principal& who, const std::string& name,
+                                     const AuditEvent& record);
   absl::StatusOr<CreatedToken> CreateTokenUnaudited(const auth::Principal& who,
-                                                    const TokenRequest& request);
-  absl::Status RevokeTokenUnaudited(const auth::Principal& who, int64_t id);
+                                                    const TokenRequest& request,
+                                                    const AuditEvent& audit);
+  absl::Status RevokeTokenUnaudited(const auth::Principal& who, int64_t id,
+                                    const AuditEvent& record);
   absl::StatusOr<Quota> SetQuotaUnaudited(const auth::Principal& who, const Quota& quota,
-                                          bool overcommit);
-  absl::Status DeleteQuotaUnaudited(const auth::Principal& who, const QuotaKey& key);
+                                          bool overcommit, const AuditEvent& record);
+  absl::Status DeleteQuotaUnaudited(const auth::Principal& who, const QuotaKey& key,
+                                    const AuditEvent& record);
   absl::StatusOr<ShareWeight> SetShareWeightUnaudited(const auth::Principal& who,
-                                                      const ShareWeight& weight);
-  absl::Status DeleteClusterUnaudited(const auth::Principal& who, const std::string& name);
+                                                      const ShareWeight& weight,
+                                                      const AuditEvent& record);
+  absl::Status DeleteClusterUnaudited(const auth::Principal& who, const std::string& name,
+                                      const AuditEvent& record);
   absl::StatusOr<IssuedClusterCertificate> EnrollClusterUnaudited(const auth::Principal& who,
                                                                   const std::string& cluster,
-                                                                  const std::string& csr_pem);
+                                                                  const std::string& csr_pem,
+                                                                  AuditEvent record);
   absl::StatusOr<int> RevokeClusterUnaudited(const auth::Principal& who,
                                              const std::string& cluster);
   absl::StatusOr<BindingChange> SetRoleBindingUnaudited(const auth::Principal& who,
-                                                        const RoleBinding& binding);
+                                                        const RoleBinding& binding,
+                                                        const AuditEvent& record);
   absl::StatusOr<BindingChange> DeleteRoleBindingUnaudited(const auth::Principal& who,
                                                            const std::string& subject,
                                                            const std::string& tenant,
-                                                           const std::string& project);
+                                                           const std::string& project,
+                                                           const AuditEvent& record);
 
   // Records what `who` asked for and how it ended. `scope` is where the object lives: the row's
   // scope when `status` is OK; otherwise the row is the caller's scope's.
   void AuditCall(const auth::Principal& who, absl::string_view action, std::string object,
                  auth::Scope scope, const absl::Status& status, std::string detail = {});
+  // The row AuditCall would record for the call succeeding, for the store to record with the
+  // change; an empty row (nothing recorded) when this control plane keeps no audit trail.
+  AuditEvent Recorded(const auth::Principal& who, absl::string_view action, std::string object,
+                      auth::Scope scope, std::string detail = {}) const;
+  // AuditCall for a call that failed (the store recorded one that succeeded); nothing when
+  // `status` is OK.
+  void AuditFailure(const auth::Principal& who, absl::string_view action, std::string object,
+                    auth::Scope scope, const absl::Status& status, std::string detail = {});
   // Records decisions of the control loop (`actor`: "scheduler", "control-loop") in one append.
   void AuditDecisions(std::vector<AuditEvent> rows);
   // The decisions that move capacity and are no workload transition (those, placements and

@@ -49,28 +49,32 @@ absl::StatusOr<std::string> QuotaListingTenant(const auth::Principal& who,
 }  // namespace
 
 absl::StatusOr<Quota> ControlPlane::SetQuotaUnaudited(const auth::Principal& who,
-                                                      const Quota& quota, bool overcommit) {
+                                                      const Quota& quota, bool overcommit,
+                                                      const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateQuota(quota));
   RETURN_IF_ERROR(MaySetQuota(who, quota.key));
   // The capacity now, as stored: a quota is set rarely, and the store's view is the one every
   // API replica shares.
   ASSIGN_OR_RETURN(std::vector<Cluster> clusters, ports_.clusters->ListClusters(true));
   const int64_t capacity = QuotaCapacity(clusters, quota.key.resource);
-  ASSIGN_OR_RETURN(
-      Quota stored,
-      ports_.quotas->SetQuota(quota, [&](Quota& proposed, const std::vector<Quota>& same_resource) {
-        return CheckQuotaFits(proposed, same_resource, capacity, overcommit);
-      }));
+  ASSIGN_OR_RETURN(Quota stored, ports_.quotas->SetQuota(
+                                     quota,
+                                     [&](Quota& proposed, const std::vector<Quota>& same_resource) {
+                                       return CheckQuotaFits(proposed, same_resource, capacity,
+                                                             overcommit);
+                                     },
+                                     record));
   QuotasChanged();
   return stored;
 }
 
-absl::Status ControlPlane::DeleteQuotaUnaudited(const auth::Principal& who, const QuotaKey& key) {
+absl::Status ControlPlane::DeleteQuotaUnaudited(const auth::Principal& who, const QuotaKey& key,
+                                                const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateName("tenant", key.tenant));
   if (!key.project.empty()) RETURN_IF_ERROR(ValidateName("project", key.project));
   RETURN_IF_ERROR(ValidateQuotaResource("resource", key.resource));
   RETURN_IF_ERROR(MaySetQuota(who, key));
-  RETURN_IF_ERROR(ports_.quotas->DeleteQuota(key));
+  RETURN_IF_ERROR(ports_.quotas->DeleteQuota(key, record));
   QuotasChanged();
   return absl::OkStatus();
 }
@@ -136,10 +140,11 @@ absl::StatusOr<std::vector<QuotaUsage>> ControlPlane::QuotaUsageOf(const auth::P
 }
 
 absl::StatusOr<ShareWeight> ControlPlane::SetShareWeightUnaudited(const auth::Principal& who,
-                                                                  const ShareWeight& weight) {
+                                                                  const ShareWeight& weight,
+                                                                  const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateShareWeight(weight));
   RETURN_IF_ERROR(MaySetQuota(who, QuotaKey{weight.tenant, weight.project, ""}));
-  ASSIGN_OR_RETURN(ShareWeight stored, ports_.quotas->SetShareWeight(weight));
+  ASSIGN_OR_RETURN(ShareWeight stored, ports_.quotas->SetShareWeight(weight, record));
   QuotasChanged();
   return stored;
 }

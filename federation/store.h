@@ -7,6 +7,12 @@
 // Every method is thread-safe. Errors: INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
 // FAILED_PRECONDITION (state must change first), ABORTED (conflict; retry),
 // UNAVAILABLE (database unreachable or overloaded; retry).
+//
+// Audited changes (docs/security.md#audit). A mutating method that takes `record` records that
+// audit row in the change's own transaction: the row exists if and only if the change
+// committed, and a failed call records nothing (its caller records the refusal). The store sets
+// the row's time; a `record` with an empty action records nothing. Each such method has an
+// overload without `record`, which records nothing (set-up in tests, the server's bootstrap).
 
 #include <functional>
 #include <optional>
@@ -18,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "auth/principal.h"
+#include "federation/audit.h"
 #include "federation/fair_share.h"
 #include "federation/preemption.h"
 #include "federation/quota.h"
@@ -235,7 +242,11 @@ class ClusterStore {
   // stored, with its nodes. NOT_FOUND for an unknown cluster, or a node the cluster does not have
   // (lifting a cordon on a node its agent no longer reports is allowed).
   virtual absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
-                                            bool cordoned) = 0;
+                                            bool cordoned, const AuditEvent& record) = 0;
+  absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
+                                    bool cordoned) {
+    return SetCordon(cluster, node, cordoned, AuditEvent{});
+  }
   // Deletes `cluster` with its inventory, cordons and declaration, in one transaction (a name
   // that only has a declaration loses that). A registered cluster must be cordoned first, so that
   // no placement lands there meanwhile (SetCordon's fence), and nothing may depend on it any
@@ -243,7 +254,10 @@ class ClusterStore {
   // cordoned, workloads hold capacity there, or a live agent token or certificate names it
   // (ClusterCertificateStore). NOT_FOUND when there
   // is neither a cluster nor a declaration by that name.
-  virtual absl::Status DeleteCluster(const std::string& cluster) = 0;
+  virtual absl::Status DeleteCluster(const std::string& cluster, const AuditEvent& record) = 0;
+  absl::Status DeleteCluster(const std::string& cluster) {
+    return DeleteCluster(cluster, AuditEvent{});
+  }
   // Clusters come with their admin's declaration (Cluster::declared; empty when none).
   virtual absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) = 0;
   virtual absl::StatusOr<Cluster> GetCluster(const std::string& name) = 0;
@@ -254,7 +268,11 @@ class ClusterStore {
   // transaction; a registering agent never changes them. Each must pass ValidateDeclaration
   // (INVALID_ARGUMENT naming "declarations[i].<field>", nothing stored); the price history rule
   // is the use case's (ControlPlane::ApplyDeclarations), not the store's.
-  virtual absl::Status PutDeclarations(const std::vector<ClusterDeclaration>& declarations) = 0;
+  virtual absl::Status PutDeclarations(const std::vector<ClusterDeclaration>& declarations,
+                                       const AuditEvent& record) = 0;
+  absl::Status PutDeclarations(const std::vector<ClusterDeclaration>& declarations) {
+    return PutDeclarations(declarations, AuditEvent{});
+  }
 };
 
 class QuotaStore {
@@ -270,16 +288,25 @@ class QuotaStore {
   // ValidateQuota refuses.
   using QuotaCheck =
       std::function<absl::Status(Quota& proposed, const std::vector<Quota>& same_resource)>;
-  virtual absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) = 0;
+  virtual absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check,
+                                         const AuditEvent& record) = 0;
+  absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) {
+    return SetQuota(quota, check, AuditEvent{});
+  }
   // NOT_FOUND when there is none under `key`.
-  virtual absl::Status DeleteQuota(const QuotaKey& key) = 0;
+  virtual absl::Status DeleteQuota(const QuotaKey& key, const AuditEvent& record) = 0;
+  absl::Status DeleteQuota(const QuotaKey& key) { return DeleteQuota(key, AuditEvent{}); }
   // The quotas of `tenant` (its own and its projects'), or of every tenant when it is empty;
   // ordered by tenant, project (the tenant's own first), resource.
   virtual absl::StatusOr<std::vector<Quota>> ListQuotas(const std::string& tenant) = 0;
 
   // Sets the fair-share weight of a tenant (project empty) or a project. INVALID_ARGUMENT
   // (ValidateShareWeight); NOT_FOUND for an unknown tenant or project.
-  virtual absl::StatusOr<ShareWeight> SetShareWeight(const ShareWeight& weight) = 0;
+  virtual absl::StatusOr<ShareWeight> SetShareWeight(const ShareWeight& weight,
+                                                     const AuditEvent& record) = 0;
+  absl::StatusOr<ShareWeight> SetShareWeight(const ShareWeight& weight) {
+    return SetShareWeight(weight, AuditEvent{});
+  }
   // Every weight set, by tenant then project (the tenant's own first); the rest weigh 1.
   virtual absl::StatusOr<std::vector<ShareWeight>> ListShareWeights() = 0;
 
@@ -330,24 +357,45 @@ class TenantStore {
  public:
   virtual ~TenantStore() = default;
 
-  virtual absl::StatusOr<Tenant> CreateTenant(const Tenant& tenant) = 0;  // ALREADY_EXISTS
+  // ALREADY_EXISTS for a tenant by that name.
+  virtual absl::StatusOr<Tenant> CreateTenant(const Tenant& tenant, const AuditEvent& record) = 0;
+  absl::StatusOr<Tenant> CreateTenant(const Tenant& tenant) {
+    return CreateTenant(tenant, AuditEvent{});
+  }
   virtual absl::StatusOr<std::vector<Tenant>> ListTenants() = 0;
-  virtual absl::StatusOr<Project> CreateProject(const Project& project) = 0;  // NOT_FOUND tenant
+  // NOT_FOUND for an unknown tenant; ALREADY_EXISTS for a project by that name in it.
+  virtual absl::StatusOr<Project> CreateProject(const Project& project,
+                                                const AuditEvent& record) = 0;
+  absl::StatusOr<Project> CreateProject(const Project& project) {
+    return CreateProject(project, AuditEvent{});
+  }
   virtual absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) = 0;
   // Deletes a project no workload names (ended ones count until they are archived) and no live
   // token is bound to, with its quotas, share weight, role bindings and revoked tokens;
   // FAILED_PRECONDITION (and nothing changes) while workloads or live tokens name it.
   // NOT_FOUND when there is no such project.
-  virtual absl::Status DeleteProject(const std::string& tenant, const std::string& name) = 0;
+  virtual absl::Status DeleteProject(const std::string& tenant, const std::string& name,
+                                     const AuditEvent& record) = 0;
+  absl::Status DeleteProject(const std::string& tenant, const std::string& name) {
+    return DeleteProject(tenant, name, AuditEvent{});
+  }
   // Deletes a tenant without projects or live tokens, with its quotas, share weights, role
   // bindings and revoked tokens; FAILED_PRECONDITION naming what is left (and nothing changes)
   // otherwise. NOT_FOUND when there is no such tenant.
-  virtual absl::Status DeleteTenant(const std::string& name) = 0;
+  virtual absl::Status DeleteTenant(const std::string& name, const AuditEvent& record) = 0;
+  absl::Status DeleteTenant(const std::string& name) { return DeleteTenant(name, AuditEvent{}); }
 
   // Returns the token as stored (its id and create_time set). FAILED_PRECONDITION when the
-  // subject has a role binding at the token's scope and the token's role ranks above it.
+  // subject has a role binding at the token's scope and the token's role ranks above it. The
+  // audit row `audit` is recorded with the new token's id appended to its object ("token/" ->
+  // "token/7").
   virtual absl::StatusOr<TokenRecord> CreateToken(const std::string& token_hash,
-                                                  const TokenRecord& record) = 0;
+                                                  const TokenRecord& record,
+                                                  const AuditEvent& audit) = 0;
+  absl::StatusOr<TokenRecord> CreateToken(const std::string& token_hash,
+                                          const TokenRecord& record) {
+    return CreateToken(token_hash, record, AuditEvent{});
+  }
   // A live token (neither revoked nor expired as of the store's clock), whose last-used time
   // becomes now; NOT_FOUND otherwise.
   virtual absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) = 0;
@@ -362,7 +410,12 @@ class TenantStore {
   // token. Revoking a revoked token changes nothing and returns it again. NOT_FOUND when there
   // is no such token (in that scope).
   virtual absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant,
-                                                  const std::string& project) = 0;
+                                                  const std::string& project,
+                                                  const AuditEvent& record) = 0;
+  absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant,
+                                          const std::string& project) {
+    return RevokeToken(id, tenant, project, AuditEvent{});
+  }
   // Revokes, in one statement, every live agent token bound to `cluster`, however many; returns
   // their ids, ascending (none: empty).
   virtual absl::StatusOr<std::vector<int64_t>> RevokeClusterTokens(const std::string& cluster) = 0;
@@ -374,14 +427,27 @@ class TenantStore {
   // also lowers that subject's live tokens bound at exactly that scope whose role ranks above the
   // new one (auth::Outranks) to it. INVALID_ARGUMENT as ValidateRoleBinding; NOT_FOUND for an
   // unknown tenant or project; RESOURCE_EXHAUSTED past kMaxBindingsPerTenant bindings in a tenant.
+  // `record` is recorded with "; tokens lowered: <ids>" appended to its detail when there were
+  // any (AppendAuditIds).
   static constexpr int kMaxBindingsPerTenant = 10000;
-  virtual absl::StatusOr<BindingChange> SetRoleBinding(const RoleBinding& binding) = 0;
+  virtual absl::StatusOr<BindingChange> SetRoleBinding(const RoleBinding& binding,
+                                                       const AuditEvent& record) = 0;
+  absl::StatusOr<BindingChange> SetRoleBinding(const RoleBinding& binding) {
+    return SetRoleBinding(binding, AuditEvent{});
+  }
   // Removes the binding of `subject` at (`tenant`, `project`) and revokes, in the same
   // transaction, that subject's live tokens bound at exactly that scope. NOT_FOUND when there is
-  // no such binding.
+  // no such binding. `record` is recorded with "tokens revoked: <ids>" appended to its detail
+  // when there were any.
   virtual absl::StatusOr<BindingChange> DeleteRoleBinding(const std::string& subject,
                                                           const std::string& tenant,
-                                                          const std::string& project) = 0;
+                                                          const std::string& project,
+                                                          const AuditEvent& record) = 0;
+  absl::StatusOr<BindingChange> DeleteRoleBinding(const std::string& subject,
+                                                  const std::string& tenant,
+                                                  const std::string& project) {
+    return DeleteRoleBinding(subject, tenant, project, AuditEvent{});
+  }
   // The bindings of `tenant` (empty: every binding, the platform's included) and, with `project`
   // non-empty, of that project only; by tenant, project (the tenant's own first), subject; at most
   // kMaxBindingList.
@@ -415,7 +481,10 @@ class ClusterCertificateStore {
   // not 1 to 40 upper-case hexadecimal digits, an empty cluster, or not_after not after not_before;
   // ALREADY_EXISTS for a serial recorded before.
   virtual absl::StatusOr<ClusterCertificate> AddClusterCertificate(
-      const ClusterCertificate& certificate) = 0;
+      const ClusterCertificate& certificate, const AuditEvent& record) = 0;
+  absl::StatusOr<ClusterCertificate> AddClusterCertificate(const ClusterCertificate& certificate) {
+    return AddClusterCertificate(certificate, AuditEvent{});
+  }
   // The certificate `serial` when it is recorded for `cluster`, not revoked and not past its
   // not_after (the store's clock); NOT_FOUND otherwise, whatever the reason.
   virtual absl::StatusOr<ClusterCertificate> LookupClusterCertificate(

@@ -12,12 +12,13 @@ namespace gpufed {
 using auth::Permission;
 
 absl::StatusOr<Tenant> ControlPlane::CreateTenantUnaudited(const auth::Principal& who,
-                                                           Tenant tenant) {
+                                                           Tenant tenant,
+                                                           const AuditEvent& record) {
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {}));
   RETURN_IF_ERROR(ValidateName("name", tenant.name));
   RETURN_IF_ERROR(ValidateText("display_name", tenant.display_name, kMaxDisplayNameBytes));
   if (tenant.display_name.empty()) tenant.display_name = tenant.name;
-  return ports_.tenants->CreateTenant(tenant);
+  return ports_.tenants->CreateTenant(tenant, record);
 }
 
 absl::StatusOr<std::vector<Tenant>> ControlPlane::ListTenants(const auth::Principal& who) {
@@ -33,11 +34,12 @@ absl::StatusOr<std::vector<Tenant>> ControlPlane::ListTenants(const auth::Princi
 }
 
 absl::StatusOr<Project> ControlPlane::CreateProjectUnaudited(const auth::Principal& who,
-                                                             const Project& project) {
+                                                             const Project& project,
+                                                             const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateName("tenant", project.tenant));
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {project.tenant, ""}));
   RETURN_IF_ERROR(ValidateName("name", project.name));
-  return ports_.tenants->CreateProject(project);
+  return ports_.tenants->CreateProject(project, record);
 }
 
 absl::StatusOr<std::vector<Project>> ControlPlane::ListProjects(const auth::Principal& who,
@@ -55,7 +57,8 @@ absl::StatusOr<std::vector<Project>> ControlPlane::ListProjects(const auth::Prin
 
 absl::Status ControlPlane::DeleteProjectUnaudited(const auth::Principal& who,
                                                   const std::string& tenant,
-                                                  const std::string& name) {
+                                                  const std::string& name,
+                                                  const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateName("tenant", tenant));
   RETURN_IF_ERROR(ValidateName("name", name));
   if (!auth::Allows(who, Permission::kTenancyAdmin, {tenant, ""})) {
@@ -64,23 +67,25 @@ absl::Status ControlPlane::DeleteProjectUnaudited(const auth::Principal& who,
     }
     return absl::PermissionDeniedError("permission denied");
   }
-  RETURN_IF_ERROR(ports_.tenants->DeleteProject(tenant, name));
+  RETURN_IF_ERROR(ports_.tenants->DeleteProject(tenant, name, record));
   // Its quotas and weight went with it.
   if (ports_.scheduler != nullptr) ports_.scheduler->NotifyQuotasChanged();
   return absl::OkStatus();
 }
 
 absl::Status ControlPlane::DeleteTenantUnaudited(const auth::Principal& who,
-                                                 const std::string& name) {
+                                                 const std::string& name,
+                                                 const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateName("name", name));
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin, {}));
-  RETURN_IF_ERROR(ports_.tenants->DeleteTenant(name));
+  RETURN_IF_ERROR(ports_.tenants->DeleteTenant(name, record));
   if (ports_.scheduler != nullptr) ports_.scheduler->NotifyQuotasChanged();
   return absl::OkStatus();
 }
 
 absl::StatusOr<CreatedToken> ControlPlane::CreateTokenUnaudited(const auth::Principal& who,
-                                                                const TokenRequest& request) {
+                                                                const TokenRequest& request,
+                                                                const AuditEvent& audit) {
   RETURN_IF_ERROR(ValidateSubject(request.subject));
   TokenRecord record;
   record.subject = request.subject;
@@ -110,7 +115,7 @@ absl::StatusOr<CreatedToken> ControlPlane::CreateTokenUnaudited(const auth::Prin
   }
   CreatedToken created{auth::GenerateToken(), 0};
   const std::string hash = auth::HashToken(created.secret);
-  ASSIGN_OR_RETURN(TokenRecord stored, ports_.tenants->CreateToken(hash, record));
+  ASSIGN_OR_RETURN(TokenRecord stored, ports_.tenants->CreateToken(hash, record, audit));
   created.id = stored.id;
   created.expire_time = stored.expire_time;
   return created;
@@ -154,11 +159,12 @@ absl::StatusOr<std::vector<TokenRecord>> ControlPlane::ListTokens(const auth::Pr
   return tokens;
 }
 
-absl::Status ControlPlane::RevokeTokenUnaudited(const auth::Principal& who, int64_t id) {
+absl::Status ControlPlane::RevokeTokenUnaudited(const auth::Principal& who, int64_t id,
+                                                const AuditEvent& record) {
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin));
   if (id <= 0) return absl::InvalidArgumentError("token_id: must be a positive token id");
   // The store revokes only a token inside the caller's binding (NOT_FOUND for any other).
-  RETURN_IF_ERROR(ports_.tenants->RevokeToken(id, who.tenant, who.project).status());
+  RETURN_IF_ERROR(ports_.tenants->RevokeToken(id, who.tenant, who.project, record).status());
   // Committed: what the token still has open ends now, not when it next asks.
   CredentialsChanged({id});
   return absl::OkStatus();
@@ -174,12 +180,13 @@ auth::Scope BindingScope(const RoleBinding& binding) {
 }  // namespace
 
 absl::StatusOr<BindingChange> ControlPlane::SetRoleBindingUnaudited(const auth::Principal& who,
-                                                                    const RoleBinding& binding) {
+                                                                    const RoleBinding& binding,
+                                                                    const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateRoleBinding(binding));
   if (!auth::MayGrant(who, binding.role, BindingScope(binding))) {
     return absl::PermissionDeniedError("permission denied: may not grant this role at this scope");
   }
-  ASSIGN_OR_RETURN(BindingChange change, ports_.tenants->SetRoleBinding(binding));
+  ASSIGN_OR_RETURN(BindingChange change, ports_.tenants->SetRoleBinding(binding, record));
   CredentialsChanged(change.tokens);
   return change;
 }
@@ -187,7 +194,8 @@ absl::StatusOr<BindingChange> ControlPlane::SetRoleBindingUnaudited(const auth::
 absl::StatusOr<BindingChange> ControlPlane::DeleteRoleBindingUnaudited(const auth::Principal& who,
                                                                        const std::string& subject,
                                                                        const std::string& tenant,
-                                                                       const std::string& project) {
+                                                                       const std::string& project,
+                                                                       const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateSubject(subject));
   RETURN_IF_ERROR(Require(who, Permission::kTenancyAdmin));
   if (!tenant.empty()) RETURN_IF_ERROR(ValidateName("tenant", tenant));
@@ -202,7 +210,7 @@ absl::StatusOr<BindingChange> ControlPlane::DeleteRoleBindingUnaudited(const aut
     return absl::NotFoundError("subject: no role binding for it at this scope");
   }
   ASSIGN_OR_RETURN(BindingChange change,
-                   ports_.tenants->DeleteRoleBinding(subject, tenant, project));
+                   ports_.tenants->DeleteRoleBinding(subject, tenant, project, record));
   CredentialsChanged(change.tokens);
   return change;
 }
@@ -228,7 +236,16 @@ absl::StatusOr<bool> ControlPlane::BootstrapAdminToken(
   record.subject = "bootstrap-admin";
   record.role = auth::Role::kPlatformAdmin;
   RETURN_IF_ERROR(keep(token));
-  RETURN_IF_ERROR(ports_.tenants->CreateToken(auth::HashToken(token), record).status());
+  // Recorded as the server's own act: no caller made it.
+  AuditEvent row;
+  if (ports_.audit != nullptr) {
+    row.actor = "server";
+    row.action = "tokens.create";
+    row.object = "token/";
+    row.outcome = std::string(kAuditOk);
+    row.detail = "subject: bootstrap-admin; role: platform-admin; no token existed";
+  }
+  RETURN_IF_ERROR(ports_.tenants->CreateToken(auth::HashToken(token), record, row).status());
   return true;
 }
 

@@ -70,6 +70,12 @@ void MemoryStore::RecordAuditIn(AuditLog* audit) {
   audit_ = audit;
 }
 
+void MemoryStore::Record(const AuditEvent& record) {
+  if (audit_ == nullptr || record.action.empty()) return;
+  // With the change, under the same lock: what PgStore writes in the change's transaction.
+  audit_->Append(record).IgnoreError();
+}
+
 void MemoryStore::RecordEvent(EventRow row, const Workload& w) {
   if (audit_ != nullptr) {
     // As the trigger on workload_events writes it (migrations/0023_audit.sql).
@@ -542,7 +548,7 @@ ClusterDeclaration MemoryStore::DeclaredLocked(const std::string& cluster) const
 }
 
 absl::StatusOr<Cluster> MemoryStore::SetCordon(const std::string& cluster, const std::string& node,
-                                               bool cordoned) {
+                                               bool cordoned, const AuditEvent& record) {
   absl::MutexLock lock(&mu_);
   auto it = clusters_.find(cluster);
   if (it == clusters_.end()) {
@@ -554,6 +560,7 @@ absl::StatusOr<Cluster> MemoryStore::SetCordon(const std::string& cluster, const
     if (c.state != ClusterState::kUnreachable) {
       c.state = cordoned ? ClusterState::kDraining : ClusterState::kReady;
     }
+    Record(record);
     return AsStored(c);
   }
   const bool has = std::any_of(c.nodes.begin(), c.nodes.end(),
@@ -568,6 +575,7 @@ absl::StatusOr<Cluster> MemoryStore::SetCordon(const std::string& cluster, const
   } else {
     node_cordons_.erase({cluster, node});
   }
+  Record(record);
   return AsStored(c);
 }
 
@@ -654,7 +662,7 @@ absl::StatusOr<std::vector<ClusterDeclaration>> MemoryStore::ListDeclarations() 
   return out;
 }
 
-absl::Status MemoryStore::DeleteCluster(const std::string& cluster) {
+absl::Status MemoryStore::DeleteCluster(const std::string& cluster, const AuditEvent& record) {
   RETURN_IF_ERROR(CheckName("name", cluster));
   absl::MutexLock lock(&mu_);
   auto it = clusters_.find(cluster);
@@ -694,10 +702,12 @@ absl::Status MemoryStore::DeleteCluster(const std::string& cluster) {
   }
   if (it != clusters_.end()) clusters_.erase(it);
   std::erase_if(node_cordons_, [&](const auto& c) { return c.first == cluster; });
+  Record(record);
   return absl::OkStatus();
 }
 
-absl::Status MemoryStore::PutDeclarations(const std::vector<ClusterDeclaration>& declarations) {
+absl::Status MemoryStore::PutDeclarations(const std::vector<ClusterDeclaration>& declarations,
+                                          const AuditEvent& record) {
   RETURN_IF_ERROR(CheckDeclarations(declarations));
   absl::MutexLock lock(&mu_);
   for (ClusterDeclaration d : declarations) {
@@ -705,12 +715,13 @@ absl::Status MemoryStore::PutDeclarations(const std::vector<ClusterDeclaration>&
     for (PriceEntry& e : d.prices) e.effective_from = ToMicros(e.effective_from);
     declarations_[d.cluster] = std::move(d);
   }
+  Record(record);
   return absl::OkStatus();
 }
 
 // ---- Tenancy ---------------------------------------------------------------------------------
 
-absl::StatusOr<Tenant> MemoryStore::CreateTenant(const Tenant& tenant) {
+absl::StatusOr<Tenant> MemoryStore::CreateTenant(const Tenant& tenant, const AuditEvent& record) {
   RETURN_IF_ERROR(CheckName("tenant.name", tenant.name));
   absl::MutexLock lock(&mu_);
   if (tenants_.contains(tenant.name)) {
@@ -719,6 +730,7 @@ absl::StatusOr<Tenant> MemoryStore::CreateTenant(const Tenant& tenant) {
   Tenant out = tenant;
   out.create_time = Now();
   tenants_[tenant.name] = out;
+  Record(record);
   return out;
 }
 
@@ -730,7 +742,8 @@ absl::StatusOr<std::vector<Tenant>> MemoryStore::ListTenants() {
   return out;
 }
 
-absl::StatusOr<Project> MemoryStore::CreateProject(const Project& project) {
+absl::StatusOr<Project> MemoryStore::CreateProject(const Project& project,
+                                                   const AuditEvent& record) {
   RETURN_IF_ERROR(CheckName("project.tenant", project.tenant));
   RETURN_IF_ERROR(CheckName("project.name", project.name));
   absl::MutexLock lock(&mu_);
@@ -744,6 +757,7 @@ absl::StatusOr<Project> MemoryStore::CreateProject(const Project& project) {
         "project \"", project.name, "\" already exists in tenant \"", project.tenant, "\""));
   }
   it->second.create_time = Now();
+  Record(record);
   return it->second;
 }
 
@@ -761,7 +775,8 @@ absl::StatusOr<std::vector<Project>> MemoryStore::ListProjects(const std::string
 }
 
 absl::StatusOr<TokenRecord> MemoryStore::CreateToken(const std::string& token_hash,
-                                                     const TokenRecord& record) {
+                                                     const TokenRecord& record,
+                                                     const AuditEvent& audit) {
   RETURN_IF_ERROR(ValidateTokenRecord(token_hash, record));
   absl::MutexLock lock(&mu_);
   if (!record.tenant.empty() && !tenants_.contains(record.tenant)) {
@@ -788,10 +803,14 @@ absl::StatusOr<TokenRecord> MemoryStore::CreateToken(const std::string& token_ha
   stored.last_used_time.reset();
   stored.revoke_time.reset();
   tokens_.emplace(token_hash, stored);
+  AuditEvent row = audit;
+  absl::StrAppend(&row.object, stored.id);
+  Record(row);
   return stored;
 }
 
-absl::Status MemoryStore::DeleteProject(const std::string& tenant, const std::string& name) {
+absl::Status MemoryStore::DeleteProject(const std::string& tenant, const std::string& name,
+                                        const AuditEvent& record) {
   absl::MutexLock lock(&mu_);
   auto it = projects_.find({tenant, name});
   if (it == projects_.end()) {
@@ -821,10 +840,11 @@ absl::Status MemoryStore::DeleteProject(const std::string& tenant, const std::st
   });
   weights_.erase({tenant, name});
   projects_.erase(it);
+  Record(record);
   return absl::OkStatus();
 }
 
-absl::Status MemoryStore::DeleteTenant(const std::string& name) {
+absl::Status MemoryStore::DeleteTenant(const std::string& name, const AuditEvent& record) {
   absl::MutexLock lock(&mu_);
   if (!tenants_.contains(name)) {
     return absl::NotFoundError(absl::StrCat("tenant ", name, " does not exist"));
@@ -847,11 +867,12 @@ absl::Status MemoryStore::DeleteTenant(const std::string& name) {
   std::erase_if(revoked_tokens_, [&](const auto& t) { return t.second.tenant == name; });
   std::erase_if(bindings_, [&](const auto& b) { return std::get<0>(b.first) == name; });
   tenants_.erase(name);
+  Record(record);
   return absl::OkStatus();
 }
 
 absl::StatusOr<ClusterCertificate> MemoryStore::AddClusterCertificate(
-    const ClusterCertificate& certificate) {
+    const ClusterCertificate& certificate, const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateClusterCertificate(certificate));
   absl::MutexLock lock(&mu_);
   if (certificates_.contains(certificate.serial)) {
@@ -861,6 +882,7 @@ absl::StatusOr<ClusterCertificate> MemoryStore::AddClusterCertificate(
   stored.issue_time = Now();
   stored.revoke_time.reset();
   certificates_.emplace(stored.serial, stored);
+  Record(record);
   return stored;
 }
 
@@ -887,22 +909,25 @@ absl::StatusOr<int> MemoryStore::RevokeClusterCertificates(const std::string& cl
 }
 
 absl::StatusOr<TokenRecord> MemoryStore::RevokeToken(int64_t id, const std::string& tenant,
-                                                     const std::string& project) {
+                                                     const std::string& project,
+                                                     const AuditEvent& record) {
   absl::MutexLock lock(&mu_);
   const auto in_scope = [&](const TokenRecord& r) {
     return (tenant.empty() || r.tenant == tenant) && (project.empty() || r.project == project);
   };
   if (auto it = revoked_tokens_.find(id); it != revoked_tokens_.end() && in_scope(it->second)) {
+    Record(record);  // a call that succeeded, though it changed nothing
     return it->second;
   }
   for (auto it = tokens_.begin(); it != tokens_.end(); ++it) {
     if (it->second.id != id || !in_scope(it->second)) continue;
-    TokenRecord record = it->second;
-    record.revoke_time = Now();
+    TokenRecord revoked = it->second;
+    revoked.revoke_time = Now();
     revoked_hashes_.insert(it->first);
     tokens_.erase(it);
-    revoked_tokens_.emplace(id, record);
-    return record;
+    revoked_tokens_.emplace(id, revoked);
+    Record(record);
+    return revoked;
   }
   return absl::NotFoundError("token_id: no such token");
 }
@@ -959,7 +984,8 @@ absl::StatusOr<int64_t> MemoryStore::CountTokens() {
   return static_cast<int64_t>(tokens_.size());
 }
 
-absl::StatusOr<BindingChange> MemoryStore::SetRoleBinding(const RoleBinding& binding) {
+absl::StatusOr<BindingChange> MemoryStore::SetRoleBinding(const RoleBinding& binding,
+                                                          const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateRoleBinding(binding));
   absl::MutexLock lock(&mu_);
   if (!binding.tenant.empty() && !tenants_.contains(binding.tenant)) {
@@ -996,12 +1022,16 @@ absl::StatusOr<BindingChange> MemoryStore::SetRoleBinding(const RoleBinding& bin
     }
   }
   std::sort(change.tokens.begin(), change.tokens.end());
+  AuditEvent row = record;
+  AppendAuditIds(row, "tokens lowered", change.tokens);
+  Record(row);
   return change;
 }
 
 absl::StatusOr<BindingChange> MemoryStore::DeleteRoleBinding(const std::string& subject,
                                                              const std::string& tenant,
-                                                             const std::string& project) {
+                                                             const std::string& project,
+                                                             const AuditEvent& record) {
   absl::MutexLock lock(&mu_);
   auto it = bindings_.find({tenant, project, subject});
   if (it == bindings_.end()) {
@@ -1025,6 +1055,9 @@ absl::StatusOr<BindingChange> MemoryStore::DeleteRoleBinding(const std::string& 
     t = tokens_.erase(t);
   }
   std::sort(change.tokens.begin(), change.tokens.end());
+  AuditEvent row = record;
+  AppendAuditIds(row, "tokens revoked", change.tokens);
+  Record(row);
   return change;
 }
 
@@ -1055,7 +1088,8 @@ absl::StatusOr<std::vector<RoleBinding>> MemoryStore::ListRoleBindings(const std
   return out;
 }
 
-absl::StatusOr<Quota> MemoryStore::SetQuota(const Quota& quota, const QuotaCheck& check) {
+absl::StatusOr<Quota> MemoryStore::SetQuota(const Quota& quota, const QuotaCheck& check,
+                                            const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateQuota(quota));
   const QuotaKey& key = quota.key;
   absl::MutexLock lock(&mu_);
@@ -1083,14 +1117,16 @@ absl::StatusOr<Quota> MemoryStore::SetQuota(const Quota& quota, const QuotaCheck
   RETURN_IF_ERROR(check(out, same));
   out.update_time = Now();
   quotas_[id] = out;
+  Record(record);
   return out;
 }
 
-absl::Status MemoryStore::DeleteQuota(const QuotaKey& key) {
+absl::Status MemoryStore::DeleteQuota(const QuotaKey& key, const AuditEvent& record) {
   absl::MutexLock lock(&mu_);
   if (quotas_.erase(std::make_tuple(key.tenant, key.project, key.resource)) == 0) {
     return absl::NotFoundError("quota not found");
   }
+  Record(record);
   return absl::OkStatus();
 }
 
@@ -1103,7 +1139,8 @@ absl::StatusOr<std::vector<Quota>> MemoryStore::ListQuotas(const std::string& te
   return out;
 }
 
-absl::StatusOr<ShareWeight> MemoryStore::SetShareWeight(const ShareWeight& weight) {
+absl::StatusOr<ShareWeight> MemoryStore::SetShareWeight(const ShareWeight& weight,
+                                                        const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateShareWeight(weight));
   absl::MutexLock lock(&mu_);
   if (!tenants_.contains(weight.tenant)) {
@@ -1114,6 +1151,7 @@ absl::StatusOr<ShareWeight> MemoryStore::SetShareWeight(const ShareWeight& weigh
                                             "\" does not exist in tenant \"", weight.tenant, "\""));
   }
   weights_[{weight.tenant, weight.project}] = weight;
+  Record(record);
   return weight;
 }
 

@@ -79,6 +79,22 @@ class MemoryStore final : public WorkloadStore,
 
   // ---- WorkloadStore ----
   using WorkloadStore::Submit;
+  // The overloads that record nothing (federation/store.h).
+  using ClusterCertificateStore::AddClusterCertificate;
+  using ClusterStore::DeleteCluster;
+  using ClusterStore::PutDeclarations;
+  using ClusterStore::SetCordon;
+  using QuotaStore::DeleteQuota;
+  using QuotaStore::SetQuota;
+  using QuotaStore::SetShareWeight;
+  using TenantStore::CreateProject;
+  using TenantStore::CreateTenant;
+  using TenantStore::CreateToken;
+  using TenantStore::DeleteProject;
+  using TenantStore::DeleteRoleBinding;
+  using TenantStore::DeleteTenant;
+  using TenantStore::RevokeToken;
+  using TenantStore::SetRoleBinding;
   absl::StatusOr<SubmitResult> Submit(const WorkloadSpec& spec, const PendingReason& reason,
                                       const std::string& actor) override;
   absl::StatusOr<Workload> Get(WorkloadId id) override;
@@ -113,50 +129,57 @@ class MemoryStore final : public WorkloadStore,
   absl::Status SetClusterState(const std::string& cluster, ClusterState state) override;
   absl::StatusOr<LossResult> LoseCluster(const std::string& cluster, const LossPlan& plan) override;
   absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
-                                    bool cordoned) override;
-  absl::Status DeleteCluster(const std::string& cluster) override;
+                                    bool cordoned, const AuditEvent& record) override;
+  absl::Status DeleteCluster(const std::string& cluster, const AuditEvent& record) override;
   absl::StatusOr<std::vector<Cluster>> ListClusters(bool include_nodes) override;
   absl::StatusOr<Cluster> GetCluster(const std::string& name) override;
   absl::StatusOr<std::vector<ClusterDeclaration>> ListDeclarations() override;
-  absl::Status PutDeclarations(const std::vector<ClusterDeclaration>& declarations) override;
+  absl::Status PutDeclarations(const std::vector<ClusterDeclaration>& declarations,
+                               const AuditEvent& record) override;
 
   // ---- TenantStore ----
-  absl::StatusOr<Tenant> CreateTenant(const Tenant& tenant) override;
+  absl::StatusOr<Tenant> CreateTenant(const Tenant& tenant, const AuditEvent& record) override;
   absl::StatusOr<std::vector<Tenant>> ListTenants() override;
-  absl::StatusOr<Project> CreateProject(const Project& project) override;
+  absl::StatusOr<Project> CreateProject(const Project& project, const AuditEvent& record) override;
   absl::StatusOr<std::vector<Project>> ListProjects(const std::string& tenant) override;
-  absl::StatusOr<TokenRecord> CreateToken(const std::string& token_hash,
-                                          const TokenRecord& record) override;
+  absl::StatusOr<TokenRecord> CreateToken(const std::string& token_hash, const TokenRecord& record,
+                                          const AuditEvent& audit) override;
   absl::StatusOr<TokenRecord> LookupToken(const std::string& token_hash) override;
   absl::StatusOr<std::vector<TokenRecord>> ListTokens(const std::string& tenant,
                                                       const std::string& project) override;
   absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant,
-                                          const std::string& project) override;
+                                          const std::string& project,
+                                          const AuditEvent& record) override;
   absl::StatusOr<std::vector<int64_t>> RevokeClusterTokens(const std::string& cluster) override;
-  absl::Status DeleteProject(const std::string& tenant, const std::string& name) override;
-  absl::Status DeleteTenant(const std::string& name) override;
+  absl::Status DeleteProject(const std::string& tenant, const std::string& name,
+                             const AuditEvent& record) override;
+  absl::Status DeleteTenant(const std::string& name, const AuditEvent& record) override;
   absl::StatusOr<int64_t> CountTokens() override;
-  absl::StatusOr<BindingChange> SetRoleBinding(const RoleBinding& binding) override;
+  absl::StatusOr<BindingChange> SetRoleBinding(const RoleBinding& binding,
+                                               const AuditEvent& record) override;
   absl::StatusOr<BindingChange> DeleteRoleBinding(const std::string& subject,
                                                   const std::string& tenant,
-                                                  const std::string& project) override;
+                                                  const std::string& project,
+                                                  const AuditEvent& record) override;
   absl::StatusOr<std::vector<RoleBinding>> ListSubjectRoleBindings(
       const std::string& subject) override;
   absl::StatusOr<std::vector<RoleBinding>> ListRoleBindings(const std::string& tenant,
                                                             const std::string& project) override;
 
   // ---- ClusterCertificateStore ----
-  absl::StatusOr<ClusterCertificate> AddClusterCertificate(
-      const ClusterCertificate& certificate) override;
+  absl::StatusOr<ClusterCertificate> AddClusterCertificate(const ClusterCertificate& certificate,
+                                                           const AuditEvent& record) override;
   absl::StatusOr<ClusterCertificate> LookupClusterCertificate(const std::string& serial,
                                                               const std::string& cluster) override;
   absl::StatusOr<int> RevokeClusterCertificates(const std::string& cluster) override;
 
   // ---- QuotaStore ----
-  absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check) override;
-  absl::Status DeleteQuota(const QuotaKey& key) override;
+  absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check,
+                                 const AuditEvent& record) override;
+  absl::Status DeleteQuota(const QuotaKey& key, const AuditEvent& record) override;
   absl::StatusOr<std::vector<Quota>> ListQuotas(const std::string& tenant) override;
-  absl::StatusOr<ShareWeight> SetShareWeight(const ShareWeight& weight) override;
+  absl::StatusOr<ShareWeight> SetShareWeight(const ShareWeight& weight,
+                                             const AuditEvent& record) override;
   absl::StatusOr<std::vector<ShareWeight>> ListShareWeights() override;
   absl::Status SaveUsage(const UsageSnapshot& usage) override;
   absl::StatusOr<UsageSnapshot> LoadUsage() override;
@@ -177,6 +200,8 @@ class MemoryStore final : public WorkloadStore,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The clock's time, to the microsecond.
   Timestamp Now() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records `record` in audit_ when RecordAuditIn set one (and it has an action).
+  void Record(const AuditEvent& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends `row` to events_ and, with RecordAuditIn set, its audit row for `w` (the workload
   // after the change).
   void RecordEvent(EventRow row, const Workload& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

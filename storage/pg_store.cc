@@ -534,6 +534,13 @@ constexpr const char* kLookupClusterCertificate =
     "AND not_after > now()";
 constexpr const char* kRevokeClusterCertificates =
     "UPDATE cluster_certificates SET revoked_at = now() WHERE cluster = $1 AND revoked_at IS NULL";
+// ---- Audit ----
+// An audited change's row, recorded in the change's transaction (federation/store.h); the
+// sealer chains it later (storage/pg_audit_log.h). The time is the transaction's, as the
+// trigger on workload_events records it.
+constexpr const char* kRecordAudit =
+    "INSERT INTO audit_pending (actor, tenant, project, action, object, outcome, reason, detail)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 // ---- Quotas ----
 #define GPUFED_QUOTA_COLUMNS                                                                 \
   " tenant, project, resource, guaranteed_milli, coalesce(limit_milli, -1) AS limit_milli, " \
@@ -625,6 +632,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"lose_cluster", kLoseCluster},
     {"upsert_declarations", kUpsertDeclarations},
     {"list_declarations", kListDeclarations},
+    {"record_audit", kRecordAudit},
     {"create_tenant", kCreateTenant},
     {"list_tenants", kListTenants},
     {"tenant_exists", kTenantExists},
@@ -888,6 +896,14 @@ absl::Status CheckDeclarations(const std::vector<ClusterDeclaration>& declaratio
     }
   }
   return absl::OkStatus();
+}
+
+// Records `record` (cut to the audit limits) in `txn`; nothing when it has no action.
+void RecordAudit(pqxx::transaction_base& txn, const AuditEvent& record) {
+  if (record.action.empty()) return;
+  const AuditEvent row = TruncateAuditFields(record);
+  txn.exec_prepared0("record_audit", row.actor, row.tenant, row.project, row.action, row.object,
+                     row.outcome, row.reason, row.detail);
 }
 
 }  // namespace
@@ -1814,7 +1830,7 @@ absl::StatusOr<ClusterStore::LossResult> PgStore::LoseCluster(const std::string&
 }
 
 absl::StatusOr<Cluster> PgStore::SetCordon(const std::string& cluster, const std::string& node,
-                                           bool cordoned) {
+                                           bool cordoned, const AuditEvent& record) {
   return control_pool_->Transact("set cordon", [&](pqxx::work& txn) -> absl::StatusOr<Cluster> {
     auto not_found = [&] {
       return absl::NotFoundError(node.empty() ? absl::StrCat("cluster \"", cluster, "\" not found")
@@ -1833,6 +1849,7 @@ absl::StatusOr<Cluster> PgStore::SetCordon(const std::string& cluster, const std
       }
       txn.exec_prepared(cordoned ? "cordon_node" : "uncordon_node", cluster, node);
     }
+    RecordAudit(txn, record);
     pqxx::result r = txn.exec_prepared("get_cluster", cluster);
     ASSIGN_OR_RETURN(Cluster out, ClusterFromRow(r[0]));
     std::map<std::string, Cluster*> by_name = {{out.info.name, &out}};
@@ -1886,7 +1903,7 @@ absl::StatusOr<std::vector<ClusterDeclaration>> PgStore::ListDeclarations() {
       });
 }
 
-absl::Status PgStore::DeleteCluster(const std::string& cluster) {
+absl::Status PgStore::DeleteCluster(const std::string& cluster, const AuditEvent& record) {
   RETURN_IF_ERROR(CheckName("name", cluster));
   return pool_->Transact("delete cluster", [&](pqxx::work& txn) -> absl::Status {
     pqxx::result r = txn.exec_prepared("cluster_dependents", cluster);
@@ -1913,13 +1930,15 @@ absl::Status PgStore::DeleteCluster(const std::string& cluster) {
     if (txn.exec_prepared1("delete_cluster", cluster)[0].as<int64_t>() == 0) {
       return absl::NotFoundError(absl::StrCat("cluster \"", cluster, "\" not found"));
     }
+    RecordAudit(txn, record);
     return absl::OkStatus();
   });
 }
 
-absl::Status PgStore::PutDeclarations(const std::vector<ClusterDeclaration>& declarations) {
+absl::Status PgStore::PutDeclarations(const std::vector<ClusterDeclaration>& declarations,
+                                      const AuditEvent& record) {
   RETURN_IF_ERROR(CheckDeclarations(declarations));
-  if (declarations.empty()) return absl::OkStatus();
+  if (declarations.empty() && record.action.empty()) return absl::OkStatus();
   json rows = json::array();
   for (const ClusterDeclaration& d : declarations) {
     rows.push_back(
@@ -1928,18 +1947,19 @@ absl::Status PgStore::PutDeclarations(const std::vector<ClusterDeclaration>& dec
   const std::string rows_text = rows.dump(-1, ' ', false, json::error_handler_t::replace);
   // One statement: the whole batch is stored, or (an error) none of it.
   return pool_->Transact("put declarations", [&](pqxx::work& txn) -> absl::Status {
-    txn.exec_prepared("upsert_declarations", rows_text);
+    if (!declarations.empty()) txn.exec_prepared("upsert_declarations", rows_text);
+    RecordAudit(txn, record);
     return absl::OkStatus();
   });
 }
 
 // ---- Tenancy -----------------------------------------------------------------------------
 
-absl::StatusOr<Tenant> PgStore::CreateTenant(const Tenant& tenant) {
+absl::StatusOr<Tenant> PgStore::CreateTenant(const Tenant& tenant, const AuditEvent& record) {
   RETURN_IF_ERROR(CheckName("tenant.name", tenant.name));
-  return pool_->Transact<pqxx::nontransaction>(
+  return pool_->Transact(
       "create tenant",
-      [&](pqxx::nontransaction& txn) -> absl::StatusOr<Tenant> {
+      [&](pqxx::work& txn) -> absl::StatusOr<Tenant> {
         pqxx::result r = txn.exec_prepared("create_tenant", tenant.name, tenant.display_name);
         if (r.empty()) {
           return absl::AlreadyExistsError(
@@ -1947,12 +1967,14 @@ absl::StatusOr<Tenant> PgStore::CreateTenant(const Tenant& tenant) {
         }
         Tenant out = tenant;
         out.create_time = FromMicros(r[0]["created_us"].as<int64_t>());
+        RecordAudit(txn, record);
         return out;
       },
       /*idempotent=*/false);
 }
 
-absl::Status PgStore::DeleteProject(const std::string& tenant, const std::string& name) {
+absl::Status PgStore::DeleteProject(const std::string& tenant, const std::string& name,
+                                    const AuditEvent& record) {
   return pool_->Transact("delete project", [&](pqxx::work& txn) -> absl::Status {
     if (txn.exec_prepared("lock_project", tenant, name).empty()) {
       return absl::NotFoundError(absl::StrCat("project ", tenant, "/", name, " does not exist"));
@@ -1968,11 +1990,12 @@ absl::Status PgStore::DeleteProject(const std::string& tenant, const std::string
           absl::StrCat("project ", tenant, "/", name, " has live tokens: revoke them first"));
     }
     txn.exec_prepared0("delete_project", tenant, name);
+    RecordAudit(txn, record);
     return absl::OkStatus();
   });
 }
 
-absl::Status PgStore::DeleteTenant(const std::string& name) {
+absl::Status PgStore::DeleteTenant(const std::string& name, const AuditEvent& record) {
   return pool_->Transact("delete tenant", [&](pqxx::work& txn) -> absl::Status {
     if (txn.exec_prepared("lock_tenant", name).empty()) {
       return absl::NotFoundError(absl::StrCat("tenant ", name, " does not exist"));
@@ -1987,6 +2010,7 @@ absl::Status PgStore::DeleteTenant(const std::string& name) {
           absl::StrCat("tenant ", name, " has live tokens: revoke them first"));
     }
     txn.exec_prepared0("delete_tenant", name);
+    RecordAudit(txn, record);
     return absl::OkStatus();
   });
 }
@@ -2003,7 +2027,7 @@ absl::StatusOr<std::vector<Tenant>> PgStore::ListTenants() {
       });
 }
 
-absl::StatusOr<Project> PgStore::CreateProject(const Project& project) {
+absl::StatusOr<Project> PgStore::CreateProject(const Project& project, const AuditEvent& record) {
   RETURN_IF_ERROR(CheckName("project.tenant", project.tenant));
   RETURN_IF_ERROR(CheckName("project.name", project.name));
   return pool_->Transact("create project", [&](pqxx::work& txn) -> absl::StatusOr<Project> {
@@ -2018,6 +2042,7 @@ absl::StatusOr<Project> PgStore::CreateProject(const Project& project) {
     }
     Project out = project;
     out.create_time = FromMicros(r[0]["created_us"].as<int64_t>());
+    RecordAudit(txn, record);
     return out;
   });
 }
@@ -2063,7 +2088,8 @@ absl::StatusOr<TokenRecord> TokenFromRow(const pqxx::row& row) {
 }  // namespace
 
 absl::StatusOr<TokenRecord> PgStore::CreateToken(const std::string& token_hash,
-                                                 const TokenRecord& record) {
+                                                 const TokenRecord& record,
+                                                 const AuditEvent& audit) {
   RETURN_IF_ERROR(ValidateTokenRecord(token_hash, record));
   const std::string role(auth::RoleName(record.role));  // stored by its name
   return pool_->Transact("create token", [&](pqxx::work& txn) -> absl::StatusOr<TokenRecord> {
@@ -2097,7 +2123,11 @@ absl::StatusOr<TokenRecord> PgStore::CreateToken(const std::string& token_hash,
     pqxx::result r = txn.exec_prepared("create_token", token_hash, record.subject, role,
                                        record.tenant, record.project, record.cluster, expires_us);
     if (r.empty()) return absl::AlreadyExistsError("token: a token with this hash already exists");
-    return TokenFromRow(r[0]);
+    ASSIGN_OR_RETURN(TokenRecord stored, TokenFromRow(r[0]));
+    AuditEvent row = audit;
+    absl::StrAppend(&row.object, stored.id);
+    RecordAudit(txn, row);
+    return stored;
   });
 }
 
@@ -2124,10 +2154,12 @@ absl::StatusOr<TokenRecord> PgStore::LookupToken(const std::string& token_hash) 
 }
 
 absl::StatusOr<TokenRecord> PgStore::RevokeToken(int64_t id, const std::string& tenant,
-                                                 const std::string& project) {
+                                                 const std::string& project,
+                                                 const AuditEvent& record) {
   return pool_->Transact("revoke token", [&](pqxx::work& txn) -> absl::StatusOr<TokenRecord> {
     pqxx::result r = txn.exec_prepared("revoke_token", id, tenant, project);
     if (r.empty()) return absl::NotFoundError("token_id: no such token");
+    RecordAudit(txn, record);
     return TokenFromRow(r[0]);
   });
 }
@@ -2173,7 +2205,8 @@ std::vector<int64_t> Ids(const pqxx::result& rows) {
 
 }  // namespace
 
-absl::StatusOr<BindingChange> PgStore::SetRoleBinding(const RoleBinding& binding) {
+absl::StatusOr<BindingChange> PgStore::SetRoleBinding(const RoleBinding& binding,
+                                                      const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateRoleBinding(binding));
   const std::string role(auth::RoleName(binding.role));
   return pool_->Transact("set role binding", [&](pqxx::work& txn) -> absl::StatusOr<BindingChange> {
@@ -2206,13 +2239,17 @@ absl::StatusOr<BindingChange> PgStore::SetRoleBinding(const RoleBinding& binding
     ASSIGN_OR_RETURN(change.binding, BindingFromRow(r[0]));
     change.tokens = Ids(txn.exec_prepared("lower_subject_tokens", binding.subject, binding.tenant,
                                           binding.project, role));
+    AuditEvent row = record;
+    AppendAuditIds(row, "tokens lowered", change.tokens);
+    RecordAudit(txn, row);
     return change;
   });
 }
 
 absl::StatusOr<BindingChange> PgStore::DeleteRoleBinding(const std::string& subject,
                                                          const std::string& tenant,
-                                                         const std::string& project) {
+                                                         const std::string& project,
+                                                         const AuditEvent& record) {
   return pool_->Transact(
       "delete role binding", [&](pqxx::work& txn) -> absl::StatusOr<BindingChange> {
         txn.exec_prepared("lock_subject_scope", subject, tenant, project);
@@ -2224,6 +2261,9 @@ absl::StatusOr<BindingChange> PgStore::DeleteRoleBinding(const std::string& subj
         ASSIGN_OR_RETURN(change.binding, BindingFromRow(stored[0]));
         txn.exec_prepared0("delete_binding", subject, tenant, project);
         change.tokens = Ids(txn.exec_prepared("revoke_subject_tokens", subject, tenant, project));
+        AuditEvent row = record;
+        AppendAuditIds(row, "tokens revoked", change.tokens);
+        RecordAudit(txn, row);
         return change;
       });
 }
@@ -2281,7 +2321,7 @@ ClusterCertificate ClusterCertificateFromRow(const pqxx::row& row) {
 }  // namespace
 
 absl::StatusOr<ClusterCertificate> PgStore::AddClusterCertificate(
-    const ClusterCertificate& certificate) {
+    const ClusterCertificate& certificate, const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateClusterCertificate(certificate));
   return pool_->Transact(
       "add cluster certificate", [&](pqxx::work& txn) -> absl::StatusOr<ClusterCertificate> {
@@ -2291,6 +2331,7 @@ absl::StatusOr<ClusterCertificate> PgStore::AddClusterCertificate(
         if (r.empty()) {
           return absl::AlreadyExistsError("serial: a certificate with this serial exists");
         }
+        RecordAudit(txn, record);
         return ClusterCertificateFromRow(r[0]);
       });
 }
@@ -2329,7 +2370,8 @@ Quota QuotaFromRow(const pqxx::row& row) {
 
 }  // namespace
 
-absl::StatusOr<Quota> PgStore::SetQuota(const Quota& quota, const QuotaCheck& check) {
+absl::StatusOr<Quota> PgStore::SetQuota(const Quota& quota, const QuotaCheck& check,
+                                        const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateQuota(quota));
   const QuotaKey& key = quota.key;
   return pool_->Transact("set quota", [&](pqxx::work& txn) -> absl::StatusOr<Quota> {
@@ -2359,16 +2401,18 @@ absl::StatusOr<Quota> PgStore::SetQuota(const Quota& quota, const QuotaCheck& ch
         txn.exec_prepared1("upsert_quota", key.tenant, key.project, key.resource,
                            out.guaranteed_milli, out.limit_milli.value_or(-1), out.overcommitted);
     out.update_time = FromMicros(r["updated_us"].as<int64_t>());
+    RecordAudit(txn, record);
     return out;
   });
 }
 
-absl::Status PgStore::DeleteQuota(const QuotaKey& key) {
+absl::Status PgStore::DeleteQuota(const QuotaKey& key, const AuditEvent& record) {
   return pool_->Transact("delete quota", [&](pqxx::work& txn) -> absl::Status {
     if (txn.exec_prepared("delete_quota", key.tenant, key.project, key.resource).affected_rows() ==
         0) {
       return absl::NotFoundError("quota not found");
     }
+    RecordAudit(txn, record);
     return absl::OkStatus();
   });
 }
@@ -2385,7 +2429,8 @@ absl::StatusOr<std::vector<Quota>> PgStore::ListQuotas(const std::string& tenant
       });
 }
 
-absl::StatusOr<ShareWeight> PgStore::SetShareWeight(const ShareWeight& weight) {
+absl::StatusOr<ShareWeight> PgStore::SetShareWeight(const ShareWeight& weight,
+                                                    const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateShareWeight(weight));
   return pool_->Transact("set share weight", [&](pqxx::work& txn) -> absl::StatusOr<ShareWeight> {
     if (txn.exec_prepared("tenant_exists", weight.tenant).empty()) {
@@ -2397,6 +2442,7 @@ absl::StatusOr<ShareWeight> PgStore::SetShareWeight(const ShareWeight& weight) {
           "project: \"", weight.project, "\" does not exist in tenant \"", weight.tenant, "\""));
     }
     txn.exec_prepared("upsert_share_weight", weight.tenant, weight.project, weight.weight);
+    RecordAudit(txn, record);
     return weight;
   });
 }

@@ -295,5 +295,48 @@ TEST_F(AuditServiceTest, TamperingThroughSqlBehindTheServersBackIsReportedByVeri
   EXPECT_GT(verified.head_id(), clean.head_id());
 }
 
+// An admin change commits with its audit row or not at all: when the row cannot be written
+// (here a constraint added behind the server's back refuses it), the change does not happen and
+// the caller gets an error, never an OK for a change the trail does not show.
+TEST_F(AuditServiceTest, AChangeWhoseAuditRowCannotBeWrittenDoesNotHappen) {
+  {
+    pqxx::connection conn(dsn_);
+    pqxx::work txn(conn);
+    txn.exec0(
+        "ALTER TABLE audit_pending ADD CONSTRAINT refuse_tenants"
+        " CHECK (action <> 'tenants.create') NOT VALID");
+    txn.commit();
+  }
+  auto tenant_names = [&] {
+    v1::ListTenantsResponse listed;
+    EXPECT_OK(Call(admin_, [&](grpc::ClientContext* c) {
+      return tenants_->ListTenants(c, v1::ListTenantsRequest(), &listed);
+    }));
+    std::vector<std::string> names;
+    for (const v1::Tenant& t : listed.tenants()) names.push_back(t.name());
+    return names;
+  };
+  v1::CreateTenantRequest req;
+  req.set_name("initech");
+  v1::Tenant created;
+  EXPECT_FALSE(Call(admin_, [&](grpc::ClientContext* c) {
+                 return tenants_->CreateTenant(c, req, &created);
+               }).ok());
+  EXPECT_THAT(tenant_names(), ::testing::Not(::testing::Contains("initech")));
+
+  {
+    pqxx::connection conn(dsn_);
+    pqxx::work txn(conn);
+    txn.exec0("ALTER TABLE audit_pending DROP CONSTRAINT refuse_tenants");
+    txn.commit();
+  }
+  ASSERT_OK(Call(admin_,
+                 [&](grpc::ClientContext* c) { return tenants_->CreateTenant(c, req, &created); }));
+  EXPECT_THAT(tenant_names(), ::testing::Contains("initech"));
+  const std::vector<v1::AuditEvent> rows = Rows("tenants.create", "tenant/initech");
+  ASSERT_THAT(rows, ::testing::SizeIs(1));
+  EXPECT_EQ(rows[0].outcome(), "ok");
+}
+
 }  // namespace
 }  // namespace gpufed

@@ -48,6 +48,7 @@ using ::gpufed::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Pair;
 using ::testing::SizeIs;
 using Code = absl::StatusCode;
 using S = WorkloadState;
@@ -2958,6 +2959,111 @@ TEST_P(StoreContractTest, AuditHasEveryWorkloadStateChangeWithItsActor) {
   EXPECT_EQ(theirs.events[1].actor, "submit");  // submitted with no actor named
   ASSERT_OK_AND_ASSIGN(AuditVerification v, audit().Verify());
   EXPECT_EQ(v.rows, 7);
+  EXPECT_THAT(v.breaks, IsEmpty());
+}
+
+// An audited change records the row it is given in its own transaction: the row exists if and
+// only if the change committed, with what only the store knows added (a token's id, the tokens a
+// binding change lowered or revoked).
+TEST_P(StoreContractTest, AnAuditedChangeRecordsItsRowOnlyWhenItCommits) {
+  const auto row = [](const std::string& action, const std::string& object,
+                      const std::string& detail = "") {
+    AuditEvent e;
+    e.actor = "user:root";
+    e.action = action;
+    e.object = object;
+    e.outcome = std::string(kAuditOk);
+    e.detail = detail;
+    return e;
+  };
+  ASSERT_OK(
+      tenants().CreateTenant(Tenant{"acme", "Acme", {}}, row("tenants.create", "tenant/acme")));
+  EXPECT_THAT(tenants().CreateTenant(Tenant{"acme", "Acme", {}}, row("tenants.create", "again")),
+              StatusIs(Code::kAlreadyExists));
+  ASSERT_OK(tenants().CreateProject(Project{"acme", "research", {}},
+                                    row("projects.create", "project/acme/research")));
+  EXPECT_THAT(tenants().CreateProject(Project{"nobody", "x", {}}, row("projects.create", "lost")),
+              StatusIs(Code::kNotFound));
+  TokenRecord token;
+  token.subject = "alice";
+  token.role = auth::Role::kTenantAdmin;
+  token.tenant = "acme";
+  ASSERT_OK_AND_ASSIGN(TokenRecord made,
+                       tenants().CreateToken("hash-1", token, row("tokens.create", "token/")));
+  EXPECT_THAT(tenants().CreateToken("hash-1", token, row("tokens.create", "lost")),
+              StatusIs(Code::kAlreadyExists));
+  RoleBinding binding{.subject = "alice", .role = auth::Role::kTenantUser, .tenant = "acme"};
+  ASSERT_OK(tenants().SetRoleBinding(binding, row("members.set", "binding", "role: tenant-user")));
+  const auto refuse = [](Quota&, const std::vector<Quota>&) {
+    return absl::FailedPreconditionError("no");
+  };
+  const auto accept = [](Quota&, const std::vector<Quota>&) { return absl::OkStatus(); };
+  Quota quota;
+  quota.key = QuotaKey{"acme", "", "H100-80GB"};
+  quota.guaranteed_milli = 8000;
+  EXPECT_THAT(quotas().SetQuota(quota, refuse, row("quotas.set", "lost")),
+              StatusIs(Code::kFailedPrecondition));
+  ASSERT_OK(quotas().SetQuota(quota, accept, row("quotas.set", "quota/acme//H100-80GB")));
+  EXPECT_THAT(quotas().DeleteQuota(QuotaKey{"acme", "", "A100-40GB"}, row("quotas.delete", "lost")),
+              StatusIs(Code::kNotFound));
+  ASSERT_OK(quotas().DeleteQuota(quota.key, row("quotas.delete", "quota/acme//H100-80GB")));
+  ASSERT_OK(quotas().SetShareWeight(ShareWeight{"acme", "", 2},
+                                    row("share_weights.set", "share_weight/acme/")));
+  ASSERT_OK(tenants().DeleteRoleBinding("alice", "acme", "", row("members.remove", "binding")));
+  EXPECT_THAT(tenants().DeleteRoleBinding("alice", "acme", "", row("members.remove", "lost")),
+              StatusIs(Code::kNotFound));
+  // Revoked with the binding; revoking it again succeeds and is recorded again.
+  ASSERT_OK(tenants().RevokeToken(made.id, "acme", "", row("tokens.revoke", "token/again")));
+  EXPECT_THAT(tenants().RevokeToken(made.id + 100, "", "", row("tokens.revoke", "lost")),
+              StatusIs(Code::kNotFound));
+  EXPECT_THAT(tenants().DeleteTenant("acme", row("tenants.delete", "lost")),
+              StatusIs(Code::kFailedPrecondition));  // it has a project
+  ASSERT_OK(
+      tenants().DeleteProject("acme", "research", row("projects.delete", "project/acme/research")));
+  ASSERT_OK(tenants().DeleteTenant("acme", row("tenants.delete", "tenant/acme")));
+
+  ASSERT_OK(clusters().RegisterCluster(Info("dgx"), {Node("dgx", "a", 8)}));
+  EXPECT_THAT(clusters().SetCordon("nope", "", true, row("clusters.cordon", "lost")),
+              StatusIs(Code::kNotFound));
+  ASSERT_OK(clusters().SetCordon("dgx", "", true, row("clusters.cordon", "cluster/dgx")));
+  ASSERT_OK(certificates().AddClusterCertificate(Certificate("0A01", "dgx", backend_->Now()),
+                                                 row("clusters.enroll", "cluster/dgx")));
+  EXPECT_THAT(certificates().AddClusterCertificate(Certificate("0A01", "dgx", backend_->Now()),
+                                                   row("clusters.enroll", "lost")),
+              StatusIs(Code::kAlreadyExists));
+  EXPECT_THAT(clusters().DeleteCluster("dgx", row("clusters.delete", "lost")),
+              StatusIs(Code::kFailedPrecondition));  // its certificate is live
+  ASSERT_OK(
+      clusters().PutDeclarations({Declaration("edge")}, row("clusters.apply", "declarations")));
+  ASSERT_OK(clusters().DeleteCluster("edge", row("clusters.delete", "cluster/edge")));
+  // A row without an action records nothing.
+  ASSERT_OK(clusters().SetCordon("dgx", "", false, AuditEvent{}));
+
+  ASSERT_OK_AND_ASSIGN(AuditPage page, audit().List(AuditFilter()));
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (auto it = page.events.rbegin(); it != page.events.rend(); ++it) {
+    EXPECT_EQ(it->actor, "user:root");
+    EXPECT_EQ(it->outcome, "ok");
+    rows.emplace_back(it->action, absl::StrCat(it->object, " ", it->detail));
+  }
+  const std::string id = absl::StrCat(made.id);
+  EXPECT_THAT(
+      rows,
+      ElementsAre(
+          Pair("tenants.create", "tenant/acme "), Pair("projects.create", "project/acme/research "),
+          Pair("tokens.create", absl::StrCat("token/", id, " ")),
+          Pair("members.set", absl::StrCat("binding role: tenant-user; tokens "
+                                           "lowered: ",
+                                           id)),
+          Pair("quotas.set", "quota/acme//H100-80GB "),
+          Pair("quotas.delete", "quota/acme//H100-80GB "),
+          Pair("share_weights.set", "share_weight/acme/ "),
+          Pair("members.remove", absl::StrCat("binding tokens revoked: ", id)),
+          Pair("tokens.revoke", "token/again "), Pair("projects.delete", "project/acme/research "),
+          Pair("tenants.delete", "tenant/acme "), Pair("clusters.cordon", "cluster/dgx "),
+          Pair("clusters.enroll", "cluster/dgx "), Pair("clusters.apply", "declarations "),
+          Pair("clusters.delete", "cluster/edge ")));
+  ASSERT_OK_AND_ASSIGN(AuditVerification v, audit().Verify());
   EXPECT_THAT(v.breaks, IsEmpty());
 }
 
