@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "auth/secret_file.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
@@ -70,7 +71,8 @@ bool HttpCertificate::Stamp::operator==(const Stamp& other) const {
   };
   return cert_inode == other.cert_inode && key_inode == other.key_inode &&
          cert_size == other.cert_size && key_size == other.key_size &&
-         same(cert_mtime, other.cert_mtime) && same(key_mtime, other.key_mtime);
+         same(cert_mtime, other.cert_mtime) && same(key_mtime, other.key_mtime) &&
+         key_mode == other.key_mode;
 }
 
 HttpCertificate::HttpCertificate(TlsFiles files) : files_(std::move(files)) {}
@@ -107,6 +109,11 @@ absl::StatusOr<std::shared_ptr<const HttpCertificate::KeyPair>> HttpCertificate:
     sk_X509_push(pair->chain, next);
   }
   ERR_clear_error();  // the end of the file reads as "no start line"
+  // The rule the server applied at start-up holds for every pair it takes later: a rotated key
+  // that others may read is not served.
+  if (absl::Status mode = auth::CheckSecretFileMode("tls_key_file", files.key_file); !mode.ok()) {
+    return mode;
+  }
   BioPtr key_bio(BIO_new_file(files.key_file.c_str(), "r"));
   if (key_bio == nullptr) {
     ERR_clear_error();
@@ -137,6 +144,7 @@ HttpCertificate::Stamp HttpCertificate::Look() const {
     stamp.key_inode = st.st_ino;
     stamp.key_size = st.st_size;
     stamp.key_mtime = st.st_mtim;
+    stamp.key_mode = st.st_mode;
   }
   return stamp;
 }

@@ -8,8 +8,9 @@
 //   - HTTP through cpp-httplib's SSLServer, whose SSL_CTX gets an OpenSSL certificate callback
 //     that hands each new connection the current pair from an HttpCertificate, which re-reads the
 //     files when their inode, size or modification time changed.
-// On HTTPS a pair that does not load, or whose key does not match its certificate, is not taken:
-// the listener keeps serving the previous one. gRPC's provider keeps its last pair while a file
+// On HTTPS a pair that does not load, whose key does not match its certificate, or whose key file
+// others may read (auth::CheckSecretFileMode) is not taken: the listener keeps serving the
+// previous one. gRPC's provider keeps its last pair while a file
 // cannot be read; files replaced by rename, key first, keep it from reading half a rotation.
 
 #include <sys/stat.h>
@@ -63,6 +64,7 @@ class HttpCertificate {
     ino_t cert_inode = 0, key_inode = 0;
     off_t cert_size = 0, key_size = 0;
     timespec cert_mtime{}, key_mtime{};
+    mode_t key_mode = 0;  // a key made private again (chmod) is tried again
     bool operator==(const Stamp& other) const;
   };
 

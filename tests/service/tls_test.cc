@@ -4,6 +4,8 @@
 // without a restart. A server with no certificate and no explicit plaintext flag, or with a
 // broken pair, does not start.
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -181,6 +183,21 @@ TEST_F(TlsTest, AHalfReplacedPairKeepsTheHttpsCertificateServing) {
   EXPECT_EQ(HttpsHealth(http_port(), ca_), 200);
   // Its key arrives: the new pair is served.
   ASSERT_OK(testing::WriteFileAtomically(cert_.key_file, next.key_pem));
+  EXPECT_TRUE(
+      Eventually([&] { return HttpsHealth(http_port(), other_ca_) == 200; }, kReloadWithin));
+}
+
+// A rotated key file that others may read is refused as one was at start-up: the listener keeps
+// the previous pair until the key is private again.
+TEST_F(TlsTest, ARotatedKeyOthersMayReadIsNotServedOnHttps) {
+  ASSERT_OK_AND_ASSIGN(testing::TestCertificate next,
+                       testing::IssueCertificate(other_ca_, dir_.path(), "next"));
+  ASSERT_OK(testing::WriteFileAtomically(cert_.key_file, next.key_pem));
+  ASSERT_EQ(::chmod(cert_.key_file.c_str(), 0644), 0);
+  ASSERT_OK(testing::WriteFileAtomically(cert_.cert_file, next.cert_pem));
+  EXPECT_EQ(HttpsHealth(http_port(), ca_), 200);
+  EXPECT_EQ(HttpsHealth(http_port(), other_ca_), std::nullopt);
+  ASSERT_EQ(::chmod(cert_.key_file.c_str(), 0600), 0);
   EXPECT_TRUE(
       Eventually([&] { return HttpsHealth(http_port(), other_ca_) == 200; }, kReloadWithin));
 }
