@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "auth/secret_file.h"
 #include "cli/read_file.h"
 #include "cli/yaml_util.h"
 #include "federation/status_macros.h"
@@ -124,6 +125,10 @@ absl::StatusOr<ClientConfig> ResolveClientConfig(const ConfigFlags& flags, const
     absl::StatusOr<std::string> text = ReadTextFile(file->path);
     if (text.ok()) {
       ASSIGN_OR_RETURN(config, ParseClientConfig(*text, file->path, std::move(config)));
+      // A file holding a token is a secret: the rule the server and agent apply to theirs.
+      if (!config.token.empty()) {
+        RETURN_IF_ERROR(auth::CheckSecretFileMode("config file (it holds a token)", file->path));
+      }
     } else if (!(absl::IsNotFound(text.status()) &&
                  (!file->explicitly_named || flags.missing_file_ok))) {
       return absl::Status(text.status().code(),
@@ -157,6 +162,7 @@ absl::StatusOr<ClientConfig> ResolveClientConfig(const ConfigFlags& flags, const
   }
   if (flags.token_file.has_value()) SetToken(config, std::nullopt, *flags.token_file);
   if (!config.token_file.empty()) {
+    RETURN_IF_ERROR(auth::CheckSecretFileMode("token_file", config.token_file));
     absl::StatusOr<std::string> text = ReadTextFile(config.token_file);
     if (!text.ok()) {
       return absl::Status(text.status().code(),

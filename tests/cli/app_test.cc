@@ -54,6 +54,10 @@ class AppTest : public ::testing::Test {
         << "server: " << server_->address() << "\ntoken: gpf_cfg\ntenant: demo\n"
         << "project: default\n"
         << extra;
+    // It holds a token: private, as gpufedctl requires.
+    std::filesystem::permissions(
+        dir_ / "home/.config/gpufed/config.yaml",
+        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   }
 
   int Run(std::vector<std::string> args) {

@@ -29,6 +29,9 @@ class ConfigTest : public ::testing::Test {
     const std::filesystem::path path = dir_ / relative;
     std::filesystem::create_directories(path.parent_path());
     std::ofstream(path) << text;
+    // Private, as a file holding a token must be (SecretFilesOthersMayReadAreRefused).
+    std::filesystem::permissions(
+        path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     return path.string();
   }
 
@@ -151,6 +154,31 @@ TEST_F(ConfigTest, TokensAreTrimmedAndMustBePrintable) {
   flags.token = "bad\x01token";
   env_["HOME"] = dir_.string();
   EXPECT_EQ(ResolveClientConfig(flags, Env()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A config file holding a token, or a token file, that others may read is refused (the rule the
+// server and the agent apply to their secret files); a config file without a token may be.
+TEST_F(ConfigTest, SecretFilesOthersMayReadAreRefused) {
+  const auto open_up = [](const std::string& path) {
+    std::filesystem::permissions(
+        path, std::filesystem::perms::group_read | std::filesystem::perms::others_read,
+        std::filesystem::perm_options::add);
+  };
+  ConfigFlags flags;
+  flags.config_file = Write("c.yaml", "server: s:1\ntoken: gpf_file\n");
+  open_up(*flags.config_file);
+  EXPECT_THAT(ResolveClientConfig(flags, Env()),
+              testing::StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  flags.config_file = Write("plain.yaml", "server: s:1\n");
+  open_up(*flags.config_file);
+  EXPECT_OK(ResolveClientConfig(flags, Env()));
+
+  flags.token_file = Write("token", "gpf_x\n");
+  EXPECT_OK(ResolveClientConfig(flags, Env()));
+  open_up(*flags.token_file);
+  EXPECT_THAT(ResolveClientConfig(flags, Env()),
+              testing::StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(ConfigTest, EmptyFileConfiguresNothing) {

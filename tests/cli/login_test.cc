@@ -142,6 +142,11 @@ TEST_F(LoginTest, TheTokenMayComeFromAFile) {
   const std::string token_file = (dir_ / "token").string();
   std::ofstream(token_file) << "gpf_good\n";
   WriteConfig("server: " + server_->address() + "\ntoken_file: " + token_file + "\n", 0600);
+  // Others may read it: refused (the server's and the agent's rule for secret files).
+  ::chmod(token_file.c_str(), 0644);
+  EXPECT_EQ(Run({"tenants", "list"}, ""), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("chmod 600"));
+  ::chmod(token_file.c_str(), 0600);
   EXPECT_EQ(Run({"tenants", "list"}, ""), 0) << err_.str();
   env_["GPUFED_TOKEN_FILE"] = (dir_ / "missing").string();
   EXPECT_EQ(Run({"tenants", "list"}, ""), 1);
