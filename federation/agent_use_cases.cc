@@ -33,13 +33,14 @@ absl::Status NotCurrent(const AgentLink& link) {
 
 absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgentUnaudited(
     const auth::Principal& who, const ClusterInfo& info, const std::vector<NodeInfo>& nodes,
-    const std::vector<AgentReport>& known, std::shared_ptr<AgentChannel> channel) {
+    const std::vector<AgentReport>& known, std::shared_ptr<AgentChannel> channel,
+    const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateName("register.cluster", info.name));
   if (!auth::MaySpeakFor(who, info.name)) {
     return absl::PermissionDeniedError("permission denied: this token may not speak for cluster");
   }
   RETURN_IF_ERROR(ValidateInventory(info, nodes));
-  ASSIGN_OR_RETURN(const Cluster stored, ports_.clusters->RegisterCluster(info, nodes));
+  ASSIGN_OR_RETURN(const Cluster stored, ports_.clusters->RegisterCluster(info, nodes, record));
   // Waking the loop before the link is attached is safe: a placement committed before the
   // attach is in the active set read below.
   AfterClusterCommit(std::cref(stored));

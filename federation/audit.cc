@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "auth/audit_chain.h"
+#include "federation/store.h"
 
 namespace gpufed {
 namespace {
@@ -69,6 +70,37 @@ void AppendAuditIds(AuditEvent& row, absl::string_view label, const std::vector<
   if (ids.empty()) return;
   absl::StrAppend(&row.detail, row.detail.empty() ? "" : "; ", label, ": ",
                   absl::StrJoin(ids, ","));
+}
+
+std::vector<AuditEvent> PreemptionAuditRows(const AuditEvent& record,
+                                            const WorkloadStore::PreemptionResult& result) {
+  std::vector<AuditEvent> rows;
+  if (record.action.empty()) return rows;
+  for (const Workload& w : result.marked) {
+    AuditEvent row = record;
+    row.tenant = w.spec.tenant;
+    row.project = w.spec.project;
+    row.object = absl::StrCat("workload/", w.id);
+    row.reason = "preempted";
+    for (const PreemptionRecord& r : result.recorded) {
+      for (const PreemptionVictim& v : r.victims) {
+        if (v.id == w.id) row.reason = std::string(PreemptionCauseName(r.cause));
+      }
+    }
+    row.detail = absl::StrCat("cluster: ", w.assignment.cluster);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string LossAuditDetail(const ClusterStore::LossResult& loss) {
+  int requeued = 0;
+  int ended = 0;
+  for (const TransitionResult& r : loss.transitions) {
+    if (!r.applied || !r.event) continue;
+    ++(r.event->to == WorkloadState::kPending ? requeued : ended);
+  }
+  return absl::StrCat("epoch: ", loss.cluster.epoch, "; requeued: ", requeued, "; ended: ", ended);
 }
 
 void AuditChainVerifier::Add(const AuditEvent& row) {

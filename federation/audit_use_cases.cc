@@ -92,14 +92,6 @@ void ControlPlane::AuditCall(const auth::Principal& who, absl::string_view actio
   }
 }
 
-void ControlPlane::AuditDecisions(std::vector<AuditEvent> rows) {
-  if (ports_.audit == nullptr || rows.empty()) return;
-  if (absl::Status s = ports_.audit->AppendAll(rows); !s.ok()) {
-    spdlog::error("audit: could not record {} decision(s) ({} {} first): {}", rows.size(),
-                  rows.front().action, rows.front().object, s.ToString());
-  }
-}
-
 // ---- Recorded use cases ----------------------------------------------------------------------
 
 void ControlPlane::Submit(const auth::Principal& who, absl::StatusOr<WorkloadSpec> spec,
@@ -178,12 +170,14 @@ absl::StatusOr<DrainResult> ControlPlane::Drain(const auth::Principal& who,
 absl::StatusOr<std::shared_ptr<AgentLink>> ControlPlane::RegisterAgent(
     const auth::Principal& who, const ClusterInfo& info, const std::vector<NodeInfo>& nodes,
     const std::vector<AgentReport>& known, std::shared_ptr<AgentChannel> channel) {
-  absl::StatusOr<std::shared_ptr<AgentLink>> result =
-      RegisterAgentUnaudited(who, info, nodes, known, std::move(channel));
+  const std::string object = absl::StrCat("cluster/", info.name);
+  // The store adds the epoch. A registration that failed after its commit (the certificate
+  // revoked meanwhile, the database gone) has both rows: what changed, and what the agent got.
   std::string detail = absl::StrCat("nodes: ", nodes.size());
-  if (result.ok()) absl::StrAppend(&detail, "; epoch: ", (*result)->epoch());
-  AuditCall(who, "agents.register", absl::StrCat("cluster/", info.name), {}, result.status(),
-            std::move(detail));
+  absl::StatusOr<std::shared_ptr<AgentLink>> result =
+      RegisterAgentUnaudited(who, info, nodes, known, std::move(channel),
+                             Recorded(who, "agents.register", object, {}, detail));
+  AuditFailure(who, "agents.register", object, {}, result.status(), std::move(detail));
   return result;
 }
 
@@ -308,10 +302,11 @@ absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollCluster(const auth:
 
 absl::StatusOr<int> ControlPlane::RevokeCluster(const auth::Principal& who,
                                                 const std::string& cluster) {
-  // Two transactions (certificates, then tokens): recorded after both.
-  absl::StatusOr<int> result = RevokeClusterUnaudited(who, cluster);
-  AuditCall(who, "clusters.revoke", absl::StrCat("cluster/", cluster), {}, result.status(),
-            result.ok() ? absl::StrCat("credentials revoked: ", *result) : std::string());
+  const std::string object = absl::StrCat("cluster/", cluster);
+  // The store adds what it revoked.
+  absl::StatusOr<int> result =
+      RevokeClusterUnaudited(who, cluster, Recorded(who, "clusters.revoke", object, {}));
+  AuditFailure(who, "clusters.revoke", object, {}, result.status());
   return result;
 }
 
@@ -348,63 +343,6 @@ absl::StatusOr<BindingChange> ControlPlane::DeleteRoleBinding(const auth::Princi
       who, subject, tenant, project, Recorded(who, "members.remove", object, scope));
   AuditFailure(who, "members.remove", object, scope, result.status());
   return result;
-}
-
-// ---- The control loop's decisions ------------------------------------------------------------
-
-namespace {
-
-AuditEvent Decision(absl::string_view actor, absl::string_view action, const Workload& w,
-                    std::string reason, std::string detail) {
-  AuditEvent row;
-  row.actor = std::string(actor);
-  row.tenant = w.spec.tenant;
-  row.project = w.spec.project;
-  row.action = std::string(action);
-  row.object = WorkloadObject(w.id);
-  row.outcome = std::string(kAuditOk);
-  row.reason = std::move(reason);
-  row.detail = std::move(detail);
-  return row;
-}
-
-}  // namespace
-
-void ControlPlane::AuditLoss(const std::string& cluster, const std::string& detail,
-                             const ClusterLoss& loss) {
-  if (ports_.audit == nullptr) return;
-  std::vector<AuditEvent> rows;
-  AuditEvent lost;
-  lost.actor = "control-loop";
-  lost.action = "clusters.lose";
-  lost.object = absl::StrCat("cluster/", cluster);
-  lost.outcome = std::string(kAuditOk);
-  lost.reason = detail;
-  lost.detail = absl::StrCat("epoch: ", loss.epoch, "; requeued: ", loss.requeued.size(),
-                             "; ended: ", loss.ended.size());
-  rows.push_back(std::move(lost));
-  // What it did to each workload is recorded by the store with the transitions.
-  AuditDecisions(std::move(rows));
-}
-
-void ControlPlane::AuditReclaims(const std::vector<PreemptionRecord>& recorded,
-                                 const std::vector<Workload>& marked) {
-  if (ports_.audit == nullptr) return;
-  std::vector<AuditEvent> rows;
-  for (const Workload& w : marked) {
-    std::string reason = "preempted";
-    for (const PreemptionRecord& r : recorded) {
-      for (const PreemptionVictim& v : r.victims) {
-        if (v.id != w.id) continue;
-        // The cause only: the preemptor may be another tenant's, which this row's readers
-        // must not learn.
-        reason = std::string(PreemptionCauseName(r.cause));
-      }
-    }
-    rows.push_back(Decision("scheduler", "workloads.preempt", w, std::move(reason),
-                            absl::StrCat("cluster: ", w.assignment.cluster)));
-  }
-  AuditDecisions(std::move(rows));
 }
 
 // ---- Reading and verifying -------------------------------------------------------------------

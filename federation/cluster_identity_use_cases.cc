@@ -34,17 +34,19 @@ absl::StatusOr<IssuedClusterCertificate> ControlPlane::EnrollClusterUnaudited(
 }
 
 absl::StatusOr<int> ControlPlane::RevokeClusterUnaudited(const auth::Principal& who,
-                                                         const std::string& cluster) {
+                                                         const std::string& cluster,
+                                                         const AuditEvent& record) {
   RETURN_IF_ERROR(Require(who, Permission::kPoolAdmin, {}));
   RETURN_IF_ERROR(ValidateName("cluster", cluster));
   if (ports_.certificates == nullptr) {
     return absl::FailedPreconditionError("cluster: this server keeps no cluster certificates");
   }
-  ASSIGN_OR_RETURN(int revoked, ports_.certificates->RevokeClusterCertificates(cluster));
-  // The cluster's agent tokens too, every one: a cluster cut off must not come back with another
-  // credential.
-  ASSIGN_OR_RETURN(std::vector<int64_t> tokens, ports_.tenants->RevokeClusterTokens(cluster));
-  for (int64_t id : tokens) {
+  // Its certificates and its agent tokens, every one, together: a cluster cut off must not come
+  // back with another credential.
+  ASSIGN_OR_RETURN(ClusterCertificateStore::ClusterRevocation revocation,
+                   ports_.certificates->RevokeCluster(cluster, record));
+  int revoked = revocation.certificates;
+  for (int64_t id : revocation.tokens) {
     ++revoked;
     ports_.agents->CloseCredential(id);
     if (ports_.credentials != nullptr) ports_.credentials->Revoked(id);

@@ -558,16 +558,28 @@ absl::Status ControlPlane::MarkClusterState(const std::string& cluster, ClusterS
 absl::StatusOr<ClusterLoss> ControlPlane::LoseCluster(const std::string& cluster,
                                                       const std::string& detail) {
   const Timestamp at = ports_.clock->Now();
-  ASSIGN_OR_RETURN(
-      ClusterStore::LossResult result,
-      ports_.clusters->LoseCluster(cluster, [&](const Cluster& lost,
-                                                const std::vector<Workload>& held) {
-        std::vector<Transition> transitions;
-        transitions.reserve(held.size());
-        const AttemptEnded end{AttemptEnd::kClusterLost, lost.info.name, at, detail, "failover"};
-        for (const Workload& w : held) transitions.push_back(EndAttempt(w, end));
-        return transitions;
-      }));
+  // Recorded with the loss (the store adds what it did in numbers); each workload's requeue or
+  // end is its own transition row.
+  AuditEvent record;
+  if (ports_.audit != nullptr) {
+    record.actor = "control-loop";
+    record.action = "clusters.lose";
+    record.object = absl::StrCat("cluster/", cluster);
+    record.outcome = std::string(kAuditOk);
+    record.reason = detail;
+  }
+  ASSIGN_OR_RETURN(ClusterStore::LossResult result,
+                   ports_.clusters->LoseCluster(
+                       cluster,
+                       [&](const Cluster& lost, const std::vector<Workload>& held) {
+                         std::vector<Transition> transitions;
+                         transitions.reserve(held.size());
+                         const AttemptEnded end{AttemptEnd::kClusterLost, lost.info.name, at,
+                                                detail, "failover"};
+                         for (const Workload& w : held) transitions.push_back(EndAttempt(w, end));
+                         return transitions;
+                       },
+                       record));
   ClusterLoss loss;
   loss.epoch = result.cluster.epoch;
   std::vector<WorkloadEvent> events;
@@ -576,7 +588,6 @@ absl::StatusOr<ClusterLoss> ControlPlane::LoseCluster(const std::string& cluster
     (r.event->to == WorkloadState::kPending ? loss.requeued : loss.ended).push_back(r.id);
     events.push_back(*r.event);
   }
-  AuditLoss(cluster, detail, loss);
   AfterClusterCommit(ClusterStateChange{cluster, ClusterState::kUnreachable});
   ports_.agents->Fence(cluster, loss.epoch);
   AfterCommit(events);
@@ -620,8 +631,15 @@ absl::StatusOr<std::vector<Workload>> ControlPlane::Reclaim(
   std::vector<WorkloadStore::Preemption> preemptions;
   preemptions.reserve(reclaims.size());
   for (const ReclaimPlan& plan : reclaims) preemptions.push_back({plan.record, plan.victims});
+  // Each victim's row is recorded with its eviction (PreemptionAuditRows).
+  AuditEvent record;
+  if (ports_.audit != nullptr) {
+    record.actor = "scheduler";
+    record.action = "workloads.preempt";
+    record.outcome = std::string(kAuditOk);
+  }
   ASSIGN_OR_RETURN(WorkloadStore::PreemptionResult result,
-                   ports_.workloads->RequestPreemptions(preemptions));
+                   ports_.workloads->RequestPreemptions(preemptions, record));
   for (const PreemptionRecord& r : result.recorded) {
     spdlog::info(
         "preemption {} ({}): workload {} of tenant {} reclaims {} on {}, stopping {} "
@@ -632,7 +650,6 @@ absl::StatusOr<std::vector<Workload>> ControlPlane::Reclaim(
     metrics_->Preempted(r.cause, r.victims.size(), r.gpu_seconds_lost);
   }
   if (!result.marked.empty()) metrics_->Evicted(AttemptEnd::kPreempted, result.marked.size());
-  AuditReclaims(result.recorded, result.marked);
   AfterCommit({}, result.marked);
   return std::move(result.marked);
 }

@@ -495,7 +495,8 @@ class ControlPlane {
                                              const std::string& node, bool evict);
   absl::StatusOr<std::shared_ptr<AgentLink>> RegisterAgentUnaudited(
       const auth::Principal& who, const ClusterInfo& info, const std::vector<NodeInfo>& nodes,
-      const std::vector<AgentReport>& known, std::shared_ptr<AgentChannel> channel);
+      const std::vector<AgentReport>& known, std::shared_ptr<AgentChannel> channel,
+      const AuditEvent& record);
   absl::StatusOr<Tenant> CreateTenantUnaudited(const auth::Principal& who, Tenant tenant,
                                                const AuditEvent& record);
   absl::StatusOr<Project> CreateProjectUnaudited(const auth::Principal& who, const Project& project,
@@ -522,8 +523,8 @@ class ControlPlane {
                                                                   const std::string& cluster,
                                                                   const std::string& csr_pem,
                                                                   AuditEvent record);
-  absl::StatusOr<int> RevokeClusterUnaudited(const auth::Principal& who,
-                                             const std::string& cluster);
+  absl::StatusOr<int> RevokeClusterUnaudited(const auth::Principal& who, const std::string& cluster,
+                                             const AuditEvent& record);
   absl::StatusOr<BindingChange> SetRoleBindingUnaudited(const auth::Principal& who,
                                                         const RoleBinding& binding,
                                                         const AuditEvent& record);
@@ -545,14 +546,6 @@ class ControlPlane {
   // `status` is OK.
   void AuditFailure(const auth::Principal& who, absl::string_view action, std::string object,
                     auth::Scope scope, const absl::Status& status, std::string detail = {});
-  // Records decisions of the control loop (`actor`: "scheduler", "control-loop") in one append.
-  void AuditDecisions(std::vector<AuditEvent> rows);
-  // The decisions that move capacity and are no workload transition (those, placements and
-  // repartitions included, are recorded by the store in their own transaction): a cluster
-  // loss, a reclaim's evictions.
-  void AuditLoss(const std::string& cluster, const std::string& detail, const ClusterLoss& loss);
-  void AuditReclaims(const std::vector<PreemptionRecord>& recorded,
-                     const std::vector<Workload>& marked);
 
   // ClusterListing::visible for `who`: nullopt in platform scope, else its tenant's workloads
   // that hold capacity. UNAVAILABLE.

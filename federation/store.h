@@ -182,11 +182,15 @@ class WorkloadStore {
     // victims was marked is not stored.
     std::vector<PreemptionRecord> recorded;
   };
-  // In one transaction: marks the victims' evictions (as RequestEvictions) and appends each
-  // record. INVALID_ARGUMENT as ValidateEviction says, or when a record's victims do not match
-  // its evictions (nothing marked or stored).
+  // In one transaction: marks the victims' evictions (as RequestEvictions), appends each
+  // record, and records one audit row per victim marked, made from `record` by
+  // PreemptionAuditRows. INVALID_ARGUMENT as ValidateEviction says, or when a record's victims do
+  // not match its evictions (nothing marked or stored).
   virtual absl::StatusOr<PreemptionResult> RequestPreemptions(
-      const std::vector<Preemption>& preemptions) = 0;
+      const std::vector<Preemption>& preemptions, const AuditEvent& record) = 0;
+  absl::StatusOr<PreemptionResult> RequestPreemptions(const std::vector<Preemption>& preemptions) {
+    return RequestPreemptions(preemptions, AuditEvent{});
+  }
   // Preemption records, newest first: those involving `tenant` (its work preempted or
   // preempting; empty: every record), with an id below `before_id` (0: from the newest), at most
   // `limit` (1..kMaxPreemptionPage; INVALID_ARGUMENT otherwise).
@@ -210,9 +214,15 @@ class ClusterStore {
   virtual ~ClusterStore() = default;
 
   // Creates or updates the cluster and replaces its inventory, in one transaction. The state
-  // becomes READY; the epoch is kept. Returns the cluster as stored.
+  // becomes READY; the epoch is kept. Returns the cluster as stored. `record` is recorded with
+  // "; epoch: <epoch>" appended to its detail.
   virtual absl::StatusOr<Cluster> RegisterCluster(const ClusterInfo& info,
-                                                  const std::vector<NodeInfo>& nodes) = 0;
+                                                  const std::vector<NodeInfo>& nodes,
+                                                  const AuditEvent& record) = 0;
+  absl::StatusOr<Cluster> RegisterCluster(const ClusterInfo& info,
+                                          const std::vector<NodeInfo>& nodes) {
+    return RegisterCluster(info, nodes, AuditEvent{});
+  }
   virtual absl::Status RecordHeartbeat(const std::string& cluster, Timestamp at) = 0;
   // Moving a cluster to `unreachable` bumps its epoch (assignments made under the old epoch are
   // fenced: its agent refuses them); registering again keeps the epoch.
@@ -227,12 +237,16 @@ class ClusterStore {
   // changed).
   using LossPlan = std::function<std::vector<Transition>(const Cluster& lost,
                                                          const std::vector<Workload>& held)>;
+  // `record` is recorded with LossAuditDetail appended to its detail.
   struct LossResult {
     Cluster cluster;  // as stored afterwards (no nodes)
     std::vector<TransitionResult> transitions;
   };
-  virtual absl::StatusOr<LossResult> LoseCluster(const std::string& cluster,
-                                                 const LossPlan& plan) = 0;
+  virtual absl::StatusOr<LossResult> LoseCluster(const std::string& cluster, const LossPlan& plan,
+                                                 const AuditEvent& record) = 0;
+  absl::StatusOr<LossResult> LoseCluster(const std::string& cluster, const LossPlan& plan) {
+    return LoseCluster(cluster, plan, AuditEvent{});
+  }
   // An operator's cordon on `cluster` (`node` empty) or on one of its nodes: no new placements
   // there while it holds (a placement naming a cordoned cluster or node is fenced like one on an
   // unreachable cluster, so that none decided before the cordon was seen slips in after it)
@@ -274,6 +288,16 @@ class ClusterStore {
     return PutDeclarations(declarations, AuditEvent{});
   }
 };
+
+// The audit rows of a preemption's victims: `record` (actor, action, outcome; an empty action
+// makes none) for each workload marked, in its tenant's and project's scope, with the cause as
+// reason (never the preemptor, which may be another tenant's) and its cluster as detail.
+std::vector<AuditEvent> PreemptionAuditRows(const AuditEvent& record,
+                                            const WorkloadStore::PreemptionResult& result);
+
+// What a loss did, for its audit row: "epoch: <n>; requeued: <transitions applied to PENDING>;
+// ended: <the other applied ones>" (each workload's own transition has its own row).
+std::string LossAuditDetail(const ClusterStore::LossResult& loss);
 
 class QuotaStore {
  public:
@@ -416,9 +440,6 @@ class TenantStore {
                                           const std::string& project) {
     return RevokeToken(id, tenant, project, AuditEvent{});
   }
-  // Revokes, in one statement, every live agent token bound to `cluster`, however many; returns
-  // their ids, ascending (none: empty).
-  virtual absl::StatusOr<std::vector<int64_t>> RevokeClusterTokens(const std::string& cluster) = 0;
   virtual absl::StatusOr<int64_t> CountTokens() = 0;
 
   // Role bindings (docs/security.md#members-and-role-bindings).
@@ -489,9 +510,20 @@ class ClusterCertificateStore {
   // not_after (the store's clock); NOT_FOUND otherwise, whatever the reason.
   virtual absl::StatusOr<ClusterCertificate> LookupClusterCertificate(
       const std::string& serial, const std::string& cluster) = 0;
-  // Revokes every unrevoked certificate of `cluster` at once (lookups stop finding them);
-  // returns how many. Revoked certificates keep their first revocation time.
-  virtual absl::StatusOr<int> RevokeClusterCertificates(const std::string& cluster) = 0;
+  // Cuts `cluster` off, in one transaction: revokes every unrevoked certificate of it (lookups
+  // stop finding them; revoked ones keep their first revocation time) and every live agent token
+  // bound to it (TenantStore::LookupToken stops finding them), however many. Returns how many
+  // certificates and which tokens (ascending). `record` is recorded with "certificates revoked:
+  // <n>; tokens revoked: <ids>" appended to its detail.
+  struct ClusterRevocation {
+    int certificates = 0;
+    std::vector<int64_t> tokens;
+  };
+  virtual absl::StatusOr<ClusterRevocation> RevokeCluster(const std::string& cluster,
+                                                          const AuditEvent& record) = 0;
+  absl::StatusOr<ClusterRevocation> RevokeCluster(const std::string& cluster) {
+    return RevokeCluster(cluster, AuditEvent{});
+  }
 };
 
 }  // namespace gpufed

@@ -376,7 +376,7 @@ absl::StatusOr<std::vector<Workload>> MemoryStore::RequestEvictions(
 }
 
 absl::StatusOr<WorkloadStore::PreemptionResult> MemoryStore::RequestPreemptions(
-    const std::vector<Preemption>& preemptions) {
+    const std::vector<Preemption>& preemptions, const AuditEvent& record) {
   std::vector<Eviction> evictions;
   for (size_t i = 0; i < preemptions.size(); ++i) {
     RETURN_IF_ERROR(ValidatePreemption(preemptions[i], i));
@@ -392,6 +392,7 @@ absl::StatusOr<WorkloadStore::PreemptionResult> MemoryStore::RequestPreemptions(
     r.id = static_cast<int64_t>(preemptions_.size()) + 1;
     preemptions_.push_back(r);
   }
+  for (const AuditEvent& row : PreemptionAuditRows(record, out)) Record(row);
   return out;
 }
 
@@ -515,7 +516,8 @@ absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> MemoryStore::Coun
 // ---- Clusters --------------------------------------------------------------------------------
 
 absl::StatusOr<Cluster> MemoryStore::RegisterCluster(const ClusterInfo& info,
-                                                     const std::vector<NodeInfo>& nodes) {
+                                                     const std::vector<NodeInfo>& nodes,
+                                                     const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateStorableInventory(info, nodes));
   absl::MutexLock lock(&mu_);
   Cluster& c = clusters_[info.name];  // a new one starts at epoch 1
@@ -530,6 +532,9 @@ absl::StatusOr<Cluster> MemoryStore::RegisterCluster(const ClusterInfo& info,
     std::sort(node.gpus.begin(), node.gpus.end(),
               [](const GpuInfo& a, const GpuInfo& b) { return a.index < b.index; });
   }
+  AuditEvent row = record;
+  absl::StrAppend(&row.detail, "; epoch: ", c.epoch);
+  Record(row);
   return AsStored(c);
 }
 
@@ -607,7 +612,8 @@ absl::Status MemoryStore::SetClusterState(const std::string& cluster, ClusterSta
 }
 
 absl::StatusOr<ClusterStore::LossResult> MemoryStore::LoseCluster(const std::string& cluster,
-                                                                  const LossPlan& plan) {
+                                                                  const LossPlan& plan,
+                                                                  const AuditEvent& record) {
   absl::MutexLock lock(&mu_);
   auto it = clusters_.find(cluster);
   if (it == clusters_.end()) {
@@ -631,6 +637,9 @@ absl::StatusOr<ClusterStore::LossResult> MemoryStore::LoseCluster(const std::str
   it->second.epoch = out.cluster.epoch;
   it->second.state = ClusterState::kUnreachable;
   out.transitions = ApplyLocked(transitions);
+  AuditEvent row = record;
+  absl::StrAppend(&row.detail, row.detail.empty() ? "" : "; ", LossAuditDetail(out));
+  Record(row);
   return out;
 }
 
@@ -897,17 +906,6 @@ absl::StatusOr<ClusterCertificate> MemoryStore::LookupClusterCertificate(
   return it->second;
 }
 
-absl::StatusOr<int> MemoryStore::RevokeClusterCertificates(const std::string& cluster) {
-  absl::MutexLock lock(&mu_);
-  int revoked = 0;
-  for (auto& [serial, certificate] : certificates_) {
-    if (certificate.cluster != cluster || certificate.revoke_time) continue;
-    certificate.revoke_time = Now();
-    ++revoked;
-  }
-  return revoked;
-}
-
 absl::StatusOr<TokenRecord> MemoryStore::RevokeToken(int64_t id, const std::string& tenant,
                                                      const std::string& project,
                                                      const AuditEvent& record) {
@@ -932,23 +930,35 @@ absl::StatusOr<TokenRecord> MemoryStore::RevokeToken(int64_t id, const std::stri
   return absl::NotFoundError("token_id: no such token");
 }
 
-absl::StatusOr<std::vector<int64_t>> MemoryStore::RevokeClusterTokens(const std::string& cluster) {
+absl::StatusOr<ClusterCertificateStore::ClusterRevocation> MemoryStore::RevokeCluster(
+    const std::string& cluster, const AuditEvent& record) {
   absl::MutexLock lock(&mu_);
-  std::vector<int64_t> revoked;
+  ClusterRevocation out;
+  const Timestamp now = Now();
+  for (auto& [serial, certificate] : certificates_) {
+    if (certificate.cluster != cluster || certificate.revoke_time) continue;
+    certificate.revoke_time = now;
+    ++out.certificates;
+  }
   for (auto it = tokens_.begin(); it != tokens_.end();) {
     if (it->second.role != auth::Role::kAgent || it->second.cluster != cluster) {
       ++it;
       continue;
     }
-    TokenRecord record = it->second;
-    record.revoke_time = Now();
-    revoked.push_back(record.id);
+    TokenRecord revoked = it->second;
+    revoked.revoke_time = now;
+    out.tokens.push_back(revoked.id);
     revoked_hashes_.insert(it->first);
-    revoked_tokens_.emplace(record.id, std::move(record));
+    revoked_tokens_.emplace(revoked.id, std::move(revoked));
     it = tokens_.erase(it);
   }
-  std::sort(revoked.begin(), revoked.end());
-  return revoked;
+  std::sort(out.tokens.begin(), out.tokens.end());
+  AuditEvent row = record;
+  absl::StrAppend(&row.detail, row.detail.empty() ? "" : "; ",
+                  "certificates revoked: ", out.certificates);
+  AppendAuditIds(row, "tokens revoked", out.tokens);
+  Record(row);
+  return out;
 }
 
 absl::StatusOr<TokenRecord> MemoryStore::LookupToken(const std::string& token_hash) {

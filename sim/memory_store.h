@@ -78,11 +78,15 @@ class MemoryStore final : public WorkloadStore,
   void RecordAuditIn(AuditLog* audit);
 
   // ---- WorkloadStore ----
+  using WorkloadStore::RequestPreemptions;
   using WorkloadStore::Submit;
   // The overloads that record nothing (federation/store.h).
   using ClusterCertificateStore::AddClusterCertificate;
+  using ClusterCertificateStore::RevokeCluster;
   using ClusterStore::DeleteCluster;
+  using ClusterStore::LoseCluster;
   using ClusterStore::PutDeclarations;
+  using ClusterStore::RegisterCluster;
   using ClusterStore::SetCordon;
   using QuotaStore::DeleteQuota;
   using QuotaStore::SetQuota;
@@ -115,8 +119,8 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<int> ArchiveFinished(Timestamp ended_before, int limit) override;
   absl::StatusOr<std::vector<Workload>> RequestEvictions(
       const std::vector<Eviction>& evictions) override;
-  absl::StatusOr<PreemptionResult> RequestPreemptions(
-      const std::vector<Preemption>& preemptions) override;
+  absl::StatusOr<PreemptionResult> RequestPreemptions(const std::vector<Preemption>& preemptions,
+                                                      const AuditEvent& record) override;
   absl::StatusOr<std::vector<PreemptionRecord>> ListPreemptions(const std::string& tenant,
                                                                 int64_t before_id,
                                                                 int limit) override;
@@ -124,10 +128,12 @@ class MemoryStore final : public WorkloadStore,
 
   // ---- ClusterStore ----
   absl::StatusOr<Cluster> RegisterCluster(const ClusterInfo& info,
-                                          const std::vector<NodeInfo>& nodes) override;
+                                          const std::vector<NodeInfo>& nodes,
+                                          const AuditEvent& record) override;
   absl::Status RecordHeartbeat(const std::string& cluster, Timestamp at) override;
   absl::Status SetClusterState(const std::string& cluster, ClusterState state) override;
-  absl::StatusOr<LossResult> LoseCluster(const std::string& cluster, const LossPlan& plan) override;
+  absl::StatusOr<LossResult> LoseCluster(const std::string& cluster, const LossPlan& plan,
+                                         const AuditEvent& record) override;
   absl::StatusOr<Cluster> SetCordon(const std::string& cluster, const std::string& node,
                                     bool cordoned, const AuditEvent& record) override;
   absl::Status DeleteCluster(const std::string& cluster, const AuditEvent& record) override;
@@ -150,7 +156,6 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<TokenRecord> RevokeToken(int64_t id, const std::string& tenant,
                                           const std::string& project,
                                           const AuditEvent& record) override;
-  absl::StatusOr<std::vector<int64_t>> RevokeClusterTokens(const std::string& cluster) override;
   absl::Status DeleteProject(const std::string& tenant, const std::string& name,
                              const AuditEvent& record) override;
   absl::Status DeleteTenant(const std::string& name, const AuditEvent& record) override;
@@ -171,7 +176,8 @@ class MemoryStore final : public WorkloadStore,
                                                            const AuditEvent& record) override;
   absl::StatusOr<ClusterCertificate> LookupClusterCertificate(const std::string& serial,
                                                               const std::string& cluster) override;
-  absl::StatusOr<int> RevokeClusterCertificates(const std::string& cluster) override;
+  absl::StatusOr<ClusterRevocation> RevokeCluster(const std::string& cluster,
+                                                  const AuditEvent& record) override;
 
   // ---- QuotaStore ----
   absl::StatusOr<Quota> SetQuota(const Quota& quota, const QuotaCheck& check,

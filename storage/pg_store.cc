@@ -1643,7 +1643,7 @@ absl::StatusOr<std::vector<Workload>> PgStore::RequestEvictions(
 }
 
 absl::StatusOr<WorkloadStore::PreemptionResult> PgStore::RequestPreemptions(
-    const std::vector<Preemption>& preemptions) {
+    const std::vector<Preemption>& preemptions, const AuditEvent& record) {
   std::vector<Eviction> evictions;
   for (size_t i = 0; i < preemptions.size(); ++i) {
     RETURN_IF_ERROR(ValidatePreemption(preemptions[i], i));
@@ -1685,6 +1685,7 @@ absl::StatusOr<WorkloadStore::PreemptionResult> PgStore::RequestPreemptions(
               r.evicted_milli, r.gpu_seconds_lost, Dump(tenants), Dump(victims), Dump(shares));
           r.id = id[0][0].as<int64_t>();
         }
+        for (const AuditEvent& row : PreemptionAuditRows(record, out)) RecordAudit(txn, row);
         return out;
       });
 }
@@ -1734,7 +1735,8 @@ absl::StatusOr<std::vector<std::pair<WorkloadState, int64_t>>> PgStore::CountByS
 // ---- Clusters ----------------------------------------------------------------------------
 
 absl::StatusOr<Cluster> PgStore::RegisterCluster(const ClusterInfo& info,
-                                                 const std::vector<NodeInfo>& nodes) {
+                                                 const std::vector<NodeInfo>& nodes,
+                                                 const AuditEvent& record) {
   RETURN_IF_ERROR(ValidateStorableInventory(info, nodes));
   json node_rows = json::array();
   json gpu_rows = json::array();
@@ -1779,6 +1781,11 @@ absl::StatusOr<Cluster> PgStore::RegisterCluster(const ClusterInfo& info,
         txn.exec_prepared("insert_gpus", info.name, gpus_text);
         std::map<std::string, Cluster*> by_name = {{cluster.info.name, &cluster}};
         RETURN_IF_ERROR(ReadInventory(txn, info.name, by_name));
+        if (!record.action.empty()) {
+          AuditEvent row = record;
+          absl::StrAppend(&row.detail, "; epoch: ", cluster.epoch);
+          RecordAudit(txn, row);
+        }
         return cluster;
       });
 }
@@ -1810,7 +1817,8 @@ absl::Status PgStore::SetClusterState(const std::string& cluster, ClusterState s
 }
 
 absl::StatusOr<ClusterStore::LossResult> PgStore::LoseCluster(const std::string& cluster,
-                                                              const LossPlan& plan) {
+                                                              const LossPlan& plan,
+                                                              const AuditEvent& record) {
   return control_pool_->Transact(
       "lose cluster", [&](pqxx::work& txn) -> absl::StatusOr<LossResult> {
         pqxx::result r = txn.exec_prepared("lose_cluster", cluster);
@@ -1825,6 +1833,11 @@ absl::StatusOr<ClusterStore::LossResult> PgStore::LoseCluster(const std::string&
         const std::vector<Transition> transitions = plan(out.cluster, held);
         ASSIGN_OR_RETURN(PreparedTransitions prepared, PrepareTransitions(transitions));
         ASSIGN_OR_RETURN(out.transitions, RunTransitions(txn, transitions, prepared));
+        if (!record.action.empty()) {
+          AuditEvent row = record;
+          absl::StrAppend(&row.detail, row.detail.empty() ? "" : "; ", LossAuditDetail(out));
+          RecordAudit(txn, row);
+        }
         return out;
       });
 }
@@ -2164,18 +2177,6 @@ absl::StatusOr<TokenRecord> PgStore::RevokeToken(int64_t id, const std::string& 
   });
 }
 
-absl::StatusOr<std::vector<int64_t>> PgStore::RevokeClusterTokens(const std::string& cluster) {
-  return pool_->Transact(
-      "revoke cluster tokens", [&](pqxx::work& txn) -> absl::StatusOr<std::vector<int64_t>> {
-        std::vector<int64_t> ids;
-        for (const pqxx::row& row : txn.exec_prepared("revoke_cluster_tokens", cluster)) {
-          ids.push_back(row[0].as<int64_t>());
-        }
-        std::sort(ids.begin(), ids.end());
-        return ids;
-      });
-}
-
 namespace {
 
 absl::StatusOr<RoleBinding> BindingFromRow(const pqxx::row& row) {
@@ -2347,11 +2348,20 @@ absl::StatusOr<ClusterCertificate> PgStore::LookupClusterCertificate(const std::
       });
 }
 
-absl::StatusOr<int> PgStore::RevokeClusterCertificates(const std::string& cluster) {
+absl::StatusOr<ClusterCertificateStore::ClusterRevocation> PgStore::RevokeCluster(
+    const std::string& cluster, const AuditEvent& record) {
   return pool_->Transact(
-      "revoke cluster certificates", [&](pqxx::work& txn) -> absl::StatusOr<int> {
-        return static_cast<int>(
+      "revoke cluster", [&](pqxx::work& txn) -> absl::StatusOr<ClusterRevocation> {
+        ClusterRevocation out;
+        out.certificates = static_cast<int>(
             txn.exec_prepared("revoke_cluster_certificates", cluster).affected_rows());
+        out.tokens = Ids(txn.exec_prepared("revoke_cluster_tokens", cluster));
+        AuditEvent row = record;
+        absl::StrAppend(&row.detail, row.detail.empty() ? "" : "; ",
+                        "certificates revoked: ", out.certificates);
+        AppendAuditIds(row, "tokens revoked", out.tokens);
+        RecordAudit(txn, row);
+        return out;
       });
 }
 

@@ -497,7 +497,7 @@ TEST_P(StoreContractTest, TokensAreStoredByHashAndValidated) {
 
 // Cutting a cluster off revokes every agent token bound to it, however many there are (more
 // than one ListTokens page), and nothing else.
-TEST_P(StoreContractTest, RevokeClusterTokensTakesEveryAgentTokenOfTheClusterAndNothingElse) {
+TEST_P(StoreContractTest, RevokeClusterTakesEveryAgentTokenOfTheClusterAndNothingElse) {
   ASSERT_OK(tenants().CreateTenant(Tenant{"acme", "", {}}));
   std::vector<int64_t> made;
   for (int i = 0; i < TenantStore::kMaxTokenList + 5; ++i) {
@@ -511,7 +511,10 @@ TEST_P(StoreContractTest, RevokeClusterTokensTakesEveryAgentTokenOfTheClusterAnd
       "hash-core", {.subject = "agent-core", .role = auth::Role::kAgent, .cluster = "core"}));
   ASSERT_OK(tenants().CreateToken("hash-bob", {"bob", auth::Role::kTenantUser, "acme", ""}));
 
-  EXPECT_THAT(tenants().RevokeClusterTokens("edge"), IsOkAndHolds(made));
+  ASSERT_OK_AND_ASSIGN(ClusterCertificateStore::ClusterRevocation revoked,
+                       certificates().RevokeCluster("edge"));
+  EXPECT_EQ(revoked.tokens, made);
+  EXPECT_EQ(revoked.certificates, 0);
   EXPECT_THAT(tenants().LookupToken("hash-edge-0"), StatusIs(Code::kNotFound));
   EXPECT_THAT(tenants().LookupToken(absl::StrCat("hash-edge-", made.size() - 1)),
               StatusIs(Code::kNotFound));
@@ -519,7 +522,8 @@ TEST_P(StoreContractTest, RevokeClusterTokensTakesEveryAgentTokenOfTheClusterAnd
   ASSERT_OK(tenants().LookupToken("hash-bob"));
   EXPECT_THAT(tenants().CountTokens(), IsOkAndHolds(2));
   // Again: nothing left to revoke.
-  EXPECT_THAT(tenants().RevokeClusterTokens("edge"), IsOkAndHolds(IsEmpty()));
+  ASSERT_OK_AND_ASSIGN(revoked, certificates().RevokeCluster("edge"));
+  EXPECT_THAT(revoked.tokens, IsEmpty());
 }
 
 TEST_P(StoreContractTest, ARevokedTokenIsNoLongerFoundAndNeverComesBack) {
@@ -717,13 +721,17 @@ TEST_P(StoreContractTest, AClusterCertificateIsFoundOnlyForItsClusterUntilRevoke
   EXPECT_THAT(certificates().LookupClusterCertificate("FFFF", "east"), StatusIs(Code::kNotFound));
 
   // Revoking a cluster revokes all of its certificates, and only its.
-  EXPECT_THAT(certificates().RevokeClusterCertificates("east"), IsOkAndHolds(2));
+  ASSERT_OK_AND_ASSIGN(ClusterCertificateStore::ClusterRevocation revoked,
+                       certificates().RevokeCluster("east"));
+  EXPECT_EQ(revoked.certificates, 2);
   EXPECT_THAT(certificates().LookupClusterCertificate("7A01", "east"), StatusIs(Code::kNotFound));
   EXPECT_THAT(certificates().LookupClusterCertificate("7A02", "east"), StatusIs(Code::kNotFound));
   ASSERT_OK(certificates().LookupClusterCertificate("7B01", "west"));
   // Again: nothing was live.
-  EXPECT_THAT(certificates().RevokeClusterCertificates("east"), IsOkAndHolds(0));
-  EXPECT_THAT(certificates().RevokeClusterCertificates("nowhere"), IsOkAndHolds(0));
+  ASSERT_OK_AND_ASSIGN(revoked, certificates().RevokeCluster("east"));
+  EXPECT_EQ(revoked.certificates, 0);
+  ASSERT_OK_AND_ASSIGN(revoked, certificates().RevokeCluster("nowhere"));
+  EXPECT_EQ(revoked.certificates, 0);
   // A revoked serial is never recorded again.
   EXPECT_THAT(certificates().AddClusterCertificate(Certificate("7A01", "east", before)),
               StatusIs(Code::kAlreadyExists));
@@ -752,7 +760,9 @@ TEST_P(StoreContractTest, BadClusterCertificatesAreRefusedAndNothingIsStored) {
   backwards.not_after = backwards.not_before;
   EXPECT_THAT(certificates().AddClusterCertificate(backwards), StatusIs(Code::kInvalidArgument));
   EXPECT_THAT(certificates().LookupClusterCertificate("7A02", "east"), StatusIs(Code::kNotFound));
-  EXPECT_THAT(certificates().RevokeClusterCertificates("east"), IsOkAndHolds(0));
+  ASSERT_OK_AND_ASSIGN(ClusterCertificateStore::ClusterRevocation revoked,
+                       certificates().RevokeCluster("east"));
+  EXPECT_EQ(revoked.certificates, 0);
 }
 
 // ---- Submit and Get ------------------------------------------------------------------------
@@ -1909,7 +1919,7 @@ TEST_P(StoreContractTest, AClusterIsDeletedOnlyOnceNothingDependsOnIt) {
   ASSERT_OK(certificates().AddClusterCertificate(Certificate("C1", "c1", backend_->Now())));
   EXPECT_THAT(clusters().DeleteCluster("c1"),
               StatusIs(Code::kFailedPrecondition, HasSubstr("certificates")));
-  ASSERT_OK(certificates().RevokeClusterCertificates("c1"));
+  ASSERT_OK(certificates().RevokeCluster("c1"));
   ASSERT_OK(clusters().DeleteCluster("c1"));
   EXPECT_THAT(clusters().GetCluster("c1"), StatusIs(Code::kNotFound));
   EXPECT_THAT(clusters().ListClusters(true), IsOkAndHolds(IsEmpty()));
@@ -3035,6 +3045,13 @@ TEST_P(StoreContractTest, AnAuditedChangeRecordsItsRowOnlyWhenItCommits) {
               StatusIs(Code::kFailedPrecondition));  // its certificate is live
   ASSERT_OK(
       clusters().PutDeclarations({Declaration("edge")}, row("clusters.apply", "declarations")));
+  ASSERT_OK(clusters().RegisterCluster(Info("dgx"), {Node("dgx", "a", 8)},
+                                       row("agents.register", "cluster/dgx", "nodes: 1")));
+  ASSERT_OK(certificates().RevokeCluster("dgx", row("clusters.revoke", "cluster/dgx")));
+  const auto nothing_held = [](const Cluster&, const std::vector<Workload>&) {
+    return std::vector<Transition>();
+  };
+  ASSERT_OK(clusters().LoseCluster("dgx", nothing_held, row("clusters.lose", "cluster/dgx")));
   ASSERT_OK(clusters().DeleteCluster("edge", row("clusters.delete", "cluster/edge")));
   // A row without an action records nothing.
   ASSERT_OK(clusters().SetCordon("dgx", "", false, AuditEvent{}));
@@ -3062,6 +3079,9 @@ TEST_P(StoreContractTest, AnAuditedChangeRecordsItsRowOnlyWhenItCommits) {
           Pair("tokens.revoke", "token/again "), Pair("projects.delete", "project/acme/research "),
           Pair("tenants.delete", "tenant/acme "), Pair("clusters.cordon", "cluster/dgx "),
           Pair("clusters.enroll", "cluster/dgx "), Pair("clusters.apply", "declarations "),
+          Pair("agents.register", "cluster/dgx nodes: 1; epoch: 1"),
+          Pair("clusters.revoke", "cluster/dgx certificates revoked: 1"),
+          Pair("clusters.lose", "cluster/dgx epoch: 2; requeued: 0; ended: 0"),
           Pair("clusters.delete", "cluster/edge ")));
   ASSERT_OK_AND_ASSIGN(AuditVerification v, audit().Verify());
   EXPECT_THAT(v.breaks, IsEmpty());

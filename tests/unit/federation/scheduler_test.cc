@@ -82,9 +82,9 @@ class RecordingWorkloads final : public WorkloadStore {
       const std::vector<Eviction>& evictions) override {
     return store_->RequestEvictions(evictions);
   }
-  absl::StatusOr<PreemptionResult> RequestPreemptions(
-      const std::vector<Preemption>& preemptions) override {
-    return store_->RequestPreemptions(preemptions);
+  absl::StatusOr<PreemptionResult> RequestPreemptions(const std::vector<Preemption>& preemptions,
+                                                      const AuditEvent& record) override {
+    return store_->RequestPreemptions(preemptions, record);
   }
   absl::StatusOr<std::vector<PreemptionRecord>> ListPreemptions(const std::string& tenant,
                                                                 int64_t before_id,
