@@ -90,11 +90,16 @@ Timestamp FromProto(const google::protobuf::Timestamp& t) {
 
 absl::StatusOr<Timestamp> CheckedFromProto(absl::string_view field,
                                            const google::protobuf::Timestamp& t) {
-  if (t.seconds() < google::protobuf::util::TimeUtil::kTimestampMinSeconds ||
-      t.seconds() > google::protobuf::util::TimeUtil::kTimestampMaxSeconds || t.nanos() < 0 ||
+  // A Timestamp counts nanoseconds in an int64: about 1677-09-21 to 2262-04-11. The whole
+  // seconds strictly inside that range, so that adding the nanos cannot overflow either.
+  constexpr int64_t kMaxSeconds =
+      std::chrono::duration_cast<std::chrono::seconds>(Timestamp::duration::max()).count();
+  constexpr int64_t kMinSeconds =
+      std::chrono::duration_cast<std::chrono::seconds>(Timestamp::duration::min()).count();
+  if (t.seconds() <= kMinSeconds || t.seconds() >= kMaxSeconds || t.nanos() < 0 ||
       t.nanos() > 999999999) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ": not a valid timestamp (years 1 to 9999)"));
+        absl::StrCat(field, ": not a valid timestamp (years 1678 to 2262)"));
   }
   return FromProto(t);
 }

@@ -27,8 +27,9 @@ namespace gpufed::api {
 
 google::protobuf::Timestamp ToProto(Timestamp t);
 Timestamp FromProto(const google::protobuf::Timestamp& t);
-// `t` when it is a valid protobuf Timestamp (years 1 to 9999, nanos 0..999,999,999);
-// INVALID_ARGUMENT naming `field` otherwise (FromProto would overflow on it).
+// `t` when a Timestamp can hold it (nanoseconds in an int64: years 1678 to 2262, narrower than
+// the protobuf's 1 to 9999) and its nanos are 0..999,999,999; INVALID_ARGUMENT naming `field`
+// otherwise (FromProto would overflow on it).
 absl::StatusOr<Timestamp> CheckedFromProto(absl::string_view field,
                                            const google::protobuf::Timestamp& t);
 

@@ -78,6 +78,18 @@ TEST(CheckedFromProtoTest, ATimestampOutOfRangeIsInvalidArgumentNamingTheField) 
   t.set_seconds(1'700'000'000);
   t.set_nanos(5);
   EXPECT_THAT(CheckedFromProto("since", t), IsOkAndHolds(FromProto(t)));
+  // A valid protobuf Timestamp (year 2570) that a Timestamp cannot hold: found by audit_rpc_fuzzer
+  // under UBSan (corpus/audit_rpc/regress-until-year-2570), after the check above was in.
+  t.set_seconds(18'944'020'384);
+  t.set_nanos(0);
+  EXPECT_THAT(CheckedFromProto("until", t),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("until")));
+  t.set_seconds(-9'300'000'000);
+  EXPECT_THAT(CheckedFromProto("since", t), StatusIs(absl::StatusCode::kInvalidArgument));
+  // The last whole second a Timestamp holds, with the most nanos: accepted.
+  t.set_seconds(9'223'372'035);
+  t.set_nanos(999'999'999);
+  EXPECT_THAT(CheckedFromProto("until", t), IsOkAndHolds(FromProto(t)));
 }
 
 TEST(AssignMessagesTest, NothingToSendIsNoMessage) {
