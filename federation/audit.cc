@@ -93,6 +93,12 @@ std::vector<AuditEvent> PreemptionAuditRows(const AuditEvent& record,
   return rows;
 }
 
+std::string CancelAuditDetail(const Workload& after) {
+  return absl::StrCat(
+      "state ", StateName(after.state),
+      after.cancel_requested && HoldsCapacity(after.state) ? ", agent asked to stop it" : "");
+}
+
 std::string LossAuditDetail(const ClusterStore::LossResult& loss) {
   int requeued = 0;
   int ended = 0;

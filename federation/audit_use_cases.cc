@@ -113,15 +113,10 @@ void ControlPlane::Submit(const auth::Principal& who, absl::StatusOr<WorkloadSpe
 
 absl::StatusOr<Workload> ControlPlane::Cancel(const auth::Principal& who, WorkloadId id,
                                               std::string reason) {
-  absl::StatusOr<Workload> result = CancelUnaudited(who, id, std::move(reason));
-  auth::Scope scope;
-  std::string detail;
-  if (result.ok()) {
-    scope = {result->spec.tenant, result->spec.project};
-    detail = absl::StrCat("state ", StateName(result->state),
-                          result->cancel_requested ? ", agent asked to stop it" : "");
-  }
-  AuditCall(who, "workloads.cancel", WorkloadObject(id), scope, result.status(), detail);
+  // The use case puts the row in the workload's scope; the store adds what the cancel did.
+  absl::StatusOr<Workload> result = CancelUnaudited(
+      who, id, std::move(reason), Recorded(who, "workloads.cancel", WorkloadObject(id), {}));
+  AuditFailure(who, "workloads.cancel", WorkloadObject(id), {}, result.status());
   return result;
 }
 

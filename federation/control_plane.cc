@@ -182,15 +182,18 @@ absl::StatusOr<RoutingExplanation> ControlPlane::WhatIf(const auth::Principal& w
 }
 
 absl::StatusOr<Workload> ControlPlane::CancelUnaudited(const auth::Principal& who, WorkloadId id,
-                                                       std::string reason) {
+                                                       std::string reason, AuditEvent record) {
   RETURN_IF_ERROR(ValidateText("reason", reason, kMaxReasonBytes));
   ASSIGN_OR_RETURN(Workload before, GetVisible(who, id));
   if (!auth::Allows(who, auth::Permission::kWorkloadsWrite, ScopeOf(before.spec))) {
     return absl::PermissionDeniedError("permission denied: may not cancel in this tenant");
   }
   if (reason.empty()) reason = "cancelled by user";
+  // The row belongs to the workload's scope (the store adds what the cancel did).
+  record.tenant = before.spec.tenant;
+  record.project = before.spec.project;
   ASSIGN_OR_RETURN(WorkloadStore::CancelResult result,
-                   ports_.workloads->RequestCancel(id, ActorName(who), reason));
+                   ports_.workloads->RequestCancel(id, ActorName(who), reason, record));
   std::vector<WorkloadEvent> events;
   if (result.event) events.push_back(*result.event);
   std::vector<Workload> stop;

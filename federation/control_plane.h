@@ -479,7 +479,7 @@ class ControlPlane {
   void SubmitUnaudited(const auth::Principal& who, absl::StatusOr<WorkloadSpec> spec,
                        absl::Time deadline, SubmitDone done);
   absl::StatusOr<Workload> CancelUnaudited(const auth::Principal& who, WorkloadId id,
-                                           std::string reason);
+                                           std::string reason, AuditEvent record);
   //
   // Those that take `record` (the call's audit row, from Recorded) hand it to the store, which
   // records it in the change's own transaction (federation/store.h); some add to its detail

@@ -147,13 +147,19 @@ class WorkloadStore {
 
   // PENDING/ADMITTED -> CANCELLED at once; PLACED/RUNNING -> cancel_requested (the agent
   // confirms). FAILED_PRECONDITION if already terminal. Returns the workload afterwards and
-  // the event if its state changed.
+  // the event if its state changed. `record` is recorded with its detail replaced by
+  // CancelAuditDetail of the workload afterwards.
   struct CancelResult {
     Workload workload;
     std::optional<WorkloadEvent> event;
   };
   virtual absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
-                                                     const std::string& reason) = 0;
+                                                     const std::string& reason,
+                                                     const AuditEvent& record) = 0;
+  absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
+                                             const std::string& reason) {
+    return RequestCancel(id, actor, reason, AuditEvent{});
+  }
 
   // Asks for PLACED/RUNNING workloads to be stopped so that their attempts end by `why` once
   // their agents confirm the stop (Workload::evicting; the agent's CANCELLED report is then
@@ -294,6 +300,10 @@ class ClusterStore {
 // reason (never the preemptor, which may be another tenant's) and its cluster as detail.
 std::vector<AuditEvent> PreemptionAuditRows(const AuditEvent& record,
                                             const WorkloadStore::PreemptionResult& result);
+
+// What a cancel did, for its audit row: "state <STATE>", and ", agent asked to stop it" while
+// the workload's agent has yet to stop it.
+std::string CancelAuditDetail(const Workload& after);
 
 // What a loss did, for its audit row: "epoch: <n>; requeued: <transitions applied to PENDING>;
 // ended: <the other applied ones>" (each workload's own transition has its own row).

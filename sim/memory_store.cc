@@ -441,9 +441,20 @@ std::vector<Workload> MemoryStore::MarkLocked(const std::vector<Eviction>& evict
 
 absl::StatusOr<WorkloadStore::CancelResult> MemoryStore::RequestCancel(WorkloadId id,
                                                                        const std::string& actor,
-                                                                       const std::string& reason) {
+                                                                       const std::string& reason,
+                                                                       const AuditEvent& record) {
   if (id <= 0) return absl::InvalidArgumentError("id: must be positive");
   absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(CancelResult out, CancelLocked(id, actor, reason));
+  AuditEvent row = record;
+  row.detail = CancelAuditDetail(out.workload);
+  Record(row);
+  return out;
+}
+
+absl::StatusOr<WorkloadStore::CancelResult> MemoryStore::CancelLocked(WorkloadId id,
+                                                                      const std::string& actor,
+                                                                      const std::string& reason) {
   auto it = workloads_.find(id);
   if (it == workloads_.end()) {
     if (auto archived = archive_.find(id); archived != archive_.end()) {

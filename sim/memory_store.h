@@ -78,6 +78,7 @@ class MemoryStore final : public WorkloadStore,
   void RecordAuditIn(AuditLog* audit);
 
   // ---- WorkloadStore ----
+  using WorkloadStore::RequestCancel;
   using WorkloadStore::RequestPreemptions;
   using WorkloadStore::Submit;
   // The overloads that record nothing (federation/store.h).
@@ -115,7 +116,8 @@ class MemoryStore final : public WorkloadStore,
   absl::Status SetPendingReasons(
       const std::vector<std::pair<WorkloadId, PendingReason>>& reasons) override;
   absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
-                                             const std::string& reason) override;
+                                             const std::string& reason,
+                                             const AuditEvent& record) override;
   absl::StatusOr<int> ArchiveFinished(Timestamp ended_before, int limit) override;
   absl::StatusOr<std::vector<Workload>> RequestEvictions(
       const std::vector<Eviction>& evictions) override;
@@ -191,6 +193,10 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<UsageSnapshot> LoadUsage() override;
 
  private:
+  // RequestCancel with the lock held, recording nothing.
+  absl::StatusOr<CancelResult> CancelLocked(WorkloadId id, const std::string& actor,
+                                            const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ApplyTransitions on valid transitions, with the lock held.
   std::vector<TransitionResult> ApplyLocked(const std::vector<Transition>& transitions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

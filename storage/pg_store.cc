@@ -1545,46 +1545,65 @@ absl::Status PgStore::SetPendingReasons(
   });
 }
 
-absl::StatusOr<WorkloadStore::CancelResult> PgStore::RequestCancel(WorkloadId id,
-                                                                   const std::string& actor,
-                                                                   const std::string& reason) {
-  if (id <= 0) return absl::InvalidArgumentError("id: must be positive");
-  return pool_->Transact("cancel workload", [&](pqxx::work& txn) -> absl::StatusOr<CancelResult> {
-    pqxx::result locked = txn.exec_prepared("lock_workload", id);
-    if (locked.empty()) {
-      // An archived workload has ended: say so, as for one still in the hot table.
-      pqxx::result archived = txn.exec_prepared("get_archived_workload", id);
-      if (archived.empty()) {
-        return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
-      }
-      return absl::FailedPreconditionError(
-          absl::StrCat("workload ", id, " is already ", archived[0]["state"].c_str()));
+namespace {
+
+// RequestCancel's work in `txn`, recording nothing.
+absl::StatusOr<WorkloadStore::CancelResult> CancelIn(pqxx::work& txn, WorkloadId id,
+                                                     const std::string& actor,
+                                                     const std::string& reason) {
+  using CancelResult = WorkloadStore::CancelResult;
+  pqxx::result locked = txn.exec_prepared("lock_workload", id);
+  if (locked.empty()) {
+    // An archived workload has ended: say so, as for one still in the hot table.
+    pqxx::result archived = txn.exec_prepared("get_archived_workload", id);
+    if (archived.empty()) {
+      return absl::NotFoundError(absl::StrCat("workload ", id, " not found"));
     }
-    ASSIGN_OR_RETURN(Workload before, WorkloadFromRow(locked[0]));
-    if (IsTerminal(before.state)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("workload ", id, " is already ", std::string(StateName(before.state))));
-    }
-    CancelResult out;
-    if (HoldsCapacity(before.state)) {
-      // Its agent must stop it first; the agent's report moves it to CANCELLED.
-      if (before.cancel_requested) {
-        out.workload = std::move(before);
-        return out;
-      }
-      pqxx::result r = txn.exec_prepared("request_cancel", id);
-      ASSIGN_OR_RETURN(out.workload, WorkloadFromRow(r[0]));
+    return absl::FailedPreconditionError(
+        absl::StrCat("workload ", id, " is already ", archived[0]["state"].c_str()));
+  }
+  ASSIGN_OR_RETURN(Workload before, WorkloadFromRow(locked[0]));
+  if (IsTerminal(before.state)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("workload ", id, " is already ", std::string(StateName(before.state))));
+  }
+  CancelResult out;
+  if (HoldsCapacity(before.state)) {
+    // Its agent must stop it first; the agent's report moves it to CANCELLED.
+    if (before.cancel_requested) {
+      out.workload = std::move(before);
       return out;
     }
-    pqxx::result r =
-        txn.exec_prepared("cancel_now", id, actor, reason, std::string(StateName(before.state)));
+    pqxx::result r = txn.exec_prepared("request_cancel", id);
     ASSIGN_OR_RETURN(out.workload, WorkloadFromRow(r[0]));
-    WorkloadEvent event;
-    event.workload = out.workload;
-    event.from = before.state;
-    event.to = WorkloadState::kCancelled;
-    event.time = out.workload.update_time;
-    out.event = std::move(event);
+    return out;
+  }
+  pqxx::result r =
+      txn.exec_prepared("cancel_now", id, actor, reason, std::string(StateName(before.state)));
+  ASSIGN_OR_RETURN(out.workload, WorkloadFromRow(r[0]));
+  WorkloadEvent event;
+  event.workload = out.workload;
+  event.from = before.state;
+  event.to = WorkloadState::kCancelled;
+  event.time = out.workload.update_time;
+  out.event = std::move(event);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<WorkloadStore::CancelResult> PgStore::RequestCancel(WorkloadId id,
+                                                                   const std::string& actor,
+                                                                   const std::string& reason,
+                                                                   const AuditEvent& record) {
+  if (id <= 0) return absl::InvalidArgumentError("id: must be positive");
+  return pool_->Transact("cancel workload", [&](pqxx::work& txn) -> absl::StatusOr<CancelResult> {
+    ASSIGN_OR_RETURN(CancelResult out, CancelIn(txn, id, actor, reason));
+    if (!record.action.empty()) {
+      AuditEvent row = record;
+      row.detail = CancelAuditDetail(out.workload);
+      RecordAudit(txn, row);
+    }
     return out;
   });
 }

@@ -125,6 +125,7 @@ class PgStore final : public WorkloadStore,
   PgStore& operator=(const PgStore&) = delete;
 
   // ---- WorkloadStore ----
+  using WorkloadStore::RequestCancel;
   using WorkloadStore::RequestPreemptions;
   using WorkloadStore::Submit;
   // The overloads that record nothing (federation/store.h).
@@ -164,7 +165,8 @@ class PgStore final : public WorkloadStore,
   absl::Status SetPendingReasons(
       const std::vector<std::pair<WorkloadId, PendingReason>>& reasons) override;
   absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
-                                             const std::string& reason) override;
+                                             const std::string& reason,
+                                             const AuditEvent& record) override;
   absl::StatusOr<std::vector<Workload>> RequestEvictions(
       const std::vector<Eviction>& evictions) override;
   absl::StatusOr<PreemptionResult> RequestPreemptions(const std::vector<Preemption>& preemptions,

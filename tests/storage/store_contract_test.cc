@@ -3087,6 +3087,38 @@ TEST_P(StoreContractTest, AnAuditedChangeRecordsItsRowOnlyWhenItCommits) {
   EXPECT_THAT(v.breaks, IsEmpty());
 }
 
+// A cancel's own row is recorded with it: what it did (ended at once, or the agent asked to stop
+// it) in the workload's scope; a cancel refused records nothing.
+TEST_P(StoreContractTest, ACancelRecordsItsRowWithWhatItDid) {
+  AddTenants();
+  const Workload running = MustSubmit(Spec("train"));
+  Advance(running.id, S::kRunning);
+  const Workload pending = MustSubmit(Spec("wait"));
+  AuditEvent row;
+  row.actor = "user:alice";
+  row.tenant = "acme";
+  row.project = "research";
+  row.action = "workloads.cancel";
+  row.outcome = std::string(kAuditOk);
+  row.object = absl::StrCat("workload/", running.id);
+  ASSERT_OK(workloads().RequestCancel(running.id, "user:alice", "stop", row));
+  row.object = absl::StrCat("workload/", pending.id);
+  ASSERT_OK(workloads().RequestCancel(pending.id, "user:alice", "stop", row));
+  EXPECT_THAT(workloads().RequestCancel(pending.id, "user:alice", "again", row),
+              StatusIs(Code::kFailedPrecondition));
+
+  AuditFilter filter;
+  filter.actor = "user:alice";
+  ASSERT_OK_AND_ASSIGN(AuditPage page, audit().List(filter));
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (auto it = page.events.rbegin(); it != page.events.rend(); ++it) {
+    if (it->action == "workloads.cancel") rows.emplace_back(it->object, it->detail);
+  }
+  EXPECT_THAT(rows, ElementsAre(Pair(absl::StrCat("workload/", running.id),
+                                     "state RUNNING, agent asked to stop it"),
+                                Pair(absl::StrCat("workload/", pending.id), "state CANCELLED")));
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, StoreContractTest,
                          ::testing::Values(Kind::kMemory, Kind::kPostgres),
                          [](const ::testing::TestParamInfo<Kind>& info) {

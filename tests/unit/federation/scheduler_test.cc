@@ -72,8 +72,9 @@ class RecordingWorkloads final : public WorkloadStore {
     return store_->SetPendingReasons(reasons);
   }
   absl::StatusOr<CancelResult> RequestCancel(WorkloadId id, const std::string& actor,
-                                             const std::string& reason) override {
-    return store_->RequestCancel(id, actor, reason);
+                                             const std::string& reason,
+                                             const AuditEvent& record) override {
+    return store_->RequestCancel(id, actor, reason, record);
   }
   absl::StatusOr<int> ArchiveFinished(Timestamp ended_before, int limit) override {
     return store_->ArchiveFinished(ended_before, limit);
