@@ -88,7 +88,7 @@ absl::Status WriteSecretFile(const std::string& path, const std::string& content
   return absl::OkStatus();
 }
 
-// The whole of the file named by `setting`; INVALID_ARGUMENT naming it when it cannot be read.
+// The JWT settings of `config` as auth::JwtVerifier takes them.
 auth::JwtOptions JwtOptionsOf(const ServerConfig& config) {
   auth::JwtOptions options;
   options.jwks_file = config.jwt_jwks_file;
@@ -101,6 +101,7 @@ auth::JwtOptions JwtOptionsOf(const ServerConfig& config) {
   return options;
 }
 
+// The whole of the file named by `setting`; INVALID_ARGUMENT naming it when it cannot be read.
 absl::StatusOr<std::string> ReadSettingFile(absl::string_view setting, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
