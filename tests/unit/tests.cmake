@@ -3,6 +3,7 @@ set(UNIT_DIR ${CMAKE_CURRENT_LIST_DIR})
 add_executable(federation_unit_tests
   ${UNIT_DIR}/federation/clock_test.cc
   ${UNIT_DIR}/federation/mig_test.cc
+  ${UNIT_DIR}/federation/metering_test.cc
   ${UNIT_DIR}/federation/placement_test.cc
   ${UNIT_DIR}/federation/pool_test.cc
   ${UNIT_DIR}/federation/pool_accounting_test.cc
