@@ -1258,4 +1258,56 @@ ShareWeight ShareWeightFromProto(const v1::ShareWeight& w) {
   return ShareWeight{w.tenant(), w.project(), w.weight()};
 }
 
+absl::StatusOr<UsageQuery> UsageQueryFromProto(const v1::GetUsageReportRequest& request) {
+  UsageQuery query;
+  if (!request.has_start_time()) return absl::InvalidArgumentError("start_time: required");
+  if (!request.has_end_time()) return absl::InvalidArgumentError("end_time: required");
+  ASSIGN_OR_RETURN(query.from, CheckedFromProto("start_time", request.start_time()));
+  ASSIGN_OR_RETURN(query.to, CheckedFromProto("end_time", request.end_time()));
+  switch (request.period()) {
+    case v1::REPORT_PERIOD_UNSPECIFIED:
+      query.period = ReportPeriod::kWhole;
+      break;
+    case v1::REPORT_PERIOD_DAY:
+      query.period = ReportPeriod::kDay;
+      break;
+    case v1::REPORT_PERIOD_WEEK:
+      query.period = ReportPeriod::kWeek;
+      break;
+    case v1::REPORT_PERIOD_MONTH:
+      query.period = ReportPeriod::kMonth;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("period: unknown value ", static_cast<int>(request.period())));
+  }
+  if (request.group_by_size() > kReportDimensions) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group_by: at most ", kReportDimensions, " dimensions"));
+  }
+  for (int i = 0; i < request.group_by_size(); ++i) {
+    const int d = request.group_by(i);
+    if (d < v1::REPORT_DIMENSION_TENANT || d > v1::REPORT_DIMENSION_CAPACITY) {
+      return absl::InvalidArgumentError(absl::StrCat("group_by[", i, "]: unknown dimension ", d));
+    }
+    // The proto's numbering is the domain's, plus one (0 is UNSPECIFIED).
+    query.group_by.push_back(static_cast<ReportDimension>(d - 1));
+  }
+  query.tenant = request.tenant();
+  query.project = request.project();
+  query.cluster = request.cluster();
+  return query;
+}
+
+v1::UsageReportLine UsageLineToProto(const UsageLine& line) {
+  v1::UsageReportLine out;
+  *out.mutable_period_start() = ToProto(line.period_start);
+  for (const std::string& key : line.keys) out.add_keys(key);
+  out.set_gpu_microseconds(line.gpu_microseconds);
+  out.set_unpriced_gpu_microseconds(line.unpriced_gpu_microseconds);
+  out.set_cost_micros(line.cost_micros);
+  out.set_records(line.records);
+  return out;
+}
+
 }  // namespace gpufed::api

@@ -19,6 +19,7 @@
 #include "gpufed/v1/agent_service.pb.h"
 #include "gpufed/v1/cluster_service.pb.h"
 #include "gpufed/v1/quota_service.pb.h"
+#include "gpufed/v1/report_service.pb.h"
 #include "gpufed/v1/tenant_service.pb.h"
 #include "gpufed/v1/types.pb.h"
 #include "gpufed/v1/workload_service.pb.h"
@@ -154,6 +155,14 @@ std::vector<v1::ServerMessage> AssignMessages(const std::vector<Workload>& workl
                                               size_t max_bytes);
 // Cancellations as CancelBatch messages of at most `max_ids` ids each.
 std::vector<v1::ServerMessage> CancelMessages(const std::vector<WorkloadId>& ids, size_t max_ids);
+
+// ---- Reports ----
+
+// A report request as a query: the window, period and dimensions converted (INVALID_ARGUMENT
+// naming the field for a missing or out-of-range time, an unknown period or dimension, more
+// dimensions than there are); the rest is ValidateUsageQuery's and the use case's.
+absl::StatusOr<UsageQuery> UsageQueryFromProto(const v1::GetUsageReportRequest& request);
+v1::UsageReportLine UsageLineToProto(const UsageLine& line);
 
 }  // namespace gpufed::api
 

@@ -18,14 +18,17 @@ const std::array<RoleGrant, 5>& RoleGrants() {
   static const std::array<RoleGrant, 5> kGrants{{
       {Role::kPlatformAdmin,
        {P::kWorkloadsRead, P::kWorkloadsWrite, P::kPoolRead, P::kPoolAdmin, P::kTenancyRead,
-        P::kTenancyAdmin, P::kQuotasRead, P::kQuotasWrite, P::kAuditRead, P::kAuditVerify}},
+        P::kTenancyAdmin, P::kQuotasRead, P::kQuotasWrite, P::kAuditRead, P::kAuditVerify,
+        P::kUsageRead}},
       {Role::kTenantAdmin,
        {P::kWorkloadsRead, P::kWorkloadsWrite, P::kPoolRead, P::kTenancyRead, P::kTenancyAdmin,
-        P::kQuotasRead, P::kQuotasWrite, P::kAuditRead}},
+        P::kQuotasRead, P::kQuotasWrite, P::kAuditRead, P::kUsageRead}},
       {Role::kTenantUser,
-       {P::kWorkloadsRead, P::kWorkloadsWrite, P::kPoolRead, P::kTenancyRead, P::kQuotasRead}},
+       {P::kWorkloadsRead, P::kWorkloadsWrite, P::kPoolRead, P::kTenancyRead, P::kQuotasRead,
+        P::kUsageRead}},
       {Role::kViewer,
-       {P::kWorkloadsRead, P::kPoolRead, P::kTenancyRead, P::kQuotasRead, P::kAuditRead}},
+       {P::kWorkloadsRead, P::kPoolRead, P::kTenancyRead, P::kQuotasRead, P::kAuditRead,
+        P::kUsageRead}},
       {Role::kAgent, {P::kAgentConnect}},
   }};
   return kGrants;
@@ -76,6 +79,8 @@ constexpr MethodPolicy kMethods[] = {
     // AuditService
     {"gpufed.v1.AuditService.ListAuditEvents", P::kAuditRead, Target::kListing},
     {"gpufed.v1.AuditService.VerifyAudit", P::kAuditVerify, Target::kPlatform},
+    // ReportService
+    {"gpufed.v1.ReportService.GetUsageReport", P::kUsageRead, Target::kListing},
 };
 
 // Higher ranks may grant lower ones; agents rank apart (0: only the platform issues them).
@@ -121,6 +126,8 @@ absl::string_view PermissionName(Permission permission) {
       return "audit.read";
     case P::kAuditVerify:
       return "audit.verify";
+    case P::kUsageRead:
+      return "usage.read";
   }
   return "unknown";
 }

@@ -33,6 +33,7 @@ enum class Permission {
   kAgentConnect,    // speak for a cluster on the agent stream
   kAuditRead,       // the audit trail of the scope the role is bound at
   kAuditVerify,     // check the whole audit chain (platform admins)
+  kUsageRead,       // usage and cost reports of the scope the role is bound at
 };
 
 // "workloads.read", ...

@@ -13,6 +13,9 @@
 //                                                   simulated clusters heartbeating against one
 //                                                   server under a steady load
 //                                                   (bench/fleet_bench.h)
+//   gpufed-bench report --workloads 100000 --days 30
+//                                                   usage reports over a month of metered
+//                                                   history (bench/report_bench.h)
 //
 // submit and e2e start their own gpufed-server (embedded PostgreSQL, fsync on, in a temporary
 // folder). Each prints its figures as one JSON object on its last line.
@@ -41,6 +44,7 @@
 #include "absl/time/time.h"
 #include "bench/fleet_bench.h"
 #include "bench/placement_bench.h"
+#include "bench/report_bench.h"
 #include "bench/spot_bench.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
@@ -870,6 +874,16 @@ int main(int argc, char** argv) {
   auto* fleet = app.add_subcommand(
       "fleet", "simulated clusters heartbeating against one server under a steady load");
   gpufed::bench::AddFleetOptions(fleet, &fleet_options);
+  gpufed::bench::ReportBenchOptions report_options;
+  auto* report = app.add_subcommand("report", "usage reports over a month of metered history");
+  report->add_option("--workloads", report_options.workloads, "runs in the history")
+      ->check(CLI::Range(1, 10000000));
+  report->add_option("--days", report_options.days, "length of the window")
+      ->check(CLI::Range(1, 400));
+  report->add_option("--tenants", report_options.tenants)->check(CLI::Range(1, 100000));
+  report->add_option("--clusters", report_options.clusters)->check(CLI::Range(1, 100000));
+  report->add_option("--repeats", report_options.repeats, "timed runs of each query")
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
   // The client side of the measurement: Debian's Abseil checks lock order on every Mutex
   // acquisition (gRPC's included), a cost a production client does not pay.
@@ -878,6 +892,7 @@ int main(int argc, char** argv) {
   if (placement->parsed()) return gpufed::bench::RunPlacementBench(pb);
   if (flood_streams->parsed()) return RunFloodStreams(flood_address, streams);
   if (fleet->parsed()) return gpufed::bench::RunFleetBench(fleet_options);
+  if (report->parsed()) return gpufed::bench::RunReportBench(report_options);
   Target target;
   if (absl::Status s = StartTarget(&target, "bench"); !s.ok()) return Fail(s.ToString());
   if (spot->parsed()) {

@@ -202,8 +202,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
       "--insecure-plaintext", f.insecure_plaintext,
       "No TLS, for a development server run with --insecure-plaintext (the token travels in "
       "the clear)");
-  app.add_option("-o,--output", f.output, "Output format")
-      ->check(CLI::IsMember({"table", "json"}))
+  app.add_option("-o,--output", f.output, "Output format (csv: report only)")
+      ->check(CLI::IsMember({"table", "json", "csv"}))
       ->capture_default_str();
   app.add_option("--timeout", f.timeout, "Deadline of each call (not watch), e.g. 10s, 1m")
       ->check(DurationValidator(/*positive=*/true))
@@ -411,6 +411,26 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   CLI::App* audit_verify = audit->add_subcommand(
       "verify", "Check the audit chain (platform admin); exits non-zero when it is broken");
 
+  CLI::App* report =
+      app.add_subcommand("report", "Usage and cost by tenant, project, cluster, GPU model, ...");
+  ReportOptions report_options;
+  report->add_option("--from", report_options.from,
+                     "Window start: a UTC date (2026-11-01) or RFC 3339 at a UTC midnight; "
+                     "default: the start of this month");
+  report->add_option("--to", report_options.to,
+                     "Window end (excluded), as --from; default: the end of today");
+  report->add_option("--period", report_options.period, "One line per: whole, day, week, month")
+      ->check(CLI::IsMember({"whole", "day", "week", "month"}))
+      ->capture_default_str();
+  report
+      ->add_option("--by", report_options.group_by,
+                   "Group by (comma-separated): tenant, project, cluster, gpu_model, mig_profile, "
+                   "workload_class, capacity")
+      ->delimiter(',');
+  report->add_option("--tenant", report_options.tenant, "Only this tenant (platform callers)");
+  report->add_option("--project", report_options.project, "Only this project (with --tenant)");
+  report->add_option("--cluster", report_options.cluster, "Only this cluster");
+
   CLI::App* quota = app.add_subcommand("quota", "Set, show and delete quotas");
   quota->require_subcommand(1);
   CLI::App* quota_set = quota->add_subcommand(
@@ -479,6 +499,10 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     }
   }
 
+  if (*ParseOutputFormat(f.output) == OutputFormat::kCsv && !report->parsed()) {
+    *io.err << "-o csv: only gpufedctl report writes CSV\n";
+    return kExitUsage;
+  }
   // sim needs no server and no configuration.
   if (sim.parsed()) {
     return sim.Run(*ParseOutputFormat(f.output), *io.out, *io.err,
@@ -638,6 +662,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.AuditList(audit_options);
   } else if (audit_verify->parsed()) {
     status = commands.AuditVerify();
+  } else if (report->parsed()) {
+    status = commands.Report(report_options);
   }
   if (!status.ok()) return ReportError(status, *io.err);
   return 0;

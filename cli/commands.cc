@@ -11,14 +11,20 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/civil_time.h"
+#include "api/report_csv.h"
+#include "api/report_http.h"
 #include "cli/duration.h"
 #include "cli/enum_names.h"
+#include "cli/money.h"
 #include "cli/read_file.h"
 #include "federation/quota.h"
 #include "federation/status_macros.h"
+#include "federation/usage_report.h"
 #include "grpcpp/client_context.h"
 
 namespace gpufed::cli {
@@ -142,7 +148,8 @@ Commands::Commands(CommandEnv env)
       clusters_(v1::ClusterService::NewStub(env_.channel)),
       tenants_(v1::TenantService::NewStub(env_.channel)),
       quotas_(v1::QuotaService::NewStub(env_.channel)),
-      audit_(v1::AuditService::NewStub(env_.channel)) {}
+      audit_(v1::AuditService::NewStub(env_.channel)),
+      reports_(v1::ReportService::NewStub(env_.channel)) {}
 
 void Commands::PrepareContext(grpc::ClientContext& context, bool with_deadline) const {
   if (with_deadline) context.set_deadline(absl::ToChronoTime(absl::Now() + env_.timeout));
@@ -955,6 +962,71 @@ absl::Status Commands::AuditVerify() {
     return absl::DataLossError(
         absl::StrCat("audit chain broken in ", response.breaks_size(), " place(s)"));
   }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status Commands::Report(const ReportOptions& options) {
+  v1::GetUsageReportRequest request;
+  const absl::TimeZone utc = absl::UTCTimeZone();
+  const absl::CivilDay today = absl::ToCivilDay(env_.now(), utc);
+  if (options.from.empty()) {
+    request.mutable_start_time()->set_seconds(
+        absl::ToUnixSeconds(absl::FromCivil(absl::CivilMonth(today), utc)));
+  } else {
+    ASSIGN_OR_RETURN(*request.mutable_start_time(),
+                     api::ReportTimeFromText("--from", options.from));
+  }
+  if (options.to.empty()) {
+    request.mutable_end_time()->set_seconds(absl::ToUnixSeconds(absl::FromCivil(today + 1, utc)));
+  } else {
+    ASSIGN_OR_RETURN(*request.mutable_end_time(), api::ReportTimeFromText("--to", options.to));
+  }
+  const std::optional<ReportPeriod> period = ParseReportPeriod(options.period);
+  if (!period) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--period: whole, day, week or month, got \"", options.period, "\""));
+  }
+  request.set_period(static_cast<v1::ReportPeriod>(static_cast<int>(*period)));
+  for (const std::string& name : options.group_by) {
+    const std::optional<ReportDimension> d = ParseReportDimension(name);
+    if (!d) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--by: tenant, project, cluster, gpu_model, mig_profile, workload_class or capacity, "
+          "got \"",
+          name, "\""));
+    }
+    request.add_group_by(static_cast<v1::ReportDimension>(static_cast<int>(*d) + 1));
+  }
+  request.set_tenant(options.tenant);
+  request.set_project(options.project);
+  request.set_cluster(options.cluster);
+  v1::GetUsageReportResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return reports_->GetUsageReport(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  if (env_.format == OutputFormat::kCsv) {
+    *env_.out << api::UsageReportCsv(request, response);
+    return absl::OkStatus();
+  }
+  std::vector<std::string> headers = {"PERIOD"};
+  for (const std::string& name : options.group_by) headers.push_back(absl::AsciiStrToUpper(name));
+  for (const char* h : {"GPU-HOURS", "UNPRICED", "COST", "RECORDS"}) headers.push_back(h);
+  Table table(std::move(headers));
+  constexpr int64_t kGpuMicrosPerHour = 3'600'000'000;
+  for (const v1::UsageReportLine& line : response.lines()) {
+    std::vector<std::string> row = {
+        absl::FormatTime("%Y-%m-%d", TimeFromProto(line.period_start()), utc)};
+    for (const std::string& key : line.keys()) row.push_back(key.empty() ? "-" : key);
+    row.push_back(api::SixDecimals(line.gpu_microseconds(), kGpuMicrosPerHour));
+    row.push_back(api::SixDecimals(line.unpriced_gpu_microseconds(), kGpuMicrosPerHour));
+    row.push_back(FormatMicros(line.cost_micros()));
+    row.push_back(absl::StrCat(line.records()));
+    table.AddRow(std::move(row));
+  }
+  table.Render(*env_.out);
   return absl::OkStatus();
 }
 

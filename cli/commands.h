@@ -35,6 +35,7 @@
 #include "gpufed/v1/audit_service.grpc.pb.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/quota_service.grpc.pb.h"
+#include "gpufed/v1/report_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "grpcpp/channel.h"
@@ -149,6 +150,19 @@ struct AuditOptions {
   uint32_t limit = 100;
 };
 
+// gpufedctl report (docs/chargeback.md#reports).
+struct ReportOptions {
+  // The window: a UTC date ("2026-11-01", its midnight) or RFC 3339 at a UTC midnight. Empty
+  // from: the start of the current month (UTC); empty to: the end of today (UTC).
+  std::string from;
+  std::string to;
+  std::string period = "day";         // whole, day, week, month
+  std::vector<std::string> group_by;  // tenant, project, cluster, gpu_model, ...
+  std::string tenant;
+  std::string project;
+  std::string cluster;
+};
+
 class Commands {
  public:
   explicit Commands(CommandEnv env);
@@ -257,6 +271,9 @@ class Commands {
   // DATA_LOSS when the chain is broken (gpufedctl exits non-zero).
   absl::Status AuditVerify();
 
+  // Prints the usage report: a table, JSON (-o json) or CSV (-o csv).
+  absl::Status Report(const ReportOptions& options);
+
  private:
   // Runs `call` with a fresh context per attempt; retries on UNAVAILABLE when `retry_safe`.
   // `attempts`, when given, receives how many calls were made.
@@ -271,6 +288,7 @@ class Commands {
   std::unique_ptr<v1::TenantService::Stub> tenants_;
   std::unique_ptr<v1::QuotaService::Stub> quotas_;
   std::unique_ptr<v1::AuditService::Stub> audit_;
+  std::unique_ptr<v1::ReportService::Stub> reports_;
 };
 
 }  // namespace gpufed::cli

@@ -144,6 +144,7 @@ class Details {
 std::optional<OutputFormat> ParseOutputFormat(absl::string_view name) {
   if (name == "table") return OutputFormat::kTable;
   if (name == "json") return OutputFormat::kJson;
+  if (name == "csv") return OutputFormat::kCsv;
   return std::nullopt;
 }
 

@@ -32,9 +32,9 @@
 
 namespace gpufed::cli {
 
-enum class OutputFormat { kTable, kJson };
+enum class OutputFormat { kTable, kJson, kCsv };
 
-// "table" or "json".
+// "table", "json" or "csv" (only gpufedctl report writes CSV).
 std::optional<OutputFormat> ParseOutputFormat(absl::string_view name);
 
 // Columns padded to their widest cell, separated by three spaces; the last column is not

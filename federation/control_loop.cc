@@ -41,7 +41,7 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
       return step;
     }
     leading_ = true;
-    last_check_ = last_reload_ = now;
+    last_check_ = last_reload_ = last_meter_ = now;
     metrics_->Leading(true);
     spdlog::info("scheduler: active (holds the scheduler lock)");
   }
@@ -97,6 +97,15 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
       } else if (*archived > 0) {
         spdlog::info("archived {} finished workload(s)", *archived);
       }
+    }
+  }
+  if (options_.meter_interval > std::chrono::nanoseconds::zero() &&
+      now - last_meter_ >= options_.meter_interval) {
+    last_meter_ = now;
+    absl::StatusOr<int> metered =
+        plane_->MeterRunning(options_.meter_batch, options_.meter_max_batches);
+    if (!metered.ok()) {
+      spdlog::warn("metering running workloads: {}", metered.status().ToString());
     }
   }
   const MonotonicTime start = clock_->Monotonic();

@@ -35,6 +35,12 @@ struct ControlLoopOptions {
   std::chrono::nanoseconds archive_after = std::chrono::hours(24 * 7);
   int archive_batch = 5000;
   int archive_max_batches = 10;
+  // How often the runs still going are metered up to the last whole hour
+  // (ControlPlane::MeterRunning): a report over hours that ended longer ago than this sees every
+  // second of them. Zero: only when runs end.
+  std::chrono::nanoseconds meter_interval = std::chrono::seconds(60);
+  int meter_batch = 2000;
+  int meter_max_batches = 50;
   // Run(): at least this long between the starts of two cycles, so that a stream of
   // submissions is decided (and committed) in batches instead of one transaction each.
   std::chrono::nanoseconds min_cycle_interval = std::chrono::milliseconds(10);
@@ -83,6 +89,7 @@ class ControlLoop {
   bool leading_ = false;
   MonotonicTime last_check_{};
   MonotonicTime last_reload_{};
+  MonotonicTime last_meter_{};
 
   absl::Mutex mu_;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;

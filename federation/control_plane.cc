@@ -626,6 +626,20 @@ absl::StatusOr<int> ControlPlane::ArchiveFinished(std::chrono::nanoseconds after
   return moved;
 }
 
+absl::StatusOr<int> ControlPlane::MeterRunning(int batch, int max_batches) {
+  if (ports_.metering == nullptr) return 0;
+  // Up to the last whole hour: records of runs still going then cover whole hours, and a report
+  // over hours, days or months that have ended sees all of them once a pass has run.
+  const Timestamp now = std::chrono::floor<std::chrono::hours>(ports_.clock->Now());
+  int metered = 0;
+  for (int i = 0; i < max_batches; ++i) {
+    ASSIGN_OR_RETURN(int n, ports_.metering->MeterRunning(now, batch));
+    metered += n;
+    if (n < batch) break;
+  }
+  return metered;
+}
+
 void ControlPlane::Scheduled(const std::vector<WorkloadEvent>& events) { AfterCommit(events); }
 
 absl::StatusOr<std::vector<Workload>> ControlPlane::Reclaim(

@@ -58,6 +58,9 @@ struct ControlPlanePorts {
   ClusterCertificateIssuer* issuer = nullptr;
   // The audit trail (federation/audit.h); optional: null records nothing (tests, the simulator).
   AuditLog* audit = nullptr;
+  // Metering (federation/metering.h); optional: null, MeterRunning meters nothing (runs that end
+  // are still metered by the store that ends them).
+  MeteringStore* metering = nullptr;
 };
 
 struct ControlPlaneOptions {
@@ -431,6 +434,15 @@ class ControlPlane {
   // trail. The control loop calls it every check interval.
   absl::StatusOr<int> SealAudit();
 
+  // ---- Reports (report_use_cases.cc, docs/chargeback.md#reports) ----
+
+  // The usage report `who` may read (usage.read): every tenant's lines at platform scope
+  // (`query.tenant` and `project` may narrow it), its tenant's at tenant scope, its project's at
+  // project scope. PERMISSION_DENIED without usage.read; NOT_FOUND for a tenant or project outside
+  // the caller's scope; INVALID_ARGUMENT naming the field (ValidateUsageQuery, names, a project
+  // without its tenant); FAILED_PRECONDITION when nothing is metered or the report is too big.
+  absl::StatusOr<std::vector<UsageLine>> UsageReport(const auth::Principal& who, UsageQuery query);
+
   // ---- Operations ----
 
   // What the control plane does once, before it serves: the agent registry learns every stored
@@ -463,6 +475,11 @@ class ControlPlane {
   // backlog does not hold up scheduling; returns how many moved. The store's error (UNAVAILABLE)
   // after the batches that committed.
   absl::StatusOr<int> ArchiveFinished(std::chrono::nanoseconds after, int batch, int max_batches);
+  // Meters the runs still going up to the last whole hour (MeteringStore::MeterRunning), `batch`
+  // runs at a time,
+  // at most `max_batches` batches; returns how many runs it metered. The store's error
+  // (UNAVAILABLE) after the batches that committed.
+  absl::StatusOr<int> MeterRunning(int batch, int max_batches);
   // What a scheduling cycle committed (admissions and placements): Watch streams get the
   // events, agents the placements.
   void Scheduled(const std::vector<WorkloadEvent>& events);

@@ -6,6 +6,7 @@
 #include "absl/numeric/int128.h"
 #include "federation/pool.h"
 #include "federation/routing.h"
+#include "federation/store.h"
 
 namespace gpufed {
 
@@ -134,8 +135,14 @@ std::vector<UsageRecord> MeterSpan(const Workload& run, const Cluster& cluster, 
         base.fraction = Fraction{r.gpu_milli, kMilliPerGpu};
       }
       // Where a line of this GPU's (model, capacity) -- the whole GPU's or the MIG profile's --
-      // takes effect inside the span, the price may change: a new record starts there.
+      // takes effect inside the span, the price may change: a new record starts there. A record
+      // never crosses a whole hour (UTC) either: reports by hour, day, week or month then add
+      // whole records, never parts of one.
       std::set<Timestamp> cuts = {from, to};
+      for (Timestamp hour = std::chrono::floor<std::chrono::hours>(from) + std::chrono::hours(1);
+           hour < to; hour += std::chrono::hours(1)) {
+        cuts.insert(hour);
+      }
       for (const PriceEntry& e : book) {
         if (e.gpu_model == base.gpu_model && e.capacity == base.capacity &&
             (e.mig_profile.empty() || e.mig_profile == base.mig_profile) &&
@@ -167,6 +174,14 @@ std::vector<UsageRecord> MeterSpan(const Workload& run, const Cluster& cluster, 
     }
   }
   return out;
+}
+
+absl::Status ValidateUsageFilter(const UsageFilter& filter) {
+  if (filter.page_size < 1 || filter.page_size > 10000) {
+    return absl::InvalidArgumentError("page_size: must be 1..10000");
+  }
+  if (filter.to <= filter.from) return absl::InvalidArgumentError("to: must be after from");
+  return absl::OkStatus();
 }
 
 }  // namespace gpufed

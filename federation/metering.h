@@ -80,8 +80,9 @@ int64_t CostMicros(int64_t price_micros_per_hour, Fraction fraction,
 
 // The records of `run`'s current attempt (its assignment, spec, attempts) from `from` to `to` on
 // `cluster` (whose nodes give each GPU's model and capacity type, and whose declaration gives the
-// prices): one per GPU of each replica and per price span, a span ending where a price line for
-// that GPU takes effect. Empty when `to` <= `from` or the run holds no GPU.
+// prices): one per GPU of each replica and per span, a span ending where a price line for that
+// GPU takes effect and at every whole hour (UTC). Empty when `to` <= `from` or the run holds no
+// GPU.
 std::vector<UsageRecord> MeterSpan(const Workload& run, const Cluster& cluster, Timestamp from,
                                    Timestamp to, const MeteringPolicy& policy);
 

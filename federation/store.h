@@ -26,9 +26,11 @@
 #include "auth/principal.h"
 #include "federation/audit.h"
 #include "federation/fair_share.h"
+#include "federation/metering.h"
 #include "federation/preemption.h"
 #include "federation/quota.h"
 #include "federation/types.h"
+#include "federation/usage_report.h"
 
 namespace gpufed {
 
@@ -534,6 +536,54 @@ class ClusterCertificateStore {
   absl::StatusOr<ClusterRevocation> RevokeCluster(const std::string& cluster) {
     return RevokeCluster(cluster, AuditEvent{});
   }
+};
+
+// Which usage records ListUsage returns: those of `tenant` (and `project`; '' for all) on
+// `cluster` ('' for all) that overlap [from, to), in (from, workload, attempt, replica, gpu_uuid)
+// order, one page at a time.
+struct UsageFilter {
+  std::string tenant;
+  std::string project;
+  std::string cluster;
+  Timestamp from{};
+  Timestamp to{};
+  int page_size = 1000;  // 1..10000
+  // Page cursor: the position of the last record of the previous page (from empty: the start).
+  std::optional<UsageRecord> after;
+};
+
+// OK, or INVALID_ARGUMENT naming the field (page_size, to).
+absl::Status ValidateUsageFilter(const UsageFilter& filter);
+
+// Metering (docs/chargeback.md). The stores meter the runs themselves, by the MeteringPolicy
+// they were made with:
+// - a transition that takes a workload out of RUNNING records, in its own transaction, the run's
+//   span from the workload's metering mark to the transition's time;
+// - MeterRunning records the spans of runs still going and moves their marks.
+// A run's mark starts at its agent-reported start, raised to the time it was placed and capped
+// at the store's clock; an end is taken as reported, but never before the mark nor after the
+// store's clock: so an agent's clock running fast or slow can neither bill time that has not
+// passed nor time the workload was not placed for, and every second is metered once.
+// Records are append-only.
+class MeteringStore {
+ public:
+  virtual ~MeteringStore() = default;
+
+  // For up to `limit` (1..10000) RUNNING workloads whose mark is before `until` (capped at the
+  // store's clock), oldest mark first: records the span from the mark to `until` and moves the
+  // mark there, in one transaction. Returns how many runs it metered (fewer than `limit`: none
+  // is left behind `until`).
+  virtual absl::StatusOr<int> MeterRunning(Timestamp until, int limit) = 0;
+  // A page of records (UsageFilter). INVALID_ARGUMENT for a bad page size or to <= from.
+  virtual absl::StatusOr<std::vector<UsageRecord>> ListUsage(const UsageFilter& filter) = 0;
+
+  // The most lines ReportUsage answers with.
+  static constexpr int kMaxReportLines = 50000;
+  // The records of the query's window (those that start inside it: windows are whole days and no
+  // record crosses an hour) and filters, summed as federation/usage_report.h's SumUsage does,
+  // lines in the same order. INVALID_ARGUMENT for a query ValidateUsageQuery refuses;
+  // FAILED_PRECONDITION when there would be more than kMaxReportLines lines.
+  virtual absl::StatusOr<std::vector<UsageLine>> ReportUsage(const UsageQuery& query) = 0;
 };
 
 }  // namespace gpufed

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "auth/secret_file.h"
+#include "federation/metering.h"
 #include "federation/policy.h"
 #include "yaml-cpp/yaml.h"
 
@@ -80,6 +81,8 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "mig_partitioning",
                                 "agent_executor_threads",
                                 "archive_after_hours",
+                                "mig_basis",
+                                "meter_interval_seconds",
                                 "reclaim_min_runtime_seconds",
                                 "reborrow_backoff_seconds",
                                 "starvation_bound_seconds",
@@ -132,6 +135,8 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "placement_seed", &config->placement_seed),
         ReadKey(root, file, "mig_partitioning", &config->mig_partitioning),
         ReadKey(root, file, "archive_after_hours", &config->archive_after_hours),
+        ReadKey(root, file, "mig_basis", &config->mig_basis),
+        ReadKey(root, file, "meter_interval_seconds", &config->meter_interval_seconds),
         ReadKey(root, file, "reclaim_min_runtime_seconds", &config->reclaim_min_runtime_seconds),
         ReadKey(root, file, "reborrow_backoff_seconds", &config->reborrow_backoff_seconds),
         ReadKey(root, file, "starvation_bound_seconds", &config->starvation_bound_seconds),
@@ -252,6 +257,14 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                  "finished workloads older than this leave the hot table (0: never)")
       ->check(CLI::Range(0, 24 * 3650))
       ->capture_default_str();
+  app.add_option("--mig-basis", config.mig_basis,
+                 "what a MIG instance is charged of its GPU: compute, memory or larger")
+      ->check(CLI::IsMember({"compute", "memory", "larger"}))
+      ->capture_default_str();
+  app.add_option("--meter-interval-seconds", config.meter_interval_seconds,
+                 "how often running workloads are metered (0: only when they end)")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
   app.add_option("--agent-lease-ms", config.agent_lease_ms,
                  "an agent that cannot renew its lease this long stops its restartable work; "
                  "0: 40% of the heartbeat timeout")
@@ -337,6 +350,15 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(absl::StrCat(
         "agent_lease_ms: must be at least two heartbeat intervals (", config.agent_lease_ms,
         " ms < 2 x ", config.heartbeat_interval_ms, " ms): one late heartbeat would stop work"));
+  }
+  if (!gpufed::ParseMigBasis(config.mig_basis)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mig_basis: must be compute, memory or larger, got \"", config.mig_basis, "\""));
+  }
+  if (config.meter_interval_seconds < 0 || config.meter_interval_seconds > 3600) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("meter_interval_seconds: must be 0 (only when runs end) to 3600, got ",
+                     config.meter_interval_seconds));
   }
   // The flag's range check does not see a value from the file.
   if (config.archive_after_hours < 0 || config.archive_after_hours > 24 * 3650) {

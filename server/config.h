@@ -88,6 +88,10 @@ struct ServerConfig {
   // Workloads that ended this many hours ago move from the hot table to the archive (docs/
   // storage.md#archive); Get still finds them, List no longer does. 0: never.
   int archive_after_hours = 24 * 7;
+  // Metering (docs/chargeback.md): how a MIG instance's share of its GPU is counted ("compute",
+  // "memory" or "larger"), and how often runs still going are metered (0: only when they end).
+  std::string mig_basis = "compute";
+  int meter_interval_seconds = 60;
   // Reclaim (docs/quotas.md#reclaim): borrowed work younger than reclaim_min_runtime_seconds is
   // not stopped for an owner; a tenant whose borrowed work was reclaimed may not borrow that
   // resource again for reborrow_backoff_seconds.

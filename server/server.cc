@@ -26,6 +26,8 @@
 #include "api/parse_errors.h"
 #include "api/quota_service.h"
 #include "api/rate_limit.h"
+#include "api/report_http.h"
+#include "api/report_service.h"
 #include "api/revocations.h"
 #include "api/tenant_service.h"
 #include "api/watch_hub.h"
@@ -260,6 +262,7 @@ absl::Status Server::Start() {
   if (absl::Status s = storage::MigrateDatabase(dsn_); !s.ok()) return redacted(s);
   storage::PgStoreOptions store_options;
   store_options.clock = clock_.get();
+  store_options.metering.mig_basis = *ParseMigBasis(config_.mig_basis);  // checked by the config
   absl::StatusOr<std::unique_ptr<storage::PgStore>> store =
       storage::PgStore::Create(dsn_, store_options);
   if (!store.ok()) return redacted(store.status());
@@ -315,12 +318,14 @@ absl::Status Server::Start() {
   ports.certificates = store_.get();
   ports.issuer = cluster_issuer_.get();
   ports.audit = audit_.get();
+  ports.metering = store_.get();
   plane_ = std::make_unique<ControlPlane>(ports);
   RETURN_IF_ERROR(plane_->Start());
   leader_lock_ = std::make_unique<storage::LeaderLock>(dsn_, storage::LeaderLock::kSchedulerKey);
   ControlLoopOptions loop_options;
   loop_options.heartbeat_timeout = std::chrono::seconds(config_.heartbeat_timeout_seconds);
   loop_options.archive_after = std::chrono::hours(config_.archive_after_hours);
+  loop_options.meter_interval = std::chrono::seconds(config_.meter_interval_seconds);
   loop_ = std::make_unique<ControlLoop>(plane_.get(), scheduler_.get(), agents_.get(),
                                         leader_lock_.get(), clock_.get(), control_metrics_.get(),
                                         loop_options);
@@ -340,12 +345,14 @@ absl::Status Server::Start() {
   ctx.heartbeat_interval = std::chrono::milliseconds(config_.heartbeat_interval_ms);
   ctx.agent_lease = std::chrono::milliseconds(config_.agent_lease_ms);
   ctx.agent_register_timeout = std::chrono::milliseconds(config_.agent_register_timeout_ms);
+  api_context_ = std::make_unique<api::ApiContext>(ctx);  // the HTTP report download
   workload_service_ = std::make_unique<api::WorkloadServiceImpl>(ctx);
   cluster_service_ = std::make_unique<api::ClusterServiceImpl>(ctx);
   tenant_service_ = std::make_unique<api::TenantServiceImpl>(ctx);
   quota_service_ = std::make_unique<api::QuotaServiceImpl>(ctx);
   agent_service_ = std::make_unique<api::AgentServiceImpl>(ctx);
   audit_service_ = std::make_unique<api::AuditServiceImpl>(ctx);
+  report_service_ = std::make_unique<api::ReportServiceImpl>(ctx);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -360,6 +367,7 @@ absl::Status Server::Start() {
   builder.RegisterService(quota_service_.get());
   builder.RegisterService(agent_service_.get());
   builder.RegisterService(audit_service_.get());
+  builder.RegisterService(report_service_.get());
   // The largest legitimate message is an agent's inventory (~200 bytes a GPU). gRPC has one
   // receive limit for every method, so a user call's smaller one (api/limits.h) is checked by its
   // handler, which names the field that is too large. Nothing larger is sent either: it is what
@@ -468,6 +476,12 @@ absl::Status Server::StartHttp() {
     prometheus::TextSerializer serializer;
     res.set_content(serializer.Serialize(registry_->Collect()),
                     "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http_->Get("/reports/usage.csv", [this](const httplib::Request& req, httplib::Response& res) {
+    const api::HttpAnswer answer =
+        api::UsageCsvOverHttp(*api_context_, req.get_header_value("Authorization"), req.params);
+    res.status = answer.status;
+    res.set_content(answer.body, answer.content_type);
   });
   if (port == 0) {
     http_port_ = http_->bind_to_any_port(host);

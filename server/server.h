@@ -33,7 +33,9 @@ class PgStore;
 }  // namespace storage
 namespace api {
 class AgentServiceImpl;
+struct ApiContext;
 class AuditServiceImpl;
+class ReportServiceImpl;
 class Authenticator;
 class ClusterServiceImpl;
 class Executor;
@@ -116,10 +118,13 @@ class Server {
   std::unique_ptr<api::QuotaServiceImpl> quota_service_;
   std::unique_ptr<api::AgentServiceImpl> agent_service_;
   std::unique_ptr<api::AuditServiceImpl> audit_service_;
+  std::unique_ptr<api::ReportServiceImpl> report_service_;
   std::unique_ptr<grpc::Server> grpc_;
   // Null when serving plaintext; outlives http_, whose SSL_CTX calls it.
   std::unique_ptr<HttpCertificate> http_certificate_;
   std::unique_ptr<httplib::Server> http_;
+  // What the gRPC services share, for the HTTP report download.
+  std::unique_ptr<api::ApiContext> api_context_;
   std::thread http_thread_;
   std::thread loop_thread_;
   std::thread supervisor_thread_;

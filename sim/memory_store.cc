@@ -296,6 +296,13 @@ std::vector<TransitionResult> MemoryStore::ApplyLocked(const std::vector<Transit
     if (t.unless_evicting && w.evicting) continue;
     if (Fenced(t)) continue;
     const Timestamp at = t.time ? ToMicros(*t.time) : now;
+    if (t.from == WorkloadState::kRunning) {
+      // The run's last span, metered as it was before the change (PgStore's MeterEnds).
+      const Timestamp mark = marks_.contains(w.id) ? marks_[w.id] : w.start_time.value_or(now);
+      MeterLocked(w, mark, std::min(std::max(at, mark), now));
+      marks_.erase(w.id);
+    }
+    if (t.to == WorkloadState::kRunning) marks_[w.id] = std::min(std::max(at, w.update_time), now);
     w.state = t.to;
     // Back to PENDING (a requeue): the reason given, else the actor's words until the scheduler
     // has a better one.
@@ -1194,6 +1201,92 @@ absl::Status MemoryStore::SaveUsage(const UsageSnapshot& usage) {
 absl::StatusOr<UsageSnapshot> MemoryStore::LoadUsage() {
   absl::MutexLock lock(&mu_);
   return usage_;
+}
+
+// ---- MeteringStore ----
+
+void MemoryStore::SetMeteringPolicy(const MeteringPolicy& policy) {
+  absl::MutexLock lock(&mu_);
+  metering_ = policy;
+}
+
+void MemoryStore::MeterLocked(const Workload& run, Timestamp from, Timestamp to) {
+  Cluster cluster;
+  if (auto it = clusters_.find(run.assignment.cluster); it != clusters_.end()) {
+    cluster = AsStored(it->second);
+  } else {
+    cluster.info.name = run.assignment.cluster;  // gone: metered unpriced
+  }
+  for (UsageRecord& r : MeterSpan(run, cluster, from, to, metering_)) {
+    auto key = std::make_tuple(r.workload, r.attempt, r.replica, r.gpu_uuid, r.from);
+    usage_records_.try_emplace(std::move(key), std::move(r));
+  }
+}
+
+absl::StatusOr<int> MemoryStore::MeterRunning(Timestamp until, int limit) {
+  if (limit < 1 || limit > 10000) {
+    return absl::InvalidArgumentError("limit: must be 1..10000");
+  }
+  absl::MutexLock lock(&mu_);
+  const Timestamp cut = std::min(ToMicros(until), Now());
+  std::vector<std::pair<Timestamp, WorkloadId>> due;
+  for (const auto& [id, mark] : marks_) {
+    if (mark < cut) due.emplace_back(mark, id);
+  }
+  std::sort(due.begin(), due.end());
+  if (due.size() > static_cast<size_t>(limit)) due.resize(limit);
+  for (const auto& [mark, id] : due) {
+    MeterLocked(workloads_.at(id), mark, cut);
+    marks_[id] = cut;
+  }
+  return static_cast<int>(due.size());
+}
+
+absl::StatusOr<std::vector<UsageRecord>> MemoryStore::ListUsage(const UsageFilter& filter) {
+  RETURN_IF_ERROR(ValidateUsageFilter(filter));
+  absl::MutexLock lock(&mu_);
+  auto position = [](const UsageRecord& r) {
+    return std::make_tuple(r.from, r.workload, r.attempt, r.replica, std::cref(r.gpu_uuid));
+  };
+  std::vector<const UsageRecord*> matching;
+  for (const auto& [key, r] : usage_records_) {
+    if (!filter.tenant.empty() && r.tenant != filter.tenant) continue;
+    if (!filter.project.empty() && r.project != filter.project) continue;
+    if (!filter.cluster.empty() && r.cluster != filter.cluster) continue;
+    if (r.from >= ToMicros(filter.to) || r.to <= ToMicros(filter.from)) continue;
+    if (filter.after && !(position(*filter.after) < position(r))) continue;
+    matching.push_back(&r);
+  }
+  std::sort(matching.begin(), matching.end(), [&](const UsageRecord* a, const UsageRecord* b) {
+    return position(*a) < position(*b);
+  });
+  if (matching.size() > static_cast<size_t>(filter.page_size)) matching.resize(filter.page_size);
+  std::vector<UsageRecord> out;
+  out.reserve(matching.size());
+  for (const UsageRecord* r : matching) out.push_back(*r);
+  return out;
+}
+
+absl::StatusOr<std::vector<UsageLine>> MemoryStore::ReportUsage(const UsageQuery& query) {
+  RETURN_IF_ERROR(ValidateUsageQuery(query));
+  std::vector<UsageRecord> matching;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, r] : usage_records_) {
+      if (r.from < query.from || r.from >= query.to) continue;
+      if (!query.tenant.empty() && r.tenant != query.tenant) continue;
+      if (!query.project.empty() && r.project != query.project) continue;
+      if (!query.cluster.empty() && r.cluster != query.cluster) continue;
+      matching.push_back(r);
+    }
+  }
+  std::vector<UsageLine> lines = SumUsage(query, matching);
+  if (lines.size() > static_cast<size_t>(kMaxReportLines)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("group_by: the report would have more than ", kMaxReportLines,
+                     " lines; ask for a shorter window, a longer period or fewer dimensions"));
+  }
+  return lines;
 }
 
 }  // namespace gpufed::sim

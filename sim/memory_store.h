@@ -49,7 +49,8 @@ class MemoryStore final : public WorkloadStore,
                           public ClusterStore,
                           public TenantStore,
                           public QuotaStore,
-                          public ClusterCertificateStore {
+                          public ClusterCertificateStore,
+                          public MeteringStore {
  public:
   // Time from the store's own FakeClock (clock()).
   MemoryStore();
@@ -192,6 +193,13 @@ class MemoryStore final : public WorkloadStore,
   absl::Status SaveUsage(const UsageSnapshot& usage) override;
   absl::StatusOr<UsageSnapshot> LoadUsage() override;
 
+  // ---- MeteringStore ----
+  // How runs are metered from now on (default: MeteringPolicy's).
+  void SetMeteringPolicy(const MeteringPolicy& policy);
+  absl::StatusOr<int> MeterRunning(Timestamp until, int limit) override;
+  absl::StatusOr<std::vector<UsageRecord>> ListUsage(const UsageFilter& filter) override;
+  absl::StatusOr<std::vector<UsageLine>> ReportUsage(const UsageQuery& query) override;
+
  private:
   // RequestCancel with the lock held, recording nothing.
   absl::StatusOr<CancelResult> CancelLocked(WorkloadId id, const std::string& actor,
@@ -212,6 +220,9 @@ class MemoryStore final : public WorkloadStore,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The clock's time, to the microsecond.
   Timestamp Now() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records `run`'s span [from, to) on its cluster as stored (PgStore's MeterSpan call).
+  void MeterLocked(const Workload& run, Timestamp from, Timestamp to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records `record` in audit_ when RecordAuditIn set one (and it has an action).
   void Record(const AuditEvent& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends `row` to events_ and, with RecordAuditIn set, its audit row for `w` (the workload
@@ -248,6 +259,12 @@ class MemoryStore final : public WorkloadStore,
   // (tenant, idempotency key) -> workload.
   std::map<std::pair<std::string, std::string>, WorkloadId> keys_ ABSL_GUARDED_BY(mu_);
   std::vector<EventRow> events_ ABSL_GUARDED_BY(mu_);
+  MeteringPolicy metering_ ABSL_GUARDED_BY(mu_);
+  // RUNNING workloads' metering marks (migrations/0024's workloads.metered_until).
+  std::map<WorkloadId, Timestamp> marks_ ABSL_GUARDED_BY(mu_);
+  // Usage records by their primary key (workload, attempt, replica, gpu_uuid, from).
+  std::map<std::tuple<WorkloadId, uint32_t, uint32_t, std::string, Timestamp>, UsageRecord>
+      usage_records_ ABSL_GUARDED_BY(mu_);
   AuditLog* audit_ ABSL_GUARDED_BY(mu_) = nullptr;
   WorkloadId last_id_ ABSL_GUARDED_BY(mu_) = 0;
 };

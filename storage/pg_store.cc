@@ -197,6 +197,10 @@ changed AS (
                       WHEN i.to_state = 'PENDING' THEN NULL ELSE w.started_at END,
     ended_at = CASE WHEN i.to_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'PREEMPTED', 'LOST')
                     THEN coalesce(from_epoch_us(i.at_us), now()) ELSE w.ended_at END,
+    metered_until = CASE WHEN i.to_state = 'RUNNING'
+                         THEN least(greatest(coalesce(from_epoch_us(i.at_us), now()), w.updated_at),
+                                    now())
+                         ELSE w.metered_until END,
     exit_code = coalesce(i.exit_code, w.exit_code),
     message = CASE WHEN i.message <> '' THEN i.message ELSE w.message END,
     attempts = w.attempts + CASE WHEN i.to_state = 'PLACED' THEN 1 ELSE 0 END,
@@ -583,7 +587,108 @@ constexpr const char* kCountByState =
     "HAVING sum(delta) <> 0";
 constexpr const char* kSchemaVersion = "SELECT coalesce(max(version), 0) FROM schema_migrations";
 
+// ---- Metering (migrations/0024_usage.sql; MeteringStore) ----
+
+// The running workloads among $1 (locked by the caller), each with its metering mark.
+constexpr const char* kRunningMarks =
+    "SELECT" GPUFED_WORKLOAD_COLUMNS
+    ", epoch_us(coalesce(w.metered_until, w.started_at, w.updated_at)) AS mark_us "
+    "FROM workloads w WHERE w.id = ANY($1::bigint[]) AND w.state = 'RUNNING'";
+// The meter pass: running workloads marked before $1, oldest mark first, at most $2. A row a
+// transition holds is skipped (it is metered by that transition or by the next pass), so the
+// pass never waits on, nor deadlocks with, the control path.
+constexpr const char* kMeterDue =
+    "SELECT" GPUFED_WORKLOAD_COLUMNS
+    ", epoch_us(w.metered_until) AS mark_us FROM workloads w "
+    "WHERE w.state = 'RUNNING' AND w.metered_until < from_epoch_us($1) "
+    "ORDER BY w.metered_until, w.id LIMIT $2 FOR UPDATE OF w SKIP LOCKED";
+constexpr const char* kMoveMarks =
+    "UPDATE workloads SET metered_until = from_epoch_us($2) WHERE id = ANY($1::bigint[])";
+constexpr const char* kDatabaseNow = "SELECT epoch_us(now())";
+// Input: a JSON array of records (UsageJson). A record already there is left as it is; the
+// records inserted are added to usage_daily, whose rows are locked in key order (two inserts
+// never wait on each other in a cycle).
+constexpr const char* kInsertUsageRecords = R"sql(
+WITH inserted AS (
+  INSERT INTO usage_records (workload_id, attempt, replica, tenant, project, workload_class,
+    cluster, node, gpu_uuid, gpu_model, mig_profile, gpu_milli, capacity, started_at, ended_at,
+    fraction_num, fraction_den, price_micros_per_hour, profile_priced, cost_micros)
+  SELECT r.workload_id, r.attempt, r.replica, r.tenant, r.project, r.workload_class, r.cluster,
+    r.node, r.gpu_uuid, r.gpu_model, r.mig_profile, r.gpu_milli, r.capacity,
+    from_epoch_us(r.from_us), from_epoch_us(r.to_us), r.fraction_num, r.fraction_den, r.price,
+    r.profile_priced, r.cost
+  FROM jsonb_to_recordset($1::jsonb) AS r(workload_id bigint, attempt integer, replica integer,
+    tenant text, project text, workload_class text, cluster text, node text, gpu_uuid text,
+    gpu_model text, mig_profile text, gpu_milli integer, capacity text, from_us bigint,
+    to_us bigint, fraction_num bigint, fraction_den bigint, price bigint, profile_priced boolean,
+    cost bigint)
+  ON CONFLICT DO NOTHING
+  RETURNING started_at, tenant, project, cluster, gpu_model, mig_profile, workload_class, capacity,
+    round(fraction_num::numeric * (epoch_us(ended_at) - epoch_us(started_at)) / fraction_den)
+      AS gpu_us,
+    price_micros_per_hour, cost_micros)
+INSERT INTO usage_daily AS u (day, tenant, project, cluster, gpu_model, mig_profile,
+  workload_class, capacity, gpu_us, unpriced_gpu_us, cost_micros, records)
+SELECT date_trunc('day', started_at, 'UTC'), tenant, project, cluster, gpu_model, mig_profile,
+  workload_class, capacity, sum(gpu_us), sum(CASE WHEN price_micros_per_hour IS NULL THEN gpu_us
+  ELSE 0 END), sum(cost_micros), count(*)
+FROM inserted
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
+ON CONFLICT (day, tenant, project, cluster, gpu_model, mig_profile, workload_class, capacity)
+DO UPDATE SET gpu_us = u.gpu_us + EXCLUDED.gpu_us,
+  unpriced_gpu_us = u.unpriced_gpu_us + EXCLUDED.unpriced_gpu_us,
+  cost_micros = u.cost_micros + EXCLUDED.cost_micros, records = u.records + EXCLUDED.records
+)sql";
+// $1 tenant, $2 project, $3 cluster ('' for all), [$4, $5) the window in microseconds; $6 whether
+// a cursor follows: ($7 .. $11) the position of the last record of the previous page; $12 the page.
+constexpr const char* kListUsageRecords = R"sql(
+SELECT workload_id, attempt, replica, tenant, project, workload_class, cluster, node, gpu_uuid,
+  gpu_model, mig_profile, gpu_milli, capacity, epoch_us(started_at) AS from_us,
+  epoch_us(ended_at) AS to_us, fraction_num, fraction_den, price_micros_per_hour, profile_priced,
+  cost_micros
+FROM usage_records
+WHERE ($1 = '' OR tenant = $1) AND ($2 = '' OR project = $2) AND ($3 = '' OR cluster = $3)
+  AND started_at < from_epoch_us($5) AND ended_at > from_epoch_us($4)
+  AND (NOT $6 OR (started_at, workload_id, attempt, replica, gpu_uuid)
+                 > (from_epoch_us($7), $8, $9, $10, $11))
+ORDER BY started_at, workload_id, attempt, replica, gpu_uuid
+LIMIT $12
+)sql";
+
+// A report (MeteringStore::ReportUsage), from usage_daily: [$1, $2) the window in microseconds
+// (whole days), $3 the period, $4 $5 $6 the tenant, project and cluster filters ('' for all),
+// $7..$13 whether each dimension is asked for (one not asked for reads NULL, and is summed
+// over), $14 the most rows. Exact integer sums, as SumUsage's.
+constexpr const char* kReportUsage = R"sql(
+SELECT epoch_us(CASE $3 WHEN 'day' THEN day
+                        WHEN 'week' THEN date_trunc('week', day, 'UTC')
+                        WHEN 'month' THEN date_trunc('month', day, 'UTC')
+                        ELSE from_epoch_us($1) END) AS period_us,
+  CASE WHEN $7 THEN tenant END AS tenant,
+  CASE WHEN $8 THEN project END AS project,
+  CASE WHEN $9 THEN cluster END AS cluster,
+  CASE WHEN $10 THEN gpu_model END AS gpu_model,
+  CASE WHEN $11 THEN mig_profile END AS mig_profile,
+  CASE WHEN $12 THEN workload_class END AS workload_class,
+  CASE WHEN $13 THEN capacity END AS capacity,
+  sum(gpu_us)::bigint AS gpu_us, sum(unpriced_gpu_us)::bigint AS unpriced_us,
+  sum(cost_micros)::bigint AS cost, sum(records)::bigint AS records
+FROM usage_daily
+WHERE day >= from_epoch_us($1) AND day < from_epoch_us($2)
+  AND ($4 = '' OR tenant = $4) AND ($5 = '' OR project = $5) AND ($6 = '' OR cluster = $6)
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+LIMIT $14
+)sql";
+
 constexpr std::pair<const char*, const char*> kStatements[] = {
+    {"report_usage", kReportUsage},
+    {"running_marks", kRunningMarks},
+    {"meter_due", kMeterDue},
+    {"move_marks", kMoveMarks},
+    {"database_now", kDatabaseNow},
+    {"insert_usage_records", kInsertUsageRecords},
+    {"list_usage_records", kListUsageRecords},
     {"submit_batch", kSubmitBatch},
     {"submit_lookup", kSubmitLookup},
     {"get_workload", kGetWorkload},
@@ -608,8 +713,8 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"upsert_share_weight", kUpsertShareWeight},
     {"list_share_weights", kListShareWeights},
     {"delete_usage", kDeleteUsage},
-    {"insert_usage", kInsertUsage},
-    {"list_usage", kListUsage},
+    {"insert_usage_records", kInsertUsageRecords},
+    {"list_usage_records", kListUsageRecords},
     {"upsert_cluster", kUpsertCluster},
     {"delete_gpus", kDeleteGpus},
     {"delete_nodes", kDeleteNodes},
@@ -1405,6 +1510,8 @@ struct PreparedTransitions {
   std::vector<std::string> inputs;
   std::vector<WorkloadId> ids;  // sorted
   std::string placed_on;        // JSON array of cluster names; empty: no placements
+  // Per round, the ids of the workloads whose run it may end (transitions from RUNNING).
+  std::vector<std::vector<WorkloadId>> ending;
 };
 
 absl::StatusOr<PreparedTransitions> PrepareTransitions(const std::vector<Transition>& transitions) {
@@ -1432,6 +1539,12 @@ absl::StatusOr<PreparedTransitions> PrepareTransitions(const std::vector<Transit
   }
   if (!clusters.empty()) out.placed_on = json(clusters).dump();
   out.inputs.resize(rounds);
+  out.ending.resize(rounds);
+  for (size_t i = 0; i < transitions.size(); ++i) {
+    if (transitions[i].from == WorkloadState::kRunning) {
+      out.ending[round_of[i]].push_back(transitions[i].id);
+    }
+  }
   std::vector<json> docs(rounds, json::array());
   for (size_t i = 0; i < transitions.size(); ++i) {
     const Transition& t = transitions[i];
@@ -1470,18 +1583,156 @@ absl::StatusOr<PreparedTransitions> PrepareTransitions(const std::vector<Transit
   return out;
 }
 
-// Applies prepared transitions inside `txn`.
+// ---- Metering ---------------------------------------------------------------------------------
+
+json UsageJson(const std::vector<UsageRecord>& records) {
+  json out = json::array();
+  for (const UsageRecord& r : records) {
+    out.push_back({{"workload_id", r.workload},
+                   {"attempt", r.attempt},
+                   {"replica", r.replica},
+                   {"tenant", r.tenant},
+                   {"project", r.project},
+                   {"workload_class", std::string(ClassName(r.workload_class))},
+                   {"cluster", r.cluster},
+                   {"node", r.node},
+                   {"gpu_uuid", r.gpu_uuid},
+                   {"gpu_model", r.gpu_model},
+                   {"mig_profile", r.mig_profile},
+                   {"gpu_milli", r.gpu_milli},
+                   {"capacity", std::string(CapacityTypeName(r.capacity))},
+                   {"from_us", ToMicros(r.from)},
+                   {"to_us", ToMicros(r.to)},
+                   {"fraction_num", r.fraction.num},
+                   {"fraction_den", r.fraction.den},
+                   {"price", r.price_micros_per_hour ? json(*r.price_micros_per_hour) : json()},
+                   {"profile_priced", r.profile_priced},
+                   {"cost", r.cost_micros}});
+  }
+  return out;
+}
+
+UsageRecord UsageFromRow(const pqxx::row& row) {
+  UsageRecord r;
+  r.workload = row["workload_id"].as<int64_t>();
+  r.attempt = row["attempt"].as<uint32_t>();
+  r.replica = row["replica"].as<uint32_t>();
+  r.tenant = row["tenant"].c_str();
+  r.project = row["project"].c_str();
+  r.workload_class =
+      ParseClass(row["workload_class"].c_str()).value_or(WorkloadClass::kUnspecified);
+  r.cluster = row["cluster"].c_str();
+  r.node = row["node"].c_str();
+  r.gpu_uuid = row["gpu_uuid"].c_str();
+  r.gpu_model = row["gpu_model"].c_str();
+  r.mig_profile = row["mig_profile"].c_str();
+  r.gpu_milli = row["gpu_milli"].as<uint32_t>();
+  r.capacity = ParseCapacityType(row["capacity"].c_str()).value_or(CapacityType::kOnDemand);
+  r.from = FromMicros(row["from_us"].as<int64_t>());
+  r.to = FromMicros(row["to_us"].as<int64_t>());
+  r.fraction = Fraction{row["fraction_num"].as<int64_t>(), row["fraction_den"].as<int64_t>()};
+  if (!row["price_micros_per_hour"].is_null()) {
+    r.price_micros_per_hour = row["price_micros_per_hour"].as<int64_t>();
+  }
+  r.profile_priced = row["profile_priced"].as<bool>();
+  r.cost_micros = row["cost_micros"].as<int64_t>();
+  return r;
+}
+
+// The clusters runs are metered on, read once per transaction (inventory and declaration).
+class MeteredClusters {
+ public:
+  explicit MeteredClusters(pqxx::work& txn) : txn_(txn) {}
+  // The cluster `name` as stored, or one with no nodes and no prices when it is gone: its runs
+  // are still metered, unpriced.
+  absl::StatusOr<const Cluster*> Get(const std::string& name) {
+    if (auto it = clusters_.find(name); it != clusters_.end()) return &it->second;
+    Cluster& c = clusters_[name];
+    c.info.name = name;
+    pqxx::result r = txn_.exec_prepared("get_cluster", name);
+    if (r.empty()) return &c;
+    ASSIGN_OR_RETURN(c, ClusterFromRow(r[0]));
+    std::map<std::string, Cluster*> by_name = {{name, &c}};
+    RETURN_IF_ERROR(ReadInventory(txn_, name, by_name));
+    return &c;
+  }
+
+ private:
+  pqxx::work& txn_;
+  std::map<std::string, Cluster> clusters_;
+};
+
+Timestamp DatabaseNow(pqxx::work& txn) {
+  return FromMicros(txn.exec_prepared1("database_now")[0].as<int64_t>());
+}
+
+void InsertUsage(pqxx::work& txn, const std::vector<UsageRecord>& records) {
+  if (records.empty()) return;
+  txn.exec_prepared("insert_usage_records",
+                    UsageJson(records).dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+// A running workload as it was before a change, with its metering mark.
+struct RunningBefore {
+  Workload workload;
+  Timestamp mark{};
+};
+
+absl::StatusOr<std::map<WorkloadId, RunningBefore>> ReadRunning(
+    pqxx::work& txn, const std::vector<WorkloadId>& ids) {
+  std::map<WorkloadId, RunningBefore> out;
+  if (ids.empty()) return out;
+  for (const pqxx::row& row : txn.exec_prepared("running_marks", IdArray(ids))) {
+    ASSIGN_OR_RETURN(Workload w, WorkloadFromRow(row));
+    const WorkloadId id = w.id;
+    out[id] = RunningBefore{std::move(w), FromMicros(row["mark_us"].as<int64_t>())};
+  }
+  return out;
+}
+
+// Records the last span of every run that `round` (ords into `results`) took out of RUNNING:
+// from its mark to the change's time, the latter kept between the mark and the database's clock.
+absl::Status MeterEnds(pqxx::work& txn, const std::map<WorkloadId, RunningBefore>& before,
+                       const std::vector<TransitionResult>& results,
+                       const std::vector<size_t>& round, const MeteringPolicy& policy) {
+  if (before.empty()) return absl::OkStatus();
+  const Timestamp now = DatabaseNow(txn);
+  MeteredClusters clusters(txn);
+  std::vector<UsageRecord> records;
+  for (size_t ord : round) {
+    const TransitionResult& r = results[ord];
+    if (!r.applied || !r.event || r.event->from != WorkloadState::kRunning) continue;
+    auto it = before.find(r.id);
+    if (it == before.end()) continue;
+    const RunningBefore& run = it->second;
+    const Timestamp end = std::min(std::max(r.event->time, run.mark), now);
+    ASSIGN_OR_RETURN(const Cluster* cluster, clusters.Get(run.workload.assignment.cluster));
+    std::vector<UsageRecord> span = MeterSpan(run.workload, *cluster, run.mark, end, policy);
+    records.insert(records.end(), std::make_move_iterator(span.begin()),
+                   std::make_move_iterator(span.end()));
+  }
+  InsertUsage(txn, records);
+  return absl::OkStatus();
+}
+
+// Applies prepared transitions inside `txn`, metering the runs they end.
 absl::StatusOr<std::vector<TransitionResult>> RunTransitions(
     pqxx::work& txn, const std::vector<Transition>& transitions,
-    const PreparedTransitions& prepared) {
+    const PreparedTransitions& prepared, const MeteringPolicy& metering) {
   std::vector<TransitionResult> results(transitions.size());
   for (size_t i = 0; i < transitions.size(); ++i) results[i].id = transitions[i].id;
   if (transitions.empty()) return results;
   if (!prepared.placed_on.empty()) txn.exec_prepared("share_clusters", prepared.placed_on);
   txn.exec_prepared("lock_workloads", IdArray(prepared.ids));
-  for (const std::string& input : prepared.inputs) {
-    for (const pqxx::row& row : txn.exec_prepared("apply_transitions", input)) {
+  for (size_t round = 0; round < prepared.inputs.size(); ++round) {
+    // A run this round ends is read before the round changes it (a batch may start and end it:
+    // PLACED -> RUNNING in one round, RUNNING -> SUCCEEDED in the next).
+    using Marks = std::map<WorkloadId, RunningBefore>;
+    ASSIGN_OR_RETURN(const Marks running, ReadRunning(txn, prepared.ending[round]));
+    std::vector<size_t> applied;
+    for (const pqxx::row& row : txn.exec_prepared("apply_transitions", prepared.inputs[round])) {
       const auto ord = row["ord"].as<size_t>();
+      applied.push_back(ord);
       ASSIGN_OR_RETURN(Workload w, WorkloadFromRow(row));
       WorkloadEvent event;
       event.from = transitions[ord].from;
@@ -1492,6 +1743,7 @@ absl::StatusOr<std::vector<TransitionResult>> RunTransitions(
       results[ord].current = std::move(w);
       results[ord].event = std::move(event);
     }
+    RETURN_IF_ERROR(MeterEnds(txn, running, results, applied, metering));
   }
   std::vector<WorkloadId> skipped;
   for (const TransitionResult& r : results) {
@@ -1518,7 +1770,7 @@ absl::StatusOr<std::vector<TransitionResult>> PgStore::ApplyTransitions(
   if (transitions.empty()) return std::vector<TransitionResult>{};
   return control_pool_->Transact(
       "apply transitions", [&](pqxx::work& txn) -> absl::StatusOr<std::vector<TransitionResult>> {
-        return RunTransitions(txn, transitions, prepared);
+        return RunTransitions(txn, transitions, prepared, options_.metering);
       });
 }
 
@@ -1851,7 +2103,8 @@ absl::StatusOr<ClusterStore::LossResult> PgStore::LoseCluster(const std::string&
                          WorkloadsFromResult(txn.exec_prepared("list_active_on_cluster", cluster)));
         const std::vector<Transition> transitions = plan(out.cluster, held);
         ASSIGN_OR_RETURN(PreparedTransitions prepared, PrepareTransitions(transitions));
-        ASSIGN_OR_RETURN(out.transitions, RunTransitions(txn, transitions, prepared));
+        ASSIGN_OR_RETURN(out.transitions,
+                         RunTransitions(txn, transitions, prepared, options_.metering));
         if (!record.action.empty()) {
           AuditEvent row = record;
           absl::StrAppend(&row.detail, row.detail.empty() ? "" : "; ", LossAuditDetail(out));
@@ -2486,7 +2739,7 @@ absl::Status PgStore::SaveUsage(const UsageSnapshot& usage) {
   const int64_t as_of_us = ToMicros(usage.as_of);
   return pool_->Transact("save usage", [&](pqxx::work& txn) -> absl::Status {
     txn.exec_prepared("delete_usage");
-    if (!rows.empty()) txn.exec_prepared("insert_usage", as_of_us, rows.dump());
+    if (!rows.empty()) txn.exec_prepared("insert_usage_records", as_of_us, rows.dump());
     return absl::OkStatus();
   });
 }
@@ -2513,6 +2766,87 @@ absl::StatusOr<std::vector<ShareWeight>> PgStore::ListShareWeights() {
           out.push_back(
               {row["tenant"].c_str(), row["project"].c_str(), row["weight"].as<int64_t>()});
         }
+        return out;
+      });
+}
+
+// ---- MeteringStore ----------------------------------------------------------------------------
+
+absl::StatusOr<int> PgStore::MeterRunning(Timestamp until, int limit) {
+  if (limit < 1 || limit > 10000) {
+    return absl::InvalidArgumentError("limit: must be 1..10000");
+  }
+  return control_pool_->Transact("meter running", [&](pqxx::work& txn) -> absl::StatusOr<int> {
+    // In whole microseconds, as stored: a span ends exactly where the next begins.
+    const Timestamp cut = FromMicros(ToMicros(std::min(until, DatabaseNow(txn))));
+    pqxx::result due = txn.exec_prepared("meter_due", ToMicros(cut), limit);
+    MeteredClusters clusters(txn);
+    std::vector<UsageRecord> records;
+    std::vector<WorkloadId> ids;
+    for (const pqxx::row& row : due) {
+      ASSIGN_OR_RETURN(Workload w, WorkloadFromRow(row));
+      ASSIGN_OR_RETURN(const Cluster* cluster, clusters.Get(w.assignment.cluster));
+      std::vector<UsageRecord> span =
+          MeterSpan(w, *cluster, FromMicros(row["mark_us"].as<int64_t>()), cut, options_.metering);
+      records.insert(records.end(), std::make_move_iterator(span.begin()),
+                     std::make_move_iterator(span.end()));
+      ids.push_back(w.id);
+    }
+    InsertUsage(txn, records);
+    if (!ids.empty()) txn.exec_prepared("move_marks", IdArray(ids), ToMicros(cut));
+    return static_cast<int>(due.size());
+  });
+}
+
+absl::StatusOr<std::vector<UsageRecord>> PgStore::ListUsage(const UsageFilter& filter) {
+  RETURN_IF_ERROR(ValidateUsageFilter(filter));
+  return pool_->Transact<pqxx::nontransaction>(
+      "list usage records",
+      [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<UsageRecord>> {
+        const UsageRecord after = filter.after.value_or(UsageRecord{});
+        std::vector<UsageRecord> out;
+        for (const pqxx::row& row : txn.exec_prepared(
+                 "list_usage_records", filter.tenant, filter.project, filter.cluster,
+                 ToMicros(filter.from), ToMicros(filter.to), filter.after.has_value(),
+                 ToMicros(after.from), after.workload, static_cast<int64_t>(after.attempt),
+                 static_cast<int64_t>(after.replica), after.gpu_uuid, filter.page_size)) {
+          out.push_back(UsageFromRow(row));
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<UsageLine>> PgStore::ReportUsage(const UsageQuery& query) {
+  RETURN_IF_ERROR(ValidateUsageQuery(query));
+  bool asked[kReportDimensions] = {};
+  for (ReportDimension d : query.group_by) asked[static_cast<int>(d)] = true;
+  return pool_->Transact<pqxx::nontransaction>(
+      "report usage", [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<UsageLine>> {
+        pqxx::result rows =
+            txn.exec_prepared("report_usage", ToMicros(query.from), ToMicros(query.to),
+                              std::string(ReportPeriodName(query.period)), query.tenant,
+                              query.project, query.cluster, asked[0], asked[1], asked[2], asked[3],
+                              asked[4], asked[5], asked[6], kMaxReportLines + 1);
+        if (rows.size() > static_cast<size_t>(kMaxReportLines)) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "group_by: the report would have more than ", kMaxReportLines,
+              " lines; ask for a shorter window, a longer period or fewer dimensions"));
+        }
+        std::vector<UsageLine> out;
+        out.reserve(rows.size());
+        for (const pqxx::row& row : rows) {
+          UsageLine line;
+          line.period_start = FromMicros(row["period_us"].as<int64_t>());
+          for (ReportDimension d : query.group_by) {
+            line.keys.push_back(row[std::string(ReportDimensionName(d))].c_str());
+          }
+          line.gpu_microseconds = row["gpu_us"].as<int64_t>();
+          line.unpriced_gpu_microseconds = row["unpriced_us"].as<int64_t>();
+          line.cost_micros = row["cost"].as<int64_t>();
+          line.records = row["records"].as<int64_t>();
+          out.push_back(std::move(line));
+        }
+        std::sort(out.begin(), out.end(), ReportOrder);
         return out;
       });
 }

@@ -102,13 +102,16 @@ struct PgStoreOptions {
   // What deadlines are measured against (a submit's, a request's). Null: the process's
   // SystemClock; the server passes its own.
   const Clock* clock = nullptr;
+  // How runs are metered (federation/metering.h); times are the database's.
+  MeteringPolicy metering;
 };
 
 class PgStore final : public WorkloadStore,
                       public ClusterStore,
                       public TenantStore,
                       public QuotaStore,
-                      public ClusterCertificateStore {
+                      public ClusterCertificateStore,
+                      public MeteringStore {
  public:
   using Options = PgStoreOptions;
 
@@ -238,6 +241,11 @@ class PgStore final : public WorkloadStore,
   absl::StatusOr<ShareWeight> SetShareWeight(const ShareWeight& weight,
                                              const AuditEvent& record) override;
   absl::StatusOr<std::vector<ShareWeight>> ListShareWeights() override;
+
+  // ---- MeteringStore ----
+  absl::StatusOr<int> MeterRunning(Timestamp until, int limit) override;
+  absl::StatusOr<std::vector<UsageRecord>> ListUsage(const UsageFilter& filter) override;
+  absl::StatusOr<std::vector<UsageLine>> ReportUsage(const UsageQuery& query) override;
   absl::Status SaveUsage(const UsageSnapshot& usage) override;
   absl::StatusOr<UsageSnapshot> LoadUsage() override;
 

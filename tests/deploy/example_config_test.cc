@@ -91,6 +91,8 @@ TEST(ServerExampleConfigTest, HoldsExactlyTheDocumentedKeys) {
                                           "agent_lease_ms",
                                           "agent_register_timeout_ms",
                                           "archive_after_hours",
+                                          "mig_basis",
+                                          "meter_interval_seconds",
                                           "tls_cert_file",
                                           "tls_key_file",
                                           "tls_reload_interval_seconds"};

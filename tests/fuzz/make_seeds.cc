@@ -22,6 +22,7 @@
 #include "gpufed/v1/audit_service.pb.h"
 #include "gpufed/v1/cluster_service.pb.h"
 #include "gpufed/v1/quota_service.pb.h"
+#include "gpufed/v1/report_service.pb.h"
 #include "gpufed/v1/tenant_service.pb.h"
 #include "gpufed/v1/workload_service.pb.h"
 
@@ -213,6 +214,27 @@ void AuditSeeds(const fs::path& corpus) {
   WriteRpc(corpus, "audit_rpc", service, "VerifyAudit", v1::VerifyAuditRequest());
 }
 
+void ReportSeeds(const fs::path& corpus) {
+  const auto& service = Service("gpufed.v1.ReportService");
+  v1::GetUsageReportRequest by_tenant;
+  by_tenant.mutable_start_time()->set_seconds(1764547200);  // 2025-12-01T00:00:00Z
+  by_tenant.mutable_end_time()->set_seconds(1767225600);    // 2026-01-01T00:00:00Z
+  by_tenant.set_period(v1::REPORT_PERIOD_DAY);
+  by_tenant.add_group_by(v1::REPORT_DIMENSION_TENANT);
+  by_tenant.add_group_by(v1::REPORT_DIMENSION_GPU_MODEL);
+  WriteRpc(corpus, "report_rpc", service, "GetUsageReport", by_tenant, "by-tenant");
+  v1::GetUsageReportRequest one_project;
+  one_project.mutable_start_time()->set_seconds(1764547200);
+  one_project.mutable_end_time()->set_seconds(1765152000);
+  one_project.set_period(v1::REPORT_PERIOD_WEEK);
+  one_project.set_tenant("acme");
+  one_project.set_project("vision");
+  one_project.set_cluster("dgx-east");
+  one_project.add_group_by(v1::REPORT_DIMENSION_MIG_PROFILE);
+  one_project.add_group_by(v1::REPORT_DIMENSION_CAPACITY);
+  WriteRpc(corpus, "report_rpc", service, "GetUsageReport", one_project, "one-project");
+}
+
 void QuotaSeeds(const fs::path& corpus) {
   const auto& service = Service("gpufed.v1.QuotaService");
   v1::SetQuotaRequest set;
@@ -307,6 +329,7 @@ int main(int argc, char** argv) {
   gpufed::fuzz::TenantSeeds(corpus);
   gpufed::fuzz::QuotaSeeds(corpus);
   gpufed::fuzz::AuditSeeds(corpus);
+  gpufed::fuzz::ReportSeeds(corpus);
   gpufed::fuzz::AgentSeeds(src, corpus);
   return 0;
 }

@@ -22,6 +22,7 @@
 #include "gpufed/v1/audit_service.grpc.pb.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/quota_service.grpc.pb.h"
+#include "gpufed/v1/report_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -576,6 +577,21 @@ std::map<std::string, RbacMatrixTest::Cases> RbacMatrixTest::AllCases() {
                                      return Unary(who, "AuditService/VerifyAudit",
                                                   v1::VerifyAuditRequest());
                                    }};
+
+  // ---- ReportService
+  const std::vector<Aim> report_listings{kPlatform, kOwnTenant, kOwnProject, kOtherProject,
+                                         kOtherTenantOnly};
+  c["ReportService.GetUsageReport"] = {
+      report_listings, [this](const Caller& who, const Aim& aim) {
+        v1::GetUsageReportRequest req;
+        req.mutable_start_time()->set_seconds(1764547200);  // whole hours
+        req.mutable_end_time()->set_seconds(1764547200 + 24 * 3600);
+        req.add_group_by(v1::REPORT_DIMENSION_TENANT);
+        req.add_group_by(v1::REPORT_DIMENSION_PROJECT);
+        req.set_tenant(aim.tenant);
+        req.set_project(aim.project);
+        return Unary(who, "ReportService/GetUsageReport", req);
+      }};
 
   // ---- AgentService
   Aim own_cluster{"own cluster", "", "", "c2"};

@@ -102,6 +102,26 @@ TEST_F(ServerConfigTest, ArchiveAfterHoursFromTheFileOrAFlagAndItsRange) {
   EXPECT_EQ(config->archive_after_hours, 48);
 }
 
+TEST_F(ServerConfigTest, MeteringKeysFromTheFileOrAFlagAndTheirRange) {
+  absl::StatusOr<ServerConfig> config = Load({});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->mig_basis, "compute");
+  EXPECT_EQ(config->meter_interval_seconds, 60);
+  config = Load({"--config", WriteConfig("mig_basis: larger\nmeter_interval_seconds: 0\n")});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->mig_basis, "larger");
+  EXPECT_EQ(config->meter_interval_seconds, 0);
+  config = Load({"--mig-basis", "memory", "--meter-interval-seconds", "600"});
+  ASSERT_OK(config);
+  EXPECT_EQ(config->mig_basis, "memory");
+  EXPECT_EQ(config->meter_interval_seconds, 600);
+  EXPECT_THAT(Load({"--config", WriteConfig("mig_basis: slices\n")}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Load({"--mig-basis", "slices"}), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Load({"--config", WriteConfig("meter_interval_seconds: 3601\n")}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST_F(ServerConfigTest, EveryPolicyNameIsAccepted) {
   for (const char* policy :
        {"random", "first-fit", "best-fit", "dot-product", "gpu-packing", "fgd", "gpufed"}) {

@@ -12,9 +12,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "api/report_csv.h"
 #include "gpufed/v1/agent_service.grpc.pb.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/quota_service.grpc.pb.h"
+#include "gpufed/v1/report_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -1767,6 +1770,105 @@ TEST_F(ServiceTest, ReflectionListsTheServices) {
   bool ok = false;
   while (cq.Next(&ignored, &ok)) {
   }
+}
+
+google::protobuf::Timestamp ToTimestamp(int64_t seconds) {
+  google::protobuf::Timestamp t;
+  t.set_seconds(seconds);
+  return t;
+}
+
+// A run the agent confirmed is metered, and reported to who may see it (docs/chargeback.md).
+TEST_F(ServiceTest, ARunIsMeteredAndReportedToItsTenantOnly) {
+  auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
+  ASSERT_OK(agent_token);
+  FakeAgentStream agent(address_, *agent_token);
+  ASSERT_TRUE(agent.Write(Registration("dgx", 1, 8, "H100-80GB")));
+  v1::ServerMessage m;
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
+  v1::SubmitResponse submitted;
+  ASSERT_OK(Submit(Spec("metered", 1, 2), &submitted));
+  const std::string id = submitted.workload().id();
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
+  ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_RUNNING)));
+  WaitFor(id, v1::WORKLOAD_STATE_RUNNING);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a span of some length
+  ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_SUCCEEDED)));
+  const v1::Workload done = WaitFor(id, v1::WORKLOAD_STATE_SUCCEEDED);
+  const int64_t ran_us = (done.end_time().seconds() - done.start_time().seconds()) * 1'000'000 +
+                         (done.end_time().nanos() - done.start_time().nanos()) / 1000;
+  ASSERT_GT(ran_us, 0);
+
+  auto reports = v1::ReportService::NewStub(channel_);
+  const int64_t day = done.start_time().seconds() / 86400 * 86400;
+  auto report = [&](const std::string& token, const std::string& tenant,
+                    v1::GetUsageReportResponse* out) {
+    v1::GetUsageReportRequest req;
+    req.mutable_start_time()->set_seconds(day - 86400);
+    req.mutable_end_time()->set_seconds(day + 2 * 86400);
+    req.set_period(v1::REPORT_PERIOD_DAY);
+    req.add_group_by(v1::REPORT_DIMENSION_TENANT);
+    req.add_group_by(v1::REPORT_DIMENSION_GPU_MODEL);
+    req.set_tenant(tenant);
+    return Call(token,
+                [&](grpc::ClientContext* c) { return reports->GetUsageReport(c, req, out); });
+  };
+  v1::GetUsageReportResponse all;
+  ASSERT_OK(report(admin_, "", &all));
+  int64_t gpu_us = 0;
+  for (const v1::UsageReportLine& line : all.lines()) {
+    ASSERT_EQ(line.keys_size(), 2);
+    EXPECT_EQ(line.keys(0), "acme");
+    EXPECT_EQ(line.keys(1), "H100-80GB");
+    EXPECT_EQ(line.unpriced_gpu_microseconds(), line.gpu_microseconds());  // no price book
+    gpu_us += line.gpu_microseconds();
+  }
+  EXPECT_EQ(gpu_us, 2 * ran_us);  // two whole GPUs, from the confirmed start to the end
+
+  v1::GetUsageReportResponse acme;
+  ASSERT_OK(report(user_, "", &acme));
+  EXPECT_EQ(acme.SerializeAsString(), all.SerializeAsString());  // its own lines, byte for byte
+  v1::GetUsageReportResponse globex;
+  ASSERT_OK(report(other_, "", &globex));
+  EXPECT_EQ(globex.lines_size(), 0);
+  EXPECT_EQ(report(other_, "acme", &globex).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // The same report as CSV over HTTP: what gpufedctl report -o csv prints, byte for byte.
+  httplib::Client http("127.0.0.1", server_->http_port());
+  const std::string from = absl::FormatTime(
+      "%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(day - 86400), absl::UTCTimeZone());
+  const std::string to = absl::FormatTime(
+      "%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(day + 2 * 86400), absl::UTCTimeZone());
+  const std::string path =
+      absl::StrCat("/reports/usage.csv?from=", from, "&to=", to, "&period=day&by=tenant,gpu_model");
+  auto csv = http.Get(path, {{"Authorization", "Bearer " + user_}});
+  ASSERT_TRUE(csv);
+  EXPECT_EQ(csv->status, 200);
+  v1::GetUsageReportRequest same;
+  *same.mutable_start_time() = ToTimestamp(day - 86400);
+  *same.mutable_end_time() = ToTimestamp(day + 2 * 86400);
+  same.set_period(v1::REPORT_PERIOD_DAY);
+  same.add_group_by(v1::REPORT_DIMENSION_TENANT);
+  same.add_group_by(v1::REPORT_DIMENSION_GPU_MODEL);
+  EXPECT_EQ(csv->body, api::UsageReportCsv(same, acme));
+  auto anonymous = http.Get(path);
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->status, 401);
+  auto other_tenant = http.Get(path + "&tenant=acme", {{"Authorization", "Bearer " + other_}});
+  ASSERT_TRUE(other_tenant);
+  EXPECT_EQ(other_tenant->status, 404);
+  auto unknown = http.Get(path + "&user=alice", {{"Authorization", "Bearer " + user_}});
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 400);
+
+  v1::GetUsageReportRequest bad;
+  bad.mutable_start_time()->set_seconds(day + 3600);  // not a midnight
+  bad.mutable_end_time()->set_seconds(day + 86400);
+  v1::GetUsageReportResponse ignored;
+  EXPECT_EQ(Call(admin_,
+                 [&](grpc::ClientContext* c) { return reports->GetUsageReport(c, bad, &ignored); })
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 }  // namespace

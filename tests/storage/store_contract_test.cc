@@ -73,6 +73,7 @@ class Backend {
   virtual TenantStore& tenants() = 0;
   virtual QuotaStore& quotas() = 0;
   virtual ClusterCertificateStore& certificates() = 0;
+  virtual MeteringStore& metering() = 0;
   // The audit port, keyed with kAuditKey.
   virtual AuditLog& audit() = 0;
   // The event rows of one workload, oldest first.
@@ -99,6 +100,7 @@ class MemoryBackend final : public Backend {
   TenantStore& tenants() override { return store_; }
   QuotaStore& quotas() override { return store_; }
   ClusterCertificateStore& certificates() override { return store_; }
+  MeteringStore& metering() override { return store_; }
   AuditLog& audit() override { return audit_; }
   std::vector<EventRow> Events(WorkloadId id) override {
     std::vector<EventRow> out;
@@ -147,6 +149,7 @@ class PostgresBackend final : public Backend {
   TenantStore& tenants() override { return *store_; }
   QuotaStore& quotas() override { return *store_; }
   ClusterCertificateStore& certificates() override { return *store_; }
+  MeteringStore& metering() override { return *store_; }
   AuditLog& audit() override { return *audit_; }
   std::vector<EventRow> Events(WorkloadId id) override {
     pqxx::connection conn(dsn_);
@@ -168,7 +171,9 @@ class PostgresBackend final : public Backend {
     return out;
   }
   Timestamp Now() override { return Micros(std::chrono::system_clock::now()); }
-  void Tick() override {}
+  // The database's clock is the real one: a few milliseconds for times written before and after
+  // to differ (the metering tests measure spans between them).
+  void Tick() override { std::this_thread::sleep_for(std::chrono::milliseconds(3)); }
 
  private:
   PostgresBackend(testing::TestPostgres* postgres, std::string dsn)
@@ -271,6 +276,7 @@ class StoreContractTest : public ::testing::TestWithParam<Kind> {
   TenantStore& tenants() { return backend_->tenants(); }
   QuotaStore& quotas() { return backend_->quotas(); }
   ClusterCertificateStore& certificates() { return backend_->certificates(); }
+  MeteringStore& metering() { return backend_->metering(); }
   AuditLog& audit() { return backend_->audit(); }
 
   AuditEvent MustAppend(const std::string& actor, const std::string& tenant,
@@ -3120,6 +3126,278 @@ TEST_P(StoreContractTest, ACancelRecordsItsRowWithWhatItDid) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreContractTest,
+                         ::testing::Values(Kind::kMemory, Kind::kPostgres),
+                         [](const ::testing::TestParamInfo<Kind>& info) {
+                           return KindName(info.param);
+                         });
+
+// ---- Metering (MeteringStore) -----------------------------------------------------------------
+
+// A cluster "m1" with one node of two H100s, priced on demand at 3,600,000 micro-units an hour:
+// one micro-unit per GPU-millisecond.
+class MeteringContractTest : public StoreContractTest {
+ protected:
+  void SetUp() override {
+    StoreContractTest::SetUp();
+    AddTenants();
+    ASSERT_OK_AND_ASSIGN(Cluster m1,
+                         clusters().RegisterCluster(Info("m1"), {Node("m1", "node-01", 2)}));
+    epoch_ = m1.epoch;
+    ClusterDeclaration d;
+    d.cluster = "m1";
+    d.prices = {
+        {"H100-80GB", "", CapacityType::kOnDemand, 3'600'000, Timestamp{} + std::chrono::hours(1)}};
+    ASSERT_OK(clusters().PutDeclarations({d}));
+  }
+
+  // A workload of tenant acme placed on both GPUs of m1 (one replica).
+  WorkloadId MustPlace() {
+    const WorkloadId id = MustSubmit(Spec("metered")).id;
+    Transition place = Step(id, S::kPending, S::kPlaced);
+    place.assignment = Assignment{};
+    place.assignment->cluster = "m1";
+    place.assignment->epoch = epoch_;
+    place.assignment->replicas = {
+        testing::ReplicaOn("node-01", {"GPU-m1-node-01-0", "GPU-m1-node-01-1"}, {0, 1})};
+    EXPECT_THAT(workloads().ApplyTransitions({place}),
+                IsOkAndHolds(ElementsAre(::testing::Field(&TransitionResult::applied, true))));
+    return id;
+  }
+
+  Transition At(WorkloadId id, S from, S to, Timestamp time) {
+    Transition t = Step(id, from, to);
+    t.actor = "agent:m1";
+    t.time = time;
+    return t;
+  }
+
+  bool Apply(const std::vector<Transition>& batch) {
+    absl::StatusOr<std::vector<TransitionResult>> r = workloads().ApplyTransitions(batch);
+    EXPECT_OK(r);
+    return r.ok() && std::all_of(r->begin(), r->end(), [](const auto& x) { return x.applied; });
+  }
+
+  // Every record of acme, in the store's order.
+  std::vector<UsageRecord> Usage() {
+    UsageFilter f;
+    f.tenant = "acme";
+    f.from = Timestamp{};
+    f.to = backend_->Now() + std::chrono::hours(24);
+    absl::StatusOr<std::vector<UsageRecord>> r = metering().ListUsage(f);
+    EXPECT_OK(r);
+    return r.ok() ? *r : std::vector<UsageRecord>{};
+  }
+
+  // Places a workload, starts it (after a tick) and ends it with `end` (after another); returns
+  // its id and the start and end times the agent reported.
+  struct Ran {
+    WorkloadId id = 0;
+    Timestamp start{};
+    Timestamp end{};
+  };
+  Ran RunOnce(S end = S::kSucceeded) {
+    Ran ran;
+    ran.id = MustPlace();
+    backend_->Tick();
+    ran.start = backend_->Now();
+    EXPECT_TRUE(Apply({At(ran.id, S::kPlaced, S::kRunning, ran.start)}));
+    backend_->Tick();
+    ran.end = backend_->Now();
+    EXPECT_TRUE(Apply({At(ran.id, S::kRunning, end, ran.end)}));
+    return ran;
+  }
+
+  uint64_t epoch_ = 1;
+};
+
+int64_t Millis(Timestamp from, Timestamp to) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
+}
+
+TEST_P(MeteringContractTest, AnEndedRunIsMeteredPerGpuFromItsStartToItsEndOnce) {
+  const auto [id, start, end] = RunOnce();
+  const Transition done = At(id, S::kRunning, S::kSucceeded, end);
+
+  const std::vector<UsageRecord> records = Usage();
+  ASSERT_THAT(records, SizeIs(2));
+  for (size_t g = 0; g < 2; ++g) {
+    const UsageRecord& r = records[g];
+    EXPECT_EQ(r.workload, id);
+    EXPECT_EQ(r.attempt, 1u);
+    EXPECT_EQ(r.replica, 0u);
+    EXPECT_EQ(r.gpu_uuid, absl::StrCat("GPU-m1-node-01-", g));
+    EXPECT_EQ(r.tenant, "acme");
+    EXPECT_EQ(r.project, "research");
+    EXPECT_EQ(r.cluster, "m1");
+    EXPECT_EQ(r.node, "node-01");
+    EXPECT_EQ(r.gpu_model, "H100-80GB");
+    EXPECT_EQ(r.capacity, CapacityType::kOnDemand);
+    EXPECT_EQ(r.from, start);
+    EXPECT_EQ(r.to, end);
+    EXPECT_EQ(r.fraction, (Fraction{1, 1}));
+    EXPECT_EQ(r.price_micros_per_hour, 3'600'000);
+    EXPECT_EQ(r.cost_micros, CostMicros(3'600'000, Fraction{1, 1},
+                                        std::chrono::duration_cast<microseconds>(end - start)));
+  }
+  // Neither a replayed end nor a meter pass adds anything.
+  EXPECT_THAT(workloads().ApplyTransitions({done}),
+              IsOkAndHolds(ElementsAre(::testing::Field(&TransitionResult::applied, false))));
+  EXPECT_THAT(metering().MeterRunning(backend_->Now(), 100), IsOkAndHolds(0));
+  EXPECT_THAT(Usage(), SizeIs(2));
+}
+
+TEST_P(MeteringContractTest, ARunStillGoingIsMeteredToNowAndItsEndGoesOnFromThere) {
+  const WorkloadId id = MustPlace();
+  backend_->Tick();
+  const Timestamp start = backend_->Now();
+  ASSERT_TRUE(Apply({At(id, S::kPlaced, S::kRunning, start)}));
+  backend_->Tick();
+  const Timestamp cut = backend_->Now();
+  EXPECT_THAT(metering().MeterRunning(cut, 100), IsOkAndHolds(1));
+  EXPECT_THAT(metering().MeterRunning(cut, 100), IsOkAndHolds(0));  // nothing left before cut
+  std::vector<UsageRecord> records = Usage();
+  ASSERT_THAT(records, SizeIs(2));
+  EXPECT_EQ(records[0].from, start);
+  EXPECT_EQ(records[0].to, cut);
+
+  backend_->Tick();
+  const Timestamp end = backend_->Now();
+  ASSERT_TRUE(Apply({At(id, S::kRunning, S::kFailed, end)}));
+  records = Usage();
+  ASSERT_THAT(records, SizeIs(4));
+  // Per GPU, the spans follow each other with neither gap nor overlap.
+  for (const char* gpu : {"GPU-m1-node-01-0", "GPU-m1-node-01-1"}) {
+    std::vector<std::pair<Timestamp, Timestamp>> spans;
+    for (const UsageRecord& r : records) {
+      if (r.gpu_uuid == gpu) spans.emplace_back(r.from, r.to);
+    }
+    EXPECT_THAT(spans, ElementsAre(Pair(start, cut), Pair(cut, end)));
+  }
+}
+
+TEST_P(MeteringContractTest, AnAgentClockBehindOrAheadBillsNeitherBeforePlacementNorAfterNow) {
+  const Timestamp before_place = backend_->Now();
+  const WorkloadId id = MustPlace();
+  const Timestamp placed = MustGet(id).update_time;
+  ExpectBetween(placed, before_place, backend_->Now());
+  backend_->Tick();
+  // The agent's clock is ten hours slow at the start and ten hours fast at the end.
+  ASSERT_TRUE(Apply({At(id, S::kPlaced, S::kRunning, placed - std::chrono::hours(10))}));
+  backend_->Tick();
+  ASSERT_TRUE(
+      Apply({At(id, S::kRunning, S::kSucceeded, backend_->Now() + std::chrono::hours(10))}));
+  const Timestamp after_end = backend_->Now();
+  const std::vector<UsageRecord> records = Usage();
+  ASSERT_THAT(records, SizeIs(2));
+  EXPECT_EQ(records[0].from, placed);
+  EXPECT_LE(records[0].to, after_end);
+  EXPECT_LT(Millis(records[0].from, records[0].to), 60'000);
+}
+
+TEST_P(MeteringContractTest, ARunStartedAndEndedInOneBatchIsMetered) {
+  const WorkloadId id = MustPlace();
+  backend_->Tick();
+  const Timestamp start = backend_->Now();
+  backend_->Tick();
+  const Timestamp end = backend_->Now();
+  ASSERT_TRUE(
+      Apply({At(id, S::kPlaced, S::kRunning, start), At(id, S::kRunning, S::kSucceeded, end)}));
+  const std::vector<UsageRecord> records = Usage();
+  ASSERT_THAT(records, SizeIs(2));
+  EXPECT_EQ(records[0].from, start);
+  EXPECT_EQ(records[0].to, end);
+}
+
+TEST_P(MeteringContractTest, ARequeuedRunIsMeteredAndItsNextAttemptStartsAfresh) {
+  RunOnce(S::kPending);  // preempted, to be retried
+  EXPECT_THAT(metering().MeterRunning(backend_->Now(), 100), IsOkAndHolds(0));
+  ASSERT_THAT(Usage(), SizeIs(2));
+  EXPECT_EQ(Usage()[0].attempt, 1u);
+}
+
+TEST_P(MeteringContractTest, ListUsageFiltersByTenantAndWindowAndPages) {
+  const auto [id, start, end] = RunOnce();
+
+  UsageFilter f;
+  f.from = start;
+  f.to = end;
+  f.page_size = 1;
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageRecord> first, metering().ListUsage(f));
+  ASSERT_THAT(first, SizeIs(1));
+  f.after = first[0];
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageRecord> second, metering().ListUsage(f));
+  ASSERT_THAT(second, SizeIs(1));
+  EXPECT_NE(second[0].gpu_uuid, first[0].gpu_uuid);
+  f.after = second[0];
+  EXPECT_THAT(metering().ListUsage(f), IsOkAndHolds(IsEmpty()));
+
+  UsageFilter other;
+  other.tenant = "globex";
+  other.from = start;
+  other.to = end;
+  EXPECT_THAT(metering().ListUsage(other), IsOkAndHolds(IsEmpty()));
+  UsageFilter outside;
+  outside.from = end;  // the window starts where the records end
+  outside.to = end + std::chrono::hours(1);
+  EXPECT_THAT(metering().ListUsage(outside), IsOkAndHolds(IsEmpty()));
+
+  UsageFilter bad = f;
+  bad.page_size = 0;
+  EXPECT_THAT(metering().ListUsage(bad), StatusIs(Code::kInvalidArgument));
+  bad = f;
+  bad.to = bad.from;
+  EXPECT_THAT(metering().ListUsage(bad), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(metering().MeterRunning(end, 0), StatusIs(Code::kInvalidArgument));
+}
+
+TEST_P(MeteringContractTest, AReportSumsItsWindowsRecordsExactlyAndTheSameEachTime) {
+  const auto [id, start, end] = RunOnce();
+  const std::vector<UsageRecord> records = Usage();
+  ASSERT_THAT(records, ::testing::Not(IsEmpty()));
+
+  UsageQuery q;
+  q.from = std::chrono::floor<std::chrono::days>(start) - std::chrono::days(1);
+  q.to = std::chrono::floor<std::chrono::days>(end) + std::chrono::days(1);
+  q.period = ReportPeriod::kDay;
+  q.group_by = {ReportDimension::kTenant,     ReportDimension::kProject,
+                ReportDimension::kCluster,    ReportDimension::kGpuModel,
+                ReportDimension::kMigProfile, ReportDimension::kWorkloadClass,
+                ReportDimension::kCapacity};
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageLine> lines, metering().ReportUsage(q));
+  EXPECT_EQ(lines, SumUsage(q, records));
+  int64_t gpu_us = 0;
+  int64_t cost = 0;
+  for (const UsageLine& line : lines) {
+    EXPECT_EQ(line.keys[0], "acme");
+    EXPECT_EQ(line.keys[2], "m1");
+    EXPECT_EQ(line.keys[3], "H100-80GB");
+    EXPECT_EQ(line.keys[6], "on-demand");
+    EXPECT_EQ(line.unpriced_gpu_microseconds, 0);
+    gpu_us += line.gpu_microseconds;
+    cost += line.cost_micros;
+  }
+  EXPECT_EQ(gpu_us, 2 * std::chrono::duration_cast<microseconds>(end - start).count());
+  EXPECT_EQ(cost, 2 * CostMicros(3'600'000, Fraction{1, 1},
+                                 std::chrono::duration_cast<microseconds>(end - start)));
+  EXPECT_THAT(metering().ReportUsage(q), IsOkAndHolds(lines));  // the same, every time
+
+  UsageQuery whole = q;
+  whole.period = ReportPeriod::kWhole;
+  whole.group_by = {};
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageLine> one, metering().ReportUsage(whole));
+  ASSERT_THAT(one, SizeIs(1));
+  EXPECT_EQ(one[0].period_start, whole.from);
+  EXPECT_EQ(one[0].gpu_microseconds, gpu_us);
+
+  UsageQuery other = q;
+  other.tenant = "globex";
+  EXPECT_THAT(metering().ReportUsage(other), IsOkAndHolds(IsEmpty()));
+  UsageQuery bad = q;
+  bad.from += std::chrono::hours(1);
+  EXPECT_THAT(metering().ReportUsage(bad), StatusIs(Code::kInvalidArgument));
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, MeteringContractTest,
                          ::testing::Values(Kind::kMemory, Kind::kPostgres),
                          [](const ::testing::TestParamInfo<Kind>& info) {
                            return KindName(info.param);

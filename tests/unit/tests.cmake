@@ -4,6 +4,7 @@ add_executable(federation_unit_tests
   ${UNIT_DIR}/federation/clock_test.cc
   ${UNIT_DIR}/federation/mig_test.cc
   ${UNIT_DIR}/federation/metering_test.cc
+  ${UNIT_DIR}/federation/usage_report_test.cc
   ${UNIT_DIR}/federation/placement_test.cc
   ${UNIT_DIR}/federation/pool_test.cc
   ${UNIT_DIR}/federation/pool_accounting_test.cc
@@ -43,7 +44,8 @@ add_executable(federation_use_case_tests ${UNIT_DIR}/federation/control_plane_te
   ${UNIT_DIR}/federation/reclaim_test.cc
   ${UNIT_DIR}/federation/starvation_test.cc
   ${UNIT_DIR}/federation/quota_property_test.cc
-  ${UNIT_DIR}/federation/routing_use_case_test.cc)
+  ${UNIT_DIR}/federation/routing_use_case_test.cc
+  ${UNIT_DIR}/federation/metering_use_case_test.cc)
 target_link_libraries(federation_use_case_tests PRIVATE gpufed_federation gpufed_test_memory
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(federation_use_case_tests PROPERTIES LABELS unit)

@@ -111,10 +111,10 @@ TEST(MeteringTest, AProfileThePriceBookPricesIsChargedItsOwnPrice) {
       Price("H100-80GB", CapacityType::kOnDemand, 700'000, Timestamp{}, "1g.10gb"));
   const std::vector<UsageRecord> records =
       MeterSpan(RunOf(1, {Mig(0, "1g.10gb", 0)}), c, kStart, kStart + hours(2), MeteringPolicy{});
-  ASSERT_EQ(records.size(), 1u);
+  ASSERT_EQ(records.size(), 2u);  // one per hour
   EXPECT_TRUE(records[0].profile_priced);
   EXPECT_EQ(records[0].price_micros_per_hour, 700'000);
-  EXPECT_EQ(records[0].cost_micros, 1'400'000);
+  EXPECT_EQ(Cost(records), 1'400'000);
   EXPECT_EQ(records[0].fraction, (Fraction{1, 7}));  // the GPU-hours still count its share
 }
 
@@ -184,6 +184,20 @@ TEST(MeteringTest, UnpricedGpusAreMeteredWithNoPriceAndNoCost) {
   EXPECT_FALSE(records[0].price_micros_per_hour.has_value());
   EXPECT_EQ(records[0].cost_micros, 0);
   EXPECT_DOUBLE_EQ(records[0].GpuSeconds(), 3600.0);
+}
+
+TEST(MeteringTest, NoRecordCrossesAWholeHour) {
+  const Timestamp from = kStart + minutes(50);
+  const Timestamp to = kStart + hours(3) + minutes(5);
+  const std::vector<UsageRecord> records =
+      MeterSpan(RunOf(1, {WholeGpus("dc-n0", {0})}), H100Cluster(), from, to, MeteringPolicy{});
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[0].from, from);
+  EXPECT_EQ(records[0].to, kStart + hours(1));
+  EXPECT_EQ(records[3].from, kStart + hours(3));
+  EXPECT_EQ(records[3].to, to);
+  for (size_t i = 1; i < records.size(); ++i) EXPECT_EQ(records[i].from, records[i - 1].to);
+  EXPECT_EQ(Cost(records), 4'000'000 * 135 / 60);
 }
 
 TEST(MeteringTest, AnEmptyOrBackwardSpanMetersNothing) {

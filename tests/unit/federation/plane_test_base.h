@@ -119,6 +119,7 @@ class PlaneTestBase : public ::testing::Test {
     ports.agents = &agents_;
     ports.scheduler = &scheduler_;
     ports.clock = &clock_;
+    ports.metering = &store_;
     return ports;
   }
 
