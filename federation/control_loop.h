@@ -35,6 +35,9 @@ struct ControlLoopOptions {
   std::chrono::nanoseconds archive_after = std::chrono::hours(24 * 7);
   int archive_batch = 5000;
   int archive_max_batches = 10;
+  // How often, at most, the pool and the queue are reported to the metrics port after a cycle
+  // (ControlMetrics::PoolState; each report reads every node and queued workload).
+  std::chrono::nanoseconds pool_report_interval = std::chrono::seconds(1);
   // Run(): at least this long between the starts of two cycles, so that a stream of
   // submissions is decided (and committed) in batches instead of one transaction each.
   std::chrono::nanoseconds min_cycle_interval = std::chrono::milliseconds(10);
@@ -83,6 +86,7 @@ class ControlLoop {
   bool leading_ = false;
   MonotonicTime last_check_{};
   MonotonicTime last_reload_{};
+  std::optional<MonotonicTime> last_pool_report_;  // none: report after the next cycle
 
   absl::Mutex mu_;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
