@@ -153,7 +153,16 @@ Metrics::Metrics(prometheus::Registry& registry)
                             .Name("gpufed_scheduler_pending_workloads")
                             .Help("Workloads in the scheduler's pending queue by the code of their "
                                   "pending reason")
-                            .Register(registry)) {}
+                            .Register(registry)),
+      rpcs_handled(prometheus::BuildCounter()
+                       .Name("gpufed_grpc_server_handled_total")
+                       .Help("RPCs answered, by service, method and status code")
+                       .Register(registry)),
+      rpc_seconds(prometheus::BuildHistogram()
+                      .Name("gpufed_grpc_server_handling_seconds")
+                      .Help("Time from a unary RPC's arrival to its status, by service, method "
+                            "and status code")
+                      .Register(registry)) {}
 
 void PrometheusControlMetrics::Preempted(PreemptionCause cause, size_t victims,
                                          double gpu_seconds_lost) {

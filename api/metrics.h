@@ -62,6 +62,9 @@ struct Metrics {
   prometheus::Family<prometheus::Gauge>& pool_fragmented;
   prometheus::Family<prometheus::Gauge>& pool_fragmentation_ratio;
   prometheus::Family<prometheus::Gauge>& pending_by_reason;
+  // Every RPC answered, by service, method and status code; unary ones timed (api/rpc_metrics.h).
+  prometheus::Family<prometheus::Counter>& rpcs_handled;
+  prometheus::Family<prometheus::Histogram>& rpc_seconds;
 };
 
 // The control plane's metrics port, exported to Prometheus.
