@@ -1,10 +1,39 @@
 #include "federation/pool_report.h"
 
+#include <algorithm>
 #include <map>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 
 namespace gpufed {
+namespace {
+
+// Nodes in the same state (model, CPU left, free shares in any order) have the same
+// fragmentation, and a pool has far fewer states than nodes (most nodes of a large pool are
+// empty or full): each state is measured once per report.
+class Fragmentation {
+ public:
+  explicit Fragmentation(const WorkloadMix& mix) : mix_(mix) {}
+  double Of(const NodeView& v) {
+    Key key{v.model, v.cpu_free, {v.milli_free.begin(), v.milli_free.end()}};
+    std::sort(std::get<2>(key).begin(), std::get<2>(key).end());
+    auto [it, added] = cache_.try_emplace(std::move(key), 0);
+    if (added) it->second = NodeFragmentation(v, mix_, /*check_memory=*/false);
+    return it->second;
+  }
+
+ private:
+  using Key = std::tuple<uint16_t, uint64_t, absl::InlinedVector<uint32_t, 8>>;
+  const WorkloadMix& mix_;
+  absl::flat_hash_map<Key, double> cache_;
+};
+
+}  // namespace
 
 std::vector<PoolModelReport> ReportPool(const Pool& pool, const WorkloadMix& mix) {
+  Fragmentation fragmentation(mix);
   std::vector<PoolModelReport> out;
   for (const ClusterSlots& cluster : pool.clusters()) {
     const ClusterCapacity capacity = Pool::CapacityOf(cluster);
@@ -39,7 +68,7 @@ std::vector<PoolModelReport> ReportPool(const Pool& pool, const WorkloadMix& mix
       for (const auto& [model, view] : views) {
         auto it = by_model.find(pool.ModelName(model));
         if (it == by_model.end()) continue;  // cannot happen: CapacityOf saw the same GPUs
-        it->second.fragmented_milli += NodeFragmentation(view, mix, /*check_memory=*/false);
+        it->second.fragmented_milli += fragmentation.Of(view);
         it->second.free_milli += view.MilliFree();
       }
     }
