@@ -127,24 +127,27 @@ class PrometheusTest : public ::testing::Test {
     return body;
   }
 
-  // The lines this set-up must make appear (prometheus-cpp writes labels in name order).
+  // A line of the RPC counter (prometheus-cpp writes labels in name order).
+  static std::string Handled(const std::string& code, const std::string& method,
+                             const std::string& service, int count) {
+    return absl::StrCat(R"(gpufed_grpc_server_handled_total{grpc_code=")", code,
+                        R"(",grpc_method=")", method, R"(",grpc_service=")", service, R"("} )",
+                        count);
+  }
+
+  // The lines this set-up must make appear.
   static std::vector<std::string> ExpectedLines() {
-    return {
-        "gpufed_pool_capacity_gpus{cluster=\"c1\",model=\"H100-80GB\"} 8",
-        "gpufed_pool_allocated_gpus{cluster=\"c1\",model=\"H100-80GB\"} 1",
-        "gpufed_pool_free_gpus{cluster=\"c1\",model=\"H100-80GB\"} 7",
-        "gpufed_scheduler_pending_workloads{reason=\"GpuCountUnsatisfiable\"} 1",
-        "gpufed_grpc_server_handled_total{grpc_code=\"OK\",grpc_method=\"Submit\","
-        "grpc_service=\"gpufed.v1.WorkloadService\"} 2",
-        "gpufed_grpc_server_handled_total{grpc_code=\"INVALID_ARGUMENT\",grpc_method=\"Submit\","
-        "grpc_service=\"gpufed.v1.WorkloadService\"} 2",
-        "gpufed_grpc_server_handled_total{grpc_code=\"UNIMPLEMENTED\",grpc_method=\"unknown\","
-        "grpc_service=\"unknown\"} 1",
-        "gpufed_grpc_server_handled_total{grpc_code=\"OK\",grpc_method=\"Check\","
-        "grpc_service=\"grpc.health.v1.Health\"} 1",
-        "gpufed_grpc_server_handling_seconds_count{grpc_code=\"OK\",grpc_method=\"Submit\","
-        "grpc_service=\"gpufed.v1.WorkloadService\"} 2",
-        "gpufed_scheduler_cycle_seconds_bucket"};
+    return {R"(gpufed_pool_capacity_gpus{cluster="c1",model="H100-80GB"} 8)",
+            R"(gpufed_pool_allocated_gpus{cluster="c1",model="H100-80GB"} 1)",
+            R"(gpufed_pool_free_gpus{cluster="c1",model="H100-80GB"} 7)",
+            R"(gpufed_scheduler_pending_workloads{reason="GpuCountUnsatisfiable"} 1)",
+            Handled("OK", "Submit", "gpufed.v1.WorkloadService", 2),
+            Handled("INVALID_ARGUMENT", "Submit", "gpufed.v1.WorkloadService", 2),
+            Handled("UNIMPLEMENTED", "unknown", "unknown", 1),
+            Handled("OK", "Check", "grpc.health.v1.Health", 1),
+            absl::StrCat(R"(gpufed_grpc_server_handling_seconds_count{grpc_code="OK",)",
+                         R"(grpc_method="Submit",grpc_service="gpufed.v1.WorkloadService"} 2)"),
+            "gpufed_scheduler_cycle_seconds_bucket"};
   }
 
   testing::TempDir dir_{"gpufed-prometheus"};
@@ -158,9 +161,9 @@ TEST_F(PrometheusTest, PromtoolChecksWhatMetricsServes) {
   const std::string body = MetricsWith(ExpectedLines());
   for (const std::string& line : ExpectedLines()) EXPECT_THAT(body, HasSubstr(line));
   // Fragmentation is there for the cluster and model, whatever its value.
-  EXPECT_THAT(body, HasSubstr("gpufed_pool_fragmented_gpus{cluster=\"c1\",model=\"H100-80GB\"}"));
+  EXPECT_THAT(body, HasSubstr(R"(gpufed_pool_fragmented_gpus{cluster="c1",model="H100-80GB"})"));
   EXPECT_THAT(body,
-              HasSubstr("gpufed_pool_fragmentation_ratio{cluster=\"c1\",model=\"H100-80GB\"}"));
+              HasSubstr(R"(gpufed_pool_fragmentation_ratio{cluster="c1",model="H100-80GB"})"));
 
   const std::string path = dir_.path() + "/metrics.txt";
   std::ofstream(path) << body;
@@ -195,7 +198,7 @@ TEST_F(PrometheusTest, PrometheusScrapesTheServerAndAnswersAQuery) {
 
   // Until Prometheus has scraped the server: the query answers the series with its value.
   httplib::Client http("127.0.0.1", port);
-  const std::string query = "gpufed_pool_capacity_gpus{cluster=\"c1\",model=\"H100-80GB\"}";
+  const std::string query = R"(gpufed_pool_capacity_gpus{cluster="c1",model="H100-80GB"})";
   nlohmann::json result;
   std::string last;
   for (const auto deadline = Clock::now() + std::chrono::seconds(60); Clock::now() < deadline;
