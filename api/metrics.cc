@@ -123,7 +123,46 @@ Metrics::Metrics(prometheus::Registry& registry)
                               .Help("Writes refused RESOURCE_EXHAUSTED because their caller (API "
                                     "token) was over its write rate")
                               .Register(registry)
-                              .Add({})) {}
+                              .Add({})),
+      pool_capacity(prometheus::BuildGauge()
+                        .Name("gpufed_pool_capacity_gpus")
+                        .Help("GPUs in the pool by cluster and model, healthy or not (the active "
+                              "scheduler's pool)")
+                        .Register(registry)),
+      pool_allocated(prometheus::BuildGauge()
+                         .Name("gpufed_pool_allocated_gpus")
+                         .Help("GPUs something runs on (a whole-GPU workload, a share or a MIG "
+                               "instance), by cluster and model")
+                         .Register(registry)),
+      pool_free(prometheus::BuildGauge()
+                    .Name("gpufed_pool_free_gpus")
+                    .Help("Idle healthy GPUs on schedulable nodes, by cluster and model")
+                    .Register(registry)),
+      pool_fragmented(prometheus::BuildGauge()
+                          .Name("gpufed_pool_fragmented_gpus")
+                          .Help("Free GPU capacity the typical workloads cannot use (FGD expected "
+                                "fragmentation), GPU-equivalents, by cluster and model")
+                          .Register(registry)),
+      pool_fragmentation_ratio(
+          prometheus::BuildGauge()
+              .Name("gpufed_pool_fragmentation_ratio")
+              .Help("Fragmented share of the free GPU capacity (FGD fragmentation rate), 0..1, by "
+                    "cluster and model")
+              .Register(registry)),
+      pending_by_reason(prometheus::BuildGauge()
+                            .Name("gpufed_scheduler_pending_workloads")
+                            .Help("Workloads in the scheduler's pending queue by the code of their "
+                                  "pending reason")
+                            .Register(registry)),
+      rpcs_handled(prometheus::BuildCounter()
+                       .Name("gpufed_grpc_server_handled_total")
+                       .Help("RPCs answered, by service, method and status code")
+                       .Register(registry)),
+      rpc_seconds(prometheus::BuildHistogram()
+                      .Name("gpufed_grpc_server_handling_seconds")
+                      .Help("Time from a unary RPC's arrival to its status, by service, method "
+                            "and status code")
+                      .Register(registry)) {}
 
 void PrometheusControlMetrics::Preempted(PreemptionCause cause, size_t victims,
                                          double gpu_seconds_lost) {
@@ -179,6 +218,47 @@ void PrometheusControlMetrics::FairShares(const std::vector<FairShare>& rows) {
     }
   }
   share_labels_ = std::move(now);
+}
+
+void PrometheusControlMetrics::PoolState(const PoolReport& report) {
+  absl::MutexLock lock(&pool_mu_);
+  std::vector<prometheus::Labels> now;
+  now.reserve(report.models.size());
+  for (const PoolModelReport& r : report.models) {
+    prometheus::Labels labels{{"cluster", r.cluster}, {"model", r.model}};
+    m_.pool_capacity.Add(labels).Set(r.gpus.total);
+    m_.pool_allocated.Add(labels).Set(r.gpus.allocated);
+    m_.pool_free.Add(labels).Set(r.gpus.free);
+    m_.pool_fragmented.Add(labels).Set(r.fragmented_milli / kMilliPerGpu);
+    m_.pool_fragmentation_ratio.Add(labels).Set(
+        r.free_milli == 0 ? 0 : r.fragmented_milli / static_cast<double>(r.free_milli));
+    now.push_back(std::move(labels));
+  }
+  // A cluster (or a model in it) no longer in the pool, or no pool at all (standing by), leaves
+  // the series.
+  for (const prometheus::Labels& old : pool_labels_) {
+    if (std::find(now.begin(), now.end(), old) != now.end()) continue;
+    for (auto* family : {&m_.pool_capacity, &m_.pool_allocated, &m_.pool_free, &m_.pool_fragmented,
+                         &m_.pool_fragmentation_ratio}) {
+      family->Remove(&family->Add(old));
+    }
+  }
+  pool_labels_ = std::move(now);
+
+  std::vector<prometheus::Labels> reasons;
+  reasons.reserve(report.pending.size());
+  for (const auto& [code, count] : report.pending) {
+    // kNone (a workload nothing was recorded for yet) has no name of its own.
+    const absl::string_view name = ReasonCodeName(code);
+    prometheus::Labels labels{{"reason", name.empty() ? "None" : std::string(name)}};
+    m_.pending_by_reason.Add(labels).Set(static_cast<double>(count));
+    reasons.push_back(std::move(labels));
+  }
+  for (const prometheus::Labels& old : reason_labels_) {
+    if (std::find(reasons.begin(), reasons.end(), old) != reasons.end()) continue;
+    m_.pending_by_reason.Remove(&m_.pending_by_reason.Add(old));
+  }
+  reason_labels_ = std::move(reasons);
 }
 
 }  // namespace gpufed::api

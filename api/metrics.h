@@ -54,6 +54,17 @@ struct Metrics {
   prometheus::Family<prometheus::Gauge>& fair_share_held;
   prometheus::Family<prometheus::Gauge>& fair_share_decayed_gpu_hours;
   prometheus::Counter& writes_rate_limited;  // writes refused: their caller was over its rate
+  // The active scheduler's pool per cluster and GPU model (GPUs; fragmented: GPU-equivalents)
+  // and its queue per reason code (PoolState).
+  prometheus::Family<prometheus::Gauge>& pool_capacity;
+  prometheus::Family<prometheus::Gauge>& pool_allocated;
+  prometheus::Family<prometheus::Gauge>& pool_free;
+  prometheus::Family<prometheus::Gauge>& pool_fragmented;
+  prometheus::Family<prometheus::Gauge>& pool_fragmentation_ratio;
+  prometheus::Family<prometheus::Gauge>& pending_by_reason;
+  // Every RPC answered, by service, method and status code; unary ones timed (api/rpc_metrics.h).
+  prometheus::Family<prometheus::Counter>& rpcs_handled;
+  prometheus::Family<prometheus::Histogram>& rpc_seconds;
 };
 
 // The control plane's metrics port, exported to Prometheus.
@@ -85,6 +96,7 @@ class PrometheusControlMetrics final : public ControlMetrics {
   void Preempted(PreemptionCause cause, size_t victims, double gpu_seconds_lost) override;
   void Quotas(const std::vector<QuotaUsage>& rows) override;
   void FairShares(const std::vector<FairShare>& rows) override;
+  void PoolState(const PoolReport& report) override;
   void WorkloadsInState(WorkloadState state, int64_t count) override {
     m_.workloads_by_state.Add({{"state", std::string(StateName(state))}})
         .Set(static_cast<double>(count));
@@ -95,6 +107,9 @@ class PrometheusControlMetrics final : public ControlMetrics {
   absl::Mutex quota_mu_;
   std::vector<prometheus::Labels> quota_labels_ ABSL_GUARDED_BY(quota_mu_);  // reported last
   std::vector<prometheus::Labels> share_labels_ ABSL_GUARDED_BY(quota_mu_);  // reported last
+  absl::Mutex pool_mu_;
+  std::vector<prometheus::Labels> pool_labels_ ABSL_GUARDED_BY(pool_mu_);    // reported last
+  std::vector<prometheus::Labels> reason_labels_ ABSL_GUARDED_BY(pool_mu_);  // reported last
 };
 
 }  // namespace gpufed::api

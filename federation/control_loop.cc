@@ -42,6 +42,7 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
     }
     leading_ = true;
     last_check_ = last_reload_ = last_meter_ = now;
+    last_pool_report_.reset();
     metrics_->Leading(true);
     spdlog::info("scheduler: active (holds the scheduler lock)");
   }
@@ -50,6 +51,7 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
     if (!leader_->StillHeld()) {
       leading_ = false;
       metrics_->Leading(false);
+      metrics_->PoolState(PoolReport{});  // the new active scheduler reports the pool
       spdlog::warn("scheduler: lost the scheduler lock; standing by");
       return step;
     }
@@ -133,6 +135,10 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
     }
   }
   metrics_->PendingQueue(scheduler_->pending_count());
+  if (!last_pool_report_ || now - *last_pool_report_ >= options_.pool_report_interval) {
+    last_pool_report_ = now;
+    metrics_->PoolState(scheduler_->Report());
+  }
   step.cycle = std::move(*cycle);
   return step;
 }
@@ -159,6 +165,7 @@ void ControlLoop::Run() {
     leader_->Release();
     leading_ = false;
     metrics_->Leading(false);
+    metrics_->PoolState(PoolReport{});
   }
 }
 

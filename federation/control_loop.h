@@ -41,6 +41,9 @@ struct ControlLoopOptions {
   std::chrono::nanoseconds meter_interval = std::chrono::seconds(60);
   int meter_batch = 2000;
   int meter_max_batches = 50;
+  // How often, at most, the pool and the queue are reported to the metrics port after a cycle
+  // (ControlMetrics::PoolState; each report reads every node and queued workload).
+  std::chrono::nanoseconds pool_report_interval = std::chrono::seconds(1);
   // Run(): at least this long between the starts of two cycles, so that a stream of
   // submissions is decided (and committed) in batches instead of one transaction each.
   std::chrono::nanoseconds min_cycle_interval = std::chrono::milliseconds(10);
@@ -90,6 +93,7 @@ class ControlLoop {
   MonotonicTime last_check_{};
   MonotonicTime last_reload_{};
   MonotonicTime last_meter_{};
+  std::optional<MonotonicTime> last_pool_report_;  // none: report after the next cycle
 
   absl::Mutex mu_;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;

@@ -664,7 +664,10 @@ ClusterCapacity Pool::CapacityOf(const ClusterSlots& cluster) {
       ModelCount& m = cap.by_model[gpu.model];
       ++cap.total;
       ++m.total;
-      if (node.gpus[g].Idle() && gpu.healthy && node.info.schedulable) {
+      if (!node.gpus[g].Idle()) {
+        ++cap.allocated;
+        ++m.allocated;
+      } else if (gpu.healthy && node.info.schedulable) {
         ++cap.free;
         ++m.free;
       }

@@ -152,13 +152,19 @@ struct ClusterSlots {
   [[nodiscard]] const NodeSlots* FindNode(absl::string_view name) const;
 };
 
+// GPUs of a cluster (or of one model in it). `total` counts every GPU of the inventory, healthy
+// or not; `allocated` those something runs on (a whole-GPU holder, a share, a bound MIG
+// instance); `free` the idle, healthy GPUs on schedulable nodes. The rest (total - allocated -
+// free) are idle but unusable: unhealthy, or on a node that is not schedulable.
 struct ModelCount {
   uint32_t total = 0;
+  uint32_t allocated = 0;
   uint32_t free = 0;
 };
 
 struct ClusterCapacity {
   uint32_t total = 0;
+  uint32_t allocated = 0;
   uint32_t free = 0;
   std::map<std::string, ModelCount> by_model;
 };

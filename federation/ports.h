@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "federation/fair_share.h"
+#include "federation/pool_report.h"
 #include "federation/preemption.h"
 #include "federation/quota.h"
 #include "federation/store.h"
@@ -117,6 +118,10 @@ class ControlMetrics {
   // Every active tenant's and project's fair share (Scheduler::FairShareReport); one missing
   // from `rows` is no longer active.
   virtual void FairShares(const std::vector<FairShare>& /*rows*/) {}
+  // The active scheduler's pool by cluster and GPU model and its queue by reason code
+  // (Scheduler::Report), after a cycle at most every ControlLoopOptions::pool_report_interval; an
+  // empty report when this server stops being the active scheduler (a standby reports nothing).
+  virtual void PoolState(const PoolReport& /*report*/) {}
 };
 
 }  // namespace gpufed

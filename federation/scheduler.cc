@@ -713,6 +713,18 @@ std::vector<QuotaUsage> Scheduler::QuotaReport() const {
   return quota_report_;
 }
 
+PoolReport Scheduler::Report() const {
+  PoolReport report;
+  report.models = ReportPool(pool_, engine_->mix());
+  std::map<ReasonCode, int64_t> pending;
+  for (const auto& [key, queued] : queue_) {
+    // A reason waiting for its figures' refresh (`unwritten`) has the stored one's code.
+    ++pending[queued.last_reason.code];
+  }
+  report.pending.assign(pending.begin(), pending.end());
+  return report;
+}
+
 int Scheduler::pending_count() const {
   absl::MutexLock lock(&mu_);
   return pending_count_;

@@ -17,6 +17,7 @@
 #include "federation/fair_share.h"
 #include "federation/placement.h"
 #include "federation/pool.h"
+#include "federation/pool_report.h"
 #include "federation/quota_ledger.h"
 #include "federation/routing.h"
 #include "federation/store.h"
@@ -195,6 +196,11 @@ class Scheduler {
   // The typical workloads the placement engine measures fragmentation against (MixOf over the
   // recent specs). Scheduler thread only.
   const WorkloadMix& mix() const { return engine_->mix(); }
+
+  // The pool and the queue as this scheduler holds them now (federation/pool_report.h), the
+  // fragmentation measured against mix(). Empty before the first Rebuild. Scheduler thread only;
+  // reads every node and every queued workload, so the control loop calls it now and then.
+  PoolReport Report() const;
 
  private:
   struct QueueKey {

@@ -30,6 +30,10 @@ packages=(
   libcsv-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
+  # tests/service/prometheus_test.cc: `promtool check metrics` on what /metrics serves, and a
+  # real Prometheus (/usr/bin/prometheus; the test starts and stops its own) scraping a server.
+  # Its package enables a systemd unit; the tests do not use it.
+  prometheus
   # The fuzz targets (tests/fuzz/, `make fuzz`, and the short pass of `make test`): Debian 12's
   # clang with its libFuzzer, ASan and UBSan runtimes (libclang-rt-14-dev is only recommended by
   # clang-14, and this script installs without recommends), and llvm-symbolizer (llvm-14) so that

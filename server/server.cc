@@ -29,6 +29,7 @@
 #include "api/report_http.h"
 #include "api/report_service.h"
 #include "api/revocations.h"
+#include "api/rpc_metrics.h"
 #include "api/tenant_service.h"
 #include "api/watch_hub.h"
 #include "api/workload_service.h"
@@ -378,6 +379,8 @@ absl::Status Server::Start() {
   api::InstallParseErrorCapture();
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<api::ParseErrorInterceptorFactory>());
+  // After the parse-error rewrite, so that the code counted is the one the client gets.
+  interceptors.push_back(std::make_unique<api::RpcMetricsInterceptorFactory>(*metrics_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // Agents keep a stream open for days, often through NAT: let them ping.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);

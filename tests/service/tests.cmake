@@ -63,3 +63,12 @@ add_executable(jwt_service_tests ${CMAKE_CURRENT_LIST_DIR}/jwt_test.cc)
 target_link_libraries(jwt_service_tests PRIVATE gpufed_server gpufed_test_support gpufed_test_jwt
   GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(jwt_service_tests PROPERTIES LABELS service TIMEOUT 300 DISCOVERY_TIMEOUT 60)
+
+# /metrics as Prometheus takes it (tests/service/prometheus_test.cc): `promtool check metrics`
+# passes on what the real server serves, and a real Prometheus (Debian's prometheus package,
+# started and stopped by the test) scrapes the server and answers a query for one series.
+add_executable(prometheus_tests ${CMAKE_CURRENT_LIST_DIR}/prometheus_test.cc)
+target_link_libraries(prometheus_tests PRIVATE gpufed_server gpufed_test_support GTest::gmock
+  GTest::gtest GTest::gtest_main PkgConfig::HTTPLIB)
+gtest_discover_tests(prometheus_tests PROPERTIES LABELS service TIMEOUT 300
+  DISCOVERY_TIMEOUT 60)

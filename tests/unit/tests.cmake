@@ -8,6 +8,7 @@ add_executable(federation_unit_tests
   ${UNIT_DIR}/federation/placement_test.cc
   ${UNIT_DIR}/federation/pool_test.cc
   ${UNIT_DIR}/federation/pool_accounting_test.cc
+  ${UNIT_DIR}/federation/pool_report_test.cc
   ${UNIT_DIR}/federation/topology_test.cc
   ${UNIT_DIR}/federation/explain_test.cc
   ${UNIT_DIR}/federation/pending_reason_test.cc

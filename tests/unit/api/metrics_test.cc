@@ -1,5 +1,5 @@
-// The control plane's Prometheus metrics (api/metrics.h): the quota and fair-share gauges carry
-// what the scheduler reports, in GPUs, and a row no longer reported leaves its series.
+// The control plane's Prometheus metrics (api/metrics.h): the quota, fair-share and pool gauges
+// carry what the scheduler reports, in GPUs, and a row no longer reported leaves its series.
 
 #include "api/metrics.h"
 
@@ -79,6 +79,65 @@ TEST(ControlMetricsTest, QuotasAreGaugesInGpusThatLeaveWhenDeleted) {
   EXPECT_EQ(Gauge(registry, "gpufed_quota_borrowed", "acme", "-"), 2.5);
   control.Quotas({});
   EXPECT_EQ(Gauge(registry, "gpufed_quota_used", "acme", "-"), std::nullopt);
+}
+
+// The value of gauge `name` whose label `label` is `value`; nullopt if there is none.
+std::optional<double> GaugeWith(prometheus::Registry& registry, const std::string& name,
+                                const std::string& label, const std::string& value) {
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      for (const prometheus::ClientMetric::Label& l : m.label) {
+        if (l.name == label && l.value == value) return m.gauge.value;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+TEST(ControlMetricsTest, PoolIsGaugesPerClusterAndModelThatLeaveWhenNoLongerReported) {
+  prometheus::Registry registry;
+  Metrics metrics(registry);
+  PrometheusControlMetrics control(metrics);
+  PoolReport report;
+  PoolModelReport& a = report.models.emplace_back();
+  a.cluster = "a";
+  a.model = "L4";
+  a.gpus = ModelCount{8, 3, 5};
+  a.fragmented_milli = 500;
+  a.free_milli = 5500;
+  PoolModelReport& b = report.models.emplace_back();
+  b.cluster = "b";
+  b.model = "H100-80GB";
+  b.gpus = ModelCount{2, 0, 1};
+  report.pending = {{ReasonCode::kNone, 1}, {ReasonCode::kGpusBusy, 4}};
+  control.PoolState(report);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_pool_capacity_gpus", "cluster", "a"), 8);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_pool_allocated_gpus", "cluster", "a"), 3);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_pool_free_gpus", "cluster", "a"), 5);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_pool_fragmented_gpus", "cluster", "a"), 0.5);
+  EXPECT_DOUBLE_EQ(*GaugeWith(registry, "gpufed_pool_fragmentation_ratio", "cluster", "a"),
+                   500.0 / 5500);
+  // Nothing free: no fragmentation rate to speak of.
+  EXPECT_EQ(GaugeWith(registry, "gpufed_pool_fragmentation_ratio", "cluster", "b"), 0);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_scheduler_pending_workloads", "reason", "GpusBusy"), 4);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_scheduler_pending_workloads", "reason", "None"), 1);
+
+  report.models.erase(report.models.begin());
+  report.pending = {{ReasonCode::kGpusBusy, 2}};
+  control.PoolState(report);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_pool_capacity_gpus", "cluster", "a"), std::nullopt);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_pool_fragmented_gpus", "cluster", "a"), std::nullopt);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_pool_capacity_gpus", "cluster", "b"), 2);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_scheduler_pending_workloads", "reason", "GpusBusy"), 2);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_scheduler_pending_workloads", "reason", "None"),
+            std::nullopt);
+
+  // Standing by: the active scheduler elsewhere reports the pool.
+  control.PoolState(PoolReport{});
+  EXPECT_EQ(GaugeWith(registry, "gpufed_pool_capacity_gpus", "cluster", "b"), std::nullopt);
+  EXPECT_EQ(GaugeWith(registry, "gpufed_scheduler_pending_workloads", "reason", "GpusBusy"),
+            std::nullopt);
 }
 
 }  // namespace

@@ -1246,6 +1246,49 @@ TEST_F(ControlPlaneTest, AnInterruptedLossIsFinishedByTheNextLeader) {
   EXPECT_EQ(events_.events.back().to, WorkloadState::kAdmitted);
 }
 
+// What the loop reported of the pool and the queue (ControlMetrics::PoolState), in order.
+class PoolRecorder final : public ControlMetrics {
+ public:
+  void PoolState(const PoolReport& report) override { reports.push_back(report); }
+  std::vector<PoolReport> reports;
+};
+
+// The active scheduler reports its pool by cluster and model and its queue by reason after a
+// cycle, at most once per pool_report_interval; once it stands by it reports an empty pool, so
+// that only the active scheduler's figures are exported.
+TEST_F(ControlPlaneTest, TheLoopReportsThePoolAndTheQueueWhileItLeads) {
+  Register("c1");  // 8 H100s
+  ASSERT_OK(Submit(User("acme"), Job("acme", 1)).status());
+  ASSERT_OK(Submit(User("acme"), Job("acme", 16)).status());  // no node has 16
+  PoolRecorder recorder;
+  FakeLeader leader;
+  ControlLoop loop(&plane_, &scheduler_, &agents_, &leader, &clock_, &recorder, LoopOptions());
+  ASSERT_TRUE(loop.RunOnce(clock_.Monotonic()).leading);
+  ASSERT_EQ(recorder.reports.size(), 1U);
+  const PoolReport& first = recorder.reports[0];
+  ASSERT_EQ(first.models.size(), 1U);
+  EXPECT_EQ(first.models[0].cluster, "c1");
+  EXPECT_EQ(first.models[0].model, "H100-80GB");
+  EXPECT_EQ(first.models[0].gpus.total, 8U);
+  EXPECT_EQ(first.models[0].gpus.allocated, 1U);
+  EXPECT_EQ(first.models[0].gpus.free, 7U);
+  EXPECT_THAT(first.pending,
+              ElementsAre(std::pair<ReasonCode, int64_t>{ReasonCode::kGpuCountUnsatisfiable, 1}));
+
+  loop.RunOnce(clock_.Monotonic());  // within the interval: not again
+  EXPECT_EQ(recorder.reports.size(), 1U);
+  clock_.Advance(std::chrono::seconds(1));
+  loop.RunOnce(clock_.Monotonic());
+  EXPECT_EQ(recorder.reports.size(), 2U);
+
+  leader.grant = false;
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_FALSE(loop.RunOnce(clock_.Monotonic()).leading);
+  ASSERT_EQ(recorder.reports.size(), 3U);
+  EXPECT_THAT(recorder.reports.back().models, IsEmpty());
+  EXPECT_THAT(recorder.reports.back().pending, IsEmpty());
+}
+
 // A connection that registered at the old epoch while the loss was being declared is closed
 // (fenced) so that its agent registers again and learns the new epoch.
 TEST_F(ControlPlaneTest, DeclaringALossFencesAConnectionAtTheOldEpoch) {
