@@ -965,8 +965,6 @@ absl::Status Commands::AuditVerify() {
   return absl::OkStatus();
 }
 
-namespace {
-
 absl::Status Commands::Report(const ReportOptions& options) {
   v1::GetUsageReportRequest request;
   const absl::TimeZone utc = absl::UTCTimeZone();

@@ -713,8 +713,8 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"upsert_share_weight", kUpsertShareWeight},
     {"list_share_weights", kListShareWeights},
     {"delete_usage", kDeleteUsage},
-    {"insert_usage_records", kInsertUsageRecords},
-    {"list_usage_records", kListUsageRecords},
+    {"insert_usage", kInsertUsage},
+    {"list_usage", kListUsage},
     {"upsert_cluster", kUpsertCluster},
     {"delete_gpus", kDeleteGpus},
     {"delete_nodes", kDeleteNodes},
@@ -2739,7 +2739,7 @@ absl::Status PgStore::SaveUsage(const UsageSnapshot& usage) {
   const int64_t as_of_us = ToMicros(usage.as_of);
   return pool_->Transact("save usage", [&](pqxx::work& txn) -> absl::Status {
     txn.exec_prepared("delete_usage");
-    if (!rows.empty()) txn.exec_prepared("insert_usage_records", as_of_us, rows.dump());
+    if (!rows.empty()) txn.exec_prepared("insert_usage", as_of_us, rows.dump());
     return absl::OkStatus();
   });
 }

@@ -5,6 +5,7 @@ add_executable(federation_unit_tests
   ${UNIT_DIR}/federation/mig_test.cc
   ${UNIT_DIR}/federation/metering_test.cc
   ${UNIT_DIR}/federation/usage_report_test.cc
+  ${UNIT_DIR}/federation/cost_allocation_test.cc
   ${UNIT_DIR}/federation/placement_test.cc
   ${UNIT_DIR}/federation/pool_test.cc
   ${UNIT_DIR}/federation/pool_accounting_test.cc
