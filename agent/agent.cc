@@ -124,10 +124,20 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, Clust
   if (options.max_updates_per_report < 1) {
     return absl::InvalidArgumentError("max_updates_per_report: must be >= 1");
   }
+  if (options.telemetry_interval < absl::ZeroDuration() ||
+      options.telemetry_interval > absl::Seconds(60)) {
+    return absl::InvalidArgumentError("telemetry_interval: must be 0..60s");
+  }
   RETURN_IF_ERROR(ValidateSpotReclaimSchedule(options.spot_reclaim));
   if (!make_backend) return absl::InvalidArgumentError("backend: no factory");
   std::unique_ptr<Agent> agent(new Agent(std::move(options), std::move(topology)));
   Agent* self = agent.get();
+  if (agent->options_.telemetry != nullptr &&
+      agent->options_.telemetry_interval > absl::ZeroDuration()) {
+    absl::MutexLock lock(&agent->mu_);
+    agent->minutes_ = std::make_unique<MinuteAggregator>(agent->options_.telemetry_interval,
+                                                         agent->options_.max_telemetry_minutes);
+  }
   ASSIGN_OR_RETURN(agent->backend_,
                    make_backend([self](WorkloadEvent event) { self->OnEvent(std::move(event)); }));
   if (agent->backend_ == nullptr) return absl::InternalError("backend factory returned null");
@@ -187,6 +197,8 @@ AgentStats Agent::Stats() const {
   s.spot_reclaims = spot_reclaims_;
   s.spot_reclaim_stops = spot_reclaim_stops_;
   s.spot_nodes_away = reclaimed_nodes_.size();
+  s.telemetry_minutes_sent = telemetry_minutes_sent_;
+  s.telemetry_minutes_dropped = minutes_ == nullptr ? 0 : minutes_->dropped();
   return s;
 }
 
@@ -412,6 +424,9 @@ void Agent::SendLoop(Stream* stream) {
   const absl::Duration scan_every =
       std::max(options_.status_resend_interval / 2, absl::Milliseconds(10));
   MonotonicTime next_scan = After(scan_every);
+  // Without telemetry, never.
+  MonotonicTime next_sample =
+      minutes_ != nullptr ? After(options_.telemetry_interval) : MonotonicTime::max();
   std::vector<v1::AgentMessage> out;
   while (wrote && !stream_done_ && registered_) {
     const MonotonicTime now = Mono();
@@ -463,8 +478,23 @@ void Agent::SendLoop(Stream* stream) {
       out.push_back(std::move(m));
       next_heartbeat = After(heartbeat_interval_);
     }
+    if (minutes_ != nullptr && now >= next_sample) {
+      SampleTelemetryLocked();
+      next_sample = After(options_.telemetry_interval);
+      for (;;) {
+        std::vector<v1::GpuMinute> ended =
+            minutes_->TakeEnded(Now(), static_cast<size_t>(kMaxTelemetryMinutes));
+        if (ended.empty()) break;
+        v1::AgentMessage m;
+        m.set_seq(++seq_);
+        m.set_epoch(epoch_);
+        for (v1::GpuMinute& g : ended) *m.mutable_telemetry()->add_minutes() = std::move(g);
+        telemetry_minutes_sent_ += ended.size();
+        out.push_back(std::move(m));
+      }
+    }
     if (out.empty()) {
-      WaitChanged(std::min(next_heartbeat, next_scan));
+      WaitChanged(std::min({next_heartbeat, next_scan, next_sample}));
       continue;
     }
     // Write without the lock: a slow server must not stall the backend's callbacks.
@@ -541,17 +571,50 @@ void Agent::Recover(const std::vector<Ledger::Entry>& unfinished) {
   }
 }
 
+void Agent::SampleTelemetryLocked() {
+  absl::flat_hash_map<std::string, const v1::Gpu*> gpus;
+  for (const v1::Node& node : inventory_.nodes()) {
+    for (const v1::Gpu& g : node.gpus()) gpus[g.uuid()] = &g;
+  }
+  std::vector<Occupant> occupants;
+  for (const auto& [id, r] : workloads_) {
+    if (r.state != v1::WORKLOAD_STATE_RUNNING) continue;
+    for (const GpuUse& use : r.gpus) {
+      Occupant o;
+      o.workload_id = id;
+      o.attempt = r.attempt;
+      o.workload_class = r.workload_class;
+      o.gpu_uuid = use.uuid;
+      if (auto it = gpus.find(use.uuid); it != gpus.end()) {
+        o.gpu_model = it->second->model();
+        o.gpu_memory_mib = it->second->memory_mib();
+      }
+      o.mig_profile = use.mig_profile;
+      o.mig_start = use.mig_start;
+      o.gpu_milli = use.gpu_milli;
+      occupants.push_back(std::move(o));
+    }
+  }
+  if (occupants.empty()) return;
+  const absl::Time at = Now();
+  const std::vector<GpuMetrics> samples = options_.telemetry->Sample(occupants, at);
+  for (size_t i = 0; i < occupants.size() && i < samples.size(); ++i) {
+    minutes_->Add(occupants[i], samples[i], at);
+  }
+}
+
 Agent::Record Agent::NewRecord(const v1::WorkAssignment& a) {
   Record r;
   r.epoch = a.assignment().epoch() != 0 ? a.assignment().epoch() : epoch_;
   r.attempt = a.attempt();
+  r.workload_class = a.spec().workload_class();
   r.stop_on_lease = a.stop_when_lease_expires();
   r.time = Now();
   if (ledger_ != nullptr) ledger_->Started(a.workload_id(), r.attempt, r.epoch);
   for (const v1::ReplicaAssignment& ra : a.assignment().replicas()) {
     if (!Contains(r.nodes, ra.node())) r.nodes.push_back(ra.node());
     for (const std::string& uuid : ra.gpu_uuids()) {
-      r.gpus.push_back(GpuUse{ra.node(), uuid, ra.mig_profile(), ra.mig_start()});
+      r.gpus.push_back(GpuUse{ra.node(), uuid, ra.mig_profile(), ra.mig_start(), ra.gpu_milli()});
     }
   }
   return r;

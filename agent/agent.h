@@ -23,6 +23,7 @@
 #include "agent/backend.h"
 #include "agent/ledger.h"
 #include "agent/spot_reclaim.h"
+#include "agent/telemetry.h"
 #include "agent/topology.h"
 #include "federation/clock.h"
 #include "gpufed/v1/agent_service.grpc.pb.h"
@@ -70,6 +71,13 @@ struct AgentOptions {
   // gpufed.io/capacity-type: spot for `spot_reclaim.duration`. Checked by
   // ValidateSpotReclaimSchedule.
   SpotReclaimSchedule spot_reclaim;
+  // GPU telemetry (docs/chargeback.md#telemetry): while connected, every `telemetry_interval`
+  // the source samples what each running workload holds; each minute's means go to the server
+  // once the minute has ended. Null source or zero interval: none. At most
+  // `max_telemetry_minutes` ended minutes wait to be sent (the oldest are dropped beyond).
+  std::shared_ptr<TelemetrySource> telemetry;
+  absl::Duration telemetry_interval = absl::Seconds(10);
+  size_t max_telemetry_minutes = 100000;
   // What every interval above is measured with and status times are read from. Null: the
   // process's SystemClock.
   const Clock* clock = nullptr;
@@ -99,6 +107,9 @@ struct AgentStats {
   uint64_t spot_reclaims = 0;
   uint64_t spot_reclaim_stops = 0;
   size_t spot_nodes_away = 0;
+  // Telemetry minutes written to the server, and dropped unsent (too many waiting).
+  uint64_t telemetry_minutes_sent = 0;
+  uint64_t telemetry_minutes_dropped = 0;
 };
 
 // The agent's side of AgentService.Connect (docs/domain.md#agents-and-fencing): dials the server,
@@ -164,6 +175,7 @@ class Agent {
     std::string uuid;
     std::string mig_profile;  // set: only this MIG instance
     uint32_t mig_start = 0;
+    uint32_t gpu_milli = 0;  // set: a share of the GPU
   };
   // What the agent knows about one workload id.
   struct Record {
@@ -173,6 +185,7 @@ class Agent {
     absl::Time time;
     uint64_t epoch = 0;    // the assignment's epoch
     uint32_t attempt = 0;  // the assignment's attempt
+    v1::WorkloadClass workload_class = v1::WORKLOAD_CLASS_UNSPECIFIED;
     bool terminal_acked = false;
     bool stop_on_lease = false;      // WorkAssignment.stop_when_lease_expires
     bool lease_stopped = false;      // the agent stopped it: its lease ran out
@@ -242,6 +255,8 @@ class Agent {
   void StartOne(const v1::WorkAssignment& work);
 
   v1::AgentMessage BuildRegister() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Samples what every running workload holds (options_.telemetry) into minutes_.
+  void SampleTelemetryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   [[nodiscard]] v1::WorkloadStatus StatusOf(const std::string& id, const Record& r) const;
   // Adds (or re-queues) a status for sending until acknowledged.
   void Enqueue(v1::WorkloadStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -313,6 +328,10 @@ class Agent {
   bool reclaim_reported_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t spot_reclaims_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t spot_reclaim_stops_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Telemetry minutes being summed and waiting to be sent; null without telemetry.
+  std::unique_ptr<MinuteAggregator> minutes_ ABSL_GUARDED_BY(mu_);
+  uint64_t telemetry_minutes_sent_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::flat_hash_map<std::string, Record> workloads_ ABSL_GUARDED_BY(mu_);
   // Ended workloads in the order they ended, for Forget().

@@ -261,6 +261,10 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
                     "how long the spot nodes stay away at each reclaim (shorter than "
                     "--spot-reclaim-every)")
       ->envname("GPUFED_SPOT_RECLAIM_FOR");
+  AddDurationOption(app, "--telemetry-interval", &f.telemetry_interval,
+                    "sample GPU telemetry of running workloads this often (at most 60s), e.g. "
+                    "10s; 0: no telemetry")
+      ->envname("GPUFED_TELEMETRY_INTERVAL");
 
   FlagsOutcome outcome;
   auto fail = [&outcome](absl::string_view message) {
@@ -332,6 +336,9 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
   if (absl::Status s = ValidateSpotReclaimSchedule({f.spot_reclaim_every, f.spot_reclaim_for});
       !s.ok()) {
     return fail(s.message());
+  }
+  if (f.telemetry_interval < absl::ZeroDuration() || f.telemetry_interval > absl::Seconds(60)) {
+    return fail("--telemetry-interval: must be 0..60s");
   }
   outcome.flags = std::move(f);
   return outcome;

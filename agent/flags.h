@@ -48,6 +48,10 @@ struct AgentFlags {
   // (zero: never) the spot nodes leave the inventory for `spot_reclaim_for`.
   absl::Duration spot_reclaim_every = absl::ZeroDuration();
   absl::Duration spot_reclaim_for = absl::ZeroDuration();
+  // GPU telemetry (docs/chargeback.md#telemetry): how often what running workloads hold is
+  // sampled; zero: no telemetry. The sim backend simulates the readings; the process backend
+  // has no GPUs to read and sends none.
+  absl::Duration telemetry_interval = absl::Seconds(10);
 };
 
 // What ParseAgentFlags decided: run with `flags`, or exit with `exit_code` after printing

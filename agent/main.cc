@@ -25,6 +25,7 @@
 #include "agent/process_backend.h"
 #include "agent/sim_backend.h"
 #include "agent/spot_reclaim.h"
+#include "agent/telemetry.h"
 #include "agent/topology.h"
 #include "federation/clock.h"
 #include "federation/types.h"
@@ -183,6 +184,8 @@ int Main(int argc, char** argv) {
   options.agent_version = GPUFED_VERSION;
   options.clock = &clock;
   options.spot_reclaim = {flags.spot_reclaim_every, flags.spot_reclaim_for};
+  if (flags.backend != "process") options.telemetry = std::make_shared<SimTelemetry>();
+  options.telemetry_interval = flags.telemetry_interval;
   const v1::Inventory inventory = topology->inventory;
   const int gpus = CountGpus(topology->inventory);
   const int nodes = topology->inventory.nodes_size();

@@ -274,6 +274,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
         return absl::InternalError("status reports are handled in batches");
       case v1::AgentMessage::kInventory:
         return ctx_.plane->UpdateInventory(*link_, NodesFromProto(m.inventory().inventory()));
+      case v1::AgentMessage::kTelemetry: {
+        ASSIGN_OR_RETURN(std::vector<TelemetryMinute> minutes, TelemetryFromProto(m.telemetry()));
+        return ctx_.plane->ApplyTelemetry(*link_, minutes);
+      }
       case v1::AgentMessage::BODY_NOT_SET:
         return absl::InvalidArgumentError("body: empty agent message");
     }

@@ -1299,6 +1299,22 @@ absl::StatusOr<UsageQuery> UsageQueryFromProto(const v1::GetUsageReportRequest& 
   return query;
 }
 
+absl::StatusOr<TelemetryWindow> TelemetryWindowFromProto(
+    const v1::ListWorkloadTelemetryRequest& request) {
+  TelemetryWindow w;
+  ASSIGN_OR_RETURN(w.workload, WorkloadIdFromProto("workload_id", request.workload_id()));
+  if (!request.has_start_time()) return absl::InvalidArgumentError("start_time: required");
+  if (!request.has_end_time()) return absl::InvalidArgumentError("end_time: required");
+  ASSIGN_OR_RETURN(w.from, CheckedFromProto("start_time", request.start_time()));
+  ASSIGN_OR_RETURN(w.to, CheckedFromProto("end_time", request.end_time()));
+  if (w.to <= w.from) return absl::InvalidArgumentError("end_time: must be after start_time");
+  if (request.page_size() < 0 || request.page_size() > 10000) {
+    return absl::InvalidArgumentError("page_size: must be 0..10000");
+  }
+  w.limit = request.page_size() == 0 ? 1000 : request.page_size();
+  return w;
+}
+
 v1::UsageReportLine UsageLineToProto(const UsageLine& line) {
   v1::UsageReportLine out;
   *out.mutable_period_start() = ToProto(line.period_start);
@@ -1307,6 +1323,89 @@ v1::UsageReportLine UsageLineToProto(const UsageLine& line) {
   out.set_unpriced_gpu_microseconds(line.unpriced_gpu_microseconds);
   out.set_cost_micros(line.cost_micros);
   out.set_records(line.records);
+  out.set_measured_gpu_microseconds(line.measured_gpu_microseconds);
+  out.set_effective_gpu_microseconds(line.effective_gpu_microseconds);
+  out.set_coarse_gpu_microseconds(line.coarse_gpu_microseconds);
+  return out;
+}
+
+absl::StatusOr<std::vector<TelemetryMinute>> TelemetryFromProto(const v1::TelemetryReport& report) {
+  if (report.minutes_size() > kMaxTelemetryMinutes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("telemetry.minutes: at most ", kMaxTelemetryMinutes, " per report"));
+  }
+  std::vector<TelemetryMinute> out;
+  out.reserve(report.minutes_size());
+  for (int i = 0; i < report.minutes_size(); ++i) {
+    const v1::GpuMinute& g = report.minutes(i);
+    const std::string at = absl::StrCat("telemetry.minutes[", i, "].");
+    TelemetryMinute m;
+    m.gpu_uuid = g.gpu_uuid();
+    m.mig_profile = g.mig_profile();
+    m.mig_start = g.mig_start();
+    const google::protobuf::Timestamp& t = g.minute();
+    if (!g.has_minute() || t.nanos() != 0 || t.seconds() < 0 ||
+        t.seconds() >= kMaxEffectiveFromSeconds) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, "minute: required, a whole minute from 1970-01-01 and before 2200-01-01"));
+    }
+    m.minute = FromProto(t);
+    if (g.covered_seconds() > 60) {
+      return absl::InvalidArgumentError(absl::StrCat(at, "covered_seconds: must be 1..60"));
+    }
+    m.covered_seconds = static_cast<int32_t>(g.covered_seconds());
+    ASSIGN_OR_RETURN(m.workload,
+                     WorkloadIdFromProto(absl::StrCat(at, "workload_id"), g.workload_id()));
+    m.attempt = g.attempt();
+    GpuMetrics& x = m.metrics;
+    if (g.has_gr_engine_active()) x.gr_engine_active = g.gr_engine_active();
+    if (g.has_sm_active()) x.sm_active = g.sm_active();
+    if (g.has_sm_occupancy()) x.sm_occupancy = g.sm_occupancy();
+    if (g.has_pipe_tensor_active()) x.pipe_tensor_active = g.pipe_tensor_active();
+    if (g.has_dram_active()) x.dram_active = g.dram_active();
+    if (g.has_gpu_util()) x.gpu_util = g.gpu_util();
+    if (g.has_fb_used_mib()) x.fb_used_mib = g.fb_used_mib();
+    if (g.has_power_watts()) x.power_watts = g.power_watts();
+    if (g.has_gpu_temp_celsius()) x.gpu_temp_celsius = g.gpu_temp_celsius();
+    out.push_back(std::move(m));
+  }
+  if (absl::Status s = ValidateTelemetry(out); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("telemetry.", s.message()));
+  }
+  return out;
+}
+
+v1::GpuMinute GpuMinuteToProto(const TelemetryMinute& m) {
+  v1::GpuMinute out;
+  out.set_gpu_uuid(m.gpu_uuid);
+  out.set_mig_profile(m.mig_profile);
+  out.set_mig_start(m.mig_start);
+  *out.mutable_minute() = ToProto(m.minute);
+  out.set_covered_seconds(static_cast<uint32_t>(m.covered_seconds));
+  out.set_workload_id(absl::StrCat(m.workload));
+  out.set_attempt(m.attempt);
+  const GpuMetrics& x = m.metrics;
+  if (x.gr_engine_active) out.set_gr_engine_active(*x.gr_engine_active);
+  if (x.sm_active) out.set_sm_active(*x.sm_active);
+  if (x.sm_occupancy) out.set_sm_occupancy(*x.sm_occupancy);
+  if (x.pipe_tensor_active) out.set_pipe_tensor_active(*x.pipe_tensor_active);
+  if (x.dram_active) out.set_dram_active(*x.dram_active);
+  if (x.gpu_util) out.set_gpu_util(*x.gpu_util);
+  if (x.fb_used_mib) out.set_fb_used_mib(*x.fb_used_mib);
+  if (x.power_watts) out.set_power_watts(*x.power_watts);
+  if (x.gpu_temp_celsius) out.set_gpu_temp_celsius(*x.gpu_temp_celsius);
+  return out;
+}
+
+v1::TelemetryMinuteView TelemetryRowToProto(const TelemetryRow& row) {
+  v1::TelemetryMinuteView out;
+  out.set_cluster(row.cluster);
+  *out.mutable_minute() = GpuMinuteToProto(row.minute);
+  out.set_activity(row.activity.value);
+  out.set_activity_source(std::string(ActivitySourceName(row.activity.source)));
+  out.set_measured_gpu_microseconds(row.measured_gpu_us);
+  out.set_effective_gpu_microseconds(row.effective_gpu_us);
+  out.set_coarse_gpu_microseconds(row.coarse_gpu_us);
   return out;
 }
 

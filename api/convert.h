@@ -163,6 +163,23 @@ std::vector<v1::ServerMessage> CancelMessages(const std::vector<WorkloadId>& ids
 // dimensions than there are); the rest is ValidateUsageQuery's and the use case's.
 absl::StatusOr<UsageQuery> UsageQueryFromProto(const v1::GetUsageReportRequest& request);
 v1::UsageReportLine UsageLineToProto(const UsageLine& line);
+// A ListWorkloadTelemetry request: which workload, the window and how many minutes at most.
+struct TelemetryWindow {
+  WorkloadId workload = 0;
+  Timestamp from{};
+  Timestamp to{};
+  int limit = 1000;
+};
+// INVALID_ARGUMENT naming the field: a bad workload id, a missing or out-of-range time, end not
+// after start, page_size outside 0..10000.
+absl::StatusOr<TelemetryWindow> TelemetryWindowFromProto(
+    const v1::ListWorkloadTelemetryRequest& request);
+// An agent's telemetry report. INVALID_ARGUMENT naming the field ("telemetry.minutes[2].sm_active")
+// for a bad workload id or minute, and whatever ValidateTelemetry refuses.
+absl::StatusOr<std::vector<TelemetryMinute>> TelemetryFromProto(const v1::TelemetryReport& report);
+// A minute as an agent sends it (TelemetryFromProto's inverse).
+v1::GpuMinute GpuMinuteToProto(const TelemetryMinute& minute);
+v1::TelemetryMinuteView TelemetryRowToProto(const TelemetryRow& row);
 
 }  // namespace gpufed::api
 

@@ -113,10 +113,10 @@ Metrics::Metrics(prometheus::Registry& registry)
                           .Name("gpufed_fair_share_held_gpus")
                           .Help("GPU-equivalents a tenant (or project) holds now")
                           .Register(registry)),
-      fair_share_decayed_gpu_hours(
+      fair_share_decayed_gpu_seconds(
           prometheus::BuildGauge()
-              .Name("gpufed_fair_share_decayed_gpu_hours")
-              .Help("A tenant's (or project's) GPU-hours, decayed by the fair-share half-life")
+              .Name("gpufed_fair_share_decayed_gpu_seconds")
+              .Help("A tenant's (or project's) GPU-seconds, decayed by the fair-share half-life")
               .Register(registry)),
       writes_rate_limited(prometheus::BuildCounter()
                               .Name("gpufed_writes_rate_limited_total")
@@ -162,7 +162,33 @@ Metrics::Metrics(prometheus::Registry& registry)
                       .Name("gpufed_grpc_server_handling_seconds")
                       .Help("Time from a unary RPC's arrival to its status, by service, method "
                             "and status code")
-                      .Register(registry)) {}
+                      .Register(registry)),
+      tenant_gpu_seconds(prometheus::BuildGauge()
+                             .Name("gpufed_tenant_gpu_seconds")
+                             .Help("A tenant's allocated GPU-seconds this UTC month so far (MIG "
+                                   "instances and shares by the part of the GPU charged)")
+                             .Register(registry)),
+      tenant_effective_gpu_seconds(
+          prometheus::BuildGauge()
+              .Name("gpufed_tenant_effective_gpu_seconds")
+              .Help(
+                  "A tenant's effective GPU-seconds this UTC month so far: measured GPU-seconds x "
+                  "SM activity (engine activity, or the coarse counter, where missing)")
+              .Register(registry)),
+      tenant_cost(prometheus::BuildGauge()
+                      .Name("gpufed_tenant_cost")
+                      .Help("A tenant's metered cost this UTC month so far, in units of the price "
+                            "book's currency")
+                      .Register(registry)),
+      telemetry_minutes(prometheus::BuildCounter()
+                            .Name("gpufed_telemetry_records_total")
+                            .Help("Agents' telemetry records (one per GPU and minute) by outcome: "
+                                  "kept (counted once), or "
+                                  "ignored (too old, ahead of the clock, a repeat, or of work "
+                                  "not on the agent's cluster)")
+                            .Register(registry)),
+      telemetry_minutes_kept(telemetry_minutes.Add({{"outcome", "kept"}})),
+      telemetry_minutes_ignored(telemetry_minutes.Add({{"outcome", "ignored"}})) {}
 
 void PrometheusControlMetrics::Preempted(PreemptionCause cause, size_t victims,
                                          double gpu_seconds_lost) {
@@ -207,13 +233,13 @@ void PrometheusControlMetrics::FairShares(const std::vector<FairShare>& rows) {
                               {"project", f.project.empty() ? "-" : f.project}};
     m_.fair_share.Add(labels).Set(f.share);
     m_.fair_share_held.Add(labels).Set(static_cast<double>(f.held_milli) / 1000);
-    m_.fair_share_decayed_gpu_hours.Add(labels).Set(f.decayed_gpu_hours);
+    m_.fair_share_decayed_gpu_seconds.Add(labels).Set(f.decayed_gpu_hours * 3600);
     now.push_back(std::move(labels));
   }
   // A tenant or project no longer active leaves the series.
   for (const prometheus::Labels& old : share_labels_) {
     if (std::find(now.begin(), now.end(), old) != now.end()) continue;
-    for (auto* family : {&m_.fair_share, &m_.fair_share_held, &m_.fair_share_decayed_gpu_hours}) {
+    for (auto* family : {&m_.fair_share, &m_.fair_share_held, &m_.fair_share_decayed_gpu_seconds}) {
       family->Remove(&family->Add(old));
     }
   }
@@ -259,6 +285,30 @@ void PrometheusControlMetrics::PoolState(const PoolReport& report) {
     m_.pending_by_reason.Remove(&m_.pending_by_reason.Add(old));
   }
   reason_labels_ = std::move(reasons);
+}
+
+void PrometheusControlMetrics::TenantUsage(const std::vector<UsageLine>& month_to_date) {
+  absl::MutexLock lock(&usage_mu_);
+  std::vector<prometheus::Labels> now;
+  now.reserve(month_to_date.size());
+  for (const UsageLine& line : month_to_date) {
+    if (line.keys.empty()) continue;
+    prometheus::Labels labels{{"tenant", line.keys.front()}};
+    m_.tenant_gpu_seconds.Add(labels).Set(static_cast<double>(line.gpu_microseconds) / 1e6);
+    m_.tenant_effective_gpu_seconds.Add(labels).Set(
+        static_cast<double>(line.effective_gpu_microseconds) / 1e6);
+    m_.tenant_cost.Add(labels).Set(static_cast<double>(line.cost_micros) / 1e6);
+    now.push_back(std::move(labels));
+  }
+  // A tenant without usage this month (a new month began) leaves the series.
+  for (const prometheus::Labels& old : usage_labels_) {
+    if (std::find(now.begin(), now.end(), old) != now.end()) continue;
+    for (auto* family :
+         {&m_.tenant_gpu_seconds, &m_.tenant_effective_gpu_seconds, &m_.tenant_cost}) {
+      family->Remove(&family->Add(old));
+    }
+  }
+  usage_labels_ = std::move(now);
 }
 
 }  // namespace gpufed::api

@@ -52,7 +52,7 @@ struct Metrics {
   // its weighted share of the pool (0..1), the GPU-equivalents it holds, its decayed usage.
   prometheus::Family<prometheus::Gauge>& fair_share;
   prometheus::Family<prometheus::Gauge>& fair_share_held;
-  prometheus::Family<prometheus::Gauge>& fair_share_decayed_gpu_hours;
+  prometheus::Family<prometheus::Gauge>& fair_share_decayed_gpu_seconds;
   prometheus::Counter& writes_rate_limited;  // writes refused: their caller was over its rate
   // The active scheduler's pool per cluster and GPU model (GPUs; fragmented: GPU-equivalents)
   // and its queue per reason code (PoolState).
@@ -65,6 +65,16 @@ struct Metrics {
   // Every RPC answered, by service, method and status code; unary ones timed (api/rpc_metrics.h).
   prometheus::Family<prometheus::Counter>& rpcs_handled;
   prometheus::Family<prometheus::Histogram>& rpc_seconds;
+  // Chargeback (docs/chargeback.md#prometheus): each tenant's usage this UTC month so far, from
+  // the report sums after each meter pass of the active scheduler: allocated and effective
+  // GPU-hours, and cost (price-book currency units).
+  prometheus::Family<prometheus::Gauge>& tenant_gpu_seconds;
+  prometheus::Family<prometheus::Gauge>& tenant_effective_gpu_seconds;
+  prometheus::Family<prometheus::Gauge>& tenant_cost;
+  // Agents' telemetry minutes counted and ignored (docs/chargeback.md#telemetry).
+  prometheus::Family<prometheus::Counter>& telemetry_minutes;
+  prometheus::Counter& telemetry_minutes_kept;
+  prometheus::Counter& telemetry_minutes_ignored;
 };
 
 // The control plane's metrics port, exported to Prometheus.
@@ -97,6 +107,11 @@ class PrometheusControlMetrics final : public ControlMetrics {
   void Quotas(const std::vector<QuotaUsage>& rows) override;
   void FairShares(const std::vector<FairShare>& rows) override;
   void PoolState(const PoolReport& report) override;
+  void TelemetryMinutes(size_t kept, size_t ignored) override {
+    m_.telemetry_minutes_kept.Increment(static_cast<double>(kept));
+    m_.telemetry_minutes_ignored.Increment(static_cast<double>(ignored));
+  }
+  void TenantUsage(const std::vector<UsageLine>& month_to_date) override;
   void WorkloadsInState(WorkloadState state, int64_t count) override {
     m_.workloads_by_state.Add({{"state", std::string(StateName(state))}})
         .Set(static_cast<double>(count));
@@ -110,6 +125,8 @@ class PrometheusControlMetrics final : public ControlMetrics {
   absl::Mutex pool_mu_;
   std::vector<prometheus::Labels> pool_labels_ ABSL_GUARDED_BY(pool_mu_);    // reported last
   std::vector<prometheus::Labels> reason_labels_ ABSL_GUARDED_BY(pool_mu_);  // reported last
+  absl::Mutex usage_mu_;
+  std::vector<prometheus::Labels> usage_labels_ ABSL_GUARDED_BY(usage_mu_);  // reported last
 };
 
 }  // namespace gpufed::api

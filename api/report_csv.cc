@@ -48,7 +48,9 @@ std::string UsageReportCsv(const v1::GetUsageReportRequest& request,
   std::string line;
   AppendField(line, "period_start");
   for (int d : request.group_by()) AppendField(line, DimensionColumn(v1::ReportDimension(d)));
-  for (const char* column : {"gpu_hours", "unpriced_gpu_hours", "cost", "records"}) {
+  for (const char* column :
+       {"gpu_hours", "unpriced_gpu_hours", "cost", "records", "measured_gpu_hours",
+        "effective_gpu_hours", "coarse_gpu_hours", "utilisation"}) {
     AppendField(line, column);
   }
   out += line + "\r\n";
@@ -63,6 +65,14 @@ std::string UsageReportCsv(const v1::GetUsageReportRequest& request,
     AppendField(line, SixDecimals(l.unpriced_gpu_microseconds(), kGpuMicrosPerHour));
     AppendField(line, SixDecimals(l.cost_micros(), 1'000'000));
     AppendField(line, absl::StrCat(l.records()));
+    AppendField(line, SixDecimals(l.measured_gpu_microseconds(), kGpuMicrosPerHour));
+    AppendField(line, SixDecimals(l.effective_gpu_microseconds(), kGpuMicrosPerHour));
+    AppendField(line, SixDecimals(l.coarse_gpu_microseconds(), kGpuMicrosPerHour));
+    // Effective over measured; empty when nothing was measured.
+    AppendField(line,
+                l.measured_gpu_microseconds() > 0
+                    ? SixDecimals(l.effective_gpu_microseconds(), l.measured_gpu_microseconds())
+                    : std::string());
     out += line + "\r\n";
   }
   return out;

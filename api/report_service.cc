@@ -21,4 +21,21 @@ grpc::ServerUnaryReactor* ReportServiceImpl::GetUsageReport(
                });
 }
 
+grpc::ServerUnaryReactor* ReportServiceImpl::ListWorkloadTelemetry(
+    grpc::CallbackServerContext* context, const v1::ListWorkloadTelemetryRequest* request,
+    v1::ListWorkloadTelemetryResponse* response) {
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(TelemetryWindow window, TelemetryWindowFromProto(*request));
+                 ASSIGN_OR_RETURN(std::vector<TelemetryRow> rows,
+                                  ctx_.plane->WorkloadTelemetry(who, window.workload, window.from,
+                                                                window.to, window.limit));
+                 for (const TelemetryRow& row : rows) {
+                   *response->add_minutes() = TelemetryRowToProto(row);
+                 }
+                 response->set_truncated(rows.size() == static_cast<size_t>(window.limit));
+                 return absl::OkStatus();
+               });
+}
+
 }  // namespace gpufed::api

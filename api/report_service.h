@@ -14,6 +14,9 @@ class ReportServiceImpl final : public v1::ReportService::CallbackService {
   grpc::ServerUnaryReactor* GetUsageReport(grpc::CallbackServerContext* context,
                                            const v1::GetUsageReportRequest* request,
                                            v1::GetUsageReportResponse* response) override;
+  grpc::ServerUnaryReactor* ListWorkloadTelemetry(
+      grpc::CallbackServerContext* context, const v1::ListWorkloadTelemetryRequest* request,
+      v1::ListWorkloadTelemetryResponse* response) override;
 
  private:
   ApiContext ctx_;

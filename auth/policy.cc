@@ -81,6 +81,7 @@ constexpr MethodPolicy kMethods[] = {
     {"gpufed.v1.AuditService.VerifyAudit", P::kAuditVerify, Target::kPlatform},
     // ReportService
     {"gpufed.v1.ReportService.GetUsageReport", P::kUsageRead, Target::kListing},
+    {"gpufed.v1.ReportService.ListWorkloadTelemetry", P::kWorkloadsRead, Target::kWorkload},
 };
 
 // Higher ranks may grant lower ones; agents rank apart (0: only the platform issues them).

@@ -111,6 +111,7 @@ struct Flags {
 
   std::string id;
   std::string reason;
+  uint32_t telemetry_minutes = 60;
 
   std::vector<std::string> states;
   std::string list_tenant;
@@ -262,6 +263,15 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
       "Why a workload is pending: the nearest blocker, and every cluster's rules and offers, "
       "evaluated now");
   explain->add_option("id", f.id, "Workload ID")->required();
+
+  CLI::App* telemetry = app.add_subcommand(
+      "telemetry",
+      "A workload's GPU telemetry per minute: SM, engine and tensor activity, memory, "
+      "power, and the effective GPU-time each minute measured");
+  telemetry->add_option("id", f.id, "Workload ID")->required();
+  telemetry->add_option("--minutes", f.telemetry_minutes, "The last this many minutes")
+      ->check(CLI::Range(1, 60 * 24 * 31))
+      ->capture_default_str();
 
   CLI::App* list = app.add_subcommand("list", "List workloads, newest first");
   list->add_option("--state", f.states, "Only workloads in this state (repeatable)")
@@ -572,6 +582,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.Get(f.id);
   } else if (explain->parsed()) {
     status = commands.Explain(f.id);
+  } else if (telemetry->parsed()) {
+    status = commands.Telemetry(f.id, absl::Minutes(f.telemetry_minutes));
   } else if (list->parsed()) {
     ListOptions options;
     // An explicit --tenant '' asks for every tenant the caller may see.

@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/civil_time.h"
 #include "api/report_csv.h"
@@ -304,6 +305,47 @@ absl::Status Commands::Explain(absl::string_view id) {
     out << "\nObjective: " << ObjectiveName(response.objective()) << "\n";
     WriteCandidateTable(response.objective(), response.candidates(), out);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Commands::Telemetry(absl::string_view id, absl::Duration window) {
+  v1::ListWorkloadTelemetryRequest request;
+  request.set_workload_id(std::string(id));
+  // Up to the next whole minute: the minute under way is included once it arrives.
+  const int64_t end = absl::ToUnixSeconds(absl::Now()) / 60 * 60 + 60;
+  request.mutable_start_time()->set_seconds(end - absl::ToInt64Seconds(window) - 60);
+  request.mutable_end_time()->set_seconds(end);
+  request.set_page_size(10000);
+  v1::ListWorkloadTelemetryResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return reports_->ListWorkloadTelemetry(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  auto fraction = [](bool has, double v) {
+    return has ? absl::StrFormat("%.2f", v) : std::string("-");
+  };
+  Table table({"MINUTE", "CLUSTER", "GPU", "SECONDS", "SM", "ENGINE", "TENSOR", "UTIL%", "FB-MIB",
+               "WATTS", "ACTIVITY", "FROM", "EFFECTIVE-GPU-S"});
+  for (const v1::TelemetryMinuteView& v : response.minutes()) {
+    const v1::GpuMinute& m = v.minute();
+    std::string gpu = SanitizeForTerminal(m.gpu_uuid());
+    if (!m.mig_profile().empty()) {
+      absl::StrAppend(&gpu, " ", SanitizeForTerminal(m.mig_profile()), "@", m.mig_start());
+    }
+    table.AddRow(
+        {absl::FormatTime("%Y-%m-%d %H:%M", TimeFromProto(m.minute()), absl::UTCTimeZone()),
+         SanitizeForTerminal(v.cluster()), gpu, absl::StrCat(m.covered_seconds()),
+         fraction(m.has_sm_active(), m.sm_active()),
+         fraction(m.has_gr_engine_active(), m.gr_engine_active()),
+         fraction(m.has_pipe_tensor_active(), m.pipe_tensor_active()),
+         m.has_gpu_util() ? absl::StrFormat("%.0f", m.gpu_util()) : "-",
+         m.has_fb_used_mib() ? absl::StrFormat("%.0f", m.fb_used_mib()) : "-",
+         m.has_power_watts() ? absl::StrFormat("%.0f", m.power_watts()) : "-",
+         absl::StrFormat("%.2f", v.activity()), v.activity_source(),
+         absl::StrFormat("%.1f", v.effective_gpu_microseconds() / 1e6)});
+  }
+  table.Render(*env_.out);
+  if (response.truncated()) *env_.err << "more minutes than shown: ask for fewer --minutes\n";
   return absl::OkStatus();
 }
 
@@ -1011,7 +1053,9 @@ absl::Status Commands::Report(const ReportOptions& options) {
   }
   std::vector<std::string> headers = {"PERIOD"};
   for (const std::string& name : options.group_by) headers.push_back(absl::AsciiStrToUpper(name));
-  for (const char* h : {"GPU-HOURS", "UNPRICED", "COST", "RECORDS"}) headers.push_back(h);
+  for (const char* h : {"GPU-HOURS", "UNPRICED", "COST", "RECORDS", "EFFECTIVE", "UTIL"}) {
+    headers.push_back(h);
+  }
   Table table(std::move(headers));
   constexpr int64_t kGpuMicrosPerHour = 3'600'000'000;
   for (const v1::UsageReportLine& line : response.lines()) {
@@ -1022,6 +1066,17 @@ absl::Status Commands::Report(const ReportOptions& options) {
     row.push_back(api::SixDecimals(line.unpriced_gpu_microseconds(), kGpuMicrosPerHour));
     row.push_back(FormatMicros(line.cost_micros()));
     row.push_back(absl::StrCat(line.records()));
+    row.push_back(api::SixDecimals(line.effective_gpu_microseconds(), kGpuMicrosPerHour));
+    // Effective over measured GPU-time; "-" with no telemetry, "coarse" where some of it was
+    // measured only by the coarse counter (which overstates).
+    std::string util = "-";
+    if (line.measured_gpu_microseconds() > 0) {
+      util =
+          absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(line.effective_gpu_microseconds()) /
+                                        static_cast<double>(line.measured_gpu_microseconds()));
+      if (line.coarse_gpu_microseconds() > 0) absl::StrAppend(&util, " coarse");
+    }
+    row.push_back(std::move(util));
     table.AddRow(std::move(row));
   }
   table.Render(*env_.out);

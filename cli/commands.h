@@ -186,6 +186,9 @@ class Commands {
   // offers (WriteCandidateTable).
   absl::Status Explain(absl::string_view id);
 
+  // Prints workload `id`'s telemetry minutes of the last `window` (table or -o json).
+  absl::Status Telemetry(absl::string_view id, absl::Duration window);
+
   // Pages through the server's results until options.limit workloads or the last page. JSON
   // output is one ListWorkloadsResponse holding every fetched workload and the token of the
   // next page (empty when there is none); the table notes on env.err that more exist.

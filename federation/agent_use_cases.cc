@@ -119,6 +119,27 @@ absl::Status ControlPlane::ApplyAgentReports(AgentLink& link,
   return ApplyReports(link, reports);
 }
 
+absl::Status ControlPlane::ApplyTelemetry(const AgentLink& link,
+                                          const std::vector<TelemetryMinute>& minutes) {
+  if (!ports_.agents->IsCurrent(link)) return NotCurrent(link);
+  RETURN_IF_ERROR(ValidateTelemetry(minutes));
+  if (ports_.metering == nullptr || minutes.empty()) return absl::OkStatus();
+  const Timestamp now = ports_.clock->Now();
+  std::vector<TelemetryMinute> fresh;
+  fresh.reserve(minutes.size());
+  for (const TelemetryMinute& m : minutes) {
+    if (m.minute >= now - kTelemetryMaxAge && m.minute <= now + kTelemetryMaxAhead) {
+      fresh.push_back(m);
+    }
+  }
+  int kept = 0;
+  if (!fresh.empty()) {
+    ASSIGN_OR_RETURN(kept, ports_.metering->RecordTelemetry(link.cluster(), fresh));
+  }
+  metrics_->TelemetryMinutes(static_cast<size_t>(kept), minutes.size() - static_cast<size_t>(kept));
+  return absl::OkStatus();
+}
+
 void ControlPlane::AgentDisconnected(const AgentLink& link) { ports_.agents->Detach(&link); }
 
 absl::Status ControlPlane::ApplyReports(AgentLink& link, const std::vector<AgentReport>& reports) {

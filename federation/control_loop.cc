@@ -52,6 +52,7 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
       leading_ = false;
       metrics_->Leading(false);
       metrics_->PoolState(PoolReport{});  // the new active scheduler reports the pool
+      metrics_->TenantUsage({});          // and the tenants' usage
       spdlog::warn("scheduler: lost the scheduler lock; standing by");
       return step;
     }
@@ -108,6 +109,15 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
         plane_->MeterRunning(options_.meter_batch, options_.meter_max_batches);
     if (!metered.ok()) {
       spdlog::warn("metering running workloads: {}", metered.status().ToString());
+    }
+    if (options_.telemetry_retention > std::chrono::nanoseconds::zero()) {
+      absl::StatusOr<int> pruned =
+          plane_->PruneTelemetry(options_.telemetry_retention, options_.telemetry_prune_batch,
+                                 options_.telemetry_prune_max_batches);
+      if (!pruned.ok()) spdlog::warn("pruning telemetry: {}", pruned.status().ToString());
+    }
+    if (absl::Status s = plane_->ReportTenantUsage(); !s.ok()) {
+      spdlog::warn("tenant usage gauges: {}", s.ToString());
     }
   }
   const MonotonicTime start = clock_->Monotonic();
@@ -166,6 +176,7 @@ void ControlLoop::Run() {
     leading_ = false;
     metrics_->Leading(false);
     metrics_->PoolState(PoolReport{});
+    metrics_->TenantUsage({});
   }
 }
 

@@ -41,6 +41,12 @@ struct ControlLoopOptions {
   std::chrono::nanoseconds meter_interval = std::chrono::seconds(60);
   int meter_batch = 2000;
   int meter_max_batches = 50;
+  // Telemetry minutes are kept this long (ControlPlane::PruneTelemetry, with each meter pass, up to
+  // telemetry_prune_batch x telemetry_prune_max_batches at a time); report sums keep what they
+  // added. Zero: kept for ever.
+  std::chrono::nanoseconds telemetry_retention = std::chrono::hours(48);
+  int telemetry_prune_batch = 10000;
+  int telemetry_prune_max_batches = 20;
   // How often, at most, the pool and the queue are reported to the metrics port after a cycle
   // (ControlMetrics::PoolState; each report reads every node and queued workload).
   std::chrono::nanoseconds pool_report_interval = std::chrono::seconds(1);

@@ -20,6 +20,23 @@
 #include "spdlog/spdlog.h"
 
 namespace gpufed {
+namespace {
+
+// Runs `step` (which does up to its argument's worth of work and says how much it did) until it
+// does less than `batch` or `max_batches` ran; returns the total. A failing step's error ends it
+// (the batches before it committed).
+absl::StatusOr<int> InBatches(int batch, int max_batches,
+                              const std::function<absl::StatusOr<int>(int)>& step) {
+  int done = 0;
+  for (int i = 0; i < max_batches; ++i) {
+    ASSIGN_OR_RETURN(int n, step(batch));
+    done += n;
+    if (n < batch) break;
+  }
+  return done;
+}
+
+}  // namespace
 
 ControlPlane::ControlPlane(ControlPlanePorts ports, ControlPlaneOptions options)
     : ports_(ports),
@@ -617,13 +634,8 @@ absl::StatusOr<int> ControlPlane::ArchiveFinished(std::chrono::nanoseconds after
                                                   int max_batches) {
   const Timestamp before =
       ports_.clock->Now() - std::chrono::duration_cast<Timestamp::duration>(after);
-  int moved = 0;
-  for (int i = 0; i < max_batches; ++i) {
-    ASSIGN_OR_RETURN(int n, ports_.workloads->ArchiveFinished(before, batch));
-    moved += n;
-    if (n < batch) break;
-  }
-  return moved;
+  return InBatches(batch, max_batches,
+                   [&](int n) { return ports_.workloads->ArchiveFinished(before, n); });
 }
 
 absl::StatusOr<int> ControlPlane::MeterRunning(int batch, int max_batches) {
@@ -631,13 +643,17 @@ absl::StatusOr<int> ControlPlane::MeterRunning(int batch, int max_batches) {
   // Up to the last whole hour: records of runs still going then cover whole hours, and a report
   // over hours, days or months that have ended sees all of them once a pass has run.
   const Timestamp now = std::chrono::floor<std::chrono::hours>(ports_.clock->Now());
-  int metered = 0;
-  for (int i = 0; i < max_batches; ++i) {
-    ASSIGN_OR_RETURN(int n, ports_.metering->MeterRunning(now, batch));
-    metered += n;
-    if (n < batch) break;
-  }
-  return metered;
+  return InBatches(batch, max_batches,
+                   [&](int n) { return ports_.metering->MeterRunning(now, n); });
+}
+
+absl::StatusOr<int> ControlPlane::PruneTelemetry(std::chrono::nanoseconds keep, int batch,
+                                                 int max_batches) {
+  if (ports_.metering == nullptr) return 0;
+  const Timestamp before =
+      ports_.clock->Now() - std::chrono::duration_cast<Timestamp::duration>(keep);
+  return InBatches(batch, max_batches,
+                   [&](int n) { return ports_.metering->PruneTelemetry(before, n); });
 }
 
 void ControlPlane::Scheduled(const std::vector<WorkloadEvent>& events) { AfterCommit(events); }

@@ -290,6 +290,11 @@ class ControlPlane {
   // (federation/failover.h). INVALID_ARGUMENT for a state an agent may not report. After OK,
   // everything reported may be acknowledged.
   absl::Status ApplyAgentReports(AgentLink& link, const std::vector<AgentReport>& reports);
+  // The agent's telemetry (federation/telemetry.h): minutes more than kTelemetryMaxAge old or more
+  // than kTelemetryMaxAhead ahead of this server's clock are ignored (so a report over a window
+  // that ended longer ago never changes); the rest go to MeteringStore::RecordTelemetry.
+  // INVALID_ARGUMENT naming the field (ValidateTelemetry): nothing is kept.
+  absl::Status ApplyTelemetry(const AgentLink& link, const std::vector<TelemetryMinute>& minutes);
   // The connection ended.
   void AgentDisconnected(const AgentLink& link);
 
@@ -442,6 +447,12 @@ class ControlPlane {
   // the caller's scope; INVALID_ARGUMENT naming the field (ValidateUsageQuery, names, a project
   // without its tenant); FAILED_PRECONDITION when nothing is metered or the report is too big.
   absl::StatusOr<std::vector<UsageLine>> UsageReport(const auth::Principal& who, UsageQuery query);
+  // The telemetry minutes kept for workload `id` in [from, to) (MeteringStore::ListTelemetry):
+  // whoever may read the workload may read them. NOT_FOUND as GetWorkload; INVALID_ARGUMENT for
+  // to <= from or a limit outside 1..10000; FAILED_PRECONDITION when nothing is metered.
+  absl::StatusOr<std::vector<TelemetryRow>> WorkloadTelemetry(const auth::Principal& who,
+                                                              WorkloadId id, Timestamp from,
+                                                              Timestamp to, int limit);
 
   // ---- Operations ----
 
@@ -480,6 +491,11 @@ class ControlPlane {
   // at most `max_batches` batches; returns how many runs it metered. The store's error
   // (UNAVAILABLE) after the batches that committed.
   absl::StatusOr<int> MeterRunning(int batch, int max_batches);
+  // Deletes telemetry minutes kept longer than `keep` (MeteringStore::PruneTelemetry), batched as
+  // MeterRunning; returns how many.
+  absl::StatusOr<int> PruneTelemetry(std::chrono::nanoseconds keep, int batch, int max_batches);
+  // Tells the metrics port each tenant's usage this month so far (ControlMetrics::TenantUsage).
+  absl::Status ReportTenantUsage();
   // What a scheduling cycle committed (admissions and placements): Watch streams get the
   // events, agents the placements.
   void Scheduled(const std::vector<WorkloadEvent>& events);

@@ -103,74 +103,80 @@ CapacityType CapacityOf(const Cluster& cluster, const NodeInfo* node) {
 
 }  // namespace
 
+void MeterGpu(const Workload& run, size_t replica, const std::string& uuid, const Cluster& cluster,
+              Timestamp from, Timestamp to, const MeteringPolicy& policy,
+              std::vector<UsageRecord>& out) {
+  if (to <= from || replica >= run.assignment.replicas.size()) return;
+  const std::vector<PriceEntry>& book = cluster.declared.prices;
+  const ReplicaAssignment& r = run.assignment.replicas[replica];
+  const NodeInfo* node = FindNode(cluster, r.node);
+  const GpuInfo* gpu = node == nullptr ? nullptr : FindGpu(*node, uuid);
+  UsageRecord base;
+  base.workload = run.id;
+  base.attempt = run.attempts;
+  base.replica = static_cast<uint32_t>(replica);
+  base.tenant = run.spec.tenant;
+  base.project = run.spec.project;
+  base.workload_class = run.spec.workload_class;
+  base.cluster = cluster.info.name;
+  base.node = r.node;
+  base.gpu_uuid = uuid;
+  base.gpu_model = gpu == nullptr ? "" : gpu->model;
+  base.mig_profile = r.mig_profile;
+  base.gpu_milli = r.mig_profile.empty() ? r.gpu_milli : 0;
+  base.capacity = CapacityOf(cluster, node);
+  if (!r.mig_profile.empty()) {
+    const auto [geo, profile] = FindProfile(base.gpu_model, r.mig_profile);
+    base.fraction =
+        profile == nullptr ? Fraction{1, 1} : MigFraction(*geo, *profile, policy.mig_basis);
+  } else if (r.gpu_milli > 0) {
+    base.fraction = Fraction{r.gpu_milli, kMilliPerGpu};
+  }
+  // Where a line of this GPU's (model, capacity) -- the whole GPU's or the MIG profile's --
+  // takes effect inside the span, the price may change: a new record starts there. A record
+  // never crosses a whole hour (UTC) either: reports by hour, day, week or month then add
+  // whole records, never parts of one.
+  std::set<Timestamp> cuts = {from, to};
+  for (Timestamp hour = std::chrono::floor<std::chrono::hours>(from) + std::chrono::hours(1);
+       hour < to; hour += std::chrono::hours(1)) {
+    cuts.insert(hour);
+  }
+  for (const PriceEntry& e : book) {
+    if (e.gpu_model == base.gpu_model && e.capacity == base.capacity &&
+        (e.mig_profile.empty() || e.mig_profile == base.mig_profile) && e.effective_from > from &&
+        e.effective_from < to) {
+      cuts.insert(e.effective_from);
+    }
+  }
+  for (auto it = cuts.begin(); std::next(it) != cuts.end(); ++it) {
+    UsageRecord rec = base;
+    rec.from = *it;
+    rec.to = *std::next(it);
+    const auto duration = std::chrono::duration_cast<std::chrono::microseconds>(rec.to - rec.from);
+    std::optional<int64_t> own;
+    if (!rec.mig_profile.empty()) {
+      own = PriceAt(cluster.declared, rec.gpu_model, rec.mig_profile, rec.capacity, rec.from);
+    }
+    if (own) {
+      rec.price_micros_per_hour = own;
+      rec.profile_priced = true;
+      rec.cost_micros = CostMicros(*own, Fraction{1, 1}, duration);
+    } else if (std::optional<int64_t> whole =
+                   PriceAt(cluster.declared, rec.gpu_model, "", rec.capacity, rec.from)) {
+      rec.price_micros_per_hour = whole;
+      rec.cost_micros = CostMicros(*whole, rec.fraction, duration);
+    }
+    out.push_back(std::move(rec));
+  }
+}
+
 std::vector<UsageRecord> MeterSpan(const Workload& run, const Cluster& cluster, Timestamp from,
                                    Timestamp to, const MeteringPolicy& policy) {
   std::vector<UsageRecord> out;
   if (to <= from) return out;
-  const std::vector<PriceEntry>& book = cluster.declared.prices;
   for (size_t i = 0; i < run.assignment.replicas.size(); ++i) {
-    const ReplicaAssignment& r = run.assignment.replicas[i];
-    const NodeInfo* node = FindNode(cluster, r.node);
-    for (const std::string& uuid : r.gpu_uuids) {
-      const GpuInfo* gpu = node == nullptr ? nullptr : FindGpu(*node, uuid);
-      UsageRecord base;
-      base.workload = run.id;
-      base.attempt = run.attempts;
-      base.replica = static_cast<uint32_t>(i);
-      base.tenant = run.spec.tenant;
-      base.project = run.spec.project;
-      base.workload_class = run.spec.workload_class;
-      base.cluster = cluster.info.name;
-      base.node = r.node;
-      base.gpu_uuid = uuid;
-      base.gpu_model = gpu == nullptr ? "" : gpu->model;
-      base.mig_profile = r.mig_profile;
-      base.gpu_milli = r.mig_profile.empty() ? r.gpu_milli : 0;
-      base.capacity = CapacityOf(cluster, node);
-      if (!r.mig_profile.empty()) {
-        const auto [geo, profile] = FindProfile(base.gpu_model, r.mig_profile);
-        base.fraction =
-            profile == nullptr ? Fraction{1, 1} : MigFraction(*geo, *profile, policy.mig_basis);
-      } else if (r.gpu_milli > 0) {
-        base.fraction = Fraction{r.gpu_milli, kMilliPerGpu};
-      }
-      // Where a line of this GPU's (model, capacity) -- the whole GPU's or the MIG profile's --
-      // takes effect inside the span, the price may change: a new record starts there. A record
-      // never crosses a whole hour (UTC) either: reports by hour, day, week or month then add
-      // whole records, never parts of one.
-      std::set<Timestamp> cuts = {from, to};
-      for (Timestamp hour = std::chrono::floor<std::chrono::hours>(from) + std::chrono::hours(1);
-           hour < to; hour += std::chrono::hours(1)) {
-        cuts.insert(hour);
-      }
-      for (const PriceEntry& e : book) {
-        if (e.gpu_model == base.gpu_model && e.capacity == base.capacity &&
-            (e.mig_profile.empty() || e.mig_profile == base.mig_profile) &&
-            e.effective_from > from && e.effective_from < to) {
-          cuts.insert(e.effective_from);
-        }
-      }
-      for (auto it = cuts.begin(); std::next(it) != cuts.end(); ++it) {
-        UsageRecord rec = base;
-        rec.from = *it;
-        rec.to = *std::next(it);
-        const auto duration =
-            std::chrono::duration_cast<std::chrono::microseconds>(rec.to - rec.from);
-        std::optional<int64_t> own;
-        if (!rec.mig_profile.empty()) {
-          own = PriceAt(cluster.declared, rec.gpu_model, rec.mig_profile, rec.capacity, rec.from);
-        }
-        if (own) {
-          rec.price_micros_per_hour = own;
-          rec.profile_priced = true;
-          rec.cost_micros = CostMicros(*own, Fraction{1, 1}, duration);
-        } else if (std::optional<int64_t> whole =
-                       PriceAt(cluster.declared, rec.gpu_model, "", rec.capacity, rec.from)) {
-          rec.price_micros_per_hour = whole;
-          rec.cost_micros = CostMicros(*whole, rec.fraction, duration);
-        }
-        out.push_back(std::move(rec));
-      }
+    for (const std::string& uuid : run.assignment.replicas[i].gpu_uuids) {
+      MeterGpu(run, i, uuid, cluster, from, to, policy, out);
     }
   }
   return out;

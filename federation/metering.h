@@ -85,6 +85,11 @@ int64_t CostMicros(int64_t price_micros_per_hour, Fraction fraction,
 // GPU.
 std::vector<UsageRecord> MeterSpan(const Workload& run, const Cluster& cluster, Timestamp from,
                                    Timestamp to, const MeteringPolicy& policy);
+// MeterSpan's records for one GPU (`uuid`) of one replica (an index into the assignment's
+// replicas), appended to `out`. Nothing when `replica` is out of range.
+void MeterGpu(const Workload& run, size_t replica, const std::string& uuid, const Cluster& cluster,
+              Timestamp from, Timestamp to, const MeteringPolicy& policy,
+              std::vector<UsageRecord>& out);
 
 }  // namespace gpufed
 

@@ -122,6 +122,12 @@ class ControlMetrics {
   // (Scheduler::Report), after a cycle at most every ControlLoopOptions::pool_report_interval; an
   // empty report when this server stops being the active scheduler (a standby reports nothing).
   virtual void PoolState(const PoolReport& /*report*/) {}
+  // An agent's telemetry report: `kept` minutes counted, `ignored` refused (too old, from the
+  // future, a repeat, or of work not on its cluster).
+  virtual void TelemetryMinutes(size_t /*kept*/, size_t /*ignored*/) {}
+  // Each tenant's usage this month so far (UTC), one line per tenant (keys: the tenant), after
+  // each meter pass of the active scheduler.
+  virtual void TenantUsage(const std::vector<UsageLine>& /*month_to_date*/) {}
 };
 
 }  // namespace gpufed

@@ -1,5 +1,7 @@
 // ControlPlane's reports (docs/chargeback.md#reports).
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "auth/policy.h"
 #include "federation/authorization.h"
@@ -43,6 +45,31 @@ absl::StatusOr<std::vector<UsageLine>> ControlPlane::UsageReport(const auth::Pri
     if (!who.project.empty()) query.project = who.project;
   }
   return ports_.metering->ReportUsage(query);
+}
+
+absl::StatusOr<std::vector<TelemetryRow>> ControlPlane::WorkloadTelemetry(
+    const auth::Principal& who, WorkloadId id, Timestamp from, Timestamp to, int limit) {
+  ASSIGN_OR_RETURN(const Workload w, GetVisible(who, id));
+  if (ports_.metering == nullptr) {
+    return absl::FailedPreconditionError("telemetry: this server meters nothing");
+  }
+  if (to <= from) return absl::InvalidArgumentError("end_time: must be after start_time");
+  if (limit < 1 || limit > 10000) return absl::InvalidArgumentError("page_size: must be 1..10000");
+  return ports_.metering->ListTelemetry(w.id, from, to, limit);
+}
+
+absl::Status ControlPlane::ReportTenantUsage() {
+  if (ports_.metering == nullptr || metrics_ == nullptr) return absl::OkStatus();
+  const Timestamp now = ports_.clock->Now();
+  const auto day = std::chrono::floor<std::chrono::days>(now);
+  const std::chrono::year_month_day ymd{day};
+  UsageQuery query;
+  query.from = Timestamp(std::chrono::sys_days{ymd.year() / ymd.month() / 1});
+  query.to = Timestamp(day + std::chrono::days(1));
+  query.group_by = {ReportDimension::kTenant};
+  ASSIGN_OR_RETURN(std::vector<UsageLine> lines, ports_.metering->ReportUsage(query));
+  metrics_->TenantUsage(lines);
+  return absl::OkStatus();
 }
 
 }  // namespace gpufed

@@ -584,6 +584,24 @@ class MeteringStore {
   // lines in the same order. INVALID_ARGUMENT for a query ValidateUsageQuery refuses;
   // FAILED_PRECONDITION when there would be more than kMaxReportLines lines.
   virtual absl::StatusOr<std::vector<UsageLine>> ReportUsage(const UsageQuery& query) = 0;
+
+  // Telemetry (federation/telemetry.h), in one transaction: attributes each of `minutes`, sent
+  // by `cluster`'s agent, to the run it names (AttributeMinute, against the workload and the
+  // cluster as stored, by the store's MeteringPolicy), keeps it until PruneTelemetry, and adds its
+  // measured, effective and coarse GPU-time to its report line. A minute already kept (same
+  // cluster, GPU, instance, minute and workload) is ignored, so a repeat never counts twice; so
+  // is one AttributeMinute refuses. Returns how many were kept. Minutes must be valid
+  // (ValidateTelemetry).
+  virtual absl::StatusOr<int> RecordTelemetry(const std::string& cluster,
+                                              const std::vector<TelemetryMinute>& minutes) = 0;
+  // The kept minutes of `workload` in [from, to), oldest first (then GPU, instance), at most
+  // `limit` (1..10000; INVALID_ARGUMENT otherwise).
+  virtual absl::StatusOr<std::vector<TelemetryRow>> ListTelemetry(WorkloadId workload,
+                                                                  Timestamp from, Timestamp to,
+                                                                  int limit) = 0;
+  // Deletes up to `limit` kept minutes older than `before`, oldest first; returns how many (fewer
+  // than `limit`: none older is left). Report sums are not changed.
+  virtual absl::StatusOr<int> PruneTelemetry(Timestamp before, int limit) = 0;
 };
 
 }  // namespace gpufed

@@ -148,9 +148,10 @@ bool ReportOrder(const UsageLine& a, const UsageLine& b) {
   return std::tie(a.period_start, a.keys) < std::tie(b.period_start, b.keys);
 }
 
-std::vector<UsageLine> SumUsage(const UsageQuery& query, const std::vector<UsageRecord>& records) {
+std::vector<UsageLine> SumUsage(const UsageQuery& query, const std::vector<UsageRecord>& records,
+                                const std::vector<TelemetryUse>& uses) {
   std::map<std::pair<Timestamp, std::vector<std::string>>, UsageLine> lines;
-  for (const UsageRecord& r : records) {
+  auto line_of = [&](const UsageRecord& r) -> UsageLine& {
     std::vector<std::string> keys;
     keys.reserve(query.group_by.size());
     for (ReportDimension d : query.group_by) keys.push_back(DimensionValue(r, d));
@@ -158,11 +159,22 @@ std::vector<UsageLine> SumUsage(const UsageQuery& query, const std::vector<Usage
     UsageLine& line = lines[{period, keys}];
     line.period_start = period;
     line.keys = std::move(keys);
+    return line;
+  };
+  for (const UsageRecord& r : records) {
+    UsageLine& line = line_of(r);
     const int64_t gpu_us = GpuMicroseconds(r);
     line.gpu_microseconds += gpu_us;
     if (!r.price_micros_per_hour) line.unpriced_gpu_microseconds += gpu_us;
     line.cost_micros += r.cost_micros;
     ++line.records;
+  }
+  for (const TelemetryUse& u : uses) {
+    if (u.measured_gpu_us == 0) continue;
+    UsageLine& line = line_of(u.usage);
+    line.measured_gpu_microseconds += u.measured_gpu_us;
+    line.effective_gpu_microseconds += u.effective_gpu_us;
+    line.coarse_gpu_microseconds += u.coarse_gpu_us;
   }
   std::vector<UsageLine> out;
   out.reserve(lines.size());

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "federation/metering.h"
+#include "federation/telemetry.h"
 #include "federation/types.h"
 
 namespace gpufed {
@@ -65,6 +66,11 @@ struct UsageLine {
   int64_t unpriced_gpu_microseconds = 0;  // of which the price book had no price for
   int64_t cost_micros = 0;
   int64_t records = 0;
+  // Telemetry (federation/telemetry.h): of the allocated GPU-time, the part measured, its
+  // effective GPU-time, and the part only the coarse counter measured.
+  int64_t measured_gpu_microseconds = 0;
+  int64_t effective_gpu_microseconds = 0;
+  int64_t coarse_gpu_microseconds = 0;
 
   [[nodiscard]] double GpuHours() const { return static_cast<double>(gpu_microseconds) / 3.6e9; }
   bool operator==(const UsageLine&) const = default;
@@ -78,9 +84,11 @@ Timestamp PeriodStart(ReportPeriod period, Timestamp t, Timestamp window_from);
 // The value of `d` for `record`.
 std::string DimensionValue(const UsageRecord& record, ReportDimension d);
 
-// Sums `records` (already the query's window and filters) into lines, in ReportOrder. What the
-// in-memory store does; PgStore does the same in SQL.
-std::vector<UsageLine> SumUsage(const UsageQuery& query, const std::vector<UsageRecord>& records);
+// Sums `records` and the telemetry `uses` that measured something (both already the query's
+// window and filters; a use counts by its usage record's dimensions and start) into lines, in
+// ReportOrder. What the in-memory store does; PgStore does the same in SQL.
+std::vector<UsageLine> SumUsage(const UsageQuery& query, const std::vector<UsageRecord>& records,
+                                const std::vector<TelemetryUse>& uses = {});
 // The order of a report's lines: by period, then keys (bytewise).
 bool ReportOrder(const UsageLine& a, const UsageLine& b);
 

@@ -562,6 +562,9 @@ echo
 say "every workload SUCCEEDED:"
 user list
 echo
+say "what they used, metered from each agent-confirmed start to its end (chargeback):"
+user report --period whole --by cluster,gpu_model
+echo
 
 # ---------------------------------------------------------------------------------------------
 # How to use it.
@@ -586,6 +589,9 @@ $CONFIG_FILE holds the demo user's server, CA file, token, tenant and project, s
   gpufedctl submit -f $ROOT/examples/inference-small.yaml
   gpufedctl cancel <id>
   gpufedctl -o json list              # any command, as JSON
+  gpufedctl report --by tenant,gpu_model --period day
+                                      # GPU-hours, cost, effective GPU-hours, utilisation
+  gpufedctl telemetry <id>            # a running workload's GPU telemetry, per minute
   curl --cacert $CA_FILE $HTTP_URL/metrics
                                       # Prometheus metrics; also /healthz, /readyz
 

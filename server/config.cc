@@ -83,6 +83,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "archive_after_hours",
                                 "mig_basis",
                                 "meter_interval_seconds",
+                                "telemetry_retention_hours",
                                 "reclaim_min_runtime_seconds",
                                 "reborrow_backoff_seconds",
                                 "starvation_bound_seconds",
@@ -137,6 +138,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "archive_after_hours", &config->archive_after_hours),
         ReadKey(root, file, "mig_basis", &config->mig_basis),
         ReadKey(root, file, "meter_interval_seconds", &config->meter_interval_seconds),
+        ReadKey(root, file, "telemetry_retention_hours", &config->telemetry_retention_hours),
         ReadKey(root, file, "reclaim_min_runtime_seconds", &config->reclaim_min_runtime_seconds),
         ReadKey(root, file, "reborrow_backoff_seconds", &config->reborrow_backoff_seconds),
         ReadKey(root, file, "starvation_bound_seconds", &config->starvation_bound_seconds),
@@ -265,6 +267,11 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                  "how often running workloads are metered (0: only when they end)")
       ->check(CLI::Range(0, 3600))
       ->capture_default_str();
+  app.add_option("--telemetry-retention-hours", config.telemetry_retention_hours,
+                 "how long agents' per-minute GPU telemetry is kept (2..8760; reports keep its "
+                 "sums)")
+      ->check(CLI::Range(2, 24 * 365))
+      ->capture_default_str();
   app.add_option("--agent-lease-ms", config.agent_lease_ms,
                  "an agent that cannot renew its lease this long stops its restartable work; "
                  "0: 40% of the heartbeat timeout")
@@ -359,6 +366,10 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(
         absl::StrCat("meter_interval_seconds: must be 0 (only when runs end) to 3600, got ",
                      config.meter_interval_seconds));
+  }
+  if (config.telemetry_retention_hours < 2 || config.telemetry_retention_hours > 24 * 365) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "telemetry_retention_hours: must be 2 to 8760, got ", config.telemetry_retention_hours));
   }
   // The flag's range check does not see a value from the file.
   if (config.archive_after_hours < 0 || config.archive_after_hours > 24 * 3650) {

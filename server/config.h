@@ -92,6 +92,9 @@ struct ServerConfig {
   // "memory" or "larger"), and how often runs still going are metered (0: only when they end).
   std::string mig_basis = "compute";
   int meter_interval_seconds = 60;
+  // Telemetry (docs/chargeback.md#telemetry): agents' per-minute readings are kept this long
+  // (reports keep what they measured). More than the hour a late minute is still accepted.
+  int telemetry_retention_hours = 48;
   // Reclaim (docs/quotas.md#reclaim): borrowed work younger than reclaim_min_runtime_seconds is
   // not stopped for an owner; a tenant whose borrowed work was reclaimed may not borrow that
   // resource again for reborrow_backoff_seconds.

@@ -327,6 +327,7 @@ absl::Status Server::Start() {
   loop_options.heartbeat_timeout = std::chrono::seconds(config_.heartbeat_timeout_seconds);
   loop_options.archive_after = std::chrono::hours(config_.archive_after_hours);
   loop_options.meter_interval = std::chrono::seconds(config_.meter_interval_seconds);
+  loop_options.telemetry_retention = std::chrono::hours(config_.telemetry_retention_hours);
   loop_ = std::make_unique<ControlLoop>(plane_.get(), scheduler_.get(), agents_.get(),
                                         leader_lock_.get(), clock_.get(), control_metrics_.get(),
                                         loop_options);

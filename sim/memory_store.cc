@@ -1269,24 +1269,96 @@ absl::StatusOr<std::vector<UsageRecord>> MemoryStore::ListUsage(const UsageFilte
 
 absl::StatusOr<std::vector<UsageLine>> MemoryStore::ReportUsage(const UsageQuery& query) {
   RETURN_IF_ERROR(ValidateUsageQuery(query));
+  auto wanted = [&](const UsageRecord& r) {
+    if (r.from < query.from || r.from >= query.to) return false;
+    if (!query.tenant.empty() && r.tenant != query.tenant) return false;
+    if (!query.project.empty() && r.project != query.project) return false;
+    return query.cluster.empty() || r.cluster == query.cluster;
+  };
   std::vector<UsageRecord> matching;
+  std::vector<TelemetryUse> measured;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, r] : usage_records_) {
-      if (r.from < query.from || r.from >= query.to) continue;
-      if (!query.tenant.empty() && r.tenant != query.tenant) continue;
-      if (!query.project.empty() && r.project != query.project) continue;
-      if (!query.cluster.empty() && r.cluster != query.cluster) continue;
-      matching.push_back(r);
+      if (wanted(r)) matching.push_back(r);
+    }
+    for (const TelemetryUse& u : measured_) {
+      // A minute counts on its day, as usage_daily sums it.
+      UsageRecord day = u.usage;
+      day.from = u.minute.minute;
+      if (wanted(day)) measured.push_back(u);
     }
   }
-  std::vector<UsageLine> lines = SumUsage(query, matching);
+  std::vector<UsageLine> lines = SumUsage(query, matching, measured);
   if (lines.size() > static_cast<size_t>(kMaxReportLines)) {
     return absl::FailedPreconditionError(
         absl::StrCat("group_by: the report would have more than ", kMaxReportLines,
                      " lines; ask for a shorter window, a longer period or fewer dimensions"));
   }
   return lines;
+}
+
+absl::StatusOr<int> MemoryStore::RecordTelemetry(const std::string& cluster,
+                                                 const std::vector<TelemetryMinute>& minutes) {
+  absl::MutexLock lock(&mu_);
+  Cluster stored;
+  if (auto it = clusters_.find(cluster); it != clusters_.end()) {
+    stored = AsStored(it->second);
+  } else {
+    stored.info.name = cluster;
+  }
+  const Timestamp now = Now();
+  int kept = 0;
+  for (const TelemetryMinute& m : minutes) {
+    auto found = workloads_.find(m.workload);
+    if (found == workloads_.end()) continue;  // PgStore reads the hot table only
+    // A run still going is measured up to now at most (as PgStore).
+    Workload run = found->second;
+    if (!run.end_time || *run.end_time > now) run.end_time = now;
+    std::optional<TelemetryUse> use = AttributeMinute(m, run, stored, metering_);
+    if (!use) continue;
+    auto key =
+        std::make_tuple(cluster, m.gpu_uuid, m.mig_profile, m.mig_start, m.minute, m.workload);
+    if (!telemetry_.try_emplace(std::move(key), RowOf(cluster, *use)).second) continue;
+    ++kept;
+    if (use->measured_gpu_us > 0) measured_.push_back(std::move(*use));
+  }
+  return kept;
+}
+
+absl::StatusOr<std::vector<TelemetryRow>> MemoryStore::ListTelemetry(WorkloadId workload,
+                                                                     Timestamp from, Timestamp to,
+                                                                     int limit) {
+  if (limit < 1 || limit > 10000) return absl::InvalidArgumentError("limit: must be 1..10000");
+  absl::MutexLock lock(&mu_);
+  std::vector<TelemetryRow> out;
+  for (const auto& [key, row] : telemetry_) {
+    const TelemetryMinute& m = row.minute;
+    if (m.workload == workload && m.minute >= from && m.minute < to) out.push_back(row);
+  }
+  auto position = [](const TelemetryRow& r) {
+    return std::make_tuple(r.minute.minute, std::cref(r.cluster), std::cref(r.minute.gpu_uuid),
+                           std::cref(r.minute.mig_profile), r.minute.mig_start);
+  };
+  std::sort(out.begin(), out.end(), [&](const TelemetryRow& a, const TelemetryRow& b) {
+    return position(a) < position(b);
+  });
+  if (out.size() > static_cast<size_t>(limit)) out.resize(static_cast<size_t>(limit));
+  return out;
+}
+
+absl::StatusOr<int> MemoryStore::PruneTelemetry(Timestamp before, int limit) {
+  if (limit < 1 || limit > 100000) return absl::InvalidArgumentError("limit: must be 1..100000");
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<Timestamp, decltype(telemetry_)::const_iterator>> due;
+  for (auto it = telemetry_.cbegin(); it != telemetry_.cend(); ++it) {
+    if (it->second.minute.minute < before) due.emplace_back(it->second.minute.minute, it);
+  }
+  std::stable_sort(due.begin(), due.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (due.size() > static_cast<size_t>(limit)) due.resize(static_cast<size_t>(limit));
+  for (const auto& [minute, it] : due) telemetry_.erase(it);
+  return static_cast<int>(due.size());
 }
 
 }  // namespace gpufed::sim

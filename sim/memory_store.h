@@ -199,6 +199,11 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<int> MeterRunning(Timestamp until, int limit) override;
   absl::StatusOr<std::vector<UsageRecord>> ListUsage(const UsageFilter& filter) override;
   absl::StatusOr<std::vector<UsageLine>> ReportUsage(const UsageQuery& query) override;
+  absl::StatusOr<int> RecordTelemetry(const std::string& cluster,
+                                      const std::vector<TelemetryMinute>& minutes) override;
+  absl::StatusOr<std::vector<TelemetryRow>> ListTelemetry(WorkloadId workload, Timestamp from,
+                                                          Timestamp to, int limit) override;
+  absl::StatusOr<int> PruneTelemetry(Timestamp before, int limit) override;
 
  private:
   // RequestCancel with the lock held, recording nothing.
@@ -265,6 +270,13 @@ class MemoryStore final : public WorkloadStore,
   // Usage records by their primary key (workload, attempt, replica, gpu_uuid, from).
   std::map<std::tuple<WorkloadId, uint32_t, uint32_t, std::string, Timestamp>, UsageRecord>
       usage_records_ ABSL_GUARDED_BY(mu_);
+  // Telemetry minutes kept, by migrations/0025's key (cluster, gpu_uuid, mig_profile, mig_start,
+  // minute, workload), and every minute that measured something, for reports (usage_daily's
+  // sums, which pruning does not change).
+  std::map<std::tuple<std::string, std::string, std::string, uint32_t, Timestamp, WorkloadId>,
+           TelemetryRow>
+      telemetry_ ABSL_GUARDED_BY(mu_);
+  std::vector<TelemetryUse> measured_ ABSL_GUARDED_BY(mu_);
   AuditLog* audit_ ABSL_GUARDED_BY(mu_) = nullptr;
   WorkloadId last_id_ ABSL_GUARDED_BY(mu_) = 0;
 };

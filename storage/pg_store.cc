@@ -640,6 +640,67 @@ DO UPDATE SET gpu_us = u.gpu_us + EXCLUDED.gpu_us,
   unpriced_gpu_us = u.unpriced_gpu_us + EXCLUDED.unpriced_gpu_us,
   cost_micros = u.cost_micros + EXCLUDED.cost_micros, records = u.records + EXCLUDED.records
 )sql";
+// Telemetry (migrations/0025_telemetry.sql): $1 the cluster, $2 a JSON array of attributed
+// minutes (TelemetryJson). A minute already kept is left as it is; what the minutes kept measured
+// is added to usage_daily (rows locked in key order, as insert_usage_records does). Answers how
+// many were kept.
+constexpr const char* kInsertTelemetry = R"sql(
+WITH inserted AS (
+  INSERT INTO telemetry_minutes (cluster, gpu_uuid, mig_profile, mig_start, minute, workload_id,
+    attempt, tenant, project, workload_class, gpu_model, capacity, covered_seconds,
+    gr_engine_active, sm_active, sm_occupancy, pipe_tensor_active, dram_active, gpu_util,
+    fb_used_mib, power_watts, gpu_temp_celsius, activity, activity_source, measured_gpu_us,
+    effective_gpu_us, coarse_gpu_us)
+  SELECT $1, r.gpu_uuid, r.mig_profile, r.mig_start, from_epoch_us(r.minute_us), r.workload_id,
+    r.attempt, r.tenant, r.project, r.workload_class, r.gpu_model, r.capacity, r.covered_seconds,
+    r.gr_engine_active, r.sm_active, r.sm_occupancy, r.pipe_tensor_active, r.dram_active,
+    r.gpu_util, r.fb_used_mib, r.power_watts, r.gpu_temp_celsius, r.activity, r.activity_source,
+    r.measured_gpu_us, r.effective_gpu_us, r.coarse_gpu_us
+  FROM jsonb_to_recordset($2::jsonb) AS r(gpu_uuid text, mig_profile text, mig_start integer,
+    minute_us bigint, workload_id bigint, attempt integer, tenant text, project text,
+    workload_class text, gpu_model text, capacity text, covered_seconds integer,
+    gr_engine_active double precision, sm_active double precision,
+    sm_occupancy double precision, pipe_tensor_active double precision,
+    dram_active double precision, gpu_util double precision, fb_used_mib double precision,
+    power_watts double precision, gpu_temp_celsius double precision,
+    activity double precision, activity_source text, measured_gpu_us bigint,
+    effective_gpu_us bigint, coarse_gpu_us bigint)
+  ON CONFLICT DO NOTHING
+  RETURNING minute, tenant, project, cluster, gpu_model, mig_profile, workload_class, capacity,
+    measured_gpu_us, effective_gpu_us, coarse_gpu_us),
+daily AS (
+  INSERT INTO usage_daily AS u (day, tenant, project, cluster, gpu_model, mig_profile,
+    workload_class, capacity, gpu_us, unpriced_gpu_us, cost_micros, records, measured_gpu_us,
+    effective_gpu_us, coarse_gpu_us)
+  SELECT date_trunc('day', minute, 'UTC'), tenant, project, cluster, gpu_model, mig_profile,
+    workload_class, capacity, 0, 0, 0, 0, sum(measured_gpu_us), sum(effective_gpu_us),
+    sum(coarse_gpu_us)
+  FROM inserted
+  WHERE measured_gpu_us > 0
+  GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+  ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
+  ON CONFLICT (day, tenant, project, cluster, gpu_model, mig_profile, workload_class, capacity)
+  DO UPDATE SET measured_gpu_us = u.measured_gpu_us + EXCLUDED.measured_gpu_us,
+    effective_gpu_us = u.effective_gpu_us + EXCLUDED.effective_gpu_us,
+    coarse_gpu_us = u.coarse_gpu_us + EXCLUDED.coarse_gpu_us)
+SELECT count(*) AS kept FROM inserted
+)sql";
+// $1 the workload, [$2, $3) the window in microseconds, $4 the most rows.
+constexpr const char* kListTelemetry = R"sql(
+SELECT cluster, gpu_uuid, mig_profile, mig_start, epoch_us(minute) AS minute_us, workload_id,
+  attempt, tenant, project, covered_seconds, gr_engine_active, sm_active, sm_occupancy,
+  pipe_tensor_active, dram_active, gpu_util, fb_used_mib, power_watts, gpu_temp_celsius, activity,
+  activity_source, measured_gpu_us, effective_gpu_us, coarse_gpu_us
+FROM telemetry_minutes
+WHERE workload_id = $1 AND minute >= from_epoch_us($2) AND minute < from_epoch_us($3)
+ORDER BY minute, cluster, gpu_uuid, mig_profile, mig_start
+LIMIT $4
+)sql";
+// The oldest $2 minutes before $1.
+constexpr const char* kPruneTelemetry = R"sql(
+DELETE FROM telemetry_minutes WHERE ctid = ANY(ARRAY(
+  SELECT ctid FROM telemetry_minutes WHERE minute < from_epoch_us($1) ORDER BY minute LIMIT $2))
+)sql";
 // $1 tenant, $2 project, $3 cluster ('' for all), [$4, $5) the window in microseconds; $6 whether
 // a cursor follows: ($7 .. $11) the position of the last record of the previous page; $12 the page.
 constexpr const char* kListUsageRecords = R"sql(
@@ -673,7 +734,9 @@ SELECT epoch_us(CASE $3 WHEN 'day' THEN day
   CASE WHEN $12 THEN workload_class END AS workload_class,
   CASE WHEN $13 THEN capacity END AS capacity,
   sum(gpu_us)::bigint AS gpu_us, sum(unpriced_gpu_us)::bigint AS unpriced_us,
-  sum(cost_micros)::bigint AS cost, sum(records)::bigint AS records
+  sum(cost_micros)::bigint AS cost, sum(records)::bigint AS records,
+  sum(measured_gpu_us)::bigint AS measured_us, sum(effective_gpu_us)::bigint AS effective_us,
+  sum(coarse_gpu_us)::bigint AS coarse_us
 FROM usage_daily
 WHERE day >= from_epoch_us($1) AND day < from_epoch_us($2)
   AND ($4 = '' OR tenant = $4) AND ($5 = '' OR project = $5) AND ($6 = '' OR cluster = $6)
@@ -689,6 +752,9 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"database_now", kDatabaseNow},
     {"insert_usage_records", kInsertUsageRecords},
     {"list_usage_records", kListUsageRecords},
+    {"insert_telemetry", kInsertTelemetry},
+    {"list_telemetry", kListTelemetry},
+    {"prune_telemetry", kPruneTelemetry},
     {"submit_batch", kSubmitBatch},
     {"submit_lookup", kSubmitLookup},
     {"get_workload", kGetWorkload},
@@ -978,6 +1044,17 @@ absl::Status ReadInventory(pqxx::transaction_base& txn, const std::string& clust
     it->second->gpus.push_back(std::move(gpu));
   }
   return absl::OkStatus();
+}
+
+// The cluster `name` as stored, with its nodes and GPUs; nullopt when there is none.
+absl::StatusOr<std::optional<Cluster>> ReadCluster(pqxx::transaction_base& txn,
+                                                   const std::string& name) {
+  pqxx::result r = txn.exec_prepared("get_cluster", name);
+  if (r.empty()) return std::nullopt;
+  ASSIGN_OR_RETURN(Cluster cluster, ClusterFromRow(r[0]));
+  std::map<std::string, Cluster*> by_name = {{cluster.info.name, &cluster}};
+  RETURN_IF_ERROR(ReadInventory(txn, name, by_name));
+  return cluster;
 }
 
 // ---- Validation ------------------------------------------------------------------------------
@@ -1612,6 +1689,80 @@ json UsageJson(const std::vector<UsageRecord>& records) {
   return out;
 }
 
+json OptionalJson(const std::optional<double>& v) { return v ? json(*v) : json(); }
+
+std::optional<double> OptionalDouble(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return f.as<double>();
+}
+
+json TelemetryJson(const std::vector<TelemetryUse>& uses) {
+  json out = json::array();
+  for (const TelemetryUse& u : uses) {
+    const TelemetryMinute& m = u.minute;
+    const GpuMetrics& g = m.metrics;
+    out.push_back({{"gpu_uuid", m.gpu_uuid},
+                   {"mig_profile", m.mig_profile},
+                   {"mig_start", m.mig_start},
+                   {"minute_us", ToMicros(m.minute)},
+                   {"workload_id", m.workload},
+                   {"attempt", m.attempt},
+                   {"tenant", u.usage.tenant},
+                   {"project", u.usage.project},
+                   {"workload_class", std::string(ClassName(u.usage.workload_class))},
+                   {"gpu_model", u.usage.gpu_model},
+                   {"capacity", std::string(CapacityTypeName(u.usage.capacity))},
+                   {"covered_seconds", m.covered_seconds},
+                   {"gr_engine_active", OptionalJson(g.gr_engine_active)},
+                   {"sm_active", OptionalJson(g.sm_active)},
+                   {"sm_occupancy", OptionalJson(g.sm_occupancy)},
+                   {"pipe_tensor_active", OptionalJson(g.pipe_tensor_active)},
+                   {"dram_active", OptionalJson(g.dram_active)},
+                   {"gpu_util", OptionalJson(g.gpu_util)},
+                   {"fb_used_mib", OptionalJson(g.fb_used_mib)},
+                   {"power_watts", OptionalJson(g.power_watts)},
+                   {"gpu_temp_celsius", OptionalJson(g.gpu_temp_celsius)},
+                   {"activity", u.activity.value},
+                   {"activity_source", std::string(ActivitySourceName(u.activity.source))},
+                   {"measured_gpu_us", u.measured_gpu_us},
+                   {"effective_gpu_us", u.effective_gpu_us},
+                   {"coarse_gpu_us", u.coarse_gpu_us}});
+  }
+  return out;
+}
+
+TelemetryRow TelemetryFromRow(const pqxx::row& row) {
+  TelemetryRow r;
+  r.cluster = row["cluster"].c_str();
+  TelemetryMinute& m = r.minute;
+  m.gpu_uuid = row["gpu_uuid"].c_str();
+  m.mig_profile = row["mig_profile"].c_str();
+  m.mig_start = row["mig_start"].as<uint32_t>();
+  m.minute = FromMicros(row["minute_us"].as<int64_t>());
+  m.workload = row["workload_id"].as<int64_t>();
+  m.attempt = row["attempt"].as<uint32_t>();
+  m.covered_seconds = row["covered_seconds"].as<int32_t>();
+  GpuMetrics& g = m.metrics;
+  g.gr_engine_active = OptionalDouble(row["gr_engine_active"]);
+  g.sm_active = OptionalDouble(row["sm_active"]);
+  g.sm_occupancy = OptionalDouble(row["sm_occupancy"]);
+  g.pipe_tensor_active = OptionalDouble(row["pipe_tensor_active"]);
+  g.dram_active = OptionalDouble(row["dram_active"]);
+  g.gpu_util = OptionalDouble(row["gpu_util"]);
+  g.fb_used_mib = OptionalDouble(row["fb_used_mib"]);
+  g.power_watts = OptionalDouble(row["power_watts"]);
+  g.gpu_temp_celsius = OptionalDouble(row["gpu_temp_celsius"]);
+  r.tenant = row["tenant"].c_str();
+  r.project = row["project"].c_str();
+  r.activity.value = row["activity"].as<double>();
+  r.activity.source =
+      ParseActivitySource(row["activity_source"].c_str()).value_or(ActivitySource::kNone);
+  r.measured_gpu_us = row["measured_gpu_us"].as<int64_t>();
+  r.effective_gpu_us = row["effective_gpu_us"].as<int64_t>();
+  r.coarse_gpu_us = row["coarse_gpu_us"].as<int64_t>();
+  return r;
+}
+
 UsageRecord UsageFromRow(const pqxx::row& row) {
   UsageRecord r;
   r.workload = row["workload_id"].as<int64_t>();
@@ -1649,11 +1800,8 @@ class MeteredClusters {
     if (auto it = clusters_.find(name); it != clusters_.end()) return &it->second;
     Cluster& c = clusters_[name];
     c.info.name = name;
-    pqxx::result r = txn_.exec_prepared("get_cluster", name);
-    if (r.empty()) return &c;
-    ASSIGN_OR_RETURN(c, ClusterFromRow(r[0]));
-    std::map<std::string, Cluster*> by_name = {{name, &c}};
-    RETURN_IF_ERROR(ReadInventory(txn_, name, by_name));
+    ASSIGN_OR_RETURN(std::optional<Cluster> stored, ReadCluster(txn_, name));
+    if (stored) c = *std::move(stored);
     return &c;
   }
 
@@ -2135,11 +2283,9 @@ absl::StatusOr<Cluster> PgStore::SetCordon(const std::string& cluster, const std
       txn.exec_prepared(cordoned ? "cordon_node" : "uncordon_node", cluster, node);
     }
     RecordAudit(txn, record);
-    pqxx::result r = txn.exec_prepared("get_cluster", cluster);
-    ASSIGN_OR_RETURN(Cluster out, ClusterFromRow(r[0]));
-    std::map<std::string, Cluster*> by_name = {{out.info.name, &out}};
-    RETURN_IF_ERROR(ReadInventory(txn, cluster, by_name));
-    return out;
+    ASSIGN_OR_RETURN(std::optional<Cluster> out, ReadCluster(txn, cluster));
+    if (!out) return absl::InternalError(absl::StrCat("cluster \"", cluster, "\" vanished"));
+    return *std::move(out);
   });
 }
 
@@ -2165,12 +2311,9 @@ absl::StatusOr<Cluster> PgStore::GetCluster(const std::string& name) {
   using SnapshotTxn = pqxx::transaction<pqxx::repeatable_read, pqxx::read_only>;
   return pool_->Transact<SnapshotTxn>(
       "get cluster", [&](SnapshotTxn& txn) -> absl::StatusOr<Cluster> {
-        pqxx::result r = txn.exec_prepared("get_cluster", name);
-        if (r.empty()) return absl::NotFoundError(absl::StrCat("cluster \"", name, "\" not found"));
-        ASSIGN_OR_RETURN(Cluster cluster, ClusterFromRow(r[0]));
-        std::map<std::string, Cluster*> by_name = {{cluster.info.name, &cluster}};
-        RETURN_IF_ERROR(ReadInventory(txn, name, by_name));
-        return cluster;
+        ASSIGN_OR_RETURN(std::optional<Cluster> cluster, ReadCluster(txn, name));
+        if (!cluster) return absl::NotFoundError(absl::StrCat("cluster \"", name, "\" not found"));
+        return *std::move(cluster);
       });
 }
 
@@ -2820,8 +2963,14 @@ absl::StatusOr<std::vector<UsageLine>> PgStore::ReportUsage(const UsageQuery& qu
   RETURN_IF_ERROR(ValidateUsageQuery(query));
   bool asked[kReportDimensions] = {};
   for (ReportDimension d : query.group_by) asked[static_cast<int>(d)] = true;
-  return pool_->Transact<pqxx::nontransaction>(
-      "report usage", [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<UsageLine>> {
+  using ReportTxn = pqxx::transaction<pqxx::read_committed, pqxx::read_only>;
+  return pool_->Transact<ReportTxn>(
+      "report usage", [&](ReportTxn& txn) -> absl::StatusOr<std::vector<UsageLine>> {
+        // Memory to sum a month of the rollup by every dimension in one hash table (the default
+        // 4 MB spills it to disk), and a plan made for these parameters: the dimensions asked for
+        // change the number of groups by orders of magnitude.
+        txn.exec0("SET LOCAL work_mem = '64MB'");
+        txn.exec0("SET LOCAL plan_cache_mode = force_custom_plan");
         pqxx::result rows =
             txn.exec_prepared("report_usage", ToMicros(query.from), ToMicros(query.to),
                               std::string(ReportPeriodName(query.period)), query.tenant,
@@ -2844,11 +2993,76 @@ absl::StatusOr<std::vector<UsageLine>> PgStore::ReportUsage(const UsageQuery& qu
           line.unpriced_gpu_microseconds = row["unpriced_us"].as<int64_t>();
           line.cost_micros = row["cost"].as<int64_t>();
           line.records = row["records"].as<int64_t>();
+          line.measured_gpu_microseconds = row["measured_us"].as<int64_t>();
+          line.effective_gpu_microseconds = row["effective_us"].as<int64_t>();
+          line.coarse_gpu_microseconds = row["coarse_us"].as<int64_t>();
           out.push_back(std::move(line));
         }
         std::sort(out.begin(), out.end(), ReportOrder);
         return out;
       });
+}
+
+absl::StatusOr<int> PgStore::RecordTelemetry(const std::string& cluster,
+                                             const std::vector<TelemetryMinute>& minutes) {
+  if (minutes.empty()) return 0;
+  std::vector<WorkloadId> ids;
+  ids.reserve(minutes.size());
+  for (const TelemetryMinute& m : minutes) ids.push_back(m.workload);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return pool_->Transact("record telemetry", [&](pqxx::work& txn) -> absl::StatusOr<int> {
+    ASSIGN_OR_RETURN(std::vector<Workload> runs,
+                     WorkloadsFromResult(txn.exec_prepared("get_workloads", IdArray(ids))));
+    std::unordered_map<WorkloadId, const Workload*> by_id;
+    for (const Workload& w : runs) by_id[w.id] = &w;
+    MeteredClusters clusters(txn);
+    ASSIGN_OR_RETURN(const Cluster* stored, clusters.Get(cluster));
+    // A run still going is measured up to now at most: an agent clock running ahead cannot
+    // report time that has not passed.
+    const Timestamp now = DatabaseNow(txn);
+    for (Workload& w : runs) {
+      if (!w.end_time || *w.end_time > now) w.end_time = now;
+    }
+    std::vector<TelemetryUse> uses;
+    for (const TelemetryMinute& m : minutes) {
+      auto it = by_id.find(m.workload);
+      if (it == by_id.end()) continue;
+      if (std::optional<TelemetryUse> use =
+              AttributeMinute(m, *it->second, *stored, options_.metering)) {
+        uses.push_back(std::move(*use));
+      }
+    }
+    if (uses.empty()) return 0;
+    return txn
+        .exec_prepared1("insert_telemetry", cluster,
+                        TelemetryJson(uses).dump(-1, ' ', false, json::error_handler_t::replace))[0]
+        .as<int>();
+  });
+}
+
+absl::StatusOr<std::vector<TelemetryRow>> PgStore::ListTelemetry(WorkloadId workload,
+                                                                 Timestamp from, Timestamp to,
+                                                                 int limit) {
+  if (limit < 1 || limit > 10000) return absl::InvalidArgumentError("limit: must be 1..10000");
+  return pool_->Transact<pqxx::nontransaction>(
+      "list telemetry",
+      [&](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<TelemetryRow>> {
+        std::vector<TelemetryRow> out;
+        for (const pqxx::row& row :
+             txn.exec_prepared("list_telemetry", workload, ToMicros(from), ToMicros(to), limit)) {
+          out.push_back(TelemetryFromRow(row));
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<int> PgStore::PruneTelemetry(Timestamp before, int limit) {
+  if (limit < 1 || limit > 100000) return absl::InvalidArgumentError("limit: must be 1..100000");
+  return control_pool_->Transact("prune telemetry", [&](pqxx::work& txn) -> absl::StatusOr<int> {
+    return static_cast<int>(
+        txn.exec_prepared("prune_telemetry", ToMicros(before), limit).affected_rows());
+  });
 }
 
 }  // namespace gpufed::storage

@@ -246,6 +246,11 @@ class PgStore final : public WorkloadStore,
   absl::StatusOr<int> MeterRunning(Timestamp until, int limit) override;
   absl::StatusOr<std::vector<UsageRecord>> ListUsage(const UsageFilter& filter) override;
   absl::StatusOr<std::vector<UsageLine>> ReportUsage(const UsageQuery& query) override;
+  absl::StatusOr<int> RecordTelemetry(const std::string& cluster,
+                                      const std::vector<TelemetryMinute>& minutes) override;
+  absl::StatusOr<std::vector<TelemetryRow>> ListTelemetry(WorkloadId workload, Timestamp from,
+                                                          Timestamp to, int limit) override;
+  absl::StatusOr<int> PruneTelemetry(Timestamp before, int limit) override;
   absl::Status SaveUsage(const UsageSnapshot& usage) override;
   absl::StatusOr<UsageSnapshot> LoadUsage() override;
 

@@ -244,6 +244,19 @@ class AgentTest : public ::testing::Test {
     agent_.reset();
   }
 
+  // For an agent on fake_clock_: until it registers, moves the clock in steps shorter than the
+  // heartbeat interval, so that a first attempt that fails (a loaded machine) is retried after
+  // its backoff. False if it has not registered within a minute.
+  bool RegisterOnFakeClock() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (!agent_->Stats().registered && absl::Now() < deadline) {
+      fake_clock_.Advance(std::chrono::milliseconds(5));
+      agent_->ClockMoved();
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return agent_->Stats().registered;
+  }
+
   bool WaitRegistered(size_t stream) {
     return server_->WaitFor([stream](const Log& log) {
       // The agent sends anything after Register only once Registered arrived.
@@ -315,15 +328,8 @@ TEST_F(AgentTest, HeartbeatsFollowAnInjectedClock) {
   AgentOptions options;
   options.clock = &fake_clock_;
   StartAgent(options);
-  // Until it registers, move the clock in steps shorter than the heartbeat interval, so that a
-  // first attempt that fails (a loaded machine) is retried after its backoff.
+  ASSERT_TRUE(RegisterOnFakeClock());
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!agent_->Stats().registered && absl::Now() < deadline) {
-    fake_clock_.Advance(std::chrono::milliseconds(5));
-    agent_->ClockMoved();
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  ASSERT_TRUE(agent_->Stats().registered);
   // The clock moves: heartbeats come. It moves in small steps until one has arrived, since on a
   // loaded machine the agent may arm its first heartbeat only after a single big step.
   while (AllHeartbeats(server_->Snapshot()) == 0 && absl::Now() < deadline) {
@@ -337,6 +343,54 @@ TEST_F(AgentTest, HeartbeatsFollowAnInjectedClock) {
   // The clock stands still: four intervals of real time pass and no further heartbeat comes.
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_EQ(AllHeartbeats(server_->Snapshot()), seen);
+}
+
+// Telemetry (docs/chargeback.md#telemetry): samples of what runs, every interval of the agent's
+// clock, go out as one minute once that minute has ended.
+TEST_F(AgentTest, SendsEachEndedMinuteOfTelemetryForWhatRuns) {
+  AgentOptions options;
+  options.clock = &fake_clock_;
+  options.telemetry = std::make_shared<SimTelemetry>();
+  options.telemetry_interval = absl::Seconds(10);
+  StartAgent(options);
+  ASSERT_TRUE(RegisterOnFakeClock());
+  v1::WorkAssignment work = SimWork("busy", absl::Hours(1));
+  work.mutable_spec()->set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+  work.set_attempt(3);
+  work.mutable_assignment()->mutable_replicas(0)->set_node("edge-01");
+  work.mutable_assignment()->mutable_replicas(0)->set_gpu_uuids(0, "GPU-edge-l4-edge-01-0");
+  ASSERT_TRUE(server_->Send(Assign({work})));
+  ASSERT_TRUE(server_->WaitFor(
+      [](const Log& log) { return Reported(log, "busy", v1::WORKLOAD_STATE_RUNNING); }));
+
+  auto minutes = [](const Log& log) {
+    std::vector<v1::GpuMinute> out;
+    for (const auto& stream : log.streams) {
+      for (const v1::AgentMessage& m : stream.messages) {
+        for (const v1::GpuMinute& g : m.telemetry().minutes()) out.push_back(g);
+      }
+    }
+    return out;
+  };
+  // Two minutes of the agent's clock, in steps of the interval.
+  for (int i = 0; i < 13 && minutes(server_->Snapshot()).empty(); ++i) {
+    fake_clock_.Advance(std::chrono::seconds(10));
+    agent_->ClockMoved();
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(server_->WaitFor([&](const Log& log) { return !minutes(log).empty(); }));
+  const v1::GpuMinute m = minutes(server_->Snapshot()).front();
+  EXPECT_EQ(m.workload_id(), "busy");
+  EXPECT_EQ(m.attempt(), 3u);
+  EXPECT_EQ(m.gpu_uuid(), "GPU-edge-l4-edge-01-0");
+  EXPECT_EQ(m.minute().seconds() % 60, 0);
+  EXPECT_GE(m.covered_seconds(), 10u);
+  EXPECT_LE(m.covered_seconds(), 60u);
+  ASSERT_TRUE(m.has_sm_active());
+  EXPECT_GT(m.sm_active(), 0.5);  // training
+  EXPECT_TRUE(m.has_gpu_util() && m.has_power_watts() && m.has_fb_used_mib());
+  EXPECT_GE(agent_->Stats().telemetry_minutes_sent, 1u);
+  ExpectWellFormed(server_->Snapshot(), 7);
 }
 
 TEST_F(AgentTest, RunsAssignmentsAndResendsStatusesUntilAcked) {

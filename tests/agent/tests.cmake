@@ -10,7 +10,7 @@ target_link_libraries(gpufed_agent_testing PUBLIC gpufed_proto gpufed_agent_lib
   absl::synchronization absl::time absl::strings)
 
 foreach(name topology flags sim_backend process_backend agent main ledger gpu_health
-    spot_reclaim discovery)
+    spot_reclaim discovery telemetry)
   add_executable(agent_${name}_test ${AGENT_TEST_DIR}/${name}_test.cc)
   target_link_libraries(agent_${name}_test PRIVATE gpufed_agent_lib gpufed_agent_testing
     GTest::gtest GTest::gmock GTest::gtest_main)

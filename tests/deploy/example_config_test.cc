@@ -93,6 +93,7 @@ TEST(ServerExampleConfigTest, HoldsExactlyTheDocumentedKeys) {
                                           "archive_after_hours",
                                           "mig_basis",
                                           "meter_interval_seconds",
+                                          "telemetry_retention_hours",
                                           "tls_cert_file",
                                           "tls_key_file",
                                           "tls_reload_interval_seconds"};

@@ -21,7 +21,8 @@ namespace {
 
 // The oneof cases handled below; a new kind of agent message fails the start-up check.
 const std::set<std::string>& HandledBodies() {
-  static const std::set<std::string> handled{"register", "heartbeat", "status", "inventory"};
+  static const std::set<std::string> handled{"register", "heartbeat", "status", "inventory",
+                                             "telemetry"};
   return handled;
 }
 
@@ -41,6 +42,14 @@ void HandleMessage(const v1::AgentMessage& m) {
       info.name = "fuzz";
       OkOrInvalid(ValidateStorableInventory(info, api::NodesFromProto(m.inventory().inventory())),
                   "ValidateStorableInventory");
+      return;
+    }
+    case v1::AgentMessage::kTelemetry: {
+      // ControlPlane::ApplyTelemetry validates again what the conversion accepted.
+      absl::StatusOr<std::vector<TelemetryMinute>> minutes = api::TelemetryFromProto(m.telemetry());
+      if (OkOrInvalid(minutes.status(), "TelemetryFromProto")) {
+        Check(ValidateTelemetry(*minutes).ok(), "TelemetryFromProto accepted invalid minutes");
+      }
       return;
     }
     case v1::AgentMessage::kHeartbeat:    // carries only seq and epoch

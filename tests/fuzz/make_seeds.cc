@@ -233,6 +233,12 @@ void ReportSeeds(const fs::path& corpus) {
   one_project.add_group_by(v1::REPORT_DIMENSION_MIG_PROFILE);
   one_project.add_group_by(v1::REPORT_DIMENSION_CAPACITY);
   WriteRpc(corpus, "report_rpc", service, "GetUsageReport", one_project, "one-project");
+  v1::ListWorkloadTelemetryRequest telemetry;
+  telemetry.set_workload_id("42");
+  telemetry.mutable_start_time()->set_seconds(1767225600);
+  telemetry.mutable_end_time()->set_seconds(1767229200);
+  telemetry.set_page_size(500);
+  WriteRpc(corpus, "report_rpc", service, "ListWorkloadTelemetry", telemetry, "one-hour");
 }
 
 void QuotaSeeds(const fs::path& corpus) {
@@ -315,6 +321,33 @@ void AgentSeeds(const fs::path& src, const fs::path& corpus) {
   running->set_workload_id("43");
   running->set_state(v1::WORKLOAD_STATE_RUNNING);
   Write(corpus / "agent_rpc", "status", status.SerializeAsString());
+  v1::AgentMessage telemetry;
+  telemetry.set_seq(4);
+  telemetry.set_epoch(1);
+  v1::GpuMinute* whole = telemetry.mutable_telemetry()->add_minutes();
+  whole->set_gpu_uuid("GPU-dgx-0-0");
+  whole->mutable_minute()->set_seconds(1767225600);
+  whole->set_covered_seconds(60);
+  whole->set_workload_id("42");
+  whole->set_attempt(2);
+  whole->set_sm_active(0.81);
+  whole->set_gr_engine_active(0.95);
+  whole->set_pipe_tensor_active(0.52);
+  whole->set_gpu_util(99);
+  whole->set_fb_used_mib(69000);
+  whole->set_power_watts(610);
+  whole->set_gpu_temp_celsius(71);
+  v1::GpuMinute* slice = telemetry.mutable_telemetry()->add_minutes();
+  slice->set_gpu_uuid("GPU-dgx-0-1");
+  slice->set_mig_profile("1g.10gb");
+  slice->set_mig_start(3);
+  slice->mutable_minute()->set_seconds(1767225600);
+  slice->set_covered_seconds(50);
+  slice->set_workload_id("43");
+  slice->set_attempt(1);
+  slice->set_sm_active(1.12);
+  slice->set_gr_engine_active(0.14);
+  Write(corpus / "agent_rpc", "telemetry", telemetry.SerializeAsString());
 }
 
 }  // namespace

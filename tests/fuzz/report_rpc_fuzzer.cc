@@ -36,6 +36,13 @@ const RpcTable& Table() {
           // What an accepted query's lines look like on the wire: sums of no records.
           (void)api::UsageLineToProto(UsageLine{query->from, {}, 0, 0, 0, 0});
         }));
+    rpcs.push_back(Unary<v1::ListWorkloadTelemetryRequest>(
+        "ListWorkloadTelemetry", [](const v1::ListWorkloadTelemetryRequest& r) {
+          absl::StatusOr<api::TelemetryWindow> window = api::TelemetryWindowFromProto(r);
+          if (!OkOrInvalid(window.status(), "request")) return;
+          Check(window->to > window->from, "an accepted window ends after it starts");
+          Check(window->limit >= 1 && window->limit <= 10000, "an accepted limit is 1..10000");
+        }));
     return new RpcTable("gpufed.v1.ReportService", std::move(rpcs));
   }();
   return *table;

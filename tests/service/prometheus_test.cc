@@ -59,6 +59,8 @@ class PrometheusTest : public ::testing::Test {
     server::ServerConfig config;
     // The fake agent sends no heartbeats: its cluster must not be declared lost meanwhile.
     config.heartbeat_timeout_seconds = 600;
+    // The tenant usage gauges are refreshed after each meter pass.
+    config.meter_interval_seconds = 1;
     auto server = testing::StartInProcessServer(dir_.path() + "/server", config);
     ASSERT_OK(server);
     server_ = std::move(*server);
@@ -72,6 +74,24 @@ class PrometheusTest : public ::testing::Test {
     // Placed: one GPU. Waiting for good: eight GPUs on one node, which no node has.
     ASSERT_OK(Submit("placed", 1));
     ASSERT_OK(Submit("too-wide", 8));
+    // Runs for a moment on a GPU of its own: metered when it ends, so acme has usage this month.
+    ASSERT_OK(Submit("short", 1));
+    std::string short_id;
+    for (v1::ServerMessage m;
+         short_id.empty() && agent_->ReadUntil(v1::ServerMessage::kAssign, &m);) {
+      for (const v1::WorkAssignment& a : m.assign().assignments()) {
+        if (a.spec().name() == "short") short_id = a.workload_id();
+      }
+    }
+    ASSERT_FALSE(short_id.empty());
+    for (v1::WorkloadState state : {v1::WORKLOAD_STATE_RUNNING, v1::WORKLOAD_STATE_SUCCEEDED}) {
+      v1::AgentMessage status;
+      v1::WorkloadStatus* u = status.mutable_status()->add_updates();
+      u->set_workload_id(short_id);
+      u->set_state(state);
+      ASSERT_TRUE(agent_->Write(status));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     // Refused: a request without a spec.
     v1::SubmitRequest no_spec;
     v1::SubmitResponse r;
@@ -141,13 +161,17 @@ class PrometheusTest : public ::testing::Test {
             R"(gpufed_pool_allocated_gpus{cluster="c1",model="H100-80GB"} 1)",
             R"(gpufed_pool_free_gpus{cluster="c1",model="H100-80GB"} 7)",
             R"(gpufed_scheduler_pending_workloads{reason="GpuCountUnsatisfiable"} 1)",
-            Handled("OK", "Submit", "gpufed.v1.WorkloadService", 2),
+            Handled("OK", "Submit", "gpufed.v1.WorkloadService", 3),
             Handled("INVALID_ARGUMENT", "Submit", "gpufed.v1.WorkloadService", 2),
             Handled("UNIMPLEMENTED", "unknown", "unknown", 1),
             Handled("OK", "Check", "grpc.health.v1.Health", 1),
             absl::StrCat(R"(gpufed_grpc_server_handling_seconds_count{grpc_code="OK",)",
-                         R"(grpc_method="Submit",grpc_service="gpufed.v1.WorkloadService"} 2)"),
-            "gpufed_scheduler_cycle_seconds_bucket"};
+                         R"(grpc_method="Submit",grpc_service="gpufed.v1.WorkloadService"} 3)"),
+            "gpufed_scheduler_cycle_seconds_bucket",
+            // Its value is however long "short" ran.
+            R"(gpufed_tenant_gpu_seconds{tenant="acme"} )",
+            R"(gpufed_tenant_effective_gpu_seconds{tenant="acme"} 0)",
+            R"(gpufed_telemetry_records_total{outcome="kept"} 0)"};
   }
 
   testing::TempDir dir_{"gpufed-prometheus"};

@@ -592,6 +592,14 @@ std::map<std::string, RbacMatrixTest::Cases> RbacMatrixTest::AllCases() {
         req.set_project(aim.project);
         return Unary(who, "ReportService/GetUsageReport", req);
       }};
+  c["ReportService.ListWorkloadTelemetry"] = {
+      projects, [this](const Caller& who, const Aim& aim) {
+        v1::ListWorkloadTelemetryRequest req;
+        req.set_workload_id(Submitted(aim));
+        req.mutable_start_time()->set_seconds(1764547200);
+        req.mutable_end_time()->set_seconds(1764547200 + 3600);
+        return Unary(who, "ReportService/ListWorkloadTelemetry", req);
+      }};
 
   // ---- AgentService
   Aim own_cluster{"own cluster", "", "", "c2"};

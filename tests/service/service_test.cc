@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <pqxx/pqxx>
@@ -86,6 +87,30 @@ class ServiceTest : public ::testing::Test {
     *req.mutable_spec() = spec;
     return Call(token.empty() ? user_ : token,
                 [&](grpc::ClientContext* c) { return workloads_->Submit(c, req, resp); });
+  }
+
+  // A workload of two GPUs placed on cluster "dgx" (one node of eight H100s) of a fresh agent,
+  // which has read the assignment. `agent` null when something failed (already reported).
+  struct Placed {
+    std::unique_ptr<FakeAgentStream> agent;
+    std::string id;
+    v1::WorkAssignment work;
+  };
+  Placed PlaceOnDgx(const std::string& name) {
+    Placed p;
+    std::unique_ptr<FakeAgentStream> agent =
+        RegisteredAgent(address_, admin_, "dgx", 1, 8, "H100-80GB");
+    v1::SubmitResponse submitted;
+    v1::ServerMessage m;
+    if (agent == nullptr || !Submit(Spec(name, 1, 2), &submitted).ok() ||
+        !agent->ReadUntil(v1::ServerMessage::kAssign, &m) || m.assign().assignments_size() == 0) {
+      ADD_FAILURE() << "placing " << name << " on dgx failed";
+      return p;
+    }
+    p.agent = std::move(agent);
+    p.id = submitted.workload().id();
+    p.work = m.assign().assignments(0);
+    return p;
   }
 
   int CountWorkloads() {
@@ -1779,17 +1804,116 @@ google::protobuf::Timestamp ToTimestamp(int64_t seconds) {
 }
 
 // A run the agent confirmed is metered, and reported to who may see it (docs/chargeback.md).
-TEST_F(ServiceTest, ARunIsMeteredAndReportedToItsTenantOnly) {
-  auto agent_token = testing::CreateAgentToken(address_, admin_, "dgx");
-  ASSERT_OK(agent_token);
-  FakeAgentStream agent(address_, *agent_token);
-  ASSERT_TRUE(agent.Write(Registration("dgx", 1, 8, "H100-80GB")));
+TEST_F(ServiceTest, AgentTelemetryBecomesEffectiveGpuTimeInTheReport) {
+  Placed placed = PlaceOnDgx("measured");
+  ASSERT_NE(placed.agent, nullptr);
+  FakeAgentStream& agent = *placed.agent;
+  const std::string& id = placed.id;
   v1::ServerMessage m;
-  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kRegistered, &m));
-  v1::SubmitResponse submitted;
-  ASSERT_OK(Submit(Spec("metered", 1, 2), &submitted));
-  const std::string id = submitted.workload().id();
-  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kAssign, &m));
+  const v1::WorkAssignment& work = placed.work;
+  const std::string gpu = work.assignment().replicas(0).gpu_uuids(0);
+  ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_RUNNING)));
+  WaitFor(id, v1::WORKLOAD_STATE_RUNNING);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_SUCCEEDED)));
+  const v1::Workload done = WaitFor(id, v1::WORKLOAD_STATE_SUCCEEDED);
+
+  // As an agent sends it once the minute has ended: the minute the run started in, on one of its
+  // two GPUs, SM activity 0.5; twice (a repeat counts once).
+  const int64_t minute_s = done.start_time().seconds() / 60 * 60;
+  v1::AgentMessage telemetry;
+  v1::GpuMinute* g = telemetry.mutable_telemetry()->add_minutes();
+  g->set_gpu_uuid(gpu);
+  g->mutable_minute()->set_seconds(minute_s);
+  g->set_covered_seconds(60);
+  g->set_workload_id(id);
+  g->set_attempt(work.attempt());
+  g->set_sm_active(0.5);
+  g->set_power_watts(400);
+  *telemetry.mutable_telemetry()->add_minutes() = *g;
+  ASSERT_TRUE(agent.Write(telemetry));
+  // Messages are handled in order: the answer to a heartbeat sent after it means it was applied.
+  v1::AgentMessage heartbeat;
+  heartbeat.mutable_heartbeat();
+  ASSERT_TRUE(agent.Write(heartbeat));
+  ASSERT_TRUE(agent.ReadUntil(v1::ServerMessage::kLease, &m));
+  auto micros = [](const google::protobuf::Timestamp& t) {
+    return t.seconds() * 1'000'000 + t.nanos() / 1000;
+  };
+  // The run's part of the minute.
+  const int64_t measured_us =
+      std::min(micros(done.end_time()), (minute_s + 60) * 1'000'000) - micros(done.start_time());
+  ASSERT_GT(measured_us, 0);
+
+  auto reports = v1::ReportService::NewStub(channel_);
+  const int64_t day = minute_s / 86400 * 86400;
+  v1::GetUsageReportRequest req;
+  req.mutable_start_time()->set_seconds(day - 86400);
+  req.mutable_end_time()->set_seconds(day + 2 * 86400);
+  req.add_group_by(v1::REPORT_DIMENSION_TENANT);
+  v1::GetUsageReportResponse report;
+  ASSERT_OK(Call(user_,
+                 [&](grpc::ClientContext* c) { return reports->GetUsageReport(c, req, &report); }));
+  ASSERT_EQ(report.lines_size(), 1);
+  EXPECT_EQ(report.lines(0).measured_gpu_microseconds(), measured_us);
+  EXPECT_EQ(report.lines(0).effective_gpu_microseconds(), (measured_us + 1) / 2);
+  EXPECT_EQ(report.lines(0).coarse_gpu_microseconds(), 0);
+
+  // The minute itself, to whoever may read the workload.
+  v1::ListWorkloadTelemetryRequest list;
+  list.set_workload_id(id);
+  list.mutable_start_time()->set_seconds(minute_s - 3600);
+  list.mutable_end_time()->set_seconds(minute_s + 60);
+  v1::ListWorkloadTelemetryResponse listed;
+  ASSERT_OK(Call(user_, [&](grpc::ClientContext* c) {
+    return reports->ListWorkloadTelemetry(c, list, &listed);
+  }));
+  ASSERT_EQ(listed.minutes_size(), 1);
+  EXPECT_EQ(listed.minutes(0).cluster(), "dgx");
+  EXPECT_EQ(listed.minutes(0).minute().gpu_uuid(), gpu);
+  EXPECT_EQ(listed.minutes(0).minute().sm_active(), 0.5);
+  EXPECT_EQ(listed.minutes(0).minute().power_watts(), 400);
+  EXPECT_FALSE(listed.minutes(0).minute().has_gpu_util());
+  EXPECT_EQ(listed.minutes(0).activity_source(), "sm_active");
+  EXPECT_EQ(listed.minutes(0).measured_gpu_microseconds(), measured_us);
+  EXPECT_FALSE(listed.truncated());
+  v1::ListWorkloadTelemetryResponse hidden;
+  EXPECT_EQ(
+      Call(other_,
+           [&](grpc::ClientContext* c) { return reports->ListWorkloadTelemetry(c, list, &hidden); })
+          .error_code(),
+      grpc::StatusCode::NOT_FOUND);
+  list.set_page_size(-1);
+  EXPECT_EQ(
+      Call(user_,
+           [&](grpc::ClientContext* c) { return reports->ListWorkloadTelemetry(c, list, &hidden); })
+          .error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
+
+  // A reading that is not a number ends the agent's stream with INVALID_ARGUMENT naming it, and
+  // changes nothing.
+  v1::AgentMessage bad = telemetry;
+  bad.mutable_telemetry()->mutable_minutes(0)->set_gpu_uuid(
+      work.assignment().replicas(0).gpu_uuids(1));
+  bad.mutable_telemetry()->mutable_minutes(1)->set_sm_active(std::nan(""));
+  ASSERT_TRUE(agent.Write(bad));
+  while (agent.Read(&m)) {
+  }
+  const grpc::Status ended = agent.Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ended.error_message(), ::testing::HasSubstr("telemetry.minutes[1].sm_active"));
+  v1::GetUsageReportResponse again;
+  ASSERT_OK(
+      Call(user_, [&](grpc::ClientContext* c) { return reports->GetUsageReport(c, req, &again); }));
+  EXPECT_EQ(again.SerializeAsString(), report.SerializeAsString());
+}
+
+TEST_F(ServiceTest, ARunIsMeteredAndReportedToItsTenantOnly) {
+  Placed placed = PlaceOnDgx("metered");
+  ASSERT_NE(placed.agent, nullptr);
+  FakeAgentStream& agent = *placed.agent;
+  const std::string& id = placed.id;
+  v1::ServerMessage m;
   ASSERT_TRUE(agent.Write(Status(id, v1::WORKLOAD_STATE_RUNNING)));
   WaitFor(id, v1::WORKLOAD_STATE_RUNNING);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a span of some length

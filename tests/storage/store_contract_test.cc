@@ -3397,6 +3397,82 @@ TEST_P(MeteringContractTest, AReportSumsItsWindowsRecordsExactlyAndTheSameEachTi
   EXPECT_THAT(metering().ReportUsage(bad), StatusIs(Code::kInvalidArgument));
 }
 
+TEST_P(MeteringContractTest, TelemetryIsAttributedCountedOnceReportedAndPrunedWithoutLosingSums) {
+  // A run that has ended: telemetry of its last minute comes after its end.
+  const auto [id, start, end] = RunOnce();
+  const Timestamp minute = std::chrono::floor<std::chrono::minutes>(start);
+  const int64_t measured = std::chrono::duration_cast<microseconds>(
+                               std::min(end, minute + std::chrono::minutes(1)) - start)
+                               .count();
+
+  auto minute_of = [&](WorkloadId w, const std::string& gpu) {
+    TelemetryMinute m;
+    m.gpu_uuid = gpu;
+    m.minute = minute;
+    m.covered_seconds = 60;
+    m.workload = w;
+    m.attempt = 1;
+    m.metrics.power_watts = 500;
+    return m;
+  };
+  TelemetryMinute sm = minute_of(id, "GPU-m1-node-01-0");
+  sm.metrics.sm_active = 0.5;
+  sm.metrics.gpu_util = 100;
+  TelemetryMinute engine = minute_of(id, "GPU-m1-node-01-1");
+  engine.metrics.gr_engine_active = 0.25;
+  TelemetryMinute not_held = minute_of(id, "GPU-m1-node-01-7");
+  not_held.metrics.sm_active = 1;
+  TelemetryMinute unknown = minute_of(id + 1000, "GPU-m1-node-01-0");
+  unknown.metrics.sm_active = 1;
+  TelemetryMinute old_attempt = sm;
+  old_attempt.attempt = 2;
+  old_attempt.gpu_uuid = "GPU-m1-node-01-1";
+
+  EXPECT_THAT(metering().RecordTelemetry("m1", {sm, engine, not_held, unknown, old_attempt}),
+              IsOkAndHolds(2));
+  // A repeat counts nothing; nor does another cluster's agent naming this run.
+  EXPECT_THAT(metering().RecordTelemetry("m1", {sm, engine}), IsOkAndHolds(0));
+  EXPECT_THAT(metering().RecordTelemetry("elsewhere", {sm}), IsOkAndHolds(0));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<TelemetryRow> rows,
+                       metering().ListTelemetry(id, minute, minute + std::chrono::minutes(1), 100));
+  ASSERT_THAT(rows, SizeIs(2));
+  EXPECT_EQ(rows[0].cluster, "m1");
+  EXPECT_EQ(rows[0].minute, sm);
+  EXPECT_EQ(rows[0].tenant, "acme");
+  EXPECT_EQ(rows[0].activity, (Activity{0.5, ActivitySource::kSmActive}));
+  EXPECT_EQ(rows[0].measured_gpu_us, measured);
+  EXPECT_EQ(rows[0].effective_gpu_us, std::llround(static_cast<double>(measured) * 0.5));
+  EXPECT_EQ(rows[1].minute, engine);
+  EXPECT_EQ(rows[1].activity, (Activity{0.25, ActivitySource::kEngineActive}));
+  EXPECT_EQ(rows[1].effective_gpu_us, std::llround(static_cast<double>(measured) * 0.25));
+  EXPECT_THAT(metering().ListTelemetry(id, minute, minute, 100), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(metering().ListTelemetry(id, minute, minute + std::chrono::minutes(1), 0),
+              StatusIs(Code::kInvalidArgument));
+
+  UsageQuery q;
+  q.from = std::chrono::floor<std::chrono::days>(start) - std::chrono::days(1);
+  q.to = std::chrono::floor<std::chrono::days>(start) + std::chrono::days(2);
+  q.group_by = {ReportDimension::kTenant, ReportDimension::kGpuModel,
+                ReportDimension::kWorkloadClass, ReportDimension::kCapacity};
+  ASSERT_OK_AND_ASSIGN(std::vector<UsageLine> lines, metering().ReportUsage(q));
+  ASSERT_THAT(lines, SizeIs(1));
+  EXPECT_EQ(lines[0].keys,
+            (std::vector<std::string>{"acme", "H100-80GB", "training", "on-demand"}));
+  EXPECT_EQ(lines[0].measured_gpu_microseconds, 2 * measured);
+  EXPECT_EQ(lines[0].effective_gpu_microseconds,
+            rows[0].effective_gpu_us + rows[1].effective_gpu_us);
+  EXPECT_EQ(lines[0].coarse_gpu_microseconds, 0);
+
+  // Pruning drops the minutes, not what they measured.
+  EXPECT_THAT(metering().PruneTelemetry(minute + std::chrono::minutes(1), 1), IsOkAndHolds(1));
+  EXPECT_THAT(metering().PruneTelemetry(minute + std::chrono::minutes(1), 100), IsOkAndHolds(1));
+  EXPECT_THAT(metering().PruneTelemetry(minute + std::chrono::minutes(1), 100), IsOkAndHolds(0));
+  EXPECT_THAT(metering().ListTelemetry(id, minute, minute + std::chrono::minutes(1), 100),
+              IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(metering().ReportUsage(q), IsOkAndHolds(lines));
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, MeteringContractTest,
                          ::testing::Values(Kind::kMemory, Kind::kPostgres),
                          [](const ::testing::TestParamInfo<Kind>& info) {

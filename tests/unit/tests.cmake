@@ -4,6 +4,7 @@ add_executable(federation_unit_tests
   ${UNIT_DIR}/federation/clock_test.cc
   ${UNIT_DIR}/federation/mig_test.cc
   ${UNIT_DIR}/federation/metering_test.cc
+  ${UNIT_DIR}/federation/telemetry_test.cc
   ${UNIT_DIR}/federation/usage_report_test.cc
   ${UNIT_DIR}/federation/cost_allocation_test.cc
   ${UNIT_DIR}/federation/placement_test.cc

@@ -51,7 +51,7 @@ TEST(ControlMetricsTest, FairSharesAreGaugesPerTenantAndProjectThatLeaveWhenInac
   EXPECT_EQ(Gauge(registry, "gpufed_fair_share", "acme", "-"), 0.25);
   EXPECT_EQ(Gauge(registry, "gpufed_fair_share", "beta", "-"), 0.75);
   EXPECT_EQ(Gauge(registry, "gpufed_fair_share_held_gpus", "acme", "p"), 3.5);
-  EXPECT_EQ(Gauge(registry, "gpufed_fair_share_decayed_gpu_hours", "beta", "-"), 40);
+  EXPECT_EQ(Gauge(registry, "gpufed_fair_share_decayed_gpu_seconds", "beta", "-"), 40 * 3600);
 
   control.FairShares({Share("beta", "", 1.0, 8000, 41)});
   EXPECT_EQ(Gauge(registry, "gpufed_fair_share", "beta", "-"), 1.0);
