@@ -4,8 +4,9 @@
 #include <array>
 #include <cmath>
 #include <optional>
+#include <random>
+#include <vector>
 
-#include "absl/hash/hash.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "federation/mig.h"
@@ -46,10 +47,16 @@ double MaxPowerWatts(absl::string_view model) {
   return 300;
 }
 
-// A factor in [1 - spread, 1 + spread], a function of its arguments only.
-double Noise(const std::string& workload, int64_t second, int salt, double spread) {
-  const size_t h = absl::HashOf(workload, second, salt);
-  const double u = static_cast<double>(h % 10007) / 10006.0;  // 0..1
+// A factor in [1 - spread, 1 + spread], a function of its arguments only: the same in every
+// process (absl::Hash is seeded per process, so it is not used here).
+double Noise(const std::string& workload, int64_t second, double spread) {
+  std::vector<uint32_t> seeds(workload.begin(), workload.end());
+  seeds.push_back(static_cast<uint32_t>(second));
+  seeds.push_back(static_cast<uint32_t>(static_cast<uint64_t>(second) >> 32));
+  std::seed_seq seq(seeds.begin(), seeds.end());
+  uint32_t value = 0;
+  seq.generate(&value, &value + 1);
+  const double u = static_cast<double>(value) / 4294967295.0;  // 0..1
   return 1.0 + spread * (2 * u - 1);
 }
 
@@ -80,14 +87,14 @@ std::vector<GpuMetrics> SimTelemetry::Sample(const std::vector<Occupant>& occupa
   for (const Occupant& o : occupants) {
     if (o.gpu_milli > 0 && o.mig_profile.empty()) {
       shared_activity[o.gpu_uuid] += ProfileOf(o.workload_class).sm_active * o.gpu_milli / 1000.0 *
-                                     Noise(o.workload_id, second, 0, 0.08);
+                                     Noise(o.workload_id, second, 0.08);
     }
   }
   std::vector<GpuMetrics> out;
   out.reserve(occupants.size());
   for (const Occupant& o : occupants) {
     const Profile p = ProfileOf(o.workload_class);
-    double busy = Noise(o.workload_id, second, 0, 0.08);  // scales every activity field
+    double busy = Noise(o.workload_id, second, 0.08);  // scales every activity field
     double part = 1.0;  // of the GPU's memory and power this occupant's readings cover
     std::optional<Fraction> mig;
     if (!o.mig_profile.empty()) {
