@@ -1,6 +1,8 @@
 #include "api/convert.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -1326,6 +1328,72 @@ v1::UsageReportLine UsageLineToProto(const UsageLine& line) {
   out.set_measured_gpu_microseconds(line.measured_gpu_microseconds);
   out.set_effective_gpu_microseconds(line.effective_gpu_microseconds);
   out.set_coarse_gpu_microseconds(line.coarse_gpu_microseconds);
+  return out;
+}
+
+v1::GetUsageReportResponse UsageReportToProto(const UsageReportResult& report) {
+  v1::GetUsageReportResponse out;
+  for (const UsageLine& line : report.lines) *out.add_lines() = UsageLineToProto(line);
+  for (const GuaranteeLine& g : report.guarantees) {
+    v1::IdleGuaranteeLine* p = out.add_guarantees();
+    *p->mutable_period_start() = ToProto(g.period_start);
+    p->set_tenant(g.key.tenant);
+    p->set_project(g.key.project);
+    p->set_resource(g.key.resource);
+    p->set_reserved_unit_microseconds(g.reserved_unit_us);
+    p->set_idle_unit_microseconds(g.idle_unit_us);
+  }
+  return out;
+}
+
+absl::StatusOr<CostQuery> CostQueryFromProto(const v1::GetCostAllocationRequest& request) {
+  CostQuery query;
+  if (!request.has_start_time()) return absl::InvalidArgumentError("start_time: required");
+  if (!request.has_end_time()) return absl::InvalidArgumentError("end_time: required");
+  ASSIGN_OR_RETURN(query.from, CheckedFromProto("start_time", request.start_time()));
+  ASSIGN_OR_RETURN(query.to, CheckedFromProto("end_time", request.end_time()));
+  query.cluster = request.cluster();
+  switch (request.idle_policy()) {
+    case v1::IDLE_POLICY_UNSPECIFIED:
+      break;
+    case v1::IDLE_POLICY_SEPARATE:
+      query.policy = IdlePolicy::kSeparate;
+      break;
+    case v1::IDLE_POLICY_SPREAD:
+      query.policy = IdlePolicy::kSpread;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("idle_policy: unknown value ", static_cast<int>(request.idle_policy())));
+  }
+  return query;
+}
+
+v1::GetCostAllocationResponse CostAllocationToProto(const CostReport& report) {
+  v1::GetCostAllocationResponse out;
+  out.set_idle_policy(report.policy == IdlePolicy::kSpread ? v1::IDLE_POLICY_SPREAD
+                                                           : v1::IDLE_POLICY_SEPARATE);
+  for (const ClusterCost& c : report.clusters) {
+    v1::ClusterCostAllocation* p = out.add_clusters();
+    p->set_cluster(c.cluster);
+    p->set_capacity_cost_micros(c.allocation.total_micros);
+    p->set_idle_micros(c.allocation.idle_micros);
+    p->set_unallocated_micros(c.allocation.unallocated_micros);
+    std::set<std::string> tenants;
+    for (const auto& [t, v] : c.allocation.tenant_micros) tenants.insert(t);
+    for (const auto& [t, v] : c.allocation.profile_premium_micros) tenants.insert(t);
+    for (const std::string& t : tenants) {
+      auto get = [&t](const std::map<std::string, int64_t>& m) {
+        auto it = m.find(t);
+        return it == m.end() ? int64_t{0} : it->second;
+      };
+      v1::TenantCharge* charge = p->add_tenants();
+      charge->set_tenant(t);
+      charge->set_charge_micros(get(c.allocation.tenant_micros));
+      charge->set_idle_share_micros(get(c.allocation.idle_share_micros));
+      charge->set_profile_premium_micros(get(c.allocation.profile_premium_micros));
+    }
+  }
   return out;
 }
 

@@ -163,6 +163,11 @@ std::vector<v1::ServerMessage> CancelMessages(const std::vector<WorkloadId>& ids
 // dimensions than there are); the rest is ValidateUsageQuery's and the use case's.
 absl::StatusOr<UsageQuery> UsageQueryFromProto(const v1::GetUsageReportRequest& request);
 v1::UsageReportLine UsageLineToProto(const UsageLine& line);
+v1::GetUsageReportResponse UsageReportToProto(const UsageReportResult& report);
+// A cost-allocation request as a query: INVALID_ARGUMENT naming the field for a missing or
+// out-of-range time or an unknown idle policy; the rest is the use case's.
+absl::StatusOr<CostQuery> CostQueryFromProto(const v1::GetCostAllocationRequest& request);
+v1::GetCostAllocationResponse CostAllocationToProto(const CostReport& report);
 // A ListWorkloadTelemetry request: which workload, the window and how many minutes at most.
 struct TelemetryWindow {
   WorkloadId workload = 0;

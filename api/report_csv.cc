@@ -78,4 +78,32 @@ std::string UsageReportCsv(const v1::GetUsageReportRequest& request,
   return out;
 }
 
+std::string IdleGuaranteeCsv(const v1::GetUsageReportResponse& response) {
+  std::string out;
+  std::string line;
+  for (const char* column : {"period_start", "tenant", "project", "resource", "reserved_unit_hours",
+                             "idle_unit_hours", "idle_share"}) {
+    AppendField(line, column);
+  }
+  out += line + "\r\n";
+  constexpr int64_t kUnitMicrosPerHour = 3'600'000'000;
+  for (const v1::IdleGuaranteeLine& g : response.guarantees()) {
+    line.clear();
+    const absl::Time start = absl::FromUnixSeconds(g.period_start().seconds()) +
+                             absl::Nanoseconds(g.period_start().nanos());
+    AppendField(line, absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", start, absl::UTCTimeZone()));
+    AppendField(line, g.tenant());
+    AppendField(line, g.project());
+    AppendField(line, g.resource());
+    AppendField(line, SixDecimals(g.reserved_unit_microseconds(), kUnitMicrosPerHour));
+    AppendField(line, SixDecimals(g.idle_unit_microseconds(), kUnitMicrosPerHour));
+    // Idle over reserved; empty when nothing was reserved.
+    AppendField(line, g.reserved_unit_microseconds() > 0
+                          ? SixDecimals(g.idle_unit_microseconds(), g.reserved_unit_microseconds())
+                          : std::string());
+    out += line + "\r\n";
+  }
+  return out;
+}
+
 }  // namespace gpufed::api

@@ -18,6 +18,11 @@ namespace gpufed::api {
 std::string UsageReportCsv(const v1::GetUsageReportRequest& request,
                            const v1::GetUsageReportResponse& response);
 
+// A report's idle guarantees as CSV, in the same encoding:
+//
+//   period_start,tenant,project,resource,reserved_unit_hours,idle_unit_hours,idle_share
+std::string IdleGuaranteeCsv(const v1::GetUsageReportResponse& response);
+
 // The column name of a dimension ("tenant", "gpu_model", ...); "unknown" for others.
 std::string DimensionColumn(v1::ReportDimension d);
 

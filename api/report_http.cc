@@ -113,15 +113,26 @@ HttpAnswer UsageCsvOverHttp(const ApiContext& ctx, absl::string_view authorizati
   absl::StatusOr<auth::Principal> who =
       ctx.authn->AuthenticateToken(authorization.substr(kBearer.size()));
   if (!who.ok()) return Refusal(who.status());
-  absl::StatusOr<v1::GetUsageReportRequest> request = UsageRequestFromParams(params);
+  // `view`: the usage lines (the default) or the idle guarantees of the same report.
+  std::multimap<std::string, std::string> rest = params;
+  bool guarantees = false;
+  if (rest.count("view") > 1) return Refusal(absl::InvalidArgumentError("view: given twice"));
+  if (auto it = rest.find("view"); it != rest.end()) {
+    if (it->second != "usage" && it->second != "guarantees") {
+      return Refusal(absl::InvalidArgumentError("view: usage or guarantees"));
+    }
+    guarantees = it->second == "guarantees";
+    rest.erase(it);
+  }
+  absl::StatusOr<v1::GetUsageReportRequest> request = UsageRequestFromParams(rest);
   if (!request.ok()) return Refusal(request.status());
   absl::StatusOr<UsageQuery> query = UsageQueryFromProto(*request);
   if (!query.ok()) return Refusal(query.status());
-  absl::StatusOr<std::vector<UsageLine>> lines = ctx.plane->UsageReport(*who, *std::move(query));
-  if (!lines.ok()) return Refusal(lines.status());
-  v1::GetUsageReportResponse response;
-  for (const UsageLine& line : *lines) *response.add_lines() = UsageLineToProto(line);
-  return HttpAnswer{200, "text/csv; charset=utf-8", UsageReportCsv(*request, response)};
+  absl::StatusOr<UsageReportResult> report = ctx.plane->UsageReport(*who, *std::move(query));
+  if (!report.ok()) return Refusal(report.status());
+  const v1::GetUsageReportResponse response = UsageReportToProto(*report);
+  return HttpAnswer{200, "text/csv; charset=utf-8",
+                    guarantees ? IdleGuaranteeCsv(response) : UsageReportCsv(*request, response)};
 }
 
 }  // namespace gpufed::api

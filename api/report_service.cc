@@ -12,11 +12,9 @@ grpc::ServerUnaryReactor* ReportServiceImpl::GetUsageReport(
   return Serve(ctx_, context, *request, CallKind::kRead,
                [this, request, response](const auth::Principal& who) -> absl::Status {
                  ASSIGN_OR_RETURN(UsageQuery query, UsageQueryFromProto(*request));
-                 ASSIGN_OR_RETURN(std::vector<UsageLine> lines,
+                 ASSIGN_OR_RETURN(UsageReportResult report,
                                   ctx_.plane->UsageReport(who, std::move(query)));
-                 for (const UsageLine& line : lines) {
-                   *response->add_lines() = UsageLineToProto(line);
-                 }
+                 *response = UsageReportToProto(report);
                  return absl::OkStatus();
                });
 }
@@ -34,6 +32,18 @@ grpc::ServerUnaryReactor* ReportServiceImpl::ListWorkloadTelemetry(
                    *response->add_minutes() = TelemetryRowToProto(row);
                  }
                  response->set_truncated(rows.size() == static_cast<size_t>(window.limit));
+                 return absl::OkStatus();
+               });
+}
+
+grpc::ServerUnaryReactor* ReportServiceImpl::GetCostAllocation(
+    grpc::CallbackServerContext* context, const v1::GetCostAllocationRequest* request,
+    v1::GetCostAllocationResponse* response) {
+  return Serve(ctx_, context, *request, CallKind::kRead,
+               [this, request, response](const auth::Principal& who) -> absl::Status {
+                 ASSIGN_OR_RETURN(CostQuery query, CostQueryFromProto(*request));
+                 ASSIGN_OR_RETURN(CostReport report, ctx_.plane->CostAllocationReport(who, query));
+                 *response = CostAllocationToProto(report);
                  return absl::OkStatus();
                });
 }

@@ -17,6 +17,9 @@ class ReportServiceImpl final : public v1::ReportService::CallbackService {
   grpc::ServerUnaryReactor* ListWorkloadTelemetry(
       grpc::CallbackServerContext* context, const v1::ListWorkloadTelemetryRequest* request,
       v1::ListWorkloadTelemetryResponse* response) override;
+  grpc::ServerUnaryReactor* GetCostAllocation(grpc::CallbackServerContext* context,
+                                              const v1::GetCostAllocationRequest* request,
+                                              v1::GetCostAllocationResponse* response) override;
 
  private:
   ApiContext ctx_;

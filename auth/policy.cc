@@ -82,6 +82,7 @@ constexpr MethodPolicy kMethods[] = {
     // ReportService
     {"gpufed.v1.ReportService.GetUsageReport", P::kUsageRead, Target::kListing},
     {"gpufed.v1.ReportService.ListWorkloadTelemetry", P::kWorkloadsRead, Target::kWorkload},
+    {"gpufed.v1.ReportService.GetCostAllocation", P::kUsageRead, Target::kPlatform},
 };
 
 // Higher ranks may grant lower ones; agents rank apart (0: only the platform issues them).

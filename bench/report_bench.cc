@@ -41,7 +41,7 @@ spans AS (
   FROM runs r, generate_series(0, r.hours) AS h)
 INSERT INTO usage_records (workload_id, attempt, replica, tenant, project, workload_class, cluster,
   node, gpu_uuid, gpu_model, mig_profile, gpu_milli, capacity, started_at, ended_at, fraction_num,
-  fraction_den, price_micros_per_hour, profile_priced, cost_micros)
+  fraction_den, price_micros_per_hour, profile_priced, cost_micros, gpu_line_cost_micros)
 SELECT s.w, 1, 0, 'tenant-' || s.tenant, 'project-' || (s.w % 3), 
        (ARRAY['training', 'inference', 'batch', 'interactive'])[1 + s.w % 4],
        'cluster-' || s.cluster, 'node-' || (s.w % 16), 'GPU-' || s.w || '-' || g,
@@ -52,10 +52,10 @@ SELECT s.w, 1, 0, 'tenant-' || s.tenant, 'project-' || (s.w % 3),
        s.s_from, s.s_to,
        CASE WHEN s.kind = 0 THEN 1 WHEN s.kind = 1 THEN 250 ELSE 1 END,
        CASE WHEN s.kind = 0 THEN 7 WHEN s.kind = 1 THEN 1000 ELSE 1 END,
-       4000000, false,
-       (4000000 * extract(epoch FROM s.s_to - s.s_from) / 3600
-         * CASE WHEN s.kind = 0 THEN 1.0 / 7 WHEN s.kind = 1 THEN 0.25 ELSE 1 END)::bigint
-FROM spans s, generate_series(1, CASE WHEN s.kind <= 1 THEN 1 ELSE s.gpus END) AS g
+       4000000, false, c.cost, c.cost
+FROM spans s, generate_series(1, CASE WHEN s.kind <= 1 THEN 1 ELSE s.gpus END) AS g,
+  LATERAL (SELECT (4000000 * extract(epoch FROM s.s_to - s.s_from) / 3600
+    * CASE WHEN s.kind = 0 THEN 1.0 / 7 WHEN s.kind = 1 THEN 0.25 ELSE 1 END)::bigint AS cost) c
 WHERE s.s_to > s.s_from
 )sql";
 
@@ -63,10 +63,10 @@ WHERE s.s_to > s.s_from
 // one pass over the records the fill wrote.
 constexpr const char* kRollup = R"sql(
 INSERT INTO usage_daily (day, tenant, project, cluster, gpu_model, mig_profile, workload_class,
-  capacity, gpu_us, unpriced_gpu_us, cost_micros, records)
+  capacity, gpu_us, unpriced_gpu_us, cost_micros, records, gpu_line_cost_micros)
 SELECT date_trunc('day', started_at, 'UTC'), tenant, project, cluster, gpu_model, mig_profile,
   workload_class, capacity, sum(g), sum(CASE WHEN price_micros_per_hour IS NULL THEN g ELSE 0 END),
-  sum(cost_micros), count(*)
+  sum(cost_micros), count(*), sum(gpu_line_cost_micros)
 FROM (SELECT *, round(fraction_num::numeric * (epoch_us(ended_at) - epoch_us(started_at))
                       / fraction_den) AS g FROM usage_records) r
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8

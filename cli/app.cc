@@ -440,6 +440,23 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
   report->add_option("--tenant", report_options.tenant, "Only this tenant (platform callers)");
   report->add_option("--project", report_options.project, "Only this project (with --tenant)");
   report->add_option("--cluster", report_options.cluster, "Only this cluster");
+  report
+      ->add_option("--view", report_options.view,
+                   "What -o csv writes: usage (the lines) or guarantees (idle guaranteed "
+                   "capacity); the table shows both")
+      ->check(CLI::IsMember({"usage", "guarantees"}))
+      ->capture_default_str();
+
+  CLI::App* cost = app.add_subcommand(
+      "cost", "Each cluster's capacity cost split into tenants' charges and idle (platform)");
+  CostOptions cost_options;
+  cost->add_option("--from", cost_options.from, "Window start, as report's");
+  cost->add_option("--to", cost_options.to, "Window end (excluded), as report's");
+  cost->add_option("--cluster", cost_options.cluster, "Only this cluster");
+  cost->add_option("--idle-policy", cost_options.idle_policy,
+                   "separate (idle is its own line) or spread (over the tenants that used each "
+                   "resource type); default: the server's")
+      ->check(CLI::IsMember({"separate", "spread"}));
 
   CLI::App* quota = app.add_subcommand("quota", "Set, show and delete quotas");
   quota->require_subcommand(1);
@@ -676,6 +693,8 @@ int RunCli(int argc, const char* const* argv, const CliIo& io) {
     status = commands.AuditVerify();
   } else if (report->parsed()) {
     status = commands.Report(report_options);
+  } else if (cost->parsed()) {
+    status = commands.Cost(cost_options);
   }
   if (!status.ok()) return ReportError(status, *io.err);
   return 0;

@@ -1007,22 +1007,34 @@ absl::Status Commands::AuditVerify() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A report window from --from and --to: empty from is the start of this month (UTC), empty to
+// the end of today.
+absl::Status ReportWindow(absl::Time now, const std::string& from, const std::string& to,
+                          google::protobuf::Timestamp* start, google::protobuf::Timestamp* end) {
+  const absl::TimeZone utc = absl::UTCTimeZone();
+  const absl::CivilDay today = absl::ToCivilDay(now, utc);
+  if (from.empty()) {
+    start->set_seconds(absl::ToUnixSeconds(absl::FromCivil(absl::CivilMonth(today), utc)));
+  } else {
+    ASSIGN_OR_RETURN(*start, api::ReportTimeFromText("--from", from));
+  }
+  if (to.empty()) {
+    end->set_seconds(absl::ToUnixSeconds(absl::FromCivil(today + 1, utc)));
+  } else {
+    ASSIGN_OR_RETURN(*end, api::ReportTimeFromText("--to", to));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Commands::Report(const ReportOptions& options) {
   v1::GetUsageReportRequest request;
   const absl::TimeZone utc = absl::UTCTimeZone();
-  const absl::CivilDay today = absl::ToCivilDay(env_.now(), utc);
-  if (options.from.empty()) {
-    request.mutable_start_time()->set_seconds(
-        absl::ToUnixSeconds(absl::FromCivil(absl::CivilMonth(today), utc)));
-  } else {
-    ASSIGN_OR_RETURN(*request.mutable_start_time(),
-                     api::ReportTimeFromText("--from", options.from));
-  }
-  if (options.to.empty()) {
-    request.mutable_end_time()->set_seconds(absl::ToUnixSeconds(absl::FromCivil(today + 1, utc)));
-  } else {
-    ASSIGN_OR_RETURN(*request.mutable_end_time(), api::ReportTimeFromText("--to", options.to));
-  }
+  RETURN_IF_ERROR(ReportWindow(env_.now(), options.from, options.to, request.mutable_start_time(),
+                               request.mutable_end_time()));
   const std::optional<ReportPeriod> period = ParseReportPeriod(options.period);
   if (!period) {
     return absl::InvalidArgumentError(
@@ -1048,7 +1060,8 @@ absl::Status Commands::Report(const ReportOptions& options) {
   }));
   if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
   if (env_.format == OutputFormat::kCsv) {
-    *env_.out << api::UsageReportCsv(request, response);
+    *env_.out << (options.view == "guarantees" ? api::IdleGuaranteeCsv(response)
+                                               : api::UsageReportCsv(request, response));
     return absl::OkStatus();
   }
   std::vector<std::string> headers = {"PERIOD"};
@@ -1078,6 +1091,60 @@ absl::Status Commands::Report(const ReportOptions& options) {
     }
     row.push_back(std::move(util));
     table.AddRow(std::move(row));
+  }
+  if (options.view != "guarantees") table.Render(*env_.out);
+  if (response.guarantees().empty() && options.view != "guarantees") return absl::OkStatus();
+  // Guaranteed capacity left idle, in the quota's units x hours.
+  if (options.view != "guarantees") *env_.out << "\nIdle guarantees\n";
+  Table guarantees({"PERIOD", "TENANT", "PROJECT", "RESOURCE", "RESERVED", "IDLE", "IDLE%"});
+  for (const v1::IdleGuaranteeLine& g : response.guarantees()) {
+    guarantees.AddRow(
+        {absl::FormatTime("%Y-%m-%d", TimeFromProto(g.period_start()), utc), g.tenant(),
+         g.project().empty() ? "-" : g.project(), g.resource(),
+         api::SixDecimals(g.reserved_unit_microseconds(), kGpuMicrosPerHour),
+         api::SixDecimals(g.idle_unit_microseconds(), kGpuMicrosPerHour),
+         g.reserved_unit_microseconds() > 0
+             ? absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(g.idle_unit_microseconds()) /
+                                             static_cast<double>(g.reserved_unit_microseconds()))
+             : "-"});
+  }
+  guarantees.Render(*env_.out);
+  return absl::OkStatus();
+}
+
+absl::Status Commands::Cost(const CostOptions& options) {
+  v1::GetCostAllocationRequest request;
+  RETURN_IF_ERROR(ReportWindow(env_.now(), options.from, options.to, request.mutable_start_time(),
+                               request.mutable_end_time()));
+  request.set_cluster(options.cluster);
+  if (options.idle_policy == "separate") {
+    request.set_idle_policy(v1::IDLE_POLICY_SEPARATE);
+  } else if (options.idle_policy == "spread") {
+    request.set_idle_policy(v1::IDLE_POLICY_SPREAD);
+  } else if (!options.idle_policy.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--idle-policy: separate or spread, got \"", options.idle_policy, "\""));
+  }
+  v1::GetCostAllocationResponse response;
+  RETURN_IF_ERROR(Unary(/*retry_safe=*/true, [&](grpc::ClientContext* context) {
+    return reports_->GetCostAllocation(context, request, &response);
+  }));
+  if (env_.format == OutputFormat::kJson) return WriteJson(response, *env_.out);
+  // Per cluster: each tenant's charge, then idle and unallocated, then the capacity they add up
+  // to.
+  Table table({"CLUSTER", "PART", "COST", "IDLE-SHARE", "PROFILE-PREMIUM"});
+  for (const v1::ClusterCostAllocation& c : response.clusters()) {
+    for (const v1::TenantCharge& t : c.tenants()) {
+      table.AddRow({c.cluster(), t.tenant(), FormatMicros(t.charge_micros()),
+                    FormatMicros(t.idle_share_micros()), FormatMicros(t.profile_premium_micros())});
+    }
+    if (c.idle_micros() != 0) {
+      table.AddRow({c.cluster(), "(idle)", FormatMicros(c.idle_micros()), "-", "-"});
+    }
+    if (c.unallocated_micros() != 0) {
+      table.AddRow({c.cluster(), "(unallocated)", FormatMicros(c.unallocated_micros()), "-", "-"});
+    }
+    table.AddRow({c.cluster(), "= capacity", FormatMicros(c.capacity_cost_micros()), "-", "-"});
   }
   table.Render(*env_.out);
   return absl::OkStatus();

@@ -161,6 +161,15 @@ struct ReportOptions {
   std::string tenant;
   std::string project;
   std::string cluster;
+  // What -o csv writes: the usage lines ("usage") or the idle guarantees ("guarantees").
+  std::string view = "usage";
+};
+
+struct CostOptions {
+  std::string from;  // as ReportOptions'
+  std::string to;
+  std::string cluster;      // "" for every cluster
+  std::string idle_policy;  // "", "separate" or "spread" ("": the server's)
 };
 
 class Commands {
@@ -276,6 +285,8 @@ class Commands {
 
   // Prints the usage report: a table, JSON (-o json) or CSV (-o csv).
   absl::Status Report(const ReportOptions& options);
+  // Prints each cluster's cost allocation (platform readers): a table or JSON.
+  absl::Status Cost(const CostOptions& options);
 
  private:
   // Runs `call` with a fresh context per attempt; retries on UNAVAILABLE when `retry_safe`.

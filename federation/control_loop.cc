@@ -1,5 +1,6 @@
 #include "federation/control_loop.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,7 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
     }
     leading_ = true;
     last_check_ = last_reload_ = last_meter_ = now;
+    guarantees_from_ = clock_->Now();
     last_pool_report_.reset();
     metrics_->Leading(true);
     spdlog::info("scheduler: active (holds the scheduler lock)");
@@ -119,6 +121,19 @@ StepResult ControlLoop::RunOnce(MonotonicTime now) {
     if (absl::Status s = plane_->ReportTenantUsage(); !s.ok()) {
       spdlog::warn("tenant usage gauges: {}", s.ToString());
     }
+    // Guarantees are sampled: the quota ledger as it is now stands for the span since the last
+    // pass, at most two intervals (a stalled loop does not stretch one reading over hours). A
+    // span whose write fails is not written again: a retry after an unknown outcome could count
+    // it twice.
+    const Timestamp wall = clock_->Now();
+    const Timestamp from = std::max(guarantees_from_, wall - 2 * options_.meter_interval);
+    if (from < wall) {
+      if (absl::Status s = plane_->RecordGuarantees(scheduler_->QuotaReport(), from, wall);
+          !s.ok()) {
+        spdlog::warn("idle guarantees: {}", s.ToString());
+      }
+    }
+    guarantees_from_ = std::max(guarantees_from_, wall);
   }
   const MonotonicTime start = clock_->Monotonic();
   absl::StatusOr<CycleResult> cycle = scheduler_->RunCycle();

@@ -99,6 +99,8 @@ class ControlLoop {
   MonotonicTime last_check_{};
   MonotonicTime last_reload_{};
   MonotonicTime last_meter_{};
+  // Where the next idle-guarantee span starts (the wall clock: spans are cut at UTC midnights).
+  Timestamp guarantees_from_{};
   std::optional<MonotonicTime> last_pool_report_;  // none: report after the next cycle
 
   absl::Mutex mu_;

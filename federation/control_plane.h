@@ -70,6 +70,9 @@ struct ControlPlaneOptions {
   // replaces them); none may live longer than max_token_ttl.
   std::chrono::seconds default_token_ttl = std::chrono::hours(24 * 90);
   std::chrono::seconds max_token_ttl = std::chrono::hours(24 * 366);
+  // What cost allocation does with idle capacity when a request does not say
+  // (docs/chargeback.md#cost-allocation).
+  IdlePolicy idle_policy = IdlePolicy::kSeparate;
 };
 
 // What an agent says about one workload it was handed.
@@ -446,7 +449,18 @@ class ControlPlane {
   // project scope. PERMISSION_DENIED without usage.read; NOT_FOUND for a tenant or project outside
   // the caller's scope; INVALID_ARGUMENT naming the field (ValidateUsageQuery, names, a project
   // without its tenant); FAILED_PRECONDITION when nothing is metered or the report is too big.
-  absl::StatusOr<std::vector<UsageLine>> UsageReport(const auth::Principal& who, UsageQuery query);
+  // The idle guarantees come with it, narrowed the same way (none when the query names a
+  // cluster: guarantees are on the whole pool).
+  absl::StatusOr<UsageReportResult> UsageReport(const auth::Principal& who, UsageQuery query);
+  // Each cluster's capacity cost over the window split into tenants' charges, idle and
+  // unallocated (federation/cost_allocation.h): the clusters stored now, and any other that
+  // usage was metered on in the window (its capacity counted as what was held of it), ordered by
+  // name. Platform readers only (usage.read at platform scope): it shows every tenant's charges.
+  // PERMISSION_DENIED; INVALID_ARGUMENT naming the field (the window, a cluster name);
+  // NOT_FOUND for a cluster neither stored nor metered; FAILED_PRECONDITION when nothing is
+  // metered.
+  absl::StatusOr<CostReport> CostAllocationReport(const auth::Principal& who,
+                                                  const CostQuery& query);
   // The telemetry minutes kept for workload `id` in [from, to) (MeteringStore::ListTelemetry):
   // whoever may read the workload may read them. NOT_FOUND as GetWorkload; INVALID_ARGUMENT for
   // to <= from or a limit outside 1..10000; FAILED_PRECONDITION when nothing is metered.
@@ -496,6 +510,10 @@ class ControlPlane {
   absl::StatusOr<int> PruneTelemetry(std::chrono::nanoseconds keep, int batch, int max_batches);
   // Tells the metrics port each tenant's usage this month so far (ControlMetrics::TenantUsage).
   absl::Status ReportTenantUsage();
+  // Adds what the guarantees of `usage` (the active scheduler's quota ledger) reserved and left
+  // idle over [from, to) to the idle-guarantee sums (MeteringStore::RecordGuarantees). Nothing
+  // without a metering store. The store's error (UNAVAILABLE).
+  absl::Status RecordGuarantees(const std::vector<QuotaUsage>& usage, Timestamp from, Timestamp to);
   // What a scheduling cycle committed (admissions and placements): Watch streams get the
   // events, agents the placements.
   void Scheduled(const std::vector<WorkloadEvent>& events);

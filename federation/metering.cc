@@ -92,7 +92,9 @@ const NodeInfo* FindNode(const Cluster& cluster, absl::string_view name) {
   return nullptr;
 }
 
-CapacityType CapacityOf(const Cluster& cluster, const NodeInfo* node) {
+}  // namespace
+
+CapacityType NodeCapacityType(const Cluster& cluster, const NodeInfo* node) {
   if (node != nullptr) {
     if (auto it = node->labels.find(std::string(kCapacityTypeLabel)); it != node->labels.end()) {
       if (std::optional<CapacityType> c = ParseCapacityType(it->second)) return *c;
@@ -100,8 +102,6 @@ CapacityType CapacityOf(const Cluster& cluster, const NodeInfo* node) {
   }
   return cluster.declared.default_capacity;
 }
-
-}  // namespace
 
 void MeterGpu(const Workload& run, size_t replica, const std::string& uuid, const Cluster& cluster,
               Timestamp from, Timestamp to, const MeteringPolicy& policy,
@@ -124,7 +124,7 @@ void MeterGpu(const Workload& run, size_t replica, const std::string& uuid, cons
   base.gpu_model = gpu == nullptr ? "" : gpu->model;
   base.mig_profile = r.mig_profile;
   base.gpu_milli = r.mig_profile.empty() ? r.gpu_milli : 0;
-  base.capacity = CapacityOf(cluster, node);
+  base.capacity = NodeCapacityType(cluster, node);
   if (!r.mig_profile.empty()) {
     const auto [geo, profile] = FindProfile(base.gpu_model, r.mig_profile);
     base.fraction =
@@ -157,14 +157,16 @@ void MeterGpu(const Workload& run, size_t replica, const std::string& uuid, cons
     if (!rec.mig_profile.empty()) {
       own = PriceAt(cluster.declared, rec.gpu_model, rec.mig_profile, rec.capacity, rec.from);
     }
+    const std::optional<int64_t> whole =
+        PriceAt(cluster.declared, rec.gpu_model, "", rec.capacity, rec.from);
+    if (whole) rec.gpu_line_cost_micros = CostMicros(*whole, rec.fraction, duration);
     if (own) {
       rec.price_micros_per_hour = own;
       rec.profile_priced = true;
       rec.cost_micros = CostMicros(*own, Fraction{1, 1}, duration);
-    } else if (std::optional<int64_t> whole =
-                   PriceAt(cluster.declared, rec.gpu_model, "", rec.capacity, rec.from)) {
+    } else if (whole) {
       rec.price_micros_per_hour = whole;
-      rec.cost_micros = CostMicros(*whole, rec.fraction, duration);
+      rec.cost_micros = rec.gpu_line_cost_micros;
     }
     out.push_back(std::move(rec));
   }

@@ -66,6 +66,10 @@ struct UsageRecord {
   std::optional<int64_t> price_micros_per_hour;
   bool profile_priced = false;
   int64_t cost_micros = 0;
+  // The span at the whole GPU's line: cost_micros, or for a profile-priced record its fraction
+  // of the GPU's line (0 when the book has none). Cost allocation (federation/cost_allocation.h)
+  // counts capacity at GPU lines; the difference is the profile's premium.
+  int64_t gpu_line_cost_micros = 0;
 
   // (to - from) x fraction, in GPU-seconds.
   [[nodiscard]] double GpuSeconds() const;
@@ -77,6 +81,10 @@ struct UsageRecord {
 // can hold.
 int64_t CostMicros(int64_t price_micros_per_hour, Fraction fraction,
                    std::chrono::microseconds duration);
+
+// How `node`'s GPUs are paid for: its capacity-type label, else the cluster's default (also for
+// a node the cluster no longer lists: null).
+CapacityType NodeCapacityType(const Cluster& cluster, const NodeInfo* node);
 
 // The records of `run`'s current attempt (its assignment, spec, attempts) from `from` to `to` on
 // `cluster` (whose nodes give each GPU's model and capacity type, and whose declaration gives the

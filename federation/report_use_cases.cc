@@ -1,6 +1,10 @@
 // ControlPlane's reports (docs/chargeback.md#reports).
 
 #include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "auth/policy.h"
@@ -13,8 +17,8 @@ namespace gpufed {
 
 using auth::Permission;
 
-absl::StatusOr<std::vector<UsageLine>> ControlPlane::UsageReport(const auth::Principal& who,
-                                                                 UsageQuery query) {
+absl::StatusOr<UsageReportResult> ControlPlane::UsageReport(const auth::Principal& who,
+                                                            UsageQuery query) {
   RETURN_IF_ERROR(Require(who, Permission::kUsageRead));
   if (ports_.metering == nullptr) {
     return absl::FailedPreconditionError("reports: this server meters nothing");
@@ -44,7 +48,60 @@ absl::StatusOr<std::vector<UsageLine>> ControlPlane::UsageReport(const auth::Pri
     query.tenant = who.tenant;
     if (!who.project.empty()) query.project = who.project;
   }
-  return ports_.metering->ReportUsage(query);
+  UsageReportResult out;
+  ASSIGN_OR_RETURN(out.lines, ports_.metering->ReportUsage(query));
+  ASSIGN_OR_RETURN(out.guarantees, ports_.metering->ReportGuarantees(query));
+  return out;
+}
+
+absl::StatusOr<CostReport> ControlPlane::CostAllocationReport(const auth::Principal& who,
+                                                              const CostQuery& query) {
+  RETURN_IF_ERROR(Require(who, Permission::kUsageRead, {}));
+  if (ports_.metering == nullptr) {
+    return absl::FailedPreconditionError("reports: this server meters nothing");
+  }
+  UsageQuery window;
+  window.from = query.from;
+  window.to = query.to;
+  RETURN_IF_ERROR(ValidateUsageQuery(window));
+  if (!query.cluster.empty()) RETURN_IF_ERROR(ValidateName("cluster", query.cluster));
+  const IdlePolicy policy = query.policy.value_or(options_.idle_policy);
+  ASSIGN_OR_RETURN(std::vector<HeldCost> held,
+                   ports_.metering->ReportHeldCosts(query.from, query.to, query.cluster));
+  std::map<std::string, Cluster> clusters;
+  if (query.cluster.empty()) {
+    ASSIGN_OR_RETURN(std::vector<Cluster> all, ports_.clusters->ListClusters(true));
+    for (Cluster& c : all) clusters.emplace(c.info.name, std::move(c));
+  } else if (absl::StatusOr<Cluster> c = ports_.clusters->GetCluster(query.cluster); c.ok()) {
+    clusters.emplace(query.cluster, *std::move(c));
+  } else if (!absl::IsNotFound(c.status()) || held.empty()) {
+    return c.status();
+  }
+  std::map<std::string, std::vector<HeldCost>> held_by_cluster;
+  for (HeldCost& h : held) held_by_cluster[h.cluster].push_back(std::move(h));
+  // A cluster deleted since it was used: no capacity now, what was held of it counts.
+  std::set<std::string> names;
+  for (const auto& [name, c] : clusters) names.insert(name);
+  for (const auto& [name, h] : held_by_cluster) names.insert(name);
+  CostReport out;
+  out.policy = policy;
+  for (const std::string& name : names) {
+    auto c = clusters.find(name);
+    const std::map<ResourceType, int64_t> capacity =
+        c == clusters.end() ? std::map<ResourceType, int64_t>{}
+                            : CapacityCost(c->second, query.from, query.to);
+    out.clusters.push_back(
+        ClusterCost{name, AllocateCost(capacity, held_by_cluster[name], policy)});
+  }
+  return out;
+}
+
+absl::Status ControlPlane::RecordGuarantees(const std::vector<QuotaUsage>& usage, Timestamp from,
+                                            Timestamp to) {
+  if (ports_.metering == nullptr) return absl::OkStatus();
+  const std::vector<GuaranteeUse> uses = GuaranteeUses(usage, from, to);
+  if (uses.empty()) return absl::OkStatus();
+  return ports_.metering->RecordGuarantees(uses);
 }
 
 absl::StatusOr<std::vector<TelemetryRow>> ControlPlane::WorkloadTelemetry(

@@ -25,7 +25,9 @@
 #include "absl/time/time.h"
 #include "auth/principal.h"
 #include "federation/audit.h"
+#include "federation/cost_allocation.h"
 #include "federation/fair_share.h"
+#include "federation/idle_guarantee.h"
 #include "federation/metering.h"
 #include "federation/preemption.h"
 #include "federation/quota.h"
@@ -602,6 +604,21 @@ class MeteringStore {
   // Deletes up to `limit` kept minutes older than `before`, oldest first; returns how many (fewer
   // than `limit`: none older is left). Report sums are not changed.
   virtual absl::StatusOr<int> PruneTelemetry(Timestamp before, int limit) = 0;
+
+  // Cost allocation's input (federation/cost_allocation.h): what the records of [from, to)
+  // (whole days, as a report's window) held, summed by cluster, tenant, GPU model and capacity
+  // type, in that order; only `cluster`'s ('' for all). INVALID_ARGUMENT for a window
+  // ValidateUsageQuery refuses.
+  virtual absl::StatusOr<std::vector<HeldCost>> ReportHeldCosts(Timestamp from, Timestamp to,
+                                                                const std::string& cluster) = 0;
+
+  // Idle guarantees (federation/idle_guarantee.h): adds each of `uses` to its day's sums, in one
+  // transaction. INVALID_ARGUMENT for a negative figure or idle above reserved.
+  virtual absl::Status RecordGuarantees(const std::vector<GuaranteeUse>& uses) = 0;
+  // The sums of the query's window by period and quota (SumGuarantees; group_by is ignored).
+  // INVALID_ARGUMENT for a query ValidateUsageQuery refuses; FAILED_PRECONDITION beyond
+  // kMaxReportLines lines.
+  virtual absl::StatusOr<std::vector<GuaranteeLine>> ReportGuarantees(const UsageQuery& query) = 0;
 };
 
 }  // namespace gpufed

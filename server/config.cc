@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "auth/secret_file.h"
+#include "federation/cost_allocation.h"
 #include "federation/metering.h"
 #include "federation/policy.h"
 #include "yaml-cpp/yaml.h"
@@ -84,6 +85,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
                                 "mig_basis",
                                 "meter_interval_seconds",
                                 "telemetry_retention_hours",
+                                "idle_cost_policy",
                                 "reclaim_min_runtime_seconds",
                                 "reborrow_backoff_seconds",
                                 "starvation_bound_seconds",
@@ -139,6 +141,7 @@ absl::Status LoadFile(const std::string& file, ServerConfig* config) {
         ReadKey(root, file, "mig_basis", &config->mig_basis),
         ReadKey(root, file, "meter_interval_seconds", &config->meter_interval_seconds),
         ReadKey(root, file, "telemetry_retention_hours", &config->telemetry_retention_hours),
+        ReadKey(root, file, "idle_cost_policy", &config->idle_cost_policy),
         ReadKey(root, file, "reclaim_min_runtime_seconds", &config->reclaim_min_runtime_seconds),
         ReadKey(root, file, "reborrow_backoff_seconds", &config->reborrow_backoff_seconds),
         ReadKey(root, file, "starvation_bound_seconds", &config->starvation_bound_seconds),
@@ -272,6 +275,11 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
                  "sums)")
       ->check(CLI::Range(2, 24 * 365))
       ->capture_default_str();
+  app.add_option("--idle-cost-policy", config.idle_cost_policy,
+                 "cost allocation's idle capacity: separate (its own line) or spread (over the "
+                 "tenants that used each resource type)")
+      ->check(CLI::IsMember({"separate", "spread"}))
+      ->capture_default_str();
   app.add_option("--agent-lease-ms", config.agent_lease_ms,
                  "an agent that cannot renew its lease this long stops its restartable work; "
                  "0: 40% of the heartbeat timeout")
@@ -366,6 +374,10 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(
         absl::StrCat("meter_interval_seconds: must be 0 (only when runs end) to 3600, got ",
                      config.meter_interval_seconds));
+  }
+  if (!gpufed::ParseIdlePolicy(config.idle_cost_policy)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "idle_cost_policy: must be separate or spread, got \"", config.idle_cost_policy, "\""));
   }
   if (config.telemetry_retention_hours < 2 || config.telemetry_retention_hours > 24 * 365) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -95,6 +95,10 @@ struct ServerConfig {
   // Telemetry (docs/chargeback.md#telemetry): agents' per-minute readings are kept this long
   // (reports keep what they measured). More than the hour a late minute is still accepted.
   int telemetry_retention_hours = 48;
+  // Cost allocation (docs/chargeback.md#cost-allocation): idle capacity as its own line
+  // ("separate") or shared over the tenants that used each resource type ("spread"), when a
+  // request does not say.
+  std::string idle_cost_policy = "separate";
   // Reclaim (docs/quotas.md#reclaim): borrowed work younger than reclaim_min_runtime_seconds is
   // not stopped for an owner; a tenant whose borrowed work was reclaimed may not borrow that
   // resource again for reborrow_backoff_seconds.

@@ -320,7 +320,9 @@ absl::Status Server::Start() {
   ports.issuer = cluster_issuer_.get();
   ports.audit = audit_.get();
   ports.metering = store_.get();
-  plane_ = std::make_unique<ControlPlane>(ports);
+  ControlPlaneOptions plane_options;
+  plane_options.idle_policy = *ParseIdlePolicy(config_.idle_cost_policy);  // checked by the config
+  plane_ = std::make_unique<ControlPlane>(ports, plane_options);
   RETURN_IF_ERROR(plane_->Start());
   leader_lock_ = std::make_unique<storage::LeaderLock>(dsn_, storage::LeaderLock::kSchedulerKey);
   ControlLoopOptions loop_options;

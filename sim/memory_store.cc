@@ -1361,4 +1361,53 @@ absl::StatusOr<int> MemoryStore::PruneTelemetry(Timestamp before, int limit) {
   return static_cast<int>(due.size());
 }
 
+absl::StatusOr<std::vector<HeldCost>> MemoryStore::ReportHeldCosts(Timestamp from, Timestamp to,
+                                                                   const std::string& cluster) {
+  UsageQuery window;
+  window.from = from;
+  window.to = to;
+  RETURN_IF_ERROR(ValidateUsageQuery(window));
+  std::vector<UsageRecord> matching;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, r] : usage_records_) {
+      if (r.from >= from && r.from < to && (cluster.empty() || r.cluster == cluster)) {
+        matching.push_back(r);
+      }
+    }
+  }
+  return SumHeldCosts(matching);
+}
+
+absl::Status MemoryStore::RecordGuarantees(const std::vector<GuaranteeUse>& uses) {
+  RETURN_IF_ERROR(ValidateGuaranteeUses(uses));
+  absl::MutexLock lock(&mu_);
+  for (const GuaranteeUse& u : uses) {
+    GuaranteeUse& sum = guarantees_[{u.day, u.key.tenant, u.key.project, u.key.resource}];
+    sum.day = u.day;
+    sum.key = u.key;
+    sum.reserved_unit_us += u.reserved_unit_us;
+    sum.idle_unit_us += u.idle_unit_us;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<GuaranteeLine>> MemoryStore::ReportGuarantees(const UsageQuery& query) {
+  RETURN_IF_ERROR(ValidateUsageQuery(query));
+  std::vector<GuaranteeUse> uses;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, u] : guarantees_) {
+      if (GuaranteeWanted(query, u)) uses.push_back(u);
+    }
+  }
+  std::vector<GuaranteeLine> lines = SumGuarantees(query, uses);
+  if (lines.size() > static_cast<size_t>(kMaxReportLines)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the report would have more than ", kMaxReportLines,
+                     " idle-guarantee lines; ask for a shorter window or a longer period"));
+  }
+  return lines;
+}
+
 }  // namespace gpufed::sim

@@ -204,6 +204,10 @@ class MemoryStore final : public WorkloadStore,
   absl::StatusOr<std::vector<TelemetryRow>> ListTelemetry(WorkloadId workload, Timestamp from,
                                                           Timestamp to, int limit) override;
   absl::StatusOr<int> PruneTelemetry(Timestamp before, int limit) override;
+  absl::StatusOr<std::vector<HeldCost>> ReportHeldCosts(Timestamp from, Timestamp to,
+                                                        const std::string& cluster) override;
+  absl::Status RecordGuarantees(const std::vector<GuaranteeUse>& uses) override;
+  absl::StatusOr<std::vector<GuaranteeLine>> ReportGuarantees(const UsageQuery& query) override;
 
  private:
   // RequestCancel with the lock held, recording nothing.
@@ -277,6 +281,9 @@ class MemoryStore final : public WorkloadStore,
            TelemetryRow>
       telemetry_ ABSL_GUARDED_BY(mu_);
   std::vector<TelemetryUse> measured_ ABSL_GUARDED_BY(mu_);
+  // Idle guarantees, by (day, tenant, project, resource) as migrations/0026's guarantee_daily.
+  std::map<std::tuple<Timestamp, std::string, std::string, std::string>, GuaranteeUse> guarantees_
+      ABSL_GUARDED_BY(mu_);
   AuditLog* audit_ ABSL_GUARDED_BY(mu_) = nullptr;
   WorkloadId last_id_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -612,33 +612,35 @@ constexpr const char* kInsertUsageRecords = R"sql(
 WITH inserted AS (
   INSERT INTO usage_records (workload_id, attempt, replica, tenant, project, workload_class,
     cluster, node, gpu_uuid, gpu_model, mig_profile, gpu_milli, capacity, started_at, ended_at,
-    fraction_num, fraction_den, price_micros_per_hour, profile_priced, cost_micros)
+    fraction_num, fraction_den, price_micros_per_hour, profile_priced, cost_micros,
+    gpu_line_cost_micros)
   SELECT r.workload_id, r.attempt, r.replica, r.tenant, r.project, r.workload_class, r.cluster,
     r.node, r.gpu_uuid, r.gpu_model, r.mig_profile, r.gpu_milli, r.capacity,
     from_epoch_us(r.from_us), from_epoch_us(r.to_us), r.fraction_num, r.fraction_den, r.price,
-    r.profile_priced, r.cost
+    r.profile_priced, r.cost, r.gpu_line_cost
   FROM jsonb_to_recordset($1::jsonb) AS r(workload_id bigint, attempt integer, replica integer,
     tenant text, project text, workload_class text, cluster text, node text, gpu_uuid text,
     gpu_model text, mig_profile text, gpu_milli integer, capacity text, from_us bigint,
     to_us bigint, fraction_num bigint, fraction_den bigint, price bigint, profile_priced boolean,
-    cost bigint)
+    cost bigint, gpu_line_cost bigint)
   ON CONFLICT DO NOTHING
   RETURNING started_at, tenant, project, cluster, gpu_model, mig_profile, workload_class, capacity,
     round(fraction_num::numeric * (epoch_us(ended_at) - epoch_us(started_at)) / fraction_den)
       AS gpu_us,
-    price_micros_per_hour, cost_micros)
+    price_micros_per_hour, cost_micros, gpu_line_cost_micros)
 INSERT INTO usage_daily AS u (day, tenant, project, cluster, gpu_model, mig_profile,
-  workload_class, capacity, gpu_us, unpriced_gpu_us, cost_micros, records)
+  workload_class, capacity, gpu_us, unpriced_gpu_us, cost_micros, records, gpu_line_cost_micros)
 SELECT date_trunc('day', started_at, 'UTC'), tenant, project, cluster, gpu_model, mig_profile,
   workload_class, capacity, sum(gpu_us), sum(CASE WHEN price_micros_per_hour IS NULL THEN gpu_us
-  ELSE 0 END), sum(cost_micros), count(*)
+  ELSE 0 END), sum(cost_micros), count(*), sum(gpu_line_cost_micros)
 FROM inserted
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
 ON CONFLICT (day, tenant, project, cluster, gpu_model, mig_profile, workload_class, capacity)
 DO UPDATE SET gpu_us = u.gpu_us + EXCLUDED.gpu_us,
   unpriced_gpu_us = u.unpriced_gpu_us + EXCLUDED.unpriced_gpu_us,
-  cost_micros = u.cost_micros + EXCLUDED.cost_micros, records = u.records + EXCLUDED.records
+  cost_micros = u.cost_micros + EXCLUDED.cost_micros, records = u.records + EXCLUDED.records,
+  gpu_line_cost_micros = u.gpu_line_cost_micros + EXCLUDED.gpu_line_cost_micros
 )sql";
 // Telemetry (migrations/0025_telemetry.sql): $1 the cluster, $2 a JSON array of attributed
 // minutes (TelemetryJson). A minute already kept is left as it is; what the minutes kept measured
@@ -707,7 +709,7 @@ constexpr const char* kListUsageRecords = R"sql(
 SELECT workload_id, attempt, replica, tenant, project, workload_class, cluster, node, gpu_uuid,
   gpu_model, mig_profile, gpu_milli, capacity, epoch_us(started_at) AS from_us,
   epoch_us(ended_at) AS to_us, fraction_num, fraction_den, price_micros_per_hour, profile_priced,
-  cost_micros
+  cost_micros, gpu_line_cost_micros
 FROM usage_records
 WHERE ($1 = '' OR tenant = $1) AND ($2 = '' OR project = $2) AND ($3 = '' OR cluster = $3)
   AND started_at < from_epoch_us($5) AND ended_at > from_epoch_us($4)
@@ -744,8 +746,50 @@ GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
 LIMIT $14
 )sql";
 
+// Cost allocation's input (MeteringStore::ReportHeldCosts): [$1, $2) the window in microseconds,
+// $3 the cluster ('' for all).
+constexpr const char* kReportHeldCosts = R"sql(
+SELECT cluster, tenant, gpu_model, capacity, sum(gpu_line_cost_micros)::bigint AS gpu_line,
+  sum(cost_micros)::bigint AS billed
+FROM usage_daily
+WHERE day >= from_epoch_us($1) AND day < from_epoch_us($2) AND ($3 = '' OR cluster = $3)
+GROUP BY 1, 2, 3, 4
+)sql";
+// Idle guarantees (migrations/0026): $1 a JSON array of GuaranteeUse (GuaranteeJson), added to
+// their days' rows, locked in key order.
+constexpr const char* kRecordGuarantees = R"sql(
+INSERT INTO guarantee_daily AS g (day, tenant, project, resource, reserved_unit_us, idle_unit_us)
+SELECT from_epoch_us(r.day_us), r.tenant, r.project, r.resource, sum(r.reserved), sum(r.idle)
+FROM jsonb_to_recordset($1::jsonb) AS r(day_us bigint, tenant text, project text, resource text,
+  reserved bigint, idle bigint)
+GROUP BY 1, 2, 3, 4
+ORDER BY 1, 2, 3, 4
+ON CONFLICT (day, tenant, project, resource)
+DO UPDATE SET reserved_unit_us = g.reserved_unit_us + EXCLUDED.reserved_unit_us,
+  idle_unit_us = g.idle_unit_us + EXCLUDED.idle_unit_us
+)sql";
+// [$1, $2) the window in microseconds, $3 the period, $4 $5 the tenant and project filters ('' for
+// all), $6 the cluster filter (guarantees are on no cluster: one named matches nothing), $7 the
+// most rows.
+constexpr const char* kReportGuarantees = R"sql(
+SELECT epoch_us(CASE $3 WHEN 'day' THEN day
+                        WHEN 'week' THEN date_trunc('week', day, 'UTC')
+                        WHEN 'month' THEN date_trunc('month', day, 'UTC')
+                        ELSE from_epoch_us($1) END) AS period_us,
+  tenant, project, resource, sum(reserved_unit_us)::bigint AS reserved,
+  sum(idle_unit_us)::bigint AS idle
+FROM guarantee_daily
+WHERE day >= from_epoch_us($1) AND day < from_epoch_us($2) AND $6 = ''
+  AND ($4 = '' OR tenant = $4) AND ($5 = '' OR project = $5)
+GROUP BY 1, 2, 3, 4
+LIMIT $7
+)sql";
+
 constexpr std::pair<const char*, const char*> kStatements[] = {
     {"report_usage", kReportUsage},
+    {"report_held_costs", kReportHeldCosts},
+    {"record_guarantees", kRecordGuarantees},
+    {"report_guarantees", kReportGuarantees},
     {"running_marks", kRunningMarks},
     {"meter_due", kMeterDue},
     {"move_marks", kMoveMarks},
@@ -1684,7 +1728,21 @@ json UsageJson(const std::vector<UsageRecord>& records) {
                    {"fraction_den", r.fraction.den},
                    {"price", r.price_micros_per_hour ? json(*r.price_micros_per_hour) : json()},
                    {"profile_priced", r.profile_priced},
-                   {"cost", r.cost_micros}});
+                   {"cost", r.cost_micros},
+                   {"gpu_line_cost", r.gpu_line_cost_micros}});
+  }
+  return out;
+}
+
+json GuaranteeJson(const std::vector<GuaranteeUse>& uses) {
+  json out = json::array();
+  for (const GuaranteeUse& u : uses) {
+    out.push_back({{"day_us", ToMicros(u.day)},
+                   {"tenant", u.key.tenant},
+                   {"project", u.key.project},
+                   {"resource", u.key.resource},
+                   {"reserved", u.reserved_unit_us},
+                   {"idle", u.idle_unit_us}});
   }
   return out;
 }
@@ -1787,6 +1845,7 @@ UsageRecord UsageFromRow(const pqxx::row& row) {
   }
   r.profile_priced = row["profile_priced"].as<bool>();
   r.cost_micros = row["cost_micros"].as<int64_t>();
+  r.gpu_line_cost_micros = row["gpu_line_cost_micros"].as<int64_t>();
   return r;
 }
 
@@ -3063,6 +3122,80 @@ absl::StatusOr<int> PgStore::PruneTelemetry(Timestamp before, int limit) {
     return static_cast<int>(
         txn.exec_prepared("prune_telemetry", ToMicros(before), limit).affected_rows());
   });
+}
+
+absl::StatusOr<std::vector<HeldCost>> PgStore::ReportHeldCosts(Timestamp from, Timestamp to,
+                                                               const std::string& cluster) {
+  UsageQuery window;
+  window.from = from;
+  window.to = to;
+  RETURN_IF_ERROR(ValidateUsageQuery(window));
+  using ReportTxn = pqxx::transaction<pqxx::read_committed, pqxx::read_only>;
+  return pool_->Transact<ReportTxn>(
+      "report held costs", [&](ReportTxn& txn) -> absl::StatusOr<std::vector<HeldCost>> {
+        std::vector<HeldCost> out;
+        for (const pqxx::row& row :
+             txn.exec_prepared("report_held_costs", ToMicros(from), ToMicros(to), cluster)) {
+          HeldCost h;
+          h.cluster = row["cluster"].c_str();
+          h.tenant = row["tenant"].c_str();
+          h.gpu_model = row["gpu_model"].c_str();
+          h.capacity = ParseCapacityType(row["capacity"].c_str()).value_or(CapacityType::kOnDemand);
+          h.gpu_line_micros = row["gpu_line"].as<int64_t>();
+          h.billed_micros = row["billed"].as<int64_t>();
+          out.push_back(std::move(h));
+        }
+        // SumHeldCosts's order (bytewise names, then capacity type).
+        std::sort(out.begin(), out.end(), [](const HeldCost& a, const HeldCost& b) {
+          return std::tie(a.cluster, a.tenant, a.gpu_model, a.capacity) <
+                 std::tie(b.cluster, b.tenant, b.gpu_model, b.capacity);
+        });
+        return out;
+      });
+}
+
+absl::Status PgStore::RecordGuarantees(const std::vector<GuaranteeUse>& uses) {
+  RETURN_IF_ERROR(ValidateGuaranteeUses(uses));
+  if (uses.empty()) return absl::OkStatus();
+  return control_pool_->Transact("record guarantees", [&](pqxx::work& txn) -> absl::Status {
+    txn.exec_prepared0("record_guarantees",
+                       GuaranteeJson(uses).dump(-1, ' ', false, json::error_handler_t::replace));
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<GuaranteeLine>> PgStore::ReportGuarantees(const UsageQuery& query) {
+  RETURN_IF_ERROR(ValidateUsageQuery(query));
+  using ReportTxn = pqxx::transaction<pqxx::read_committed, pqxx::read_only>;
+  return pool_->Transact<ReportTxn>(
+      "report guarantees", [&](ReportTxn& txn) -> absl::StatusOr<std::vector<GuaranteeLine>> {
+        pqxx::result rows =
+            txn.exec_prepared("report_guarantees", ToMicros(query.from), ToMicros(query.to),
+                              std::string(ReportPeriodName(query.period)), query.tenant,
+                              query.project, query.cluster, kMaxReportLines + 1);
+        if (rows.size() > static_cast<size_t>(kMaxReportLines)) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("the report would have more than ", kMaxReportLines,
+                           " idle-guarantee lines; ask for a shorter window or a longer period"));
+        }
+        std::vector<GuaranteeLine> out;
+        out.reserve(rows.size());
+        for (const pqxx::row& row : rows) {
+          GuaranteeLine line;
+          line.period_start = FromMicros(row["period_us"].as<int64_t>());
+          line.key.tenant = row["tenant"].c_str();
+          line.key.project = row["project"].c_str();
+          line.key.resource = row["resource"].c_str();
+          line.reserved_unit_us = row["reserved"].as<int64_t>();
+          line.idle_unit_us = row["idle"].as<int64_t>();
+          out.push_back(std::move(line));
+        }
+        std::sort(out.begin(), out.end(), [](const GuaranteeLine& a, const GuaranteeLine& b) {
+          return std::tie(a.period_start, a.key.tenant, a.key.project, a.key.resource) <
+                 std::tie(b.period_start, b.key.tenant, b.key.project, b.key.resource);
+        });
+        return out;
+      });
 }
 
 }  // namespace gpufed::storage

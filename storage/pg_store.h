@@ -251,6 +251,10 @@ class PgStore final : public WorkloadStore,
   absl::StatusOr<std::vector<TelemetryRow>> ListTelemetry(WorkloadId workload, Timestamp from,
                                                           Timestamp to, int limit) override;
   absl::StatusOr<int> PruneTelemetry(Timestamp before, int limit) override;
+  absl::StatusOr<std::vector<HeldCost>> ReportHeldCosts(Timestamp from, Timestamp to,
+                                                        const std::string& cluster) override;
+  absl::Status RecordGuarantees(const std::vector<GuaranteeUse>& uses) override;
+  absl::StatusOr<std::vector<GuaranteeLine>> ReportGuarantees(const UsageQuery& query) override;
   absl::Status SaveUsage(const UsageSnapshot& usage) override;
   absl::StatusOr<UsageSnapshot> LoadUsage() override;
 

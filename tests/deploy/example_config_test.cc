@@ -94,6 +94,7 @@ TEST(ServerExampleConfigTest, HoldsExactlyTheDocumentedKeys) {
                                           "mig_basis",
                                           "meter_interval_seconds",
                                           "telemetry_retention_hours",
+                                          "idle_cost_policy",
                                           "tls_cert_file",
                                           "tls_key_file",
                                           "tls_reload_interval_seconds"};

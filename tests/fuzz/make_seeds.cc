@@ -239,6 +239,12 @@ void ReportSeeds(const fs::path& corpus) {
   telemetry.mutable_end_time()->set_seconds(1767229200);
   telemetry.set_page_size(500);
   WriteRpc(corpus, "report_rpc", service, "ListWorkloadTelemetry", telemetry, "one-hour");
+  v1::GetCostAllocationRequest cost;
+  cost.mutable_start_time()->set_seconds(1764547200);
+  cost.mutable_end_time()->set_seconds(1767225600);
+  cost.set_cluster("dgx-east");
+  cost.set_idle_policy(v1::IDLE_POLICY_SPREAD);
+  WriteRpc(corpus, "report_rpc", service, "GetCostAllocation", cost, "month-spread");
 }
 
 void QuotaSeeds(const fs::path& corpus) {

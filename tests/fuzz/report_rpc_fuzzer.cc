@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "api/convert.h"
+#include "federation/cost_allocation.h"
 #include "federation/usage_report.h"
 #include "federation/validation.h"
 #include "gpufed/v1/report_service.pb.h"
@@ -42,6 +43,29 @@ const RpcTable& Table() {
           if (!OkOrInvalid(window.status(), "request")) return;
           Check(window->to > window->from, "an accepted window ends after it starts");
           Check(window->limit >= 1 && window->limit <= 10000, "an accepted limit is 1..10000");
+        }));
+    rpcs.push_back(Unary<v1::GetCostAllocationRequest>(
+        "GetCostAllocation", [](const v1::GetCostAllocationRequest& r) {
+          absl::StatusOr<CostQuery> query = api::CostQueryFromProto(r);
+          if (!OkOrInvalid(query.status(), "request")) return;
+          UsageQuery window;
+          window.from = query->from;
+          window.to = query->to;
+          if (!OkOrInvalid(ValidateUsageQuery(window), "window")) return;
+          if (!query->cluster.empty() &&
+              !OkOrInvalid(ValidateName("cluster", query->cluster), "cluster")) {
+            return;
+          }
+          // An accepted query's answer for a cluster nobody used: all of it idle or unallocated.
+          CostReport report;
+          report.policy = query->policy.value_or(IdlePolicy::kSeparate);
+          report.clusters.push_back(ClusterCost{
+              query->cluster,
+              AllocateCost({{{"H100-80GB", CapacityType::kOnDemand}, 1000}}, {}, report.policy)});
+          const v1::GetCostAllocationResponse answer = api::CostAllocationToProto(report);
+          const v1::ClusterCostAllocation& c = answer.clusters(0);
+          Check(c.idle_micros() + c.unallocated_micros() == c.capacity_cost_micros(),
+                "idle and unallocated add up to an unused cluster's capacity");
         }));
     return new RpcTable("gpufed.v1.ReportService", std::move(rpcs));
   }();

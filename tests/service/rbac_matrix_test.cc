@@ -600,6 +600,13 @@ std::map<std::string, RbacMatrixTest::Cases> RbacMatrixTest::AllCases() {
         req.mutable_end_time()->set_seconds(1764547200 + 3600);
         return Unary(who, "ReportService/ListWorkloadTelemetry", req);
       }};
+  c["ReportService.GetCostAllocation"] = {
+      platform, [this](const Caller& who, const Aim&) {
+        v1::GetCostAllocationRequest req;
+        req.mutable_start_time()->set_seconds(1764547200);
+        req.mutable_end_time()->set_seconds(1764547200 + 24 * 3600);
+        return Unary(who, "ReportService/GetCostAllocation", req);
+      }};
 
   // ---- AgentService
   Aim own_cluster{"own cluster", "", "", "c2"};

@@ -50,6 +50,7 @@ class ServiceTest : public ::testing::Test {
   void SetUp() override {
     server::ServerConfig config;
     config.heartbeat_interval_ms = 200;
+    Configure(config);
     ASSERT_OK_AND_ASSIGN(testing::InProcessServer started,
                          testing::StartInProcessServer(dir_.path(), config));
     server_ = std::move(started.server);
@@ -65,6 +66,9 @@ class ServiceTest : public ::testing::Test {
     workloads_ = v1::WorkloadService::NewStub(channel_);
     clusters_ = v1::ClusterService::NewStub(channel_);
   }
+
+  // What a derived suite changes of the server's configuration.
+  virtual void Configure(server::ServerConfig& /*config*/) {}
 
   void TearDown() override {
     if (server_) server_->Shutdown();
@@ -1801,6 +1805,134 @@ google::protobuf::Timestamp ToTimestamp(int64_t seconds) {
   google::protobuf::Timestamp t;
   t.set_seconds(seconds);
   return t;
+}
+
+// The server's meter pass every second: idle guarantees are sampled with it.
+class ShowbackTest : public ServiceTest {
+ protected:
+  void Configure(server::ServerConfig& config) override { config.meter_interval_seconds = 1; }
+};
+
+// Guaranteed capacity left idle shows against the tenant that reserved it, and the cost
+// allocation splits the cluster's capacity cost into the tenants' charges and idle
+// (docs/chargeback.md#idle-guarantees, #cost-allocation).
+TEST_F(ShowbackTest, IdleGuaranteesAndTheCostAllocationReachTheirReadersOnly) {
+  v1::ApplyClustersRequest declare;
+  v1::ClusterDeclaration* dgx = declare.add_declarations();
+  dgx->set_cluster("dgx");
+  v1::PriceEntry* price = dgx->add_prices();
+  price->set_gpu_model("H100-80GB");
+  price->set_capacity_type(v1::CAPACITY_TYPE_ON_DEMAND);
+  price->set_price_per_hour_micros(3'600'000);
+  price->mutable_effective_from()->set_seconds(1577836800);
+  v1::ApplyClustersResponse applied;
+  ASSERT_OK(Call(admin_, [&](grpc::ClientContext* c) {
+    return clusters_->ApplyClusters(c, declare, &applied);
+  }));
+  Placed placed = PlaceOnDgx("held");
+  ASSERT_NE(placed.agent, nullptr);
+  ASSERT_TRUE(placed.agent->Write(Status(placed.id, v1::WORKLOAD_STATE_RUNNING)));
+  WaitFor(placed.id, v1::WORKLOAD_STATE_RUNNING);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(placed.agent->Write(Status(placed.id, v1::WORKLOAD_STATE_SUCCEEDED)));
+  const v1::Workload done = WaitFor(placed.id, v1::WORKLOAD_STATE_SUCCEEDED);
+
+  auto quotas = v1::QuotaService::NewStub(channel_);
+  v1::SetQuotaRequest quota;
+  quota.mutable_quota()->set_tenant("acme");
+  quota.mutable_quota()->set_resource("H100-80GB");
+  quota.mutable_quota()->set_guaranteed_milli(4000);
+  quota.mutable_quota()->set_limit_milli(8000);
+  v1::Quota set;
+  ASSERT_OK(Call(admin_, [&](grpc::ClientContext* c) { return quotas->SetQuota(c, quota, &set); }));
+
+  auto reports = v1::ReportService::NewStub(channel_);
+  const int64_t day = done.start_time().seconds() / 86400 * 86400;
+  v1::GetUsageReportRequest req;
+  req.mutable_start_time()->set_seconds(day - 86400);
+  req.mutable_end_time()->set_seconds(day + 2 * 86400);
+  req.add_group_by(v1::REPORT_DIMENSION_TENANT);
+  v1::GetUsageReportResponse report;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    report.Clear();
+    ASSERT_OK(Call(user_, [&](grpc::ClientContext* c) {
+      return reports->GetUsageReport(c, req, &report);
+    }));
+  } while ((report.guarantees_size() == 0 || report.guarantees(0).idle_unit_microseconds() == 0) &&
+           std::chrono::steady_clock::now() < deadline);
+  ASSERT_EQ(report.guarantees_size(), 1);
+  const v1::IdleGuaranteeLine& g = report.guarantees(0);
+  EXPECT_EQ(g.tenant(), "acme");
+  EXPECT_EQ(g.project(), "");
+  EXPECT_EQ(g.resource(), "H100-80GB");
+  EXPECT_GT(g.idle_unit_microseconds(), 0);
+  EXPECT_LE(g.idle_unit_microseconds(), g.reserved_unit_microseconds());
+  ASSERT_EQ(report.lines_size(), 1);
+  const int64_t acme_cost = report.lines(0).cost_micros();
+  EXPECT_GT(acme_cost, 0);
+
+  // Another tenant sees neither acme's lines nor its guarantees.
+  v1::GetUsageReportResponse theirs;
+  ASSERT_OK(
+      Call(other_, [&](grpc::ClientContext* c) { return reports->GetUsageReport(c, req, &theirs); }));
+  EXPECT_EQ(theirs.lines_size(), 0);
+  EXPECT_EQ(theirs.guarantees_size(), 0);
+
+  v1::GetCostAllocationRequest cost;
+  *cost.mutable_start_time() = req.start_time();
+  *cost.mutable_end_time() = req.end_time();
+  v1::GetCostAllocationResponse separate;
+  ASSERT_OK(Call(admin_, [&](grpc::ClientContext* c) {
+    return reports->GetCostAllocation(c, cost, &separate);
+  }));
+  EXPECT_EQ(separate.idle_policy(), v1::IDLE_POLICY_SEPARATE);  // the server's default
+  ASSERT_EQ(separate.clusters_size(), 1);
+  const v1::ClusterCostAllocation& c = separate.clusters(0);
+  EXPECT_EQ(c.cluster(), "dgx");
+  // Eight H100s for three days at 3,600,000 an hour.
+  EXPECT_EQ(c.capacity_cost_micros(), int64_t{8} * 72 * 3'600'000);
+  ASSERT_EQ(c.tenants_size(), 1);
+  EXPECT_EQ(c.tenants(0).tenant(), "acme");
+  EXPECT_EQ(c.tenants(0).charge_micros(), acme_cost);
+  EXPECT_EQ(c.tenants(0).charge_micros() + c.idle_micros() + c.unallocated_micros(),
+            c.capacity_cost_micros());
+
+  cost.set_idle_policy(v1::IDLE_POLICY_SPREAD);
+  v1::GetCostAllocationResponse spread;
+  ASSERT_OK(Call(admin_, [&](grpc::ClientContext* ctx) {
+    return reports->GetCostAllocation(ctx, cost, &spread);
+  }));
+  ASSERT_EQ(spread.clusters_size(), 1);
+  EXPECT_EQ(spread.clusters(0).tenants(0).charge_micros(), c.capacity_cost_micros());
+  EXPECT_EQ(spread.clusters(0).tenants(0).idle_share_micros(), c.idle_micros());
+  EXPECT_EQ(spread.clusters(0).idle_micros(), 0);
+
+  // Platform readers only; a bad policy or window is refused naming the field.
+  v1::GetCostAllocationResponse refused;
+  EXPECT_EQ(Call(user_, [&](grpc::ClientContext* ctx) {
+              return reports->GetCostAllocation(ctx, cost, &refused);
+            }).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::GetCostAllocationRequest bad = cost;
+  bad.set_idle_policy(static_cast<v1::IdlePolicy>(9));
+  EXPECT_EQ(Call(admin_, [&](grpc::ClientContext* ctx) {
+              return reports->GetCostAllocation(ctx, bad, &refused);
+            }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  bad = cost;
+  bad.mutable_end_time()->set_seconds(day + 3600);
+  EXPECT_EQ(Call(admin_, [&](grpc::ClientContext* ctx) {
+              return reports->GetCostAllocation(ctx, bad, &refused);
+            }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  bad = cost;
+  bad.set_cluster("nowhere");
+  EXPECT_EQ(Call(admin_, [&](grpc::ClientContext* ctx) {
+              return reports->GetCostAllocation(ctx, bad, &refused);
+            }).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 }
 
 // A run the agent confirmed is metered, and reported to who may see it (docs/chargeback.md).

@@ -3397,6 +3397,90 @@ TEST_P(MeteringContractTest, AReportSumsItsWindowsRecordsExactlyAndTheSameEachTi
   EXPECT_THAT(metering().ReportUsage(bad), StatusIs(Code::kInvalidArgument));
 }
 
+TEST_P(MeteringContractTest, HeldCostsSumTheWindowsRecordsAtTheGpuLinePerTenantAndType) {
+  const auto [id, start, end] = RunOnce();
+  const std::vector<UsageRecord> records = Usage();
+  ASSERT_THAT(records, SizeIs(2));
+  const Timestamp day = std::chrono::floor<std::chrono::days>(start);
+  ASSERT_OK_AND_ASSIGN(std::vector<HeldCost> held,
+                       metering().ReportHeldCosts(day, day + std::chrono::days(2), ""));
+  EXPECT_EQ(held, SumHeldCosts(records));
+  ASSERT_THAT(held, SizeIs(1));
+  EXPECT_EQ(held[0].cluster, "m1");
+  EXPECT_EQ(held[0].tenant, "acme");
+  EXPECT_EQ(held[0].gpu_model, "H100-80GB");
+  EXPECT_EQ(held[0].gpu_line_micros, records[0].cost_micros + records[1].cost_micros);
+  EXPECT_EQ(held[0].billed_micros, held[0].gpu_line_micros);
+  // Records keep what they cost at the GPU's line.
+  EXPECT_EQ(records[0].gpu_line_cost_micros, records[0].cost_micros);
+
+  EXPECT_THAT(metering().ReportHeldCosts(day, day + std::chrono::days(2), "elsewhere"),
+              IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(metering().ReportHeldCosts(day + std::chrono::days(1), day + std::chrono::days(2), ""),
+              IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(metering().ReportHeldCosts(day + std::chrono::hours(1), day, ""),
+              StatusIs(Code::kInvalidArgument));
+}
+
+TEST_P(MeteringContractTest, GuaranteesAreAddedPerDayAndReportedByPeriodAndQuota) {
+  const Timestamp day = std::chrono::floor<std::chrono::days>(backend_->Now());
+  auto use = [&](Timestamp d, const std::string& tenant, const std::string& project,
+                 int64_t reserved, int64_t idle) {
+    GuaranteeUse u;
+    u.day = d;
+    u.key = QuotaKey{tenant, project, "H100-80GB"};
+    u.reserved_unit_us = reserved;
+    u.idle_unit_us = idle;
+    return u;
+  };
+  const std::vector<GuaranteeUse> first = {use(day, "acme", "", 100, 40),
+                                           use(day, "acme", "research", 50, 50),
+                                           use(day + std::chrono::days(1), "acme", "", 10, 0),
+                                           use(day, "globex", "", 7, 7)};
+  ASSERT_OK(metering().RecordGuarantees(first));
+  ASSERT_OK(metering().RecordGuarantees({use(day, "acme", "", 100, 60)}));  // adds up
+
+  UsageQuery q;
+  q.from = day;
+  q.to = day + std::chrono::days(2);
+  q.period = ReportPeriod::kDay;
+  ASSERT_OK_AND_ASSIGN(std::vector<GuaranteeLine> lines, metering().ReportGuarantees(q));
+  std::vector<GuaranteeUse> all = first;
+  all.push_back(use(day, "acme", "", 100, 60));
+  EXPECT_EQ(lines, SumGuarantees(q, all));
+  ASSERT_THAT(lines, SizeIs(4));
+  EXPECT_EQ(lines[0].key, (QuotaKey{"acme", "", "H100-80GB"}));
+  EXPECT_EQ(lines[0].reserved_unit_us, 200);
+  EXPECT_EQ(lines[0].idle_unit_us, 100);
+  EXPECT_EQ(lines[1].key.project, "research");
+  EXPECT_EQ(lines[2].key.tenant, "globex");
+  EXPECT_EQ(lines[3].period_start, day + std::chrono::days(1));
+
+  // Filters: a tenant, a project; a cluster matches nothing (guarantees are pool-wide).
+  UsageQuery whole = q;
+  whole.period = ReportPeriod::kWhole;
+  whole.tenant = "acme";
+  ASSERT_OK_AND_ASSIGN(lines, metering().ReportGuarantees(whole));
+  ASSERT_THAT(lines, SizeIs(2));
+  EXPECT_EQ(lines[0].reserved_unit_us, 210);
+  EXPECT_EQ(lines[0].period_start, day);
+  whole.project = "research";
+  ASSERT_OK_AND_ASSIGN(lines, metering().ReportGuarantees(whole));
+  ASSERT_THAT(lines, SizeIs(1));
+  EXPECT_EQ(lines[0].idle_unit_us, 50);
+  UsageQuery on_cluster = q;
+  on_cluster.cluster = "m1";
+  EXPECT_THAT(metering().ReportGuarantees(on_cluster), IsOkAndHolds(IsEmpty()));
+
+  // Bad figures change nothing.
+  EXPECT_THAT(metering().RecordGuarantees({use(day, "acme", "", 100, 1), use(day, "acme", "", 1, 2)}),
+              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(metering().RecordGuarantees({use(day + std::chrono::hours(1), "acme", "", 1, 1)}),
+              StatusIs(Code::kInvalidArgument));
+  ASSERT_OK_AND_ASSIGN(lines, metering().ReportGuarantees(q));
+  EXPECT_EQ(lines[0].reserved_unit_us, 200);
+}
+
 TEST_P(MeteringContractTest, TelemetryIsAttributedCountedOnceReportedAndPrunedWithoutLosingSums) {
   // A run that has ended: telemetry of its last minute comes after its end.
   const auto [id, start, end] = RunOnce();

@@ -7,6 +7,7 @@ add_executable(federation_unit_tests
   ${UNIT_DIR}/federation/telemetry_test.cc
   ${UNIT_DIR}/federation/usage_report_test.cc
   ${UNIT_DIR}/federation/cost_allocation_test.cc
+  ${UNIT_DIR}/federation/idle_guarantee_test.cc
   ${UNIT_DIR}/federation/placement_test.cc
   ${UNIT_DIR}/federation/pool_test.cc
   ${UNIT_DIR}/federation/pool_accounting_test.cc

@@ -1,4 +1,4 @@
-// Conservation (docs/chargeback.md#conservation): over random histories -- clusters of random
+// Conservation (docs/chargeback.md#cost-allocation): over random histories -- clusters of random
 // GPUs and capacity types, price books that change mid-window, whole GPUs, shares and MIG
 // instances held by random tenants -- the tenants' charges, the idle and the unallocated
 // capacity add up to the cluster's capacity cost, and the idle capacity is what an independent
@@ -192,6 +192,8 @@ TEST(CostAllocationTest, ChargesIdleAndUnallocatedAddUpToTheClustersCostOverRand
       EXPECT_EQ(a.overheld_gpu_microseconds, 0);
       // Exactly: every micro-unit of the capacity is somebody's charge, idle or unallocated.
       EXPECT_EQ(Sum(a.tenant_micros) + a.idle_micros + a.unallocated_micros, a.total_micros);
+      EXPECT_EQ(Sum(a.idle_share_micros) + a.idle_micros + a.unallocated_micros,
+                AllocateCost(h.cluster, h.records, h.from, h.to, IdlePolicy::kSeparate).idle_micros);
       EXPECT_GE(a.idle_micros, 0);
       EXPECT_GE(a.unallocated_micros, 0);
       if (policy == IdlePolicy::kSeparate) {
@@ -249,6 +251,39 @@ TEST(CostAllocationTest, SpreadIdleFollowsEachTenantsChargesPerResourceType) {
   const CostAllocation empty = AllocateCost(c, {}, kStart, kStart + hours(1), IdlePolicy::kSpread);
   EXPECT_EQ(empty.unallocated_micros, 7'200'000);
   EXPECT_TRUE(empty.tenant_micros.empty());
+}
+
+TEST(CostAllocationTest, HeldBeyondWhatTheClusterListsNowCountsAsCapacityAndPremiumsStandApart) {
+  // One H100 on demand listed now (3,600,000 for the hour); acme's records held two GPUs' worth
+  // at the GPU line (a GPU since removed), globex a MIG instance whose profile line billed more.
+  const std::map<ResourceType, int64_t> capacity = {
+      {{"H100-80GB", CapacityType::kOnDemand}, 3'600'000}};
+  const std::vector<HeldCost> held = {
+      {"c", "acme", "H100-80GB", CapacityType::kOnDemand, 7'200'000, 7'200'000},
+      {"c", "globex", "L4", CapacityType::kSpot, 100'000, 150'000}};
+  const CostAllocation a = AllocateCost(capacity, held, IdlePolicy::kSeparate);
+  EXPECT_EQ(a.total_micros, 7'300'000);
+  EXPECT_EQ(a.idle_micros, 0);
+  EXPECT_EQ(a.tenant_micros.at("acme"), 7'200'000);
+  EXPECT_EQ(a.tenant_micros.at("globex"), 100'000);
+  EXPECT_EQ(a.profile_premium_micros.at("globex"), 50'000);
+  EXPECT_FALSE(a.profile_premium_micros.contains("acme"));
+  EXPECT_EQ(Sum(a.tenant_micros) + a.idle_micros + a.unallocated_micros, a.total_micros);
+}
+
+TEST(CostAllocationTest, CapacityCostFollowsThePriceLineInForceAndCountsEachGpu) {
+  // Two H100s: 3,600,000 an hour, then 7,200,000 from half past: 2 x (1.8 + 3.6) million.
+  Cluster c = testing::MakeCluster("c", 1, 2, "H100-80GB");
+  c.declared.cluster = "c";
+  c.declared.prices = {Line("H100-80GB", CapacityType::kOnDemand, 3'600'000, kStart),
+                       Line("H100-80GB", CapacityType::kOnDemand, 7'200'000, kStart + minutes(30)),
+                       Line("H100-80GB", CapacityType::kOnDemand, 1, kStart, "1g.10gb")};
+  const std::map<ResourceType, int64_t> cost = CapacityCost(c, kStart, kStart + hours(1));
+  ASSERT_EQ(cost.size(), 1u);
+  EXPECT_EQ(cost.at({"H100-80GB", CapacityType::kOnDemand}), 10'800'000);
+  EXPECT_TRUE(CapacityCost(c, kStart, kStart).empty());
+  // Before any line is in force the capacity has no price.
+  EXPECT_TRUE(CapacityCost(c, kStart - hours(2), kStart - hours(1)).empty());
 }
 
 TEST(CostAllocationTest, AMeteringThatCountedAGpuTwiceShowsAsOverheld) {
