@@ -241,6 +241,8 @@ void Agent::Run() {
   std::thread lease([this] { LeaseLoop(); });
   std::thread spot;
   if (options_.spot_reclaim.enabled()) spot = std::thread([this] { SpotLoop(); });
+  std::thread telemetry;
+  if (minutes_ != nullptr) telemetry = std::thread([this] { TelemetryLoop(); });
   absl::Duration backoff = options_.initial_backoff;
   int failures = 0;
   while (true) {
@@ -295,6 +297,7 @@ void Agent::Run() {
   }
   lease.join();
   if (spot.joinable()) spot.join();
+  if (telemetry.joinable()) telemetry.join();
   spdlog::info("agent stopped");
 }
 
@@ -479,7 +482,6 @@ void Agent::SendLoop(Stream* stream) {
       next_heartbeat = After(heartbeat_interval_);
     }
     if (minutes_ != nullptr && now >= next_sample) {
-      SampleTelemetryLocked();
       next_sample = After(options_.telemetry_interval);
       for (;;) {
         std::vector<v1::GpuMinute> ended =
@@ -571,7 +573,28 @@ void Agent::Recover(const std::vector<Ledger::Entry>& unfinished) {
   }
 }
 
-void Agent::SampleTelemetryLocked() {
+void Agent::TelemetryLoop() {
+  absl::MutexLock lock(&mu_);
+  MonotonicTime next = After(options_.telemetry_interval);
+  while (!stopping_) {
+    if (Mono() < next) {
+      WaitChanged(next);
+      continue;
+    }
+    next = After(options_.telemetry_interval);
+    std::vector<Occupant> occupants = OccupantsLocked();
+    if (occupants.empty()) continue;
+    const absl::Time at = Now();
+    mu_.Unlock();
+    const std::vector<GpuMetrics> samples = options_.telemetry->Sample(occupants, at);
+    mu_.Lock();
+    for (size_t i = 0; i < occupants.size() && i < samples.size(); ++i) {
+      minutes_->Add(occupants[i], samples[i], at);
+    }
+  }
+}
+
+std::vector<Occupant> Agent::OccupantsLocked() const {
   absl::flat_hash_map<std::string, const v1::Gpu*> gpus;
   for (const v1::Node& node : inventory_.nodes()) {
     for (const v1::Gpu& g : node.gpus()) gpus[g.uuid()] = &g;
@@ -595,12 +618,7 @@ void Agent::SampleTelemetryLocked() {
       occupants.push_back(std::move(o));
     }
   }
-  if (occupants.empty()) return;
-  const absl::Time at = Now();
-  const std::vector<GpuMetrics> samples = options_.telemetry->Sample(occupants, at);
-  for (size_t i = 0; i < occupants.size() && i < samples.size(); ++i) {
-    minutes_->Add(occupants[i], samples[i], at);
-  }
+  return occupants;
 }
 
 Agent::Record Agent::NewRecord(const v1::WorkAssignment& a) {

@@ -228,6 +228,10 @@ class Agent {
   void LeaseLoop();
   // Runs the spot reclaim schedule until Shutdown (only when one is set).
   void SpotLoop();
+  // Samples telemetry every telemetry interval until Shutdown (only with a source), connected or
+  // not: the source is read without the lock (a scrape may wait on a slow exporter), so neither
+  // heartbeats nor the backend's events wait for it.
+  void TelemetryLoop();
   // Takes the spot nodes away: the inventory without them goes out, and the ids of the active
   // workloads on them (to stop, without the lock) are returned. No spot node: nothing happens.
   std::vector<std::string> BeginReclaimLocked(MonotonicTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -255,8 +259,8 @@ class Agent {
   void StartOne(const v1::WorkAssignment& work);
 
   v1::AgentMessage BuildRegister() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Samples what every running workload holds (options_.telemetry) into minutes_.
-  void SampleTelemetryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What every running workload holds, as telemetry sources see it.
+  std::vector<Occupant> OccupantsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   [[nodiscard]] v1::WorkloadStatus StatusOf(const std::string& id, const Record& r) const;
   // Adds (or re-queues) a status for sending until acknowledged.
   void Enqueue(v1::WorkloadStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

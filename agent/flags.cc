@@ -20,6 +20,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "agent/dcgm_telemetry.h"
 #include "agent/spot_reclaim.h"
 #include "auth/secret_file.h"
 #include "federation/validation.h"
@@ -265,6 +266,11 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
                     "sample GPU telemetry of running workloads this often (at most 60s), e.g. "
                     "10s; 0: no telemetry")
       ->envname("GPUFED_TELEMETRY_INTERVAL");
+  app.add_option("--dcgm-exporter-url", f.dcgm_exporter_url,
+                 "read real GPUs' telemetry from this dcgm-exporter page, e.g. "
+                 "http://127.0.0.1:9400/metrics (any backend; default: simulated with the sim "
+                 "backend, none with process)")
+      ->envname("GPUFED_DCGM_EXPORTER_URL");
 
   FlagsOutcome outcome;
   auto fail = [&outcome](absl::string_view message) {
@@ -339,6 +345,11 @@ FlagsOutcome ParseAgentFlags(int argc, const char* const* argv) {
   }
   if (f.telemetry_interval < absl::ZeroDuration() || f.telemetry_interval > absl::Seconds(60)) {
     return fail("--telemetry-interval: must be 0..60s");
+  }
+  if (!f.dcgm_exporter_url.empty()) {
+    if (absl::Status s = ParseDcgmExporterUrl(f.dcgm_exporter_url).status(); !s.ok()) {
+      return fail(s.message());
+    }
   }
   outcome.flags = std::move(f);
   return outcome;

@@ -49,9 +49,13 @@ struct AgentFlags {
   absl::Duration spot_reclaim_every = absl::ZeroDuration();
   absl::Duration spot_reclaim_for = absl::ZeroDuration();
   // GPU telemetry (docs/chargeback.md#telemetry): how often what running workloads hold is
-  // sampled; zero: no telemetry. The sim backend simulates the readings; the process backend
-  // has no GPUs to read and sends none.
+  // sampled; zero: no telemetry. Readings come from dcgm_exporter_url when set; otherwise the sim
+  // backend simulates them and the process backend sends none.
   absl::Duration telemetry_interval = absl::Seconds(10);
+  // Real GPUs' telemetry from dcgm-exporter (agent/dcgm_telemetry.h), e.g.
+  // http://127.0.0.1:9400/metrics, checked by ParseDcgmExporterUrl; with any backend. Empty:
+  // the sim backend simulates readings and the process backend sends none.
+  std::string dcgm_exporter_url;
 };
 
 // What ParseAgentFlags decided: run with `flags`, or exit with `exit_code` after printing
@@ -66,8 +70,8 @@ struct FlagsOutcome {
 // Parses the command line with CLI11. Precedence: flag, then its environment variable, then the
 // YAML file named by --config / GPUFED_AGENT_CONFIG (keys mirror the flags: `server`,
 // `token-file` or `token_file`, ...; relative paths in it are relative to the file), then the
-// defaults. Unknown flags or keys, bad values, a missing topology, or neither a token nor a
-// certificate: exit code 2 and one
+// defaults. Unknown flags or keys, bad values (a --dcgm-exporter-url that is not
+// http(s)://HOST...), a missing topology, or neither a token nor a certificate: exit code 2 and one
 // line naming the problem. Reads the token, certificate and key files. Not thread-safe (reads the
 // environment).
 FlagsOutcome ParseAgentFlags(int argc, const char* const* argv);

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
+#include "agent/dcgm_telemetry.h"
 #include "agent/discovery.h"
 #include "agent/flags.h"
 #include "agent/gpu_health.h"
@@ -184,7 +185,23 @@ int Main(int argc, char** argv) {
   options.agent_version = GPUFED_VERSION;
   options.clock = &clock;
   options.spot_reclaim = {flags.spot_reclaim_every, flags.spot_reclaim_for};
-  if (flags.backend != "process") options.telemetry = std::make_shared<SimTelemetry>();
+  if (!flags.dcgm_exporter_url.empty()) {
+    DcgmExporterOptions dcgm;
+    dcgm.url = flags.dcgm_exporter_url;
+    absl::StatusOr<std::unique_ptr<DcgmExporterTelemetry>> source =
+        DcgmExporterTelemetry::Create(std::move(dcgm));
+    if (!source.ok()) return ConfigError(source.status().message());
+    options.telemetry = std::move(*source);
+    if (flags.telemetry_interval == absl::ZeroDuration()) {
+      spdlog::warn("--dcgm-exporter-url {} is set but --telemetry-interval is 0: no telemetry",
+                   flags.dcgm_exporter_url);
+    } else {
+      spdlog::info("telemetry: dcgm-exporter {} every {}", flags.dcgm_exporter_url,
+                   absl::FormatDuration(flags.telemetry_interval));
+    }
+  } else if (flags.backend != "process") {
+    options.telemetry = std::make_shared<SimTelemetry>();
+  }
   options.telemetry_interval = flags.telemetry_interval;
   const v1::Inventory inventory = topology->inventory;
   const int gpus = CountGpus(topology->inventory);

@@ -33,8 +33,9 @@ struct Occupant {
   uint32_t gpu_milli = 0;  // set: a share of the GPU
 };
 
-// Where samples come from. On real GPUs that is DCGM (not built yet: docs/chargeback.md says
-// what is missing); on simulated clusters, SimTelemetry.
+// Where samples come from: on real GPUs, NVIDIA's dcgm-exporter (agent/dcgm_telemetry.h); on
+// simulated clusters, SimTelemetry. Called from the agent's telemetry thread without its lock;
+// one call at a time.
 class TelemetrySource {
  public:
   virtual ~TelemetrySource() = default;

@@ -22,7 +22,7 @@ constexpr const char* kEnv[] = {
     "GPUFED_LOG_LEVEL",          "GPUFED_WORK_DIR",         "GPUFED_KILL_GRACE",
     "GPUFED_SPOT_RECLAIM_EVERY", "GPUFED_SPOT_RECLAIM_FOR", "GPUFED_DISCOVER",
     "GPUFED_NVIDIA_SMI",         "GPUFED_CA_FILE",          "GPUFED_AGENT_CERT_FILE",
-    "GPUFED_AGENT_KEY_FILE"};
+    "GPUFED_AGENT_KEY_FILE",     "GPUFED_DCGM_EXPORTER_URL"};
 
 class FlagsTest : public ::testing::Test {
  protected:
@@ -240,6 +240,52 @@ TEST_F(FlagsTest, SpotReclaimDurations) {
   ExpectError(
       Parse({"--config", Write("bad.yaml", "topology: t\ntoken: t\nspot_reclaim_for: soon\n")}),
       "bad.yaml:3: spot-reclaim-for:");
+}
+
+// Real GPUs' telemetry from dcgm-exporter: a URL from a flag, the environment or the config file,
+// checked at start-up.
+TEST_F(FlagsTest, DcgmExporterUrl) {
+  FlagsOutcome none = Parse({"--topology", "t", "--token", "t"});
+  ASSERT_TRUE(none.flags.has_value()) << none.err;
+  EXPECT_EQ(none.flags->dcgm_exporter_url, "");
+
+  FlagsOutcome o = Parse(
+      {"--topology", "t", "--token", "t", "--dcgm-exporter-url", "http://127.0.0.1:9400/metrics"});
+  ASSERT_TRUE(o.flags.has_value()) << o.err;
+  EXPECT_EQ(o.flags->dcgm_exporter_url, "http://127.0.0.1:9400/metrics");
+
+  setenv("GPUFED_DCGM_EXPORTER_URL", "https://dcgm.gpu-07:9400/metrics", 1);
+  const std::string config =
+      Write("d.yaml", "topology: t\ntoken: t\ndcgm_exporter_url: http://file-host:9400/metrics\n");
+  FlagsOutcome env = Parse({"--config", config});
+  ASSERT_TRUE(env.flags.has_value()) << env.err;
+  EXPECT_EQ(env.flags->dcgm_exporter_url, "https://dcgm.gpu-07:9400/metrics");  // env beats file
+  FlagsOutcome flag = Parse({"--config", config, "--dcgm-exporter-url", "http://[::1]:9400"});
+  ASSERT_TRUE(flag.flags.has_value()) << flag.err;
+  EXPECT_EQ(flag.flags->dcgm_exporter_url, "http://[::1]:9400");
+  unsetenv("GPUFED_DCGM_EXPORTER_URL");
+  FlagsOutcome file = Parse({"--config", config});
+  ASSERT_TRUE(file.flags.has_value()) << file.err;
+  EXPECT_EQ(file.flags->dcgm_exporter_url, "http://file-host:9400/metrics");
+
+  const std::vector<std::string> base = {"--topology", "t", "--token", "t"};
+  auto with = [&](const std::string& url) {
+    std::vector<std::string> args = base;
+    args.push_back("--dcgm-exporter-url");
+    args.push_back(url);
+    return Parse(args);
+  };
+  ExpectError(with("127.0.0.1:9400"),
+              "--dcgm-exporter-url: \"127.0.0.1:9400\" must start with http:// or https://");
+  ExpectError(with("http:///metrics"), "--dcgm-exporter-url: \"http:///metrics\" names no host");
+  ExpectError(with("http://h:99999/metrics"), "port that is not 1..65535");
+  setenv("GPUFED_DCGM_EXPORTER_URL", "dcgm:9400", 1);
+  ExpectError(Parse(base), "--dcgm-exporter-url: \"dcgm:9400\" must start with http://");
+  unsetenv("GPUFED_DCGM_EXPORTER_URL");
+  ExpectError(Parse({"--config", Write("e.yaml",
+                                       "topology: t\ntoken: t\n"
+                                       "dcgm-exporter-url: tcp://h:9400\n")}),
+              "--dcgm-exporter-url: \"tcp://h:9400\"");
 }
 
 TEST_F(FlagsTest, BadConfigNamesFileLineAndKey) {

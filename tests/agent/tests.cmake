@@ -10,7 +10,7 @@ target_link_libraries(gpufed_agent_testing PUBLIC gpufed_proto gpufed_agent_lib
   absl::synchronization absl::time absl::strings)
 
 foreach(name topology flags sim_backend process_backend agent main ledger gpu_health
-    spot_reclaim discovery telemetry)
+    spot_reclaim discovery telemetry dcgm_telemetry)
   add_executable(agent_${name}_test ${AGENT_TEST_DIR}/${name}_test.cc)
   target_link_libraries(agent_${name}_test PRIVATE gpufed_agent_lib gpufed_agent_testing
     GTest::gtest GTest::gmock GTest::gtest_main)
@@ -20,6 +20,9 @@ foreach(name topology flags sim_backend process_backend agent main ledger gpu_he
     DISCOVERY_MODE PRE_TEST
     PROPERTIES LABELS agent TIMEOUT 300)
 endforeach()
+
+# The DCGM source's test serves recorded pages from a cpp-httplib server of its own.
+target_link_libraries(agent_dcgm_telemetry_test PRIVATE PkgConfig::HTTPLIB)
 
 target_compile_definitions(agent_main_test PRIVATE GPUFED_AGENT_BIN="$<TARGET_FILE:gpufed-agent>")
 add_dependencies(agent_main_test gpufed-agent)
