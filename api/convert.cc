@@ -108,6 +108,16 @@ absl::StatusOr<Timestamp> CheckedFromProto(absl::string_view field,
 
 namespace {
 
+// A request's required [start_time, end_time), each checked (CheckedFromProto).
+template <typename Request>
+absl::Status WindowFromProto(const Request& request, Timestamp* from, Timestamp* to) {
+  if (!request.has_start_time()) return absl::InvalidArgumentError("start_time: required");
+  if (!request.has_end_time()) return absl::InvalidArgumentError("end_time: required");
+  ASSIGN_OR_RETURN(*from, CheckedFromProto("start_time", request.start_time()));
+  ASSIGN_OR_RETURN(*to, CheckedFromProto("end_time", request.end_time()));
+  return absl::OkStatus();
+}
+
 // The defaults are the proto's: max_attempts 0 is 1, or 3 when `on` names events; `on` empty
 // with more than one attempt retries on every event. The range is the domain's to check.
 absl::StatusOr<RetryPolicy> RetryPolicyFromProto(const v1::RetryPolicy& p) {
@@ -1262,10 +1272,7 @@ ShareWeight ShareWeightFromProto(const v1::ShareWeight& w) {
 
 absl::StatusOr<UsageQuery> UsageQueryFromProto(const v1::GetUsageReportRequest& request) {
   UsageQuery query;
-  if (!request.has_start_time()) return absl::InvalidArgumentError("start_time: required");
-  if (!request.has_end_time()) return absl::InvalidArgumentError("end_time: required");
-  ASSIGN_OR_RETURN(query.from, CheckedFromProto("start_time", request.start_time()));
-  ASSIGN_OR_RETURN(query.to, CheckedFromProto("end_time", request.end_time()));
+  RETURN_IF_ERROR(WindowFromProto(request, &query.from, &query.to));
   switch (request.period()) {
     case v1::REPORT_PERIOD_UNSPECIFIED:
       query.period = ReportPeriod::kWhole;
@@ -1305,10 +1312,7 @@ absl::StatusOr<TelemetryWindow> TelemetryWindowFromProto(
     const v1::ListWorkloadTelemetryRequest& request) {
   TelemetryWindow w;
   ASSIGN_OR_RETURN(w.workload, WorkloadIdFromProto("workload_id", request.workload_id()));
-  if (!request.has_start_time()) return absl::InvalidArgumentError("start_time: required");
-  if (!request.has_end_time()) return absl::InvalidArgumentError("end_time: required");
-  ASSIGN_OR_RETURN(w.from, CheckedFromProto("start_time", request.start_time()));
-  ASSIGN_OR_RETURN(w.to, CheckedFromProto("end_time", request.end_time()));
+  RETURN_IF_ERROR(WindowFromProto(request, &w.from, &w.to));
   if (w.to <= w.from) return absl::InvalidArgumentError("end_time: must be after start_time");
   if (request.page_size() < 0 || request.page_size() > 10000) {
     return absl::InvalidArgumentError("page_size: must be 0..10000");
@@ -1348,10 +1352,7 @@ v1::GetUsageReportResponse UsageReportToProto(const UsageReportResult& report) {
 
 absl::StatusOr<CostQuery> CostQueryFromProto(const v1::GetCostAllocationRequest& request) {
   CostQuery query;
-  if (!request.has_start_time()) return absl::InvalidArgumentError("start_time: required");
-  if (!request.has_end_time()) return absl::InvalidArgumentError("end_time: required");
-  ASSIGN_OR_RETURN(query.from, CheckedFromProto("start_time", request.start_time()));
-  ASSIGN_OR_RETURN(query.to, CheckedFromProto("end_time", request.end_time()));
+  RETURN_IF_ERROR(WindowFromProto(request, &query.from, &query.to));
   query.cluster = request.cluster();
   switch (request.idle_policy()) {
     case v1::IDLE_POLICY_UNSPECIFIED:

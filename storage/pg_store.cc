@@ -719,15 +719,19 @@ ORDER BY started_at, workload_id, attempt, replica, gpu_uuid
 LIMIT $12
 )sql";
 
+// A rollup row's period (`day`, a UTC midnight) as the report's period $3 cuts the window that
+// starts at $1: its day, ISO week, month, or the window's start.
+#define GPUFED_REPORT_PERIOD                           \
+  "epoch_us(CASE $3 WHEN 'day' THEN day "              \
+  "WHEN 'week' THEN date_trunc('week', day, 'UTC') "   \
+  "WHEN 'month' THEN date_trunc('month', day, 'UTC') " \
+  "ELSE from_epoch_us($1) END) AS period_us"
+
 // A report (MeteringStore::ReportUsage), from usage_daily: [$1, $2) the window in microseconds
 // (whole days), $3 the period, $4 $5 $6 the tenant, project and cluster filters ('' for all),
 // $7..$13 whether each dimension is asked for (one not asked for reads NULL, and is summed
 // over), $14 the most rows. Exact integer sums, as SumUsage's.
-constexpr const char* kReportUsage = R"sql(
-SELECT epoch_us(CASE $3 WHEN 'day' THEN day
-                        WHEN 'week' THEN date_trunc('week', day, 'UTC')
-                        WHEN 'month' THEN date_trunc('month', day, 'UTC')
-                        ELSE from_epoch_us($1) END) AS period_us,
+constexpr const char* kReportUsage = "SELECT " GPUFED_REPORT_PERIOD R"sql(,
   CASE WHEN $7 THEN tenant END AS tenant,
   CASE WHEN $8 THEN project END AS project,
   CASE WHEN $9 THEN cluster END AS cluster,
@@ -771,11 +775,7 @@ DO UPDATE SET reserved_unit_us = g.reserved_unit_us + EXCLUDED.reserved_unit_us,
 // [$1, $2) the window in microseconds, $3 the period, $4 $5 the tenant and project filters ('' for
 // all), $6 the cluster filter (guarantees are on no cluster: one named matches nothing), $7 the
 // most rows.
-constexpr const char* kReportGuarantees = R"sql(
-SELECT epoch_us(CASE $3 WHEN 'day' THEN day
-                        WHEN 'week' THEN date_trunc('week', day, 'UTC')
-                        WHEN 'month' THEN date_trunc('month', day, 'UTC')
-                        ELSE from_epoch_us($1) END) AS period_us,
+constexpr const char* kReportGuarantees = "SELECT " GPUFED_REPORT_PERIOD R"sql(,
   tenant, project, resource, sum(reserved_unit_us)::bigint AS reserved,
   sum(idle_unit_us)::bigint AS idle
 FROM guarantee_daily

@@ -1857,9 +1857,8 @@ TEST_F(ShowbackTest, IdleGuaranteesAndTheCostAllocationReachTheirReadersOnly) {
   do {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     report.Clear();
-    ASSERT_OK(Call(user_, [&](grpc::ClientContext* c) {
-      return reports->GetUsageReport(c, req, &report);
-    }));
+    ASSERT_OK(Call(
+        user_, [&](grpc::ClientContext* c) { return reports->GetUsageReport(c, req, &report); }));
   } while ((report.guarantees_size() == 0 || report.guarantees(0).idle_unit_microseconds() == 0) &&
            std::chrono::steady_clock::now() < deadline);
   ASSERT_EQ(report.guarantees_size(), 1);
@@ -1875,8 +1874,8 @@ TEST_F(ShowbackTest, IdleGuaranteesAndTheCostAllocationReachTheirReadersOnly) {
 
   // Another tenant sees neither acme's lines nor its guarantees.
   v1::GetUsageReportResponse theirs;
-  ASSERT_OK(
-      Call(other_, [&](grpc::ClientContext* c) { return reports->GetUsageReport(c, req, &theirs); }));
+  ASSERT_OK(Call(other_,
+                 [&](grpc::ClientContext* c) { return reports->GetUsageReport(c, req, &theirs); }));
   EXPECT_EQ(theirs.lines_size(), 0);
   EXPECT_EQ(theirs.guarantees_size(), 0);
 
@@ -1911,28 +1910,33 @@ TEST_F(ShowbackTest, IdleGuaranteesAndTheCostAllocationReachTheirReadersOnly) {
 
   // Platform readers only; a bad policy or window is refused naming the field.
   v1::GetCostAllocationResponse refused;
-  EXPECT_EQ(Call(user_, [&](grpc::ClientContext* ctx) {
-              return reports->GetCostAllocation(ctx, cost, &refused);
-            }).error_code(),
+  EXPECT_EQ(Call(user_,
+                 [&](grpc::ClientContext* ctx) {
+                   return reports->GetCostAllocation(ctx, cost, &refused);
+                 })
+                .error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   v1::GetCostAllocationRequest bad = cost;
   bad.set_idle_policy(static_cast<v1::IdlePolicy>(9));
-  EXPECT_EQ(Call(admin_, [&](grpc::ClientContext* ctx) {
-              return reports->GetCostAllocation(ctx, bad, &refused);
-            }).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      Call(admin_,
+           [&](grpc::ClientContext* ctx) { return reports->GetCostAllocation(ctx, bad, &refused); })
+          .error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
   bad = cost;
   bad.mutable_end_time()->set_seconds(day + 3600);
-  EXPECT_EQ(Call(admin_, [&](grpc::ClientContext* ctx) {
-              return reports->GetCostAllocation(ctx, bad, &refused);
-            }).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      Call(admin_,
+           [&](grpc::ClientContext* ctx) { return reports->GetCostAllocation(ctx, bad, &refused); })
+          .error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
   bad = cost;
   bad.set_cluster("nowhere");
-  EXPECT_EQ(Call(admin_, [&](grpc::ClientContext* ctx) {
-              return reports->GetCostAllocation(ctx, bad, &refused);
-            }).error_code(),
-            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(
+      Call(admin_,
+           [&](grpc::ClientContext* ctx) { return reports->GetCostAllocation(ctx, bad, &refused); })
+          .error_code(),
+      grpc::StatusCode::NOT_FOUND);
 }
 
 // A run the agent confirmed is metered, and reported to who may see it (docs/chargeback.md).

@@ -3416,8 +3416,9 @@ TEST_P(MeteringContractTest, HeldCostsSumTheWindowsRecordsAtTheGpuLinePerTenantA
 
   EXPECT_THAT(metering().ReportHeldCosts(day, day + std::chrono::days(2), "elsewhere"),
               IsOkAndHolds(IsEmpty()));
-  EXPECT_THAT(metering().ReportHeldCosts(day + std::chrono::days(1), day + std::chrono::days(2), ""),
-              IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(
+      metering().ReportHeldCosts(day + std::chrono::days(1), day + std::chrono::days(2), ""),
+      IsOkAndHolds(IsEmpty()));
   EXPECT_THAT(metering().ReportHeldCosts(day + std::chrono::hours(1), day, ""),
               StatusIs(Code::kInvalidArgument));
 }
@@ -3433,10 +3434,9 @@ TEST_P(MeteringContractTest, GuaranteesAreAddedPerDayAndReportedByPeriodAndQuota
     u.idle_unit_us = idle;
     return u;
   };
-  const std::vector<GuaranteeUse> first = {use(day, "acme", "", 100, 40),
-                                           use(day, "acme", "research", 50, 50),
-                                           use(day + std::chrono::days(1), "acme", "", 10, 0),
-                                           use(day, "globex", "", 7, 7)};
+  const std::vector<GuaranteeUse> first = {
+      use(day, "acme", "", 100, 40), use(day, "acme", "research", 50, 50),
+      use(day + std::chrono::days(1), "acme", "", 10, 0), use(day, "globex", "", 7, 7)};
   ASSERT_OK(metering().RecordGuarantees(first));
   ASSERT_OK(metering().RecordGuarantees({use(day, "acme", "", 100, 60)}));  // adds up
 
@@ -3473,8 +3473,9 @@ TEST_P(MeteringContractTest, GuaranteesAreAddedPerDayAndReportedByPeriodAndQuota
   EXPECT_THAT(metering().ReportGuarantees(on_cluster), IsOkAndHolds(IsEmpty()));
 
   // Bad figures change nothing.
-  EXPECT_THAT(metering().RecordGuarantees({use(day, "acme", "", 100, 1), use(day, "acme", "", 1, 2)}),
-              StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(
+      metering().RecordGuarantees({use(day, "acme", "", 100, 1), use(day, "acme", "", 1, 2)}),
+      StatusIs(Code::kInvalidArgument));
   EXPECT_THAT(metering().RecordGuarantees({use(day + std::chrono::hours(1), "acme", "", 1, 1)}),
               StatusIs(Code::kInvalidArgument));
   ASSERT_OK_AND_ASSIGN(lines, metering().ReportGuarantees(q));

@@ -192,8 +192,9 @@ TEST(CostAllocationTest, ChargesIdleAndUnallocatedAddUpToTheClustersCostOverRand
       EXPECT_EQ(a.overheld_gpu_microseconds, 0);
       // Exactly: every micro-unit of the capacity is somebody's charge, idle or unallocated.
       EXPECT_EQ(Sum(a.tenant_micros) + a.idle_micros + a.unallocated_micros, a.total_micros);
-      EXPECT_EQ(Sum(a.idle_share_micros) + a.idle_micros + a.unallocated_micros,
-                AllocateCost(h.cluster, h.records, h.from, h.to, IdlePolicy::kSeparate).idle_micros);
+      EXPECT_EQ(
+          Sum(a.idle_share_micros) + a.idle_micros + a.unallocated_micros,
+          AllocateCost(h.cluster, h.records, h.from, h.to, IdlePolicy::kSeparate).idle_micros);
       EXPECT_GE(a.idle_micros, 0);
       EXPECT_GE(a.unallocated_micros, 0);
       if (policy == IdlePolicy::kSeparate) {

@@ -56,8 +56,8 @@ TEST(IdleGuaranteeTest, HoldingMoreThanTheGuaranteeLeavesNothingIdleAndNoGuarant
 
 TEST(IdleGuaranteeTest, ASpanAcrossMidnightIsCutIntoItsDaysAndFractionsAreKept) {
   // Half a GPU-equivalent (500 milli) guaranteed, nothing held, 23:00 to 01:00.
-  const std::vector<GuaranteeUse> uses = GuaranteeUses(
-      {Guarantee("acme", "research", 500, 0)}, kMidnight - hours(1), kMidnight + hours(1));
+  const std::vector<GuaranteeUse> uses = GuaranteeUses({Guarantee("acme", "research", 500, 0)},
+                                                       kMidnight - hours(1), kMidnight + hours(1));
   ASSERT_THAT(uses, SizeIs(2));
   EXPECT_EQ(uses[0].day, kMidnight - hours(24));
   EXPECT_EQ(uses[1].day, kMidnight);
