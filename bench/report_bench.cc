@@ -72,6 +72,18 @@ FROM (SELECT *, round(fraction_num::numeric * (epoch_us(ended_at) - epoch_us(sta
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
 )sql";
 
+// Idle guarantees ($1 the window's start in microseconds, $2 days, $3 tenants): every tenant's own
+// and its three projects' guarantees on three resources, every day, half of each idle.
+constexpr const char* kFillGuarantees = R"sql(
+INSERT INTO guarantee_daily (day, tenant, project, resource, reserved_unit_us, idle_unit_us)
+SELECT from_epoch_us($1) + d * interval '1 day', 'tenant-' || t,
+       CASE WHEN p = 0 THEN '' ELSE 'project-' || (p - 1) END,
+       (ARRAY['gpu', 'H100-80GB', '1g.10gb'])[1 + r],
+       int8 '28800000000' * 24, int8 '14400000000' * 24
+FROM generate_series(0, $2 - 1) AS d, generate_series(0, $3 - 1) AS t,
+     generate_series(0, 3) AS p, generate_series(0, 2) AS r
+)sql";
+
 // For comparison: the same day x tenant report summed from the records themselves.
 constexpr const char* kFromRecords = R"sql(
 SELECT date_trunc('day', started_at, 'UTC'), tenant,
@@ -180,6 +192,43 @@ int RunReportBench(const ReportBenchOptions& options) {
     std::cerr << "report bench: " << query.name << ": " << lines << " lines, median " << p50
               << " s, max " << max << " s\n";
     results.push_back({{"query", query.name}, {"lines", lines}, {"median_s", p50}, {"max_s", max}});
+  }
+  // What GetUsageReport adds to the lines (the idle guarantees: per day, tenant, project and
+  // resource, here every tenant's and project's guarantee on three resources every day) and
+  // what GetCostAllocation reads (the held costs by cluster, tenant, model and capacity).
+  {
+    pqxx::connection conn(*dsn);
+    pqxx::work txn(conn);
+    txn.exec_params(kFillGuarantees, from_us, options.days, options.tenants);
+    txn.exec0("ANALYZE guarantee_daily");
+    txn.commit();
+  }
+  auto timed = [&](const std::string& name, auto call) -> bool {
+    std::vector<double> seconds;
+    size_t lines = 0;
+    for (int i = 0; i < options.repeats; ++i) {
+      const auto start = Clock::now();
+      auto r = call();
+      seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      if (!r.ok()) {
+        std::cerr << "report bench: " << name << ": " << r.status() << "\n";
+        return false;
+      }
+      lines = r->size();
+    }
+    const double p50 = Percentile(seconds, 0.5);
+    const double max = *std::max_element(seconds.begin(), seconds.end());
+    worst = std::max(worst, max);
+    std::cerr << "report bench: " << name << ": " << lines << " lines, median " << p50 << " s, max "
+              << max << " s\n";
+    results.push_back({{"query", name}, {"lines", lines}, {"median_s", p50}, {"max_s", max}});
+    return true;
+  };
+  if (!timed("idle guarantees, day",
+             [&] { return (*store)->ReportGuarantees(q(ReportPeriod::kDay, {})); }) ||
+      !timed("held costs (cost allocation)",
+             [&] { return (*store)->ReportHeldCosts(from, to, ""); })) {
+    return 1;
   }
   // The same day x tenant report, summed from the records (what the rollup saves).
   double raw_s = 0;
