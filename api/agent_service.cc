@@ -135,11 +135,14 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   void OnWriteDone(bool ok) override {
     bool write = false;
+    std::optional<grpc::Status> finish;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
-      if (ok) write = TakeNextLocked();
+      finish.swap(deferred_finish_);
+      if (ok && !finishing_) write = TakeNextLocked();
     }
+    if (finish) return Finish(*finish);
     if (!ok) return FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
     if (write) WriteCurrent();
   }
@@ -171,11 +174,18 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     if (write) WriteCurrent();
   }
 
+  // Finishes the stream with `status` (the first call's; later ones do nothing). A Finish is the
+  // last write, and a stream has one write in flight at most (gRPC's C++ rules): with a write
+  // under way it waits for OnWriteDone, and no queued message goes out after it.
   void FinishOnce(const grpc::Status& status) {
     {
       absl::MutexLock lock(&mu_);
       if (finishing_) return;
       finishing_ = true;
+      if (writing_) {
+        deferred_finish_ = status;
+        return;
+      }
     }
     Finish(status);
   }
@@ -199,6 +209,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     const grpc::Status serialized = grpc::SerializationTraits<v1::ServerMessage>::Serialize(
         current_, &current_bytes_, &own_buffer);
     if (!serialized.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        writing_ = false;  // nothing was started: the Finish need not wait
+      }
       FinishOnce(grpc::Status(
           grpc::StatusCode::INTERNAL,
           absl::StrCat("cannot serialise a message to the agent: ", serialized.error_message())));
@@ -339,6 +353,8 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   grpc::ByteBuffer current_bytes_;  // current_ serialised, likewise
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  // FinishOnce's status while a write was in flight: OnWriteDone finishes with it.
+  std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);
   // Received, not yet handled; one executor task at a time drains it (processing_).
   std::vector<v1::AgentMessage> inbox_ ABSL_GUARDED_BY(mu_);
   bool processing_ ABSL_GUARDED_BY(mu_) = false;

@@ -150,16 +150,21 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
 
   void OnWriteDone(bool ok) override {
     std::optional<grpc::Status> finish;
+    std::optional<grpc::Status> deferred;  // FinishOnce came while this write was in flight
     bool turn = false;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
-      if (!ok) {
+      deferred.swap(deferred_finish_);
+      if (deferred) {
+        // finishing: nothing more goes out
+      } else if (!ok) {
         finish = grpc::Status(grpc::StatusCode::CANCELLED, "stream closed");
       } else {
         turn = AdvanceLocked(&finish);
       }
     }
+    if (deferred) return Finish(*deferred);
     Continue(turn, finish);
   }
 
@@ -517,6 +522,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
     return false;
   }
 
+  // A Finish is the last write, and a stream has one write in flight at most (gRPC's C++ rules):
+  // with a write under way it waits for OnWriteDone.
   void FinishOnce(const grpc::Status& status) {
     {
       absl::MutexLock lock(&mu_);
@@ -527,6 +534,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
       std::deque<Queued>().swap(queue_);
       std::deque<v1::WorkloadEvent>().swap(resync_queue_);
       queued_bytes_ = 0;
+      if (writing_) {
+        deferred_finish_ = status;
+        return;
+      }
     }
     Finish(status);
   }
@@ -559,6 +570,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   // Waiting for the hub to give this stream its turn to write (Turn).
   bool turn_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  // FinishOnce's status while a write was in flight: OnWriteDone finishes with it.
+  std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);
   bool end_after_queue_ ABSL_GUARDED_BY(mu_) = false;
   bool overflow_ ABSL_GUARDED_BY(mu_) = false;
 };
