@@ -1909,34 +1909,24 @@ TEST_F(ShowbackTest, IdleGuaranteesAndTheCostAllocationReachTheirReadersOnly) {
   EXPECT_EQ(spread.clusters(0).idle_micros(), 0);
 
   // Platform readers only; a bad policy or window is refused naming the field.
-  v1::GetCostAllocationResponse refused;
-  EXPECT_EQ(Call(user_,
-                 [&](grpc::ClientContext* ctx) {
-                   return reports->GetCostAllocation(ctx, cost, &refused);
-                 })
-                .error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
+  auto code_of = [&](const std::string& token, const v1::GetCostAllocationRequest& r) {
+    v1::GetCostAllocationResponse refused;
+    return Call(token,
+                [&](grpc::ClientContext* ctx) {
+                  return reports->GetCostAllocation(ctx, r, &refused);
+                })
+        .error_code();
+  };
+  EXPECT_EQ(code_of(user_, cost), grpc::StatusCode::PERMISSION_DENIED);
   v1::GetCostAllocationRequest bad = cost;
   bad.set_idle_policy(static_cast<v1::IdlePolicy>(9));
-  EXPECT_EQ(
-      Call(admin_,
-           [&](grpc::ClientContext* ctx) { return reports->GetCostAllocation(ctx, bad, &refused); })
-          .error_code(),
-      grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(admin_, bad), grpc::StatusCode::INVALID_ARGUMENT);
   bad = cost;
   bad.mutable_end_time()->set_seconds(day + 3600);
-  EXPECT_EQ(
-      Call(admin_,
-           [&](grpc::ClientContext* ctx) { return reports->GetCostAllocation(ctx, bad, &refused); })
-          .error_code(),
-      grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(admin_, bad), grpc::StatusCode::INVALID_ARGUMENT);
   bad = cost;
   bad.set_cluster("nowhere");
-  EXPECT_EQ(
-      Call(admin_,
-           [&](grpc::ClientContext* ctx) { return reports->GetCostAllocation(ctx, bad, &refused); })
-          .error_code(),
-      grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(code_of(admin_, bad), grpc::StatusCode::NOT_FOUND);
 }
 
 // A run the agent confirmed is metered, and reported to who may see it (docs/chargeback.md).
