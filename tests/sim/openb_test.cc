@@ -199,7 +199,8 @@ TEST(OpenbFilesTest, ReadsEveryBundledTraceFile) {
   EXPECT_EQ(all_nodes->size(), 1523);
 
   for (const char* name :
-       {"openb_pod_list_default.csv", "openb_pod_list_cpu050.csv", "openb_pod_list_gpushare40.csv",
+       {"openb_pod_list_default.csv", "openb_pod_list_cpu050.csv", "openb_pod_list_cpu250.csv",
+        "openb_pod_list_gpushare40.csv", "openb_pod_list_gpushare60.csv",
         "openb_pod_list_gpuspec10.csv", "openb_pod_list_multigpu20.csv"}) {
     absl::StatusOr<std::vector<OpenbPod>> pods = ReadOpenbPods(std::string(kTraceDir) + name);
     ASSERT_OK(pods);
