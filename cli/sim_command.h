@@ -69,7 +69,7 @@ class SimCommand {
   uint64_t seed_ = 1;
   std::string seeds_;
   std::string mode_ = "snapshot";
-  bool random_ties_ = false;
+  std::string tie_order_ = "seeded";
 };
 
 }  // namespace gpufed::cli

@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <unordered_map>
 
 #include "absl/container/flat_hash_map.h"
@@ -70,9 +72,36 @@ NodeView NodeView::After(const Demand& d, absl::Span<const uint8_t> gpus) const 
   return v;
 }
 
-double NodeFragmentation(const NodeView& node, const WorkloadMix& mix, bool check_memory) {
+namespace {
+
+// How many replicas of `d` the node's free CPU and host memory still hold (unbounded when the
+// demand asks for neither or the node does not report them).
+uint64_t HostReplicas(const NodeView& node, const Demand& d) {
+  uint64_t replicas = std::numeric_limits<uint64_t>::max();
+  if (node.cpu_free != kUnlimited && d.cpu_millis > 0) {
+    replicas = std::min(replicas, node.cpu_free / d.cpu_millis);
+  }
+  if (node.memory_free != kUnlimited && d.memory_mib > 0) {
+    replicas = std::min(replicas, node.memory_free / d.memory_mib);
+  }
+  return replicas;
+}
+
+}  // namespace
+
+double NodeFragmentation(const NodeView& node, const WorkloadMix& mix,
+                         FragmentationMeasure measure) {
   const uint64_t total = node.MilliFree();
   if (total == 0) return 0;
+  const bool host_aware = measure == FragmentationMeasure::kHostAware;
+  // The free shares, most first, and their running sums: the GPUs a workload uses when it may
+  // use only some of them.
+  absl::InlinedVector<uint32_t, 8> most_first(node.milli_free.begin(), node.milli_free.end());
+  std::sort(most_first.begin(), most_first.end(), std::greater<>());
+  absl::InlinedVector<uint64_t, 9> sum_of_first(most_first.size() + 1, 0);
+  for (size_t i = 0; i < most_first.size(); ++i) {
+    sum_of_first[i + 1] = sum_of_first[i] + most_first[i];
+  }
   double frag = 0;
   for (const MixEntry& e : mix) {
     const Demand& d = e.demand;
@@ -81,20 +110,22 @@ double NodeFragmentation(const NodeView& node, const WorkloadMix& mix, bool chec
                         std::find(e.models.begin(), e.models.end(), node.model) != e.models.end());
     usable = usable && (node.cpu_free == kUnlimited || node.cpu_free >= d.cpu_millis);
     usable = usable &&
-             (!check_memory || node.memory_free == kUnlimited || node.memory_free >= d.memory_mib);
-    uint64_t unusable = 0;
-    uint32_t enough = 0;
+             (!host_aware || node.memory_free == kUnlimited || node.memory_free >= d.memory_mib);
+    uint64_t used = 0;
     if (usable) {
-      for (uint32_t m : node.milli_free) {
-        if (m < d.milli) {
-          unusable += m;
-        } else {
-          ++enough;
-        }
-      }
+      // GPUs with enough share left: a prefix of most_first.
+      const auto enough = static_cast<uint64_t>(
+          std::upper_bound(most_first.begin(), most_first.end(), d.milli, std::greater<>()) -
+          most_first.begin());
       usable = enough >= d.gpus;
+      uint64_t reach = enough;
+      if (usable && host_aware) {
+        const uint64_t replicas = HostReplicas(node, d);
+        if (replicas < enough) reach = std::min(enough, replicas * d.gpus);
+      }
+      used = sum_of_first[reach];
     }
-    frag += e.weight * static_cast<double>(usable ? unusable : total);
+    frag += e.weight * static_cast<double>(total - (usable ? used : 0));
   }
   return frag;
 }
@@ -118,6 +149,13 @@ int BestShareGpu(const NodeView& v, uint32_t milli) {
     if (best < 0 || v.milli_free[g] < v.milli_free[best]) best = static_cast<int>(g);
   }
   return best;
+}
+
+// Whether a GPU before `g` has the same share left: the node's fragmentation does not depend on
+// which GPU is which, so a share on either scores the same, and the lower index is kept anyway.
+bool SameShareEarlier(const NodeView& v, size_t g) {
+  return std::find(v.milli_free.begin(), v.milli_free.begin() + static_cast<ptrdiff_t>(g),
+                   v.milli_free[g]) != v.milli_free.begin() + static_cast<ptrdiff_t>(g);
 }
 
 // GPUs for any demand under the "best" selector.
@@ -242,17 +280,17 @@ class GpuPackingPolicy : public PlacementPolicy {
 // any order) have the same fragmentation, and a pool has far fewer states than nodes.
 class FragmentationCache {
  public:
-  explicit FragmentationCache(bool check_memory) : check_memory_(check_memory) {}
+  explicit FragmentationCache(FragmentationMeasure measure) : measure_(measure) {}
   double Of(const NodeView& v, const WorkloadMix& mix) {
     Key key{v.model,
             v.cpu_free,
-            check_memory_ ? v.memory_free : 0,
+            measure_ == FragmentationMeasure::kHostAware ? v.memory_free : 0,
             {v.milli_free.begin(), v.milli_free.end()}};
     std::sort(key.milli.begin(), key.milli.end());
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
     if (cache_.size() > kMaxEntries) cache_.clear();
-    const double f = NodeFragmentation(v, mix, check_memory_);
+    const double f = NodeFragmentation(v, mix, measure_);
     cache_.emplace(std::move(key), f);
     return f;
   }
@@ -271,7 +309,7 @@ class FragmentationCache {
       return H::combine(std::move(h), k.model, k.cpu, k.memory, k.milli);
     }
   };
-  const bool check_memory_;
+  const FragmentationMeasure measure_;
   absl::flat_hash_map<Key, double> cache_;  // open addressing: one probe per lookup
 };
 
@@ -279,7 +317,7 @@ class FragmentationCache {
 // when the replica takes `gpus`.
 class FragmentationPolicy : public PlacementPolicy {
  public:
-  explicit FragmentationPolicy(bool check_memory) : cache_(check_memory) {}
+  explicit FragmentationPolicy(FragmentationMeasure measure) : cache_(measure) {}
   void SetMix(const WorkloadMix& mix) override {
     mix_ = mix;
     cache_.Clear();
@@ -309,7 +347,7 @@ class FragmentationPolicy : public PlacementPolicy {
 // first with the best score; whole GPUs are the engine's pick.
 class FgdPolicy : public FragmentationPolicy {
  public:
-  FgdPolicy() : FragmentationPolicy(/*check_memory=*/false) {}
+  FgdPolicy() : FragmentationPolicy(FragmentationMeasure::kFgd) {}
   [[nodiscard]] absl::string_view name() const override { return "fgd"; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
     const double before = cache_.Of(v, mix_);
@@ -324,7 +362,7 @@ class FgdPolicy : public FragmentationPolicy {
     }
     c.score = -1;
     for (size_t g = 0; g < v.milli_free.size(); ++g) {
-      if (v.milli_free[g] < d.milli) continue;
+      if (v.milli_free[g] < d.milli || SameShareEarlier(v, g)) continue;
       const uint8_t pick[] = {static_cast<uint8_t>(g)};
       const double s = score(pick);
       if (s > c.score) {
@@ -338,14 +376,15 @@ class FgdPolicy : public FragmentationPolicy {
 
 // gpufed's own policy (docs/placement.md): FGD's fragmentation gradient, with three changes that
 // each measured better on the openb traces (docs/simulator.md):
-// - fragmentation also counts a typical workload as unable to run where host memory is short
-//   (the engine's own filter; FGD leaves memory out, so GPUs stranded by memory look usable);
+// - fragmentation is host-aware (FragmentationMeasure::kHostAware): a typical workload can use
+//   only as many GPUs as the node's free CPU and host memory can feed (FGD asks only whether one
+//   replica fits), so work that eats a node's CPU or memory is charged for the GPUs it strands;
 // - among nodes with the same gradient score, the node with the fewest whole free GPUs: fill
 //   nodes already in use and keep whole nodes for multi-GPU work;
 // - within a node, a share goes to the GPU it fills most (then the lowest index).
 class GpufedPolicy : public FragmentationPolicy {
  public:
-  GpufedPolicy() : FragmentationPolicy(/*check_memory=*/true) {}
+  GpufedPolicy() : FragmentationPolicy(FragmentationMeasure::kHostAware) {}
   [[nodiscard]] absl::string_view name() const override { return "gpufed"; }
   NodeChoice Choose(const NodeView& v, const Demand& d, uint32_t) override {
     const double before = cache_.Of(v, mix_);
@@ -364,7 +403,7 @@ class GpufedPolicy : public FragmentationPolicy {
     }
     bool first = true;
     for (size_t g = 0; g < v.milli_free.size(); ++g) {
-      if (v.milli_free[g] < d.milli) continue;
+      if (v.milli_free[g] < d.milli || SameShareEarlier(v, g)) continue;
       const uint8_t pick[] = {static_cast<uint8_t>(g)};
       const double s = score(pick);
       if (first || s > c.score) {

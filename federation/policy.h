@@ -104,13 +104,26 @@ std::vector<std::string> PolicyNames();
 // INVALID_ARGUMENT naming the known policies for an unknown name.
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakePolicy(absl::string_view name);
 
+// How fragmentation is measured (NodeFragmentation).
+enum class FragmentationMeasure {
+  // The FGD paper's: a typical workload that can run on the node once can use every free GPU
+  // with enough share left; host memory is not looked at.
+  kFgd,
+  // gpufed's: the host feeds the GPUs. A typical workload can use at most as many GPUs as the
+  // replicas the node's free CPU and host memory still hold (times its GPUs per replica): the
+  // share left on the rest is stranded for it. A node with eight free GPUs and CPU for two more
+  // replicas offers two GPUs' worth, not eight.
+  kHostAware,
+};
+
 // Expected fragmentation of a node with respect to a workload mix (FGD, Weng et al. ATC '23):
 // for each typical workload, the free milli-GPUs on the node it cannot use — all of them if it
-// cannot run there at all (wrong model, too little CPU, too few GPUs with enough share left), and
-// all of them for CPU-only workloads — weighted by how common it is. Host memory is not part of
-// the measure in the paper; with `check_memory`, a typical workload that does not fit in the
-// node's free host memory cannot run there either (gpufed's variant).
-double NodeFragmentation(const NodeView& node, const WorkloadMix& mix, bool check_memory = false);
+// cannot run there at all (wrong model, too little CPU or, kHostAware, memory, too few GPUs with
+// enough share left), and all of them for CPU-only workloads — weighted by how common it is.
+// kHostAware also counts what a workload could reach but the host cannot feed (above); where it
+// may use only some of the GPUs with enough share left, it uses those with the most.
+double NodeFragmentation(const NodeView& node, const WorkloadMix& mix,
+                         FragmentationMeasure measure = FragmentationMeasure::kFgd);
 
 }  // namespace gpufed
 

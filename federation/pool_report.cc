@@ -20,7 +20,7 @@ class Fragmentation {
     Key key{v.model, v.cpu_free, {v.milli_free.begin(), v.milli_free.end()}};
     std::sort(std::get<2>(key).begin(), std::get<2>(key).end());
     auto [it, added] = cache_.try_emplace(std::move(key), 0);
-    if (added) it->second = NodeFragmentation(v, mix_, /*check_memory=*/false);
+    if (added) it->second = NodeFragmentation(v, mix_, FragmentationMeasure::kFgd);
     return it->second;
   }
 

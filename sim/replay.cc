@@ -19,6 +19,7 @@
 #include "federation/placement.h"
 #include "federation/policy.h"
 #include "federation/pool.h"
+#include "sim/headroom.h"
 #include "sim/trace_pool.h"
 
 namespace gpufed::sim {
@@ -50,14 +51,25 @@ absl::StatusOr<Setup> Prepare(const Trace& trace, const ReplayOptions& options) 
   }
   if (trace.pods.empty()) return absl::InvalidArgumentError("the pod list is empty");
   setup.capacity_milli = uint64_t{setup.gpus_total} * kMilliPerGpu;
-  setup.pool.UpsertCluster(ClusterOf(trace.nodes));
+  // The engine takes the first of equal nodes in the pool's node order, which is the order the
+  // cluster lists them in.
+  if (options.tie_order == TieOrder::kSeeded) {
+    std::vector<OpenbNode> nodes;
+    nodes.reserve(trace.nodes.size());
+    for (uint32_t i : SeededNodeOrder(trace.nodes.size(), options.seed)) {
+      nodes.push_back(trace.nodes[i]);
+    }
+    setup.pool.UpsertCluster(ClusterOf(nodes));
+  } else {
+    setup.pool.UpsertCluster(ClusterOf(trace.nodes));
+  }
   setup.specs.reserve(trace.pods.size());
   for (const OpenbPod& pod : trace.pods) setup.specs.push_back(SpecOf(pod));
 
   PlacementOptions engine_options;
   engine_options.policy = options.policy;
   engine_options.seed = options.seed;
-  engine_options.random_ties = options.random_ties;
+  engine_options.random_ties = options.tie_order == TieOrder::kRandom;
   absl::StatusOr<std::unique_ptr<PlacementEngine>> engine = PlacementEngine::Create(engine_options);
   if (!engine.ok()) return engine.status();
   setup.engine = *std::move(engine);
@@ -116,6 +128,35 @@ class ProgressReporter {
 
 }  // namespace
 
+absl::string_view TieOrderName(TieOrder order) {
+  switch (order) {
+    case TieOrder::kSeeded:
+      return "seeded";
+    case TieOrder::kList:
+      return "list";
+    case TieOrder::kRandom:
+      return "random";
+  }
+  return "seeded";
+}
+
+std::optional<TieOrder> ParseTieOrder(absl::string_view name) {
+  for (TieOrder order : {TieOrder::kSeeded, TieOrder::kList, TieOrder::kRandom}) {
+    if (name == TieOrderName(order)) return order;
+  }
+  return std::nullopt;
+}
+
+std::vector<uint32_t> SeededNodeOrder(size_t count, uint64_t seed) {
+  // A stream of its own, so that the node order and the arrival order are independent draws.
+  std::seed_seq seq{seed, uint64_t{0x6e6f6465}};  // "node"
+  std::mt19937_64 rng(seq);
+  std::vector<uint32_t> order(count);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
 std::vector<uint32_t> SnapshotArrivalOrder(const std::vector<OpenbPod>& pods,
                                            uint64_t capacity_milli, double inflation,
                                            uint64_t seed) {
@@ -162,6 +203,9 @@ absl::Status ReplaySnapshot(const Trace& trace, const ReplayOptions& options, Se
   const std::vector<uint32_t> arrivals =
       SnapshotArrivalOrder(pods, setup.capacity_milli, options.inflation, options.seed);
   result.pods = arrivals.size();
+  const Headroom headroom = SliverBound(pods, arrivals, setup.capacity_milli);
+  result.allocation_bound = headroom.allocation_bound;
+  std::vector<bool> failed_in_prefix(headroom.prefix_pods, false);
 
   // The authors' figure: mean allocation over the per-pod samples whose arrived demand rounds to
   // the inflation's whole percent; failing that, within one percent of it.
@@ -188,6 +232,10 @@ absl::Status ReplaySnapshot(const Trace& trace, const ReplayOptions& options, Se
     } else {
       ++result.failed;
       result.failed_gpu_milli += pod.GpuMilli();
+      if (k < headroom.prefix_pods) {
+        failed_in_prefix[k] = true;
+        if (IsLargeShare(pod)) ++result.bound_premise_failures;
+      }
     }
     const double arrived_ratio = static_cast<double>(arrived) / capacity;
     const double allocation_ratio = static_cast<double>(allocated) / capacity;
@@ -212,6 +260,8 @@ absl::Status ReplaySnapshot(const Trace& trace, const ReplayOptions& options, Se
     result.curve.push_back(last);
   }
   result.final_allocation_ratio = last.allocation_ratio;
+  result.run_allocation_bound =
+      SliverBound(pods, arrivals, setup.capacity_milli, &failed_in_prefix).allocation_bound;
 
   setup.allocated_milli = allocated;
   if (window_count > 0) {
@@ -441,6 +491,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplayOptions& opt
   result.policy = options.policy;
   result.seed = options.seed;
   result.mode = options.mode;
+  result.tie_order = options.tie_order;
   result.inflation = options.mode == ReplayMode::kSnapshot ? options.inflation : 0;
   result.gpus_total = setup->gpus_total;
   absl::Status status = options.mode == ReplayMode::kSnapshot

@@ -17,6 +17,9 @@
 //      pods are dropped instead until the total is within the target.
 //   4. Pods arrive in that order and are placed one at a time; a pod that does not fit fails and
 //      is not retried; nothing departs. A pod counts as arrived before its attempt.
+//   5. Ties between equally scored nodes go to the first node of a random node order drawn once
+//      per seed (TieOrder::kSeeded), as in the authors' simulator, which prefixes every node name
+//      with a random per-seed index and takes the smallest name among equal scores.
 // Allocation ratio = allocated milli-GPUs / total milli-GPUs; arrived ratio = requested
 // milli-GPUs of the arrived pods / total milli-GPUs.
 //
@@ -47,6 +50,19 @@ enum class ReplayMode { kSnapshot, kTime };
 absl::string_view ReplayModeName(ReplayMode mode);  // "snapshot", "time"
 std::optional<ReplayMode> ParseReplayMode(absl::string_view name);
 
+// Which of equally scored nodes a placement takes.
+enum class TieOrder {
+  kSeeded,  // the first in a random node order drawn once per seed: the paper's simulator
+  kList,    // the first in the node list's order
+  kRandom,  // one at random, drawn afresh for each decision (seeded)
+};
+absl::string_view TieOrderName(TieOrder order);  // "seeded", "list", "random"
+std::optional<TieOrder> ParseTieOrder(absl::string_view name);
+
+// The node order TieOrder::kSeeded uses for `seed`: a permutation of 0..count-1, drawn from its
+// own stream (not the one that orders the arrivals).
+std::vector<uint32_t> SeededNodeOrder(size_t count, uint64_t seed);
+
 struct Trace {
   std::vector<OpenbNode> nodes;
   std::vector<OpenbPod> pods;
@@ -64,11 +80,9 @@ struct ReplayOptions {
   // are divided by it) while each pod runs as long as before, which turns a sparse trace into
   // one that contends for the cluster. >= 1; 1 replays the trace's own times.
   double compression = 1;
-  // Among equally scored nodes: false takes the first in node order, true one at random (seeded).
-  // The published FGD figures are reproduced with the first (docs/simulator.md): with random
-  // ties FGD scores about 5.8 points lower on openb default, so the authors' scheduler evidently
-  // keeps the first of equal nodes.
-  bool random_ties = false;
+  // Among equally scored nodes. kSeeded reproduces the published FGD figures (docs/simulator.md);
+  // kList happens to favour or hurt policies by the file's order, kRandom scatters work.
+  TieOrder tie_order = TieOrder::kSeeded;
 };
 
 struct CurvePoint {
@@ -113,6 +127,7 @@ struct ReplayResult {
   std::string policy;
   uint64_t seed = 0;
   ReplayMode mode = ReplayMode::kSnapshot;
+  TieOrder tie_order = TieOrder::kSeeded;
   double inflation = 0;  // snapshot mode
   uint32_t gpus_total = 0;
   uint64_t pods = 0;  // pods that arrived (snapshot: originals + clones)
@@ -123,6 +138,13 @@ struct ReplayResult {
   // samples whose arrived demand rounds (half to even) to the same whole percent as the
   // inflation; 0..1.
   double paper_allocation_ratio = 0;
+  // Snapshot mode, headroom (sim/headroom.h), 0..1: the bound on allocation for any run of these
+  // arrivals that places every large share of the bound's prefix; how many of those this run
+  // failed (when not 0, the run may pass that bound); and the run's own bound, which counts only
+  // the ones it placed and always holds.
+  double allocation_bound = 0;
+  uint64_t bound_premise_failures = 0;
+  double run_allocation_bound = 0;
   double unallocated_gpus = 0;    // free milli-GPUs at the end / 1000
   uint64_t failed_gpu_milli = 0;  // requested by failed pods
   double wall_seconds = 0;

@@ -1,6 +1,7 @@
 #include "sim/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace gpufed::sim {
@@ -14,6 +15,7 @@ nlohmann::json ToJson(const ReplayResult& r) {
       {"mode", ReplayModeName(r.mode)},
       {"policy", r.policy},
       {"seed", r.seed},
+      {"tie_order", TieOrderName(r.tie_order)},
       {"inflation", r.inflation},
       {"gpus_total", r.gpus_total},
       {"pods", r.pods},
@@ -21,6 +23,9 @@ nlohmann::json ToJson(const ReplayResult& r) {
       {"failed", r.failed},
       {"final_allocation_ratio", r.final_allocation_ratio},
       {"paper_allocation_ratio", r.paper_allocation_ratio},
+      {"allocation_bound", r.allocation_bound},
+      {"bound_premise_failures", r.bound_premise_failures},
+      {"run_allocation_bound", r.run_allocation_bound},
       {"unallocated_gpus", r.unallocated_gpus},
       {"failed_gpu_milli", r.failed_gpu_milli},
       {"wall_seconds", r.wall_seconds},
@@ -72,6 +77,9 @@ std::vector<PolicySummary> Summarise(const std::vector<ReplayResult>& results) {
     s.seeds.push_back(r.seed);
     s.mean_final_allocation_ratio += r.final_allocation_ratio;
     s.mean_paper_allocation_ratio += r.paper_allocation_ratio;
+    s.mean_allocation_bound += r.allocation_bound;
+    s.bound_premise_failures += r.bound_premise_failures;
+    s.mean_run_allocation_bound += r.run_allocation_bound;
     s.mean_unallocated_gpus += r.unallocated_gpus;
     s.mean_placed += static_cast<double>(r.placed);
     s.mean_failed += static_cast<double>(r.failed);
@@ -79,15 +87,27 @@ std::vector<PolicySummary> Summarise(const std::vector<ReplayResult>& results) {
     s.mean_cpu_seconds += r.cpu_seconds;
     s.max_wall_seconds = std::max(s.max_wall_seconds, r.wall_seconds);
   }
-  for (PolicySummary& s : out) {
+  std::vector<std::vector<double>> papers(out.size());
+  for (const ReplayResult& r : results) papers[at[r.policy]].push_back(r.paper_allocation_ratio);
+  for (size_t i = 0; i < out.size(); ++i) {
+    PolicySummary& s = out[i];
     const auto n = static_cast<double>(s.seeds.size());
     s.mean_final_allocation_ratio /= n;
     s.mean_paper_allocation_ratio /= n;
+    s.mean_allocation_bound /= n;
+    s.mean_run_allocation_bound /= n;
     s.mean_unallocated_gpus /= n;
     s.mean_placed /= n;
     s.mean_failed /= n;
     s.mean_wall_seconds /= n;
     s.mean_cpu_seconds /= n;
+    if (papers[i].size() > 1) {
+      double squares = 0;
+      for (double p : papers[i]) {
+        squares += (p - s.mean_paper_allocation_ratio) * (p - s.mean_paper_allocation_ratio);
+      }
+      s.stderr_paper_allocation_ratio = std::sqrt(squares / (n - 1)) / std::sqrt(n);
+    }
   }
   return out;
 }
@@ -98,6 +118,10 @@ nlohmann::json ToJson(const PolicySummary& s) {
       {"seeds", s.seeds},
       {"mean_final_allocation_ratio", s.mean_final_allocation_ratio},
       {"mean_paper_allocation_ratio", s.mean_paper_allocation_ratio},
+      {"stderr_paper_allocation_ratio", s.stderr_paper_allocation_ratio},
+      {"mean_allocation_bound", s.mean_allocation_bound},
+      {"bound_premise_failures", s.bound_premise_failures},
+      {"mean_run_allocation_bound", s.mean_run_allocation_bound},
       {"mean_unallocated_gpus", s.mean_unallocated_gpus},
       {"mean_placed", s.mean_placed},
       {"mean_failed", s.mean_failed},

@@ -3,8 +3,9 @@
 
 // Replay results as JSON (what `gpufedctl sim replay -o json` prints) and the mean over seeds.
 //
-// One run: {"mode", "policy", "seed", "inflation", "gpus_total", "pods", "placed", "failed",
-// "final_allocation_ratio", "paper_allocation_ratio", "unallocated_gpus", "failed_gpu_milli",
+// One run: {"mode", "policy", "seed", "tie_order", "inflation", "gpus_total", "pods", "placed",
+// "failed", "final_allocation_ratio", "paper_allocation_ratio", "allocation_bound",
+// "bound_premise_failures", "run_allocation_bound", "unallocated_gpus", "failed_gpu_milli",
 // "wall_seconds", "cpu_seconds", "curve": [{"arrived_ratio", "allocation_ratio"}]}; time mode adds
 // "time":
 // {"start_time", "end_time", "started", "completed", "still_running", "still_queued",
@@ -30,6 +31,11 @@ struct PolicySummary {
   std::vector<uint64_t> seeds;
   double mean_final_allocation_ratio = 0;
   double mean_paper_allocation_ratio = 0;
+  // Standard error of that mean: sample standard deviation / sqrt(seeds); 0 for one seed.
+  double stderr_paper_allocation_ratio = 0;
+  double mean_allocation_bound = 0;     // snapshot mode
+  uint64_t bound_premise_failures = 0;  // over all its runs
+  double mean_run_allocation_bound = 0;
   double mean_unallocated_gpus = 0;
   double mean_placed = 0;
   double mean_failed = 0;

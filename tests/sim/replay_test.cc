@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 #include "federation/policy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sim/headroom.h"
 #include "sim/report.h"
 #include "tests/support/status_matchers.h"
 
@@ -297,6 +299,144 @@ TEST(ReplayTest, SameSeedSameResultOtherSeedOtherResult) {
   }
 }
 
+TEST(TieOrderTest, NamesRoundTripAndUnknownNamesAreRefused) {
+  for (TieOrder order : {TieOrder::kSeeded, TieOrder::kList, TieOrder::kRandom}) {
+    EXPECT_EQ(ParseTieOrder(TieOrderName(order)), order);
+  }
+  EXPECT_EQ(ParseTieOrder("first"), std::nullopt);
+  EXPECT_EQ(ReplayOptions().tie_order, TieOrder::kSeeded);  // the paper's protocol by default
+}
+
+TEST(TieOrderTest, SeededNodeOrderIsAPermutationDrawnPerSeed) {
+  const std::vector<uint32_t> a = SeededNodeOrder(50, 1);
+  std::vector<uint32_t> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  for (uint32_t i = 0; i < 50; ++i) EXPECT_EQ(sorted[i], i);
+  EXPECT_EQ(SeededNodeOrder(50, 1), a);
+  EXPECT_NE(SeededNodeOrder(50, 2), a);
+  // Its own stream: not the order the same seed gives the arrivals.
+  std::vector<OpenbPod> pods;
+  for (int i = 0; i < 50; ++i) pods.push_back(Pod(absl::StrCat("p", i), 1, 1000));
+  EXPECT_NE(SnapshotArrivalOrder(pods, 50000, 1.0, 1), a);
+}
+
+// Nodes that tie for whole-GPU pods but not for what comes after them: half have CPU for the
+// two GPU pods only, half for CPU-only pods too. Which of them the GPU pods take decides how many
+// CPU-only pods fit.
+Trace LopsidedTrace() {
+  Trace trace;
+  for (int n = 0; n < 8; ++n) {
+    trace.nodes.push_back(
+        OpenbNode{absl::StrCat("n-", n), n % 2 == 0 ? 16000U : 64000U, 262144, 2, "T4", n + 2});
+  }
+  for (int p = 0; p < 10; ++p) trace.pods.push_back(Pod(absl::StrCat("g-", p), 1, 1000, 8000));
+  for (int p = 0; p < 10; ++p) trace.pods.push_back(Pod(absl::StrCat("c-", p), 0, 0, 28000));
+  return trace;
+}
+
+// Seeded ties are the first of equal nodes in the seed's node order: the same replay as listing
+// the nodes in that order and taking the first in the list.
+TEST(TieOrderTest, SeededIsTheListOrderOfTheSeedsPermutation) {
+  bool some_differ = false;
+  for (const Trace& trace : {SyntheticTrace(), LopsidedTrace()}) {
+    for (const std::string& policy : {"fgd", "gpufed", "best-fit"}) {
+      for (uint64_t seed : {1, 2, 3}) {
+        ReplayOptions seeded = Options(policy, seed, 1.3);
+        absl::StatusOr<ReplayResult> a = Replay(trace, seeded);
+        Trace permuted = trace;
+        permuted.nodes.clear();
+        for (uint32_t i : SeededNodeOrder(trace.nodes.size(), seed)) {
+          permuted.nodes.push_back(trace.nodes[i]);
+        }
+        ReplayOptions list = seeded;
+        list.tie_order = TieOrder::kList;
+        absl::StatusOr<ReplayResult> b = Replay(permuted, list);
+        absl::StatusOr<ReplayResult> c = Replay(trace, list);
+        ASSERT_OK(a);
+        ASSERT_OK(b);
+        ASSERT_OK(c);
+        EXPECT_EQ(a->tie_order, TieOrder::kSeeded);
+        EXPECT_EQ(b->tie_order, TieOrder::kList);
+        nlohmann::json ja = ToJson(*a), jb = ToJson(*b), jc = ToJson(*c);
+        for (nlohmann::json* j : {&ja, &jb, &jc}) {
+          j->erase("wall_seconds");
+          j->erase("cpu_seconds");
+          j->erase("tie_order");
+        }
+        EXPECT_EQ(ja.dump(), jb.dump()) << policy << " seed " << seed;
+        some_differ = some_differ || ja.dump() != jc.dump();
+      }
+    }
+  }
+  EXPECT_TRUE(some_differ) << "the tie order never mattered";
+}
+
+OpenbPod Share(uint32_t milli, int i) { return Pod(absl::StrCat("s", milli, "-", i), 1, milli); }
+
+TEST(HeadroomTest, SliversLeftByLargeSharesLessWhatCouldFillThem) {
+  // Ten GPUs. Slivers: three of 190 (810-milli shares), two of 300 (700). Fillers: 100, 150,
+  // 250. At t = 190: 570 - 250 = 320; at t = 300: 1170 - 500 = 670, the most.
+  std::vector<OpenbPod> pods = {Share(810, 0),     Share(810, 1),   Share(810, 2), Share(700, 0),
+                                Share(700, 1),     Share(100, 0),   Share(150, 0), Share(250, 0),
+                                Share(500, 0),  // not large: two of them share a GPU
+                                Pod("w", 2, 1000), Pod("cpu", 0, 0)};
+  std::vector<uint32_t> all(pods.size());
+  std::iota(all.begin(), all.end(), 0);
+  Headroom h = SliverBound(pods, all, 10000);
+  EXPECT_EQ(h.large_shares, 5);
+  EXPECT_EQ(h.prefix_pods, pods.size());
+  EXPECT_EQ(h.stranded_milli, 670);
+  EXPECT_EQ(h.threshold, 300);
+  EXPECT_DOUBLE_EQ(h.allocation_bound, 1 - 670.0 / 10000);
+
+  // Fillers enough for every sliver: no bound below 1.
+  for (int i = 0; i < 12; ++i) pods.push_back(Share(100, i + 1));
+  all.resize(pods.size());
+  std::iota(all.begin(), all.end(), 0);
+  h = SliverBound(pods, all, 10000);
+  EXPECT_EQ(h.stranded_milli, 0);
+  EXPECT_DOUBLE_EQ(h.allocation_bound, 1);
+}
+
+TEST(HeadroomTest, TheRunsOwnBoundLeavesOutTheLargeSharesItFailed) {
+  // Five GPUs; two 810 shares and one 700. Without the failed 700 share only 2 x 190 count.
+  std::vector<OpenbPod> pods = {Share(810, 0), Share(700, 0), Share(810, 1)};
+  const std::vector<bool> failed = {false, true, false};
+  EXPECT_EQ(SliverBound(pods, {0, 1, 2}, 5000).stranded_milli, 680);
+  EXPECT_EQ(SliverBound(pods, {0, 1, 2}, 5000, &failed).stranded_milli, 380);
+}
+
+TEST(HeadroomTest, OnlyLargeSharesArrivingBeforeCapacityIsRequestedCount) {
+  // Two GPUs: the 2-GPU pod fills the requests up to capacity, so the 810 share after it is
+  // outside the prefix (a policy may rightly fail it), while its filler still counts.
+  std::vector<OpenbPod> pods = {Share(810, 0), Pod("w", 1, 1000), Share(810, 1), Share(100, 0)};
+  Headroom h = SliverBound(pods, {0, 1, 2, 3}, 2000);
+  EXPECT_EQ(h.prefix_pods, 2);
+  EXPECT_EQ(h.large_shares, 1);
+  EXPECT_EQ(h.stranded_milli, 90);  // 190 - 100
+}
+
+// The bound holds for every policy on runs that place the large shares it assumes placed.
+TEST(HeadroomTest, NoPolicyPassesTheBoundWhenItsPremiseHolds) {
+  Trace trace = SyntheticTrace();
+  for (int i = 0; i < 60; ++i) trace.pods.push_back(Share(810, i));
+  for (const std::string& policy : PolicyNames()) {
+    for (uint64_t seed : {1, 2, 3}) {
+      absl::StatusOr<ReplayResult> r = Replay(trace, Options(policy, seed, 1.3));
+      ASSERT_OK(r);
+      EXPECT_LT(r->allocation_bound, 1) << "the 810 shares strand something";
+      if (r->bound_premise_failures == 0) {
+        EXPECT_LE(r->final_allocation_ratio, r->allocation_bound + 1e-12) << policy;
+        EXPECT_LE(r->paper_allocation_ratio, r->allocation_bound + 1e-12) << policy;
+        EXPECT_DOUBLE_EQ(r->run_allocation_bound, r->allocation_bound) << policy;
+      }
+      // The run's own bound always holds, and is never below the policy-independent one.
+      EXPECT_LE(r->final_allocation_ratio, r->run_allocation_bound + 1e-12) << policy;
+      EXPECT_GE(r->run_allocation_bound, r->allocation_bound) << policy;
+    }
+  }
+}
+
 TEST(ReplayTest, ReportsProgressUpToTheTotal) {
   const Trace trace = SyntheticTrace();
   std::vector<ReplayProgress> seen;
@@ -330,6 +470,25 @@ TEST(ReportTest, SummaryIsTheMeanPerPolicy) {
   EXPECT_DOUBLE_EQ(s[0].mean_wall_seconds, 2);
   EXPECT_DOUBLE_EQ(s[0].max_wall_seconds, 3);
   EXPECT_EQ(s[1].policy, "random");
+  EXPECT_DOUBLE_EQ(s[1].stderr_paper_allocation_ratio, 0);  // one run
+}
+
+TEST(ReportTest, SummaryCarriesTheStandardErrorAndTheBound) {
+  ReplayResult a;
+  a.policy = "gpufed";
+  a.paper_allocation_ratio = 0.9;
+  a.allocation_bound = 0.96;
+  ReplayResult b = a;
+  b.paper_allocation_ratio = 0.8;
+  b.allocation_bound = 0.94;
+  b.bound_premise_failures = 2;
+  std::vector<PolicySummary> s = Summarise({a, b});
+  ASSERT_EQ(s.size(), 1);
+  EXPECT_DOUBLE_EQ(s[0].mean_paper_allocation_ratio, 0.85);
+  // Sample standard deviation 0.0707..., over sqrt(2).
+  EXPECT_NEAR(s[0].stderr_paper_allocation_ratio, 0.05, 1e-12);
+  EXPECT_DOUBLE_EQ(s[0].mean_allocation_bound, 0.95);
+  EXPECT_EQ(s[0].bound_premise_failures, 2);
 }
 
 }  // namespace

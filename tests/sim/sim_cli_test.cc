@@ -60,7 +60,12 @@ TEST(SimCliTest, ReplaysTheDefaultTraceAsOneJsonObject) {
   EXPECT_EQ(j.at("seed"), 3);
   EXPECT_DOUBLE_EQ(j.at("inflation").get<double>(), 1.3);
   EXPECT_EQ(j.at("mode"), "snapshot");
+  EXPECT_EQ(j.at("tie_order"), "seeded");
   EXPECT_EQ(j.at("gpus_total"), 6212);
+  ExpectRatio(j.at("allocation_bound"), "allocation_bound");
+  if (j.at("bound_premise_failures").get<uint64_t>() == 0) {
+    EXPECT_LE(j.at("paper_allocation_ratio").get<double>(), j.at("allocation_bound"));
+  }
   ExpectRatio(j.at("final_allocation_ratio"), "final_allocation_ratio");
   ExpectRatio(j.at("paper_allocation_ratio"), "paper_allocation_ratio");
   EXPECT_GE(j.at("unallocated_gpus").get<double>(), 0);
@@ -103,6 +108,22 @@ TEST(SimCliTest, SeveralSeedsPrintRunsAndTheirMean) {
                    (j.at("runs")[0].at("final_allocation_ratio").get<double>() +
                     j.at("runs")[1].at("final_allocation_ratio").get<double>()) /
                        2);
+  EXPECT_GE(s.at("stderr_paper_allocation_ratio").get<double>(), 0);
+  ExpectRatio(s.at("mean_allocation_bound"), "mean_allocation_bound");
+}
+
+TEST(SimCliTest, TieOrderIsChosenByName) {
+  std::vector<std::string> args = ReplayArgs("openb_pod_list_multigpu20.csv");
+  for (const char* a : {"--policy", "fgd", "--tie-order", "list", "-o", "json"}) {
+    args.emplace_back(a);
+  }
+  Outcome r = RunGpufedctl(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("tie_order"), "list");
+
+  args = ReplayArgs("openb_pod_list_multigpu20.csv");
+  args.insert(args.end(), {"--tie-order", "first"});
+  EXPECT_EQ(RunGpufedctl(args).exit_code, 2);  // CLI11: not one of the names
 }
 
 TEST(SimCliTest, PrintsATableByDefault) {

@@ -353,6 +353,55 @@ TEST(NodeFragmentationTest, HandComputed) {
   EXPECT_NEAR(NodeFragmentation(View({1000, 1000}, 10000), mix), 0.1 * 2000 + 0.1 * 2000, 1e-9);
 }
 
+TEST(NodeFragmentationTest, HostAwareCountsOnlyTheGpusTheHostCanFeed) {
+  // Free: 1000, 1000, 1000, 500 (3500 in all); 10 cores and 8 GiB free.
+  NodeView v = View({1000, 1000, 1000, 500}, 10000, 16000);
+  v.memory_free = 8192;
+  auto one = [&](Demand d, FragmentationMeasure measure, uint64_t memory = 0) {
+    MixEntry e;
+    e.demand = std::move(d);
+    e.demand.memory_mib = memory;
+    e.weight = 1;
+    return NodeFragmentation(v, {e}, measure);
+  };
+  using enum FragmentationMeasure;
+  // 300-milli shares of 4 cores: every GPU has room, but the CPU feeds only two replicas; they
+  // take the two GPUs with the most left, and the other 1500 are stranded.
+  EXPECT_DOUBLE_EQ(one(Share(300, 4000), kFgd), 0);
+  EXPECT_DOUBLE_EQ(one(Share(300, 4000), kHostAware), 1500);
+  // One whole GPU per replica of 5 cores: two of the three whole GPUs.
+  EXPECT_DOUBLE_EQ(one(Whole(1, 5000), kFgd), 500);
+  EXPECT_DOUBLE_EQ(one(Whole(1, 5000), kHostAware), 1500);
+  // Two GPUs per replica: the two replicas the CPU holds could use all three whole GPUs.
+  EXPECT_DOUBLE_EQ(one(Whole(2, 5000), kHostAware), 500);
+  // Memory limits the same way (3 GiB a replica: two fit), and memory too short for one
+  // replica strands everything; FGD does not look at memory.
+  EXPECT_DOUBLE_EQ(one(Share(300), kHostAware, 3072), 1500);
+  EXPECT_DOUBLE_EQ(one(Share(300), kHostAware, 10000), 3500);
+  EXPECT_DOUBLE_EQ(one(Share(300), kFgd, 10000), 0);
+  // Enough host for every GPU: the same as FGD.
+  EXPECT_DOUBLE_EQ(one(Share(300, 2000), kHostAware), 0);
+  // A host that reports neither CPU nor memory limits nothing.
+  EXPECT_DOUBLE_EQ(
+      NodeFragmentation(View({1000, 200}), {MixEntry{Share(300, 4000), {}, 1}}, kHostAware), 200);
+}
+
+TEST(GpufedTest, KeepsCpuHeavyWorkOffGpusItWouldStrand) {
+  // Typical work: one whole GPU and 8 cores. A 48-core CPU-only pod on the 8-GPU node leaves CPU
+  // for three such replicas there, stranding five GPUs; on the 2-GPU node it strands nothing.
+  const WorkloadMix mix = {MixEntry{Whole(1, 8000), {}, 1}};
+  const NodeView eight = View({1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}, 72000, 128000);
+  const NodeView two = View({1000, 1000}, 72000, 128000);
+  auto fgd = Policy("fgd");
+  fgd->SetMix(mix);
+  EXPECT_EQ(fgd->Choose(eight, CpuOnly(48000), 0).score,
+            fgd->Choose(two, CpuOnly(48000), 1).score);  // FGD cannot tell them apart
+  auto gpufed = Policy("gpufed");
+  gpufed->SetMix(mix);
+  EXPECT_GT(gpufed->Choose(two, CpuOnly(48000), 1).score,
+            gpufed->Choose(eight, CpuOnly(48000), 0).score + 1);  // whole points apart
+}
+
 TEST(MixOfTest, CoverageCutAndRenormalisation) {
   Pool pool;
   auto spec = [](uint32_t gpus, uint32_t milli, uint64_t cpu,
