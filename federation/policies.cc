@@ -119,9 +119,9 @@ double NodeFragmentation(const NodeView& node, const WorkloadMix& mix,
           most_first.begin());
       usable = enough >= d.gpus;
       uint64_t reach = enough;
-      if (usable && host_aware) {
+      if (usable && host_aware && d.kind == Demand::Kind::kShare) {
         const uint64_t replicas = HostReplicas(node, d);
-        if (replicas < enough) reach = std::min(enough, replicas * d.gpus);
+        reach = std::min(enough, replicas);
       }
       used = sum_of_first[reach];
     }
@@ -376,9 +376,10 @@ class FgdPolicy : public FragmentationPolicy {
 
 // gpufed's own policy (docs/placement.md): FGD's fragmentation gradient, with three changes that
 // each measured better on the openb traces (docs/simulator.md):
-// - fragmentation is host-aware (FragmentationMeasure::kHostAware): a typical workload can use
-//   only as many GPUs as the node's free CPU and host memory can feed (FGD asks only whether one
-//   replica fits), so work that eats a node's CPU or memory is charged for the GPUs it strands;
+// - fragmentation is host-aware (FragmentationMeasure::kHostAware): a typical share workload can
+//   use only as many GPUs as the node's free CPU and host memory can feed (FGD asks only whether
+//   one replica fits), so work that eats a node's CPU or memory is charged for the GPUs it
+//   strands; and no typical workload can use a node whose free memory is below its own;
 // - among nodes with the same gradient score, the node with the fewest whole free GPUs: fill
 //   nodes already in use and keep whole nodes for multi-GPU work;
 // - within a node, a share goes to the GPU it fills most (then the lowest index).

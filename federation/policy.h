@@ -109,10 +109,12 @@ enum class FragmentationMeasure {
   // The FGD paper's: a typical workload that can run on the node once can use every free GPU
   // with enough share left; host memory is not looked at.
   kFgd,
-  // gpufed's: the host feeds the GPUs. A typical workload can use at most as many GPUs as the
-  // replicas the node's free CPU and host memory still hold (times its GPUs per replica): the
-  // share left on the rest is stranded for it. A node with eight free GPUs and CPU for two more
-  // replicas offers two GPUs' worth, not eight.
+  // gpufed's: the host feeds the GPUs. A typical workload cannot run where free host memory is
+  // below its own, and a typical share workload (one replica per GPU share) can use at most as
+  // many GPUs as the replicas the node's free CPU and memory still hold: the share left on the
+  // rest is stranded for it. A node with eight free GPUs and CPU for two more replicas offers
+  // two GPUs' worth, not eight. Whole-GPU workloads are not limited that way (measured: limiting
+  // them too lost to FGD where multi-GPU pods dominate; docs/simulator.md).
   kHostAware,
 };
 
@@ -120,8 +122,8 @@ enum class FragmentationMeasure {
 // for each typical workload, the free milli-GPUs on the node it cannot use — all of them if it
 // cannot run there at all (wrong model, too little CPU or, kHostAware, memory, too few GPUs with
 // enough share left), and all of them for CPU-only workloads — weighted by how common it is.
-// kHostAware also counts what a workload could reach but the host cannot feed (above); where it
-// may use only some of the GPUs with enough share left, it uses those with the most.
+// kHostAware also counts what a share workload could reach but the host cannot feed (above);
+// where it may use only some of the GPUs with enough share left, it uses those with the most.
 double NodeFragmentation(const NodeView& node, const WorkloadMix& mix,
                          FragmentationMeasure measure = FragmentationMeasure::kFgd);
 

@@ -374,7 +374,7 @@ const std::map<std::string, std::string>& PinnedDigests() {
       {"random", "9577372337b0933d"},      {"first-fit", "876f114e9ae44580"},
       {"best-fit", "8d6aac5b85b359f3"},    {"dot-product", "8a82dcf805bd122d"},
       {"gpu-packing", "bc2b59724a0868f4"}, {"fgd", "7709901dff17d47e"},
-      {"gpufed", "e68752476aa004a3"},
+      {"gpufed", "318fc7fd582289a5"},
   };
   return *kPinned;
 }

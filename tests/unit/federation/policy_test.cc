@@ -369,11 +369,10 @@ TEST(NodeFragmentationTest, HostAwareCountsOnlyTheGpusTheHostCanFeed) {
   // take the two GPUs with the most left, and the other 1500 are stranded.
   EXPECT_DOUBLE_EQ(one(Share(300, 4000), kFgd), 0);
   EXPECT_DOUBLE_EQ(one(Share(300, 4000), kHostAware), 1500);
-  // One whole GPU per replica of 5 cores: two of the three whole GPUs.
+  // Whole-GPU workloads are not limited by the replicas the host holds (only by memory).
   EXPECT_DOUBLE_EQ(one(Whole(1, 5000), kFgd), 500);
-  EXPECT_DOUBLE_EQ(one(Whole(1, 5000), kHostAware), 1500);
-  // Two GPUs per replica: the two replicas the CPU holds could use all three whole GPUs.
-  EXPECT_DOUBLE_EQ(one(Whole(2, 5000), kHostAware), 500);
+  EXPECT_DOUBLE_EQ(one(Whole(1, 5000), kHostAware), 500);
+  EXPECT_DOUBLE_EQ(one(Whole(1, 5000), kHostAware, 10000), 3500);
   // Memory limits the same way (3 GiB a replica: two fit), and memory too short for one
   // replica strands everything; FGD does not look at memory.
   EXPECT_DOUBLE_EQ(one(Share(300), kHostAware, 3072), 1500);
@@ -387,9 +386,9 @@ TEST(NodeFragmentationTest, HostAwareCountsOnlyTheGpusTheHostCanFeed) {
 }
 
 TEST(GpufedTest, KeepsCpuHeavyWorkOffGpusItWouldStrand) {
-  // Typical work: one whole GPU and 8 cores. A 48-core CPU-only pod on the 8-GPU node leaves CPU
+  // Typical work: half a GPU and 8 cores. A 48-core CPU-only pod on the 8-GPU node leaves CPU
   // for three such replicas there, stranding five GPUs; on the 2-GPU node it strands nothing.
-  const WorkloadMix mix = {MixEntry{Whole(1, 8000), {}, 1}};
+  const WorkloadMix mix = {MixEntry{Share(500, 8000), {}, 1}};
   const NodeView eight = View({1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}, 72000, 128000);
   const NodeView two = View({1000, 1000}, 72000, 128000);
   auto fgd = Policy("fgd");
