@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "federation/failover.h"
@@ -103,17 +104,40 @@ absl::Status Scheduler::Rebuild() {
 }
 
 absl::Status Scheduler::ReloadPending() {
-  ASSIGN_OR_RETURN(std::vector<Workload> pending, workloads_->ListPending(options_.reload_limit));
+  // Only the rows this queue does not hold at their version are read: with a long queue, reading
+  // and decoding every spec each reload cost more than all the cycles between two reloads.
+  ASSIGN_OR_RETURN(std::vector<WorkloadStore::PendingVersion> listed,
+                   workloads_->ListPendingVersions(options_.reload_limit));
+  std::vector<WorkloadId> unread;
+  for (const WorkloadStore::PendingVersion& p : listed) {
+    auto it = queued_ids_.find(p.id);
+    if (it == queued_ids_.end() || queue_.at(it->second).workload.version != p.version) {
+      unread.push_back(p.id);
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<Workload> read, workloads_->GetWorkloads(unread));
+  // The queue is then rebuilt as if every row had been read: the rows it held come from it.
+  absl::flat_hash_map<WorkloadId, Workload> rows;
+  rows.reserve(listed.size());
+  for (Workload& w : read) {
+    const WorkloadId id = w.id;
+    rows.insert_or_assign(id, std::move(w));
+  }
+  for (auto& [key, queued] : queue_) {
+    rows.try_emplace(queued.workload.id, std::move(queued.workload));
+  }
   // Reservations of ADMITTED workloads are made again as the queue is judged.
   for (const auto& [key, queued] : queue_) {
-    if (!held_.contains(queued.workload.id)) ledger_.Drop(queued.workload.id);
+    if (!held_.contains(key.id)) ledger_.Drop(key.id);
   }
   queue_.clear();
   queued_ids_.clear();
   by_holder_.clear();
   mig_demand_.clear();
   dirty_ = Dirty{};
-  for (const Workload& w : pending) Enqueue(w);
+  for (const WorkloadStore::PendingVersion& p : listed) {
+    if (auto it = rows.find(p.id); it != rows.end()) Enqueue(it->second);
+  }
   // Forget since when those no longer waiting were overtaken.
   std::vector<WorkloadId> gone;
   for (const auto& [id, since] : overtaken_since_) {

@@ -134,7 +134,9 @@ class Scheduler {
   absl::Status Rebuild();
 
   // Re-reads the pending queue from the store (catches submissions made through other API
-  // replicas). Keeps the pool as it is.
+  // replicas, and changes it was not told of). The queue afterwards is as if every row had been
+  // read, but only the rows it did not hold at their version are (ListPendingVersions, then
+  // GetWorkloads). Keeps the pool as it is.
   absl::Status ReloadPending();
 
   // Saves the fair-share usage counted so far (QuotaStore::SaveUsage), so that the next active

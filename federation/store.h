@@ -130,6 +130,22 @@ class WorkloadStore {
   // Waiting workloads (PENDING, and ADMITTED: quota granted, not placed yet) in scheduling order
   // (priority desc, id asc).
   virtual absl::StatusOr<std::vector<Workload>> ListPending(int limit) = 0;
+  // The id and version of each workload ListPending(limit) would return, in the same order: a
+  // reload of the queue reads again only the rows it does not hold at their version (a row's
+  // version moves with every change). INVALID_ARGUMENT for a limit that is not positive. The
+  // default reads the rows; stores that can list less do.
+  struct PendingVersion {
+    WorkloadId id = 0;
+    uint64_t version = 0;
+  };
+  virtual absl::StatusOr<std::vector<PendingVersion>> ListPendingVersions(int limit);
+  // The workloads of `ids` (at most kMaxGetWorkloads, repeats allowed) that exist, in id order;
+  // unknown ids are left out, and so may be finished ones already archived. INVALID_ARGUMENT for
+  // too many ids or one that is not positive. The default reads them one by one.
+  static constexpr size_t kMaxGetWorkloads = 100000;
+  virtual absl::StatusOr<std::vector<Workload>> GetWorkloads(std::vector<WorkloadId> ids);
+  // GetWorkloads' argument check; sorts `ids` and drops repeats.
+  static absl::Status CheckGetWorkloads(std::vector<WorkloadId>& ids);
   // Workloads that hold capacity (PLACED, RUNNING), optionally for one cluster.
   virtual absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) = 0;
   // The ids of `tenant`'s workloads (with `project` non-empty, that project's) that hold

@@ -130,13 +130,19 @@ WITH moved AS (
 INSERT INTO workloads_archive SELECT * FROM moved
 )sql";
 constexpr const char* kGetWorkloads =
-    "SELECT" GPUFED_WORKLOAD_COLUMNS "FROM workloads w WHERE w.id = ANY($1::bigint[])";
+    "SELECT" GPUFED_WORKLOAD_COLUMNS
+    "FROM workloads w WHERE w.id = ANY($1::bigint[]) ORDER BY w.id";
 constexpr const char* kLockWorkload =
     "SELECT" GPUFED_WORKLOAD_COLUMNS "FROM workloads w WHERE w.id = $1 FOR UPDATE";
 constexpr const char* kListPending =
     "SELECT" GPUFED_WORKLOAD_COLUMNS
     "FROM workloads w WHERE w.state IN ('PENDING', 'ADMITTED') ORDER BY w.priority DESC, w.id "
     "LIMIT $1";
+// ListPending's rows, id and version only: a reload of the scheduler's queue reads the rest
+// only for the rows it does not hold at that version.
+constexpr const char* kListPendingVersions =
+    "SELECT w.id, w.version FROM workloads w WHERE w.state IN ('PENDING', 'ADMITTED') "
+    "ORDER BY w.priority DESC, w.id LIMIT $1";
 // A resumed Watch's catch-up: keyset pages in the order of the last change
 // (migrations/0011: index on (updated_at, id)). $1, $2: after this (microseconds, id); $3: one
 // tenant or NULL for all.
@@ -807,6 +813,7 @@ constexpr std::pair<const char*, const char*> kStatements[] = {
     {"archive_finished", kArchiveFinished},
     {"lock_workload", kLockWorkload},
     {"list_pending", kListPending},
+    {"list_pending_versions", kListPendingVersions},
     {"list_changed_after", kListChangedAfter},
     {"list_active", kListActive},
     {"list_active_on_cluster", kListActiveOnCluster},
@@ -1583,6 +1590,30 @@ absl::StatusOr<std::vector<Workload>> PgStore::ListPending(int limit) {
   return control_pool_->Transact<pqxx::nontransaction>(
       "list pending workloads", [limit](pqxx::nontransaction& txn) {
         return WorkloadsFromResult(txn.exec_prepared("list_pending", limit));
+      });
+}
+
+absl::StatusOr<std::vector<WorkloadStore::PendingVersion>> PgStore::ListPendingVersions(int limit) {
+  if (limit <= 0) return absl::InvalidArgumentError("limit: must be positive");
+  return control_pool_->Transact<pqxx::nontransaction>(
+      "list pending versions",
+      [limit](pqxx::nontransaction& txn) -> absl::StatusOr<std::vector<PendingVersion>> {
+        std::vector<PendingVersion> out;
+        const pqxx::result rows = txn.exec_prepared("list_pending_versions", limit);
+        out.reserve(rows.size());
+        for (const pqxx::row& row : rows) {
+          out.push_back({row[0].as<WorkloadId>(), row[1].as<uint64_t>()});
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<Workload>> PgStore::GetWorkloads(std::vector<WorkloadId> ids) {
+  RETURN_IF_ERROR(CheckGetWorkloads(ids));
+  if (ids.empty()) return std::vector<Workload>{};
+  return control_pool_->Transact<pqxx::nontransaction>(
+      "read workloads", [&ids](pqxx::nontransaction& txn) {
+        return WorkloadsFromResult(txn.exec_prepared("get_workloads", IdArray(ids)));
       });
 }
 

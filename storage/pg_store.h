@@ -160,6 +160,8 @@ class PgStore final : public WorkloadStore,
                                                          Timestamp after_time, WorkloadId after_id,
                                                          int limit) override;
   absl::StatusOr<std::vector<Workload>> ListPending(int limit) override;
+  absl::StatusOr<std::vector<PendingVersion>> ListPendingVersions(int limit) override;
+  absl::StatusOr<std::vector<Workload>> GetWorkloads(std::vector<WorkloadId> ids) override;
   absl::StatusOr<std::vector<Workload>> ListActive(const std::string& cluster) override;
   absl::StatusOr<std::vector<WorkloadId>> ListHeldIds(const std::string& tenant,
                                                       const std::string& project) override;

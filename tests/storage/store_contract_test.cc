@@ -1134,6 +1134,59 @@ TEST_P(StoreContractTest, ListPendingIsPriorityDescThenIdAsc) {
   EXPECT_THAT(workloads().ListPending(-1), StatusIs(Code::kInvalidArgument));
 }
 
+// What a reload of the queue reads first: ListPending's ids, in its order, with versions that
+// move with every change of the row.
+TEST_P(StoreContractTest, ListPendingVersionsIsListPendingsIdsAndVersions) {
+  AddTenants();
+  std::vector<WorkloadId> ids;
+  for (int i = 0; i < 5; ++i) {
+    WorkloadSpec spec = Spec("w" + std::to_string(i));
+    spec.priority = i % 2;
+    ids.push_back(MustSubmit(spec).id);
+  }
+  Advance(ids[4], S::kRunning);
+  ASSERT_OK(workloads().SetPendingReasons({{ids[0], PendingReason(ReasonCode::kNoClusters)}}));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> pending, workloads().ListPending(10));
+  ASSERT_OK_AND_ASSIGN(std::vector<WorkloadStore::PendingVersion> versions,
+                       workloads().ListPendingVersions(10));
+  ASSERT_EQ(versions.size(), pending.size());
+  for (size_t i = 0; i < pending.size(); ++i) {
+    EXPECT_EQ(versions[i].id, pending[i].id);
+    EXPECT_EQ(versions[i].version, pending[i].version);
+  }
+  EXPECT_EQ(versions.size(), 4u);
+  EXPECT_EQ(versions.back().id, ids[2]);
+  ASSERT_OK_AND_ASSIGN(Workload first, workloads().Get(ids[0]));
+  ASSERT_OK_AND_ASSIGN(Workload second, workloads().Get(ids[2]));
+  EXPECT_GT(first.version, second.version);  // its reason was written
+  ASSERT_OK_AND_ASSIGN(std::vector<WorkloadStore::PendingVersion> one,
+                       workloads().ListPendingVersions(1));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].id, pending[0].id);
+  EXPECT_THAT(workloads().ListPendingVersions(0), StatusIs(Code::kInvalidArgument));
+}
+
+TEST_P(StoreContractTest, GetWorkloadsReadsThoseThatExistInIdOrder) {
+  AddTenants();
+  const WorkloadId a = MustSubmit(Spec("a")).id;
+  const WorkloadId b = MustSubmit(Spec("b")).id;
+  Advance(b, S::kRunning);
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> got, workloads().GetWorkloads({b, 424242, a, b}));
+  EXPECT_EQ(Ids(got), (std::vector<WorkloadId>{a, b}));
+  ASSERT_OK_AND_ASSIGN(Workload stored_b, workloads().Get(b));
+  EXPECT_EQ(got[1].state, S::kRunning);
+  EXPECT_EQ(got[1].version, stored_b.version);
+  EXPECT_EQ(got[1].spec, stored_b.spec);
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> none, workloads().GetWorkloads({}));
+  EXPECT_TRUE(none.empty());
+  EXPECT_THAT(workloads().GetWorkloads({a, 0}), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(workloads().GetWorkloads({-5}), StatusIs(Code::kInvalidArgument));
+  EXPECT_THAT(
+      workloads().GetWorkloads(std::vector<WorkloadId>(WorkloadStore::kMaxGetWorkloads + 1, a)),
+      StatusIs(Code::kInvalidArgument));
+}
+
 TEST_P(StoreContractTest, ListActiveIsPlacedAndRunningInIdOrder) {
   AddTenants();
   std::vector<WorkloadId> ids;

@@ -54,6 +54,13 @@ class RecordingWorkloads final : public WorkloadStore {
   absl::StatusOr<std::vector<Workload>> ListPending(int limit) override {
     return store_->ListPending(limit);
   }
+  absl::StatusOr<std::vector<PendingVersion>> ListPendingVersions(int limit) override {
+    return store_->ListPendingVersions(limit);
+  }
+  absl::StatusOr<std::vector<Workload>> GetWorkloads(std::vector<WorkloadId> ids) override {
+    reads.insert(reads.end(), ids.begin(), ids.end());
+    return store_->GetWorkloads(std::move(ids));
+  }
   absl::StatusOr<std::vector<WorkloadId>> ListHeldIds(const std::string& tenant,
                                                       const std::string& project) override {
     return store_->ListHeldIds(tenant, project);
@@ -106,7 +113,11 @@ class RecordingWorkloads final : public WorkloadStore {
     return out;
   }
 
+  // The ids read by GetWorkloads since the last call.
+  std::vector<WorkloadId> TakeReads() { return std::exchange(reads, {}); }
+
   std::vector<std::vector<std::pair<WorkloadId, PendingReason>>> reason_writes;
+  std::vector<WorkloadId> reads;
   bool fail_transitions = false;
 
  private:
@@ -201,6 +212,30 @@ TEST_F(SchedulerTest, PlacesWhatFitsAndRecordsWhyTheRestWaits) {
   EXPECT_TRUE(never.pending_reason.never_fits());
   EXPECT_EQ(cycle.stats.reasons_written, 1);
   EXPECT_EQ(scheduler->pending_count(), 2);
+}
+
+// A reload reads again only the rows its queue does not hold at their version: submissions made
+// through another replica and rows changed there. What left the queue there leaves it here.
+TEST_F(SchedulerTest, AReloadReadsOnlyTheRowsThatChanged) {
+  AddCluster("dgx");
+  Workload a = Submit(Gpus("a", 1));
+  Workload b = Submit(Gpus("b", 1));
+  auto scheduler = Start();
+  EXPECT_THAT(workloads_.TakeReads(), UnorderedElementsAre(a.id, b.id));
+  ASSERT_OK(scheduler->ReloadPending());
+  EXPECT_THAT(workloads_.TakeReads(), ::testing::IsEmpty());
+
+  Workload c = Submit(Gpus("c", 1));
+  ASSERT_OK(store_.RequestCancel(a.id, "user:alice", "not needed"));
+  ASSERT_OK(store_.SetPendingReasons({{b.id, PendingReason(ReasonCode::kNoClusters)}}));
+  ASSERT_OK(scheduler->ReloadPending());
+  EXPECT_THAT(workloads_.TakeReads(), UnorderedElementsAre(b.id, c.id));
+  EXPECT_EQ(scheduler->pending_count(), 2);
+
+  ASSERT_OK_AND_ASSIGN(CycleResult cycle, scheduler->RunCycle());
+  EXPECT_THAT(Ids(cycle.placed), UnorderedElementsAre(b.id, c.id));
+  EXPECT_EQ(scheduler->pending_count(), 0);
+  EXPECT_EQ(Stored(a.id).state, WorkloadState::kCancelled);
 }
 
 TEST_F(SchedulerTest, HigherPriorityGoesFirstThenSubmissionOrder) {
