@@ -329,14 +329,25 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkloadEvent> {
   // Reads the next page of the catch-up (on an executor thread) and queues what the filter
   // lets through.
   void ReadResyncPage() {
-    ChangeCursor from;
+    std::optional<ChangeCursor> from;
     {
-      absl::MutexLock lock(&mu_);
-      if (finishing_ || !resync_from_) return;
-      from = *resync_from_;
+      std::optional<grpc::Status> finish;
+      bool turn = false;
+      {
+        absl::MutexLock lock(&mu_);
+        if (finishing_) return;
+        from = resync_from_;
+        if (!from) {
+          // Dropped between asking for this page and now (DropLocked): nothing to read, but
+          // what waited for the read (the end, RESOURCE_EXHAUSTED) must still come.
+          fetching_ = false;
+          turn = AdvanceLocked(&finish);
+        }
+      }
+      if (!from) return Continue(turn, finish);
     }
     DeadlineScope deadline(AbslNow(*ctx_.clock) + ctx_.max_call_duration);
-    absl::StatusOr<std::vector<Workload>> page = ctx_.plane->WatchResync(*who_, from, kResyncPage);
+    absl::StatusOr<std::vector<Workload>> page = ctx_.plane->WatchResync(*who_, *from, kResyncPage);
     if (!page.ok()) return FinishOnce(ToGrpcStatus(page.status()));
     std::optional<grpc::Status> finish;
     bool turn = false;

@@ -12,10 +12,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "federation/watch_filter.h"
+#include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "pqxx/pqxx"
 #include "server/server.h"
 #include "tests/service/in_process_server.h"
 #include "tests/support/process_harness.h"
@@ -26,11 +29,16 @@ namespace {
 
 class WatchResumeTest : public ::testing::Test {
  protected:
+  // What the server runs with; a fixture below changes it.
+  virtual server::ServerConfig Config() const { return {}; }
+
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(testing::InProcessServer started,
-                         testing::StartInProcessServer(dir_.path()));
+                         testing::StartInProcessServer(dir_.path(), Config()));
     server_ = std::move(started.server);
     address_ = started.address;
+    admin_ = started.admin_token;
+    dsn_ = started.dsn;
     auto user = testing::BootstrapTenant(address_, started.admin_token, "acme", "research");
     ASSERT_OK(user);
     user_ = *user;
@@ -96,7 +104,7 @@ class WatchResumeTest : public ::testing::Test {
 
   testing::TempDir dir_{"gpufed-watch-resume"};
   std::unique_ptr<server::Server> server_;
-  std::string address_, user_;
+  std::string address_, user_, admin_, dsn_;
   std::unique_ptr<v1::WorkloadService::Stub> workloads_;
 };
 
@@ -235,6 +243,83 @@ TEST_F(WatchResumeTest, AWatchOfOneWorkloadResumedAtItsVersionGetsNoSnapshot) {
   ASSERT_FALSE(got.empty());
   for (const v1::WorkloadEvent& g : got) EXPECT_GT(g.workload().version(), pending.version());
   EXPECT_EQ(got.back().workload().state(), v1::WORKLOAD_STATE_CANCELLED);
+}
+
+// One executor thread, so that a test can make a catch-up's next page wait for it.
+class WatchResumeOneExecutorThreadTest : public WatchResumeTest {
+ protected:
+  server::ServerConfig Config() const override {
+    server::ServerConfig config;
+    config.executor_threads = 1;
+    return config;
+  }
+};
+
+// A resumed watcher whose stream overflows while the read of its catch-up's next page waits for
+// the executor is ended RESOURCE_EXHAUSTED once that read runs. (It was left open and silent for
+// good: the read saw the catch-up cancelled by the drop and returned without ending the stream.
+// Found by `gpufed-bench e2e --clients 64`, whose watcher resumed, then hung.)
+TEST_F(WatchResumeOneExecutorThreadTest, AStreamDroppedWhileItsNextPageWaitsStillEnds) {
+  // More than one page (64 workloads) to catch up on, each large, so that a page's writes wait
+  // for the reader. (Quickly: from the first Submit on, the caller is known without asking the
+  // store for 10 s, and the Submits below must not need the executor.)
+  const v1::Workload first = Submit("catch-up-0", 16000);
+  for (int i = 1; i < 70; ++i) Submit("catch-up-" + std::to_string(i), 16000);
+
+  // A client whose transport takes no more than it reads: the test says when the page is
+  // written.
+  auto slow = v1::WorkloadService::NewStub(testing::ConnectSlowReader(address_));
+  grpc::ClientContext ctx;
+  Authorize(&ctx);
+  v1::WatchRequest resume;
+  *resume.mutable_resume_after() = first.create_time();
+  auto reader = slow->Watch(&ctx, resume);
+  v1::WorkloadEvent e;
+  ASSERT_TRUE(reader->Read(&e));
+  ASSERT_TRUE(e.resync());
+
+  // The executor's only thread held by a ListClusters that waits for a lock the test holds.
+  pqxx::connection locker(dsn_);
+  pqxx::work lock(locker);
+  lock.exec("LOCK TABLE clusters IN ACCESS EXCLUSIVE MODE");
+  auto clusters = v1::ClusterService::NewStub(testing::Connect(address_));
+  grpc::Status busy_status;
+  std::thread busy([&] {
+    grpc::ClientContext busy_ctx;
+    busy_ctx.AddMetadata("authorization", "Bearer " + admin_);
+    busy_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::ListClustersResponse response;
+    busy_status = clusters->ListClusters(&busy_ctx, v1::ListClustersRequest(), &response);
+  });
+  auto release = absl::MakeCleanup([&] {
+    lock.abort();
+    busy.join();
+  });
+  bool waiting = false;
+  for (int i = 0; i < 500 && !waiting; ++i) {
+    waiting = lock.exec1(
+                      "SELECT count(*) FROM pg_locks "
+                      "WHERE relation = 'clusters'::regclass AND NOT granted")[0]
+                  .as<int64_t>() > 0;
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(waiting) << "the ListClusters never reached the lock: the test proves nothing";
+
+  // The rest of the first page: once it is written the stream asks for the next one, whose read
+  // waits behind the ListClusters.
+  for (int i = 1; i < 64; ++i) {
+    ASSERT_TRUE(reader->Read(&e));
+    ASSERT_TRUE(e.resync());
+  }
+  // Live events far beyond the stream's bound (128 KiB) meanwhile: they are dropped.
+  for (int i = 0; i < 20; ++i) Submit("big-" + std::to_string(i), 16000);
+  std::move(release).Invoke();
+  EXPECT_OK(busy_status);
+
+  // What was written before the drop, then the end: not silence until the deadline.
+  while (reader->Read(&e)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
 TEST_F(WatchResumeTest, BadResumeFieldsAreInvalidArgumentNamingTheField) {
