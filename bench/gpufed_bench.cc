@@ -2,6 +2,7 @@
 //
 //   gpufed-bench submit --clients 8 --count 20000   durable, acknowledged submissions
 //   gpufed-bench e2e --jobs 5000                    first submit to last SUCCEEDED, process backend
+//                                                   (--backend sim: the control plane alone)
 //   gpufed-bench failover --runs 10 --jobs 8        cut a cluster off: time until its work moved
 //   gpufed-bench spot --runs 5 --jobs 8             spot reclaims: time until the work is placed
 //                                                   again (bench/spot_bench.h)
@@ -31,6 +32,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -274,7 +276,8 @@ int BenchSubmit(Target& t, int clients, int count, double paced_rate, double pac
   return closed.errors + paced.errors == 0 ? 0 : 1;
 }
 
-int BenchE2e(Target& t, int jobs, int clients, const std::string& topology) {
+int BenchE2e(Target& t, int jobs, int clients, const std::string& topology,
+             const std::string& backend) {
   const std::string tenant = "bench";
   auto agent_token =
       gpufed::testing::CreateAgentToken(t.address, t.server.admin_token, "bench-16x8");
@@ -283,35 +286,73 @@ int BenchE2e(Target& t, int jobs, int clients, const std::string& topology) {
   ao.server_address = t.address;
   ao.token = *agent_token;
   ao.topology = topology;
-  ao.backend = "process";
+  ao.backend = backend;
   ao.work_dir = t.dir->path() + "/agent";
   ao.log_path = t.dir->path() + "/agent.log";
   auto agent = gpufed::testing::StartAgent(ao);
   if (!agent.ok()) return Fail(agent.status().ToString());
 
-  // Count terminal events on one Watch stream.
-  std::atomic<int> succeeded{0}, failed{0};
+  // Count the workloads that reached a terminal state, from one Watch of every workload. A
+  // reader that falls behind (this process also runs the submitting clients) is ended
+  // RESOURCE_EXHAUSTED by the server; it watches again from the last event's resume_after, as
+  // any client should (docs/interfaces.md, "Resuming a Watch"). The catch-up may repeat a
+  // workload, hence the set. A workload first learned of from a catch-up counts as ended when
+  // the bench learned of it: later than it did, so the figure errs on the slow side.
+  std::atomic<int> succeeded{0}, failed{0}, watch_restarts{0};
   std::atomic<int64_t> last_end_ns{0};
   auto watch_channel = gpufed::testing::Connect(t.address);
   auto watch_stub = gpufed::v1::WorkloadService::NewStub(watch_channel);
-  grpc::ClientContext watch_ctx;
-  watch_ctx.AddMetadata("authorization", "Bearer " + t.token);
-  gpufed::v1::WatchRequest wreq;
-  auto reader = watch_stub->Watch(&watch_ctx, wreq);
+  std::mutex watch_mu;
+  std::shared_ptr<grpc::ClientContext> watch_ctx;  // guarded by watch_mu
+  bool watch_stopping = false;                     // guarded by watch_mu
   std::thread watcher([&] {
-    gpufed::v1::WorkloadEvent e;
-    while (reader->Read(&e)) {
-      if (e.to_state() == gpufed::v1::WORKLOAD_STATE_SUCCEEDED) {
-        succeeded.fetch_add(1);
-      } else if (e.to_state() == gpufed::v1::WORKLOAD_STATE_FAILED ||
-                 e.to_state() == gpufed::v1::WORKLOAD_STATE_CANCELLED) {
-        failed.fetch_add(1);
-      } else {
-        continue;
+    std::set<std::string> ended;
+    google::protobuf::Timestamp resume;
+    bool have_resume = false;
+    for (;;) {
+      auto ctx = std::make_shared<grpc::ClientContext>();
+      ctx->AddMetadata("authorization", "Bearer " + t.token);
+      {
+        std::lock_guard<std::mutex> lock(watch_mu);
+        if (watch_stopping) return;
+        watch_ctx = ctx;
       }
-      last_end_ns.store(Clock::now().time_since_epoch().count());
+      gpufed::v1::WatchRequest wreq;
+      if (have_resume) *wreq.mutable_resume_after() = resume;
+      auto reader = watch_stub->Watch(ctx.get(), wreq);
+      gpufed::v1::WorkloadEvent e;
+      while (reader->Read(&e)) {
+        if (e.has_resume_after()) {
+          resume = e.resume_after();
+          have_resume = true;
+        }
+        const gpufed::v1::WorkloadState to = e.to_state();
+        const bool ok = to == gpufed::v1::WORKLOAD_STATE_SUCCEEDED;
+        if (!ok && to != gpufed::v1::WORKLOAD_STATE_FAILED &&
+            to != gpufed::v1::WORKLOAD_STATE_CANCELLED) {
+          continue;
+        }
+        if (!ended.insert(e.workload().id()).second) continue;
+        (ok ? succeeded : failed).fetch_add(1);
+        last_end_ns.store(Clock::now().time_since_epoch().count());
+      }
+      const grpc::Status status = reader->Finish();
+      std::lock_guard<std::mutex> lock(watch_mu);
+      if (watch_stopping) return;
+      // More changed since the resume point than one catch-up takes: live events from here on
+      // (the count may then stay short, and the bench says so).
+      if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) have_resume = false;
+      watch_restarts.fetch_add(1);
     }
   });
+  auto stop_watcher = [&] {
+    {
+      std::lock_guard<std::mutex> lock(watch_mu);
+      watch_stopping = true;
+      if (watch_ctx) watch_ctx->TryCancel();
+    }
+    watcher.join();
+  };
   // Submit once the agent has registered, so that its capacity exists when work arrives.
   auto clusters = gpufed::v1::ClusterService::NewStub(watch_channel);
   bool ready = false;
@@ -325,7 +366,10 @@ int BenchE2e(Target& t, int jobs, int clients, const std::string& topology) {
             cluster.state() == gpufed::v1::CLUSTER_STATE_READY;
     if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
-  if (!ready) return Fail("the agent did not register within 10 s");
+  if (!ready) {
+    stop_watcher();
+    return Fail("the agent did not register within 10 s");
+  }
 
   SubmitResult submitted = RunSubmits(t, tenant, clients, jobs, 0, "e2e-", {"true"});
   const auto deadline = Clock::now() + std::chrono::minutes(10);
@@ -333,8 +377,7 @@ int BenchE2e(Target& t, int jobs, int clients, const std::string& topology) {
          Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  watch_ctx.TryCancel();
-  watcher.join();
+  stop_watcher();
   double seconds = std::chrono::duration<double>(
                        Clock::time_point(Clock::duration(last_end_ns.load())) - submitted.first)
                        .count();
@@ -347,8 +390,9 @@ int BenchE2e(Target& t, int jobs, int clients, const std::string& topology) {
       {"seconds", seconds},
       {"jobs_per_second", seconds > 0 ? succeeded.load() / seconds : 0.0},
       {"submit_seconds", submitted.seconds},
+      {"watch_restarts", watch_restarts.load()},
       {"gpus", 128},
-      {"backend", "process"},
+      {"backend", backend},
   };
   (*agent)->Stop();
   std::cout << out.dump() << std::endl;
@@ -799,7 +843,7 @@ int main(int argc, char** argv) {
   submit->add_option("--count", count)->check(CLI::Range(1, 10000000));
   submit->add_option("--paced-rate", paced_rate, "second phase: submissions/s (0: skip)");
   submit->add_option("--paced-seconds", paced_seconds);
-  auto* e2e = app.add_subcommand("e2e", "one agent, process backend, one-GPU jobs running true");
+  auto* e2e = app.add_subcommand("e2e", "one agent, one-GPU jobs running true (process backend)");
   int runs = 10;
   auto* failover =
       app.add_subcommand("failover", "two clusters, default timings, cut one off: time to move");
@@ -810,6 +854,10 @@ int main(int argc, char** argv) {
   e2e->add_option("--jobs", jobs)->check(CLI::Range(1, 1000000));
   e2e->add_option("--clients", clients)->check(CLI::Range(1, 256));
   e2e->add_option("--topology", topology);
+  std::string e2e_backend = "process";
+  e2e->add_option("--backend", e2e_backend,
+                  "process: each job is a process (`true`); sim: jobs end at once, no process")
+      ->check(CLI::IsMember({"process", "sim"}));
   gpufed::bench::SpotBenchOptions sb;
   auto* spot = app.add_subcommand(
       "spot",
@@ -905,7 +953,7 @@ int main(int argc, char** argv) {
   int rc = submit->parsed()        ? BenchSubmit(target, clients, count, paced_rate, paced_seconds)
            : failover->parsed()    ? BenchFailover(target, runs, jobs)
            : watch_flood->parsed() ? BenchWatchFlood(target, streams, flood_rate, flood_seconds)
-                                   : BenchE2e(target, jobs, clients, topology);
+                                   : BenchE2e(target, jobs, clients, topology, e2e_backend);
   target.server.process->Stop();
   return rc;
 }
