@@ -464,7 +464,7 @@ int BenchFailover(Target& t, int runs, int jobs) {
         grpc::ClientContext ctx;
         ctx.AddMetadata("authorization", "Bearer " + t.token);
         gpufed::v1::SubmitRequest req = MakeRequest("bench", absl::StrCat("failover-", j), {});
-        req.mutable_spec()->mutable_estimated_duration()->set_seconds(24 * 3600);
+        req.mutable_spec()->mutable_estimated_duration()->set_seconds(int64_t{24} * 3600);
         req.mutable_spec()->mutable_retry()->set_max_attempts(100);
         gpufed::v1::SubmitResponse resp;
         if (!workloads->Submit(&ctx, req, &resp).ok()) return Fail("submit failed");
@@ -629,6 +629,7 @@ LoadFigures RunWatchedLoad(const Target& t, const std::string& watcher_token, do
   std::atomic<int> next{0};
   const Clock::time_point start = Clock::now();
   std::vector<std::thread> clients;
+  clients.reserve(4);
   for (int c = 0; c < 4; ++c) {
     clients.emplace_back([&, c] {
       grpc::ChannelArguments client_args;

@@ -30,7 +30,7 @@ namespace {
 class WatchResumeTest : public ::testing::Test {
  protected:
   // What the server runs with; a fixture below changes it.
-  virtual server::ServerConfig Config() const { return {}; }
+  [[nodiscard]] virtual server::ServerConfig Config() const { return {}; }
 
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(testing::InProcessServer started,
@@ -248,7 +248,7 @@ TEST_F(WatchResumeTest, AWatchOfOneWorkloadResumedAtItsVersionGetsNoSnapshot) {
 // One executor thread, so that a test can make a catch-up's next page wait for it.
 class WatchResumeOneExecutorThreadTest : public WatchResumeTest {
  protected:
-  server::ServerConfig Config() const override {
+  [[nodiscard]] server::ServerConfig Config() const override {
     server::ServerConfig config;
     config.executor_threads = 1;
     return config;
