@@ -919,7 +919,9 @@ class SimAgent {
     s.set_state(r.state);
     s.set_exit_code(r.state == v1::WORKLOAD_STATE_FAILED ? 1 : 0);
     s.set_message(r.message);
-    *s.mutable_time() = TimeUtil::GetCurrentTime();
+    // Not TimeUtil::GetCurrentTime: Debian's protobuf 3.21 answers whole seconds, which would
+    // meter a run of a few milliseconds as none (or a whole second).
+    *s.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
     s.set_epoch(r.epoch);
     s.set_attempt(r.attempt);
     return s;

@@ -15,7 +15,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/time_util.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -84,11 +87,17 @@ class PrometheusTest : public ::testing::Test {
       }
     }
     ASSERT_FALSE(short_id.empty());
+    // Each update carries when it happened, as a real agent's does: without it the server
+    // stamps its own time, and a loaded server that takes both in one transaction would see a
+    // run of no length (nothing to meter).
     for (v1::WorkloadState state : {v1::WORKLOAD_STATE_RUNNING, v1::WORKLOAD_STATE_SUCCEEDED}) {
       v1::AgentMessage status;
       v1::WorkloadStatus* u = status.mutable_status()->add_updates();
       u->set_workload_id(short_id);
       u->set_state(state);
+      // (Not TimeUtil::GetCurrentTime: Debian's protobuf 3.21 answers whole seconds.)
+      *u->mutable_time() =
+          google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
       ASSERT_TRUE(agent_->Write(status));
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
