@@ -39,6 +39,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "api/convert.h"
+#include "bench/resuming_watch.h"
 #include "federation/gpu_catalog.h"
 #include "federation/pool.h"
 #include "federation/types.h"
@@ -1149,25 +1150,18 @@ class Watcher {
 
   Watcher(const std::string& address, std::string token,
           const std::unordered_map<std::string, const ClusterPlan*>* plans)
-      : token_(std::move(token)), plans_(plans) {
+      : plans_(plans) {
     grpc::ChannelArguments args;
     args.SetInt("gpufed.bench.fleet.watch", 1);
-    stub_ = v1::WorkloadService::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
-    thread_ = std::thread([this] { Loop(); });
+    watch_ = std::make_unique<ResumingWatch>(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args),
+        std::move(token), [this](const v1::WorkloadEvent& e) { OnEvent(e); }, "fleet");
   }
   ~Watcher() { Stop(); }
 
-  void Stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-      if (ctx_ != nullptr) ctx_->TryCancel();
-    }
-    if (thread_.joinable()) thread_.join();
-  }
+  void Stop() { watch_->Stop(); }
 
-  [[nodiscard]] int64_t events() const { return events_.load(); }
+  [[nodiscard]] int64_t events() const { return watch_->events(); }
   std::optional<Placed> PlacedAt(const std::string& id) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = placed_.find(id);
@@ -1180,7 +1174,7 @@ class Watcher {
     for (const std::string& id : ids) n += placed_.count(id);
     return n;
   }
-  [[nodiscard]] int64_t restarts() const { return restarts_.load(); }
+  [[nodiscard]] int64_t restarts() const { return watch_->restarts(); }
   std::map<std::string, int> violations() {
     std::lock_guard<std::mutex> lock(mu_);
     return violations_;
@@ -1188,49 +1182,19 @@ class Watcher {
   [[nodiscard]] int64_t checked() const { return checked_.load(); }
 
  private:
-  void Loop() {
-    google::protobuf::Timestamp resume;
-    bool have_resume = false;
-    for (;;) {
-      auto ctx = std::make_shared<grpc::ClientContext>();
-      ctx->AddMetadata("authorization", "Bearer " + token_);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (stopping_) return;
-        ctx_ = ctx;
-      }
-      v1::WatchRequest req;
-      if (have_resume) *req.mutable_resume_after() = resume;
-      auto reader = stub_->Watch(ctx.get(), req);
-      v1::WorkloadEvent e;
-      while (reader->Read(&e)) {
-        const Clock::time_point now = Clock::now();
-        events_++;
-        if (e.has_resume_after()) {
-          resume = e.resume_after();
-          have_resume = true;
-        }
-        if (e.resync() || e.to_state() != v1::WORKLOAD_STATE_PLACED) continue;
-        Placed p;
-        p.at = now;
-        p.server_ms = static_cast<double>(
-                          TimeUtil::DurationToMicroseconds(e.time() - e.workload().create_time())) /
-                      1000;
-        p.cluster = e.workload().assignment().cluster();
-        const std::string violation = CheckRules(e.workload());
-        std::lock_guard<std::mutex> lock(mu_);
-        placed_.emplace(e.workload().id(), std::move(p));
-        if (!violation.empty()) violations_[violation]++;
-      }
-      const grpc::Status s = reader->Finish();
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-      // Too much changed since the resume point: live events only from here.
-      if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) have_resume = false;
-      restarts_++;
-      std::cerr << "fleet: watch ended (" << s.error_code() << " " << s.error_message()
-                << "); watching again\n";
-    }
+  void OnEvent(const v1::WorkloadEvent& e) {
+    const Clock::time_point now = Clock::now();
+    if (e.resync() || e.to_state() != v1::WORKLOAD_STATE_PLACED) return;
+    Placed p;
+    p.at = now;
+    p.server_ms = static_cast<double>(
+                      TimeUtil::DurationToMicroseconds(e.time() - e.workload().create_time())) /
+                  1000;
+    p.cluster = e.workload().assignment().cluster();
+    const std::string violation = CheckRules(e.workload());
+    std::lock_guard<std::mutex> lock(mu_);
+    placed_.emplace(e.workload().id(), std::move(p));
+    if (!violation.empty()) violations_[violation]++;
   }
 
   // The hard rules the bench's mix uses, judged against what the bench declared.
@@ -1257,18 +1221,12 @@ class Watcher {
     return "";
   }
 
-  const std::string token_;
   const std::unordered_map<std::string, const ClusterPlan*>* const plans_;
-  std::unique_ptr<v1::WorkloadService::Stub> stub_;
   std::mutex mu_;
-  std::shared_ptr<grpc::ClientContext> ctx_;
-  bool stopping_ = false;
-  std::unordered_map<std::string, Placed> placed_;
-  std::map<std::string, int> violations_;
-  std::atomic<int64_t> events_{0};
-  std::atomic<int64_t> restarts_{0};
+  std::unordered_map<std::string, Placed> placed_;  // guarded by mu_
+  std::map<std::string, int> violations_;           // guarded by mu_
   std::atomic<int64_t> checked_{0};
-  std::thread thread_;
+  std::unique_ptr<ResumingWatch> watch_;  // made last: it calls OnEvent at once
 };
 
 // ---- The submission mix ----

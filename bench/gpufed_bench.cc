@@ -47,6 +47,7 @@
 #include "bench/fleet_bench.h"
 #include "bench/placement_bench.h"
 #include "bench/report_bench.h"
+#include "bench/resuming_watch.h"
 #include "bench/spot_bench.h"
 #include "gpufed/v1/cluster_service.grpc.pb.h"
 #include "gpufed/v1/tenant_service.grpc.pb.h"
@@ -292,67 +293,26 @@ int BenchE2e(Target& t, int jobs, int clients, const std::string& topology,
   auto agent = gpufed::testing::StartAgent(ao);
   if (!agent.ok()) return Fail(agent.status().ToString());
 
-  // Count the workloads that reached a terminal state, from one Watch of every workload. A
-  // reader that falls behind (this process also runs the submitting clients) is ended
-  // RESOURCE_EXHAUSTED by the server; it watches again from the last event's resume_after, as
-  // any client should (docs/interfaces.md, "Resuming a Watch"). The catch-up may repeat a
-  // workload, hence the set. A workload first learned of from a catch-up counts as ended when
-  // the bench learned of it: later than it did, so the figure errs on the slow side.
-  std::atomic<int> succeeded{0}, failed{0}, watch_restarts{0};
+  // Count the workloads that reached a terminal state, from one Watch of every workload that
+  // resumes when the server ends it (this process also runs the submitting clients, so its
+  // reader falls behind). A workload first learned of from a catch-up counts as ended when the
+  // bench learned of it: later than it did, so the figure errs on the slow side.
+  std::atomic<int> succeeded{0}, failed{0};
   std::atomic<int64_t> last_end_ns{0};
   auto watch_channel = gpufed::testing::Connect(t.address);
-  auto watch_stub = gpufed::v1::WorkloadService::NewStub(watch_channel);
-  std::mutex watch_mu;
-  std::shared_ptr<grpc::ClientContext> watch_ctx;  // guarded by watch_mu
-  bool watch_stopping = false;                     // guarded by watch_mu
-  std::thread watcher([&] {
-    std::set<std::string> ended;
-    google::protobuf::Timestamp resume;
-    bool have_resume = false;
-    for (;;) {
-      auto ctx = std::make_shared<grpc::ClientContext>();
-      ctx->AddMetadata("authorization", "Bearer " + t.token);
-      {
-        std::lock_guard<std::mutex> lock(watch_mu);
-        if (watch_stopping) return;
-        watch_ctx = ctx;
-      }
-      gpufed::v1::WatchRequest wreq;
-      if (have_resume) *wreq.mutable_resume_after() = resume;
-      auto reader = watch_stub->Watch(ctx.get(), wreq);
-      gpufed::v1::WorkloadEvent e;
-      while (reader->Read(&e)) {
-        if (e.has_resume_after()) {
-          resume = e.resume_after();
-          have_resume = true;
-        }
-        const gpufed::v1::WorkloadState to = e.to_state();
-        const bool ok = to == gpufed::v1::WORKLOAD_STATE_SUCCEEDED;
-        if (!ok && to != gpufed::v1::WORKLOAD_STATE_FAILED &&
-            to != gpufed::v1::WORKLOAD_STATE_CANCELLED) {
-          continue;
-        }
-        if (!ended.insert(e.workload().id()).second) continue;
-        (ok ? succeeded : failed).fetch_add(1);
-        last_end_ns.store(Clock::now().time_since_epoch().count());
-      }
-      const grpc::Status status = reader->Finish();
-      std::lock_guard<std::mutex> lock(watch_mu);
-      if (watch_stopping) return;
-      // More changed since the resume point than one catch-up takes: live events from here on
-      // (the count may then stay short, and the bench says so).
-      if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) have_resume = false;
-      watch_restarts.fetch_add(1);
-    }
-  });
-  auto stop_watcher = [&] {
-    {
-      std::lock_guard<std::mutex> lock(watch_mu);
-      watch_stopping = true;
-      if (watch_ctx) watch_ctx->TryCancel();
-    }
-    watcher.join();
-  };
+  std::set<std::string> ended;  // only the watch's thread touches it
+  gpufed::bench::ResumingWatch watch(watch_channel, t.token,
+                                     [&](const gpufed::v1::WorkloadEvent& e) {
+                                       const gpufed::v1::WorkloadState to = e.to_state();
+                                       const bool ok = to == gpufed::v1::WORKLOAD_STATE_SUCCEEDED;
+                                       if (!ok && to != gpufed::v1::WORKLOAD_STATE_FAILED &&
+                                           to != gpufed::v1::WORKLOAD_STATE_CANCELLED) {
+                                         return;
+                                       }
+                                       if (!ended.insert(e.workload().id()).second) return;
+                                       (ok ? succeeded : failed).fetch_add(1);
+                                       last_end_ns.store(Clock::now().time_since_epoch().count());
+                                     });
   // Submit once the agent has registered, so that its capacity exists when work arrives.
   auto clusters = gpufed::v1::ClusterService::NewStub(watch_channel);
   bool ready = false;
@@ -367,7 +327,7 @@ int BenchE2e(Target& t, int jobs, int clients, const std::string& topology,
     if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   if (!ready) {
-    stop_watcher();
+    watch.Stop();
     return Fail("the agent did not register within 10 s");
   }
 
@@ -377,7 +337,7 @@ int BenchE2e(Target& t, int jobs, int clients, const std::string& topology,
          Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  stop_watcher();
+  watch.Stop();
   double seconds = std::chrono::duration<double>(
                        Clock::time_point(Clock::duration(last_end_ns.load())) - submitted.first)
                        .count();
@@ -390,7 +350,7 @@ int BenchE2e(Target& t, int jobs, int clients, const std::string& topology,
       {"seconds", seconds},
       {"jobs_per_second", seconds > 0 ? succeeded.load() / seconds : 0.0},
       {"submit_seconds", submitted.seconds},
-      {"watch_restarts", watch_restarts.load()},
+      {"watch_restarts", watch.restarts()},
       {"gpus", 128},
       {"backend", backend},
   };
