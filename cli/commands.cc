@@ -54,6 +54,27 @@ absl::Status Annotate(const absl::Status& status, absl::string_view prefix,
   return {status.code(), absl::StrCat(prefix, status.message(), suffix)};
 }
 
+// The waits between attempts under a RetryPolicy: from initial_backoff, doubling up to
+// max_backoff, each up to half again longer at random so that many clients do not retry in step.
+class RetryWaits {
+ public:
+  explicit RetryWaits(const RetryPolicy& policy)
+      : policy_(policy), next_(policy.initial_backoff), jitter_source_(std::random_device{}()) {}
+
+  void Wait() {
+    std::uniform_real_distribution<double> jitter(1.0, 1.5);
+    absl::SleepFor(next_ * jitter(jitter_source_));
+    next_ = std::min(next_ * 2, policy_.max_backoff);
+  }
+  // The next wait is the first one again.
+  void Reset() { next_ = policy_.initial_backoff; }
+
+ private:
+  const RetryPolicy& policy_;
+  absl::Duration next_;
+  std::mt19937 jitter_source_;
+};
+
 }  // namespace
 
 absl::StatusOr<v1::WorkloadSpec> SpecFromFlags(const SubmitFlags& flags) {
@@ -182,8 +203,7 @@ absl::Status Commands::FromGrpc(const grpc::Status& status) const {
 absl::Status Commands::Unary(bool retry_safe,
                              const std::function<grpc::Status(grpc::ClientContext*)>& call,
                              int* attempts) {
-  std::mt19937 jitter_source{std::random_device{}()};
-  absl::Duration backoff = env_.retry.initial_backoff;
+  RetryWaits waits(env_.retry);
   for (int attempt = 0;; ++attempt) {
     if (attempts != nullptr) *attempts = attempt + 1;
     grpc::ClientContext context;
@@ -194,9 +214,7 @@ absl::Status Commands::Unary(bool retry_safe,
         attempt >= env_.retry.max_retries) {
       return FromGrpc(status);
     }
-    std::uniform_real_distribution<double> jitter(1.0, 1.5);
-    absl::SleepFor(backoff * jitter(jitter_source));
-    backoff = std::min(backoff * 2, env_.retry.max_backoff);
+    waits.Wait();
   }
 }
 
@@ -410,50 +428,79 @@ absl::Status Commands::Cancel(absl::string_view id, absl::string_view reason) {
 absl::Status Commands::Watch(absl::string_view id) {
   v1::WatchRequest request;
   request.set_workload_id(std::string(id));
-  grpc::ClientContext context;
-  PrepareContext(context, /*with_deadline=*/false);
-  std::unique_ptr<grpc::ClientReader<v1::WorkloadEvent>> reader =
-      workloads_->Watch(&context, request);
+  RetryWaits waits(env_.retry);
+  int reopened = 0;  // since the last event received
+  for (;;) {
+    grpc::ClientContext context;
+    PrepareContext(context, /*with_deadline=*/false);
+    std::unique_ptr<grpc::ClientReader<v1::WorkloadEvent>> reader =
+        workloads_->Watch(&context, request);
 
-  bool finished = false;     // The watched workload reached a terminal state.
-  bool output_gone = false;  // Nobody reads what we print any more.
-  absl::Status print_status;
-  {
-    const Interrupt::Handler on_interrupt(env_.interrupt, [&context] { context.TryCancel(); });
-    v1::WorkloadEvent event;
-    while (reader->Read(&event)) {
-      if (env_.format == OutputFormat::kJson) {
-        print_status = WriteJson(event, *env_.out);
-        if (!print_status.ok()) break;
-      } else {
-        WriteWatchEvent(event, *env_.out);
+    bool finished = false;     // The watched workload reached a terminal state.
+    bool output_gone = false;  // Nobody reads what we print any more.
+    bool received = false;
+    absl::Status print_status;
+    {
+      const Interrupt::Handler on_interrupt(env_.interrupt, [&context] { context.TryCancel(); });
+      v1::WorkloadEvent event;
+      while (reader->Read(&event)) {
+        received = true;
+        // Where to watch again from if the stream is cut (docs/interfaces.md, "Resuming a
+        // Watch"): after this version of the one workload, or after this event of all of them.
+        if (!id.empty()) {
+          request.set_after_version(event.workload().version());
+        } else if (event.has_resume_after()) {
+          *request.mutable_resume_after() = event.resume_after();
+        }
+        if (env_.format == OutputFormat::kJson) {
+          print_status = WriteJson(event, *env_.out);
+          if (!print_status.ok()) break;
+        } else {
+          WriteWatchEvent(event, *env_.out);
+        }
+        env_.out->flush();
+        if (!env_.out->good()) {
+          output_gone = true;
+          break;
+        }
+        if (!id.empty() && event.workload().id() == id && IsTerminalState(event.to_state())) {
+          finished = true;
+          break;
+        }
       }
-      env_.out->flush();
-      if (!env_.out->good()) {
-        output_gone = true;
-        break;
-      }
-      if (!id.empty() && event.workload().id() == id && IsTerminalState(event.to_state())) {
-        finished = true;
-        break;
-      }
+      // Finish() waits for the stream to close; stop it ourselves when we are done reading.
+      if (finished || output_gone || !print_status.ok()) context.TryCancel();
     }
-    // Finish() waits for the stream to close; stop it ourselves when we are done reading.
-    if (finished || output_gone || !print_status.ok()) context.TryCancel();
-  }
-  const grpc::Status status = reader->Finish();
-  if (!print_status.ok()) return print_status;
-  if (finished || output_gone) return absl::OkStatus();
-  if (env_.interrupt != nullptr && env_.interrupt->triggered() &&
-      status.error_code() == grpc::StatusCode::CANCELLED) {
+    const grpc::Status status = reader->Finish();
+    if (!print_status.ok()) return print_status;
+    if (finished || output_gone) return absl::OkStatus();
+    const bool interrupted = env_.interrupt != nullptr && env_.interrupt->triggered();
+    if (interrupted && status.error_code() == grpc::StatusCode::CANCELLED) {
+      return absl::OkStatus();
+    }
+    // The server ends a reader that falls behind RESOURCE_EXHAUSTED; a server that went away
+    // (restarted, or another replica takes over) is UNAVAILABLE. Both are watched again from the
+    // last event received, env.retry.max_retries times in a row at most without a new event.
+    if (received) {
+      reopened = 0;
+      waits.Reset();
+    }
+    const bool resumable = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                           status.error_code() == grpc::StatusCode::UNAVAILABLE;
+    if (resumable && !interrupted && reopened < env_.retry.max_retries) {
+      ++reopened;
+      *env_.err << "watch: the stream ended (" << status.error_message()
+                << "); watching again from the last event\n";
+      waits.Wait();
+      continue;
+    }
+    if (!status.ok()) return FromGrpc(status);
+    if (!id.empty()) {
+      return absl::UnavailableError(absl::StrCat("the server ended the watch before workload ", id,
+                                                 " finished (server ", env_.server, ")"));
+    }
     return absl::OkStatus();
   }
-  if (!status.ok()) return FromGrpc(status);
-  if (!id.empty()) {
-    return absl::UnavailableError(absl::StrCat("the server ended the watch before workload ", id,
-                                               " finished (server ", env_.server, ")"));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Commands::Clusters(bool include_nodes) {

@@ -208,7 +208,10 @@ class Commands {
   // Prints events as they arrive. With an id, returns once the workload reaches a terminal state
   // (UNAVAILABLE if the stream ends before that). Without one, runs until the server ends the
   // stream or env.interrupt fires; an interrupt returns OK. If env.out stops accepting output
-  // (a closed pipe), returns OK at once.
+  // (a closed pipe), returns OK at once. A stream the server ends RESOURCE_EXHAUSTED (a reader
+  // that fell behind) or UNAVAILABLE (the server went away) is opened again from the last event
+  // received, with a note on env.err, waiting as env.retry says: up to env.retry.max_retries
+  // times in a row without an event in between, then its status is returned.
   absl::Status Watch(absl::string_view id);
 
   // The cluster table; with include_nodes also the per-GPU table. In JSON, nodes are present

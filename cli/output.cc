@@ -385,7 +385,9 @@ void WriteWatchEvent(const v1::WorkloadEvent& event, std::ostream& out) {
   std::string line =
       absl::StrCat(FormatTimestamp(IsSet(event.time()) ? event.time() : w.update_time()), "  ",
                    w.id(), "  ", w.spec().name(), "  ");
-  if (event.from_state() != v1::WORKLOAD_STATE_UNSPECIFIED) {
+  // A resumed Watch's catch-up (resync) is the workload's state, not a change: shown as the
+  // first event of a watch is.
+  if (!event.resync() && event.from_state() != v1::WORKLOAD_STATE_UNSPECIFIED) {
     absl::StrAppend(&line, WorkloadStateName(event.from_state()), " -> ");
   }
   absl::StrAppend(&line, WorkloadStateName(event.to_state()));

@@ -567,6 +567,78 @@ TEST_F(CommandsTest, WatchEndingEarlyIsAnError) {
   EXPECT_EQ(commands.Watch("999").code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(CommandsTest, WatchOfOneWorkloadCutByTheServerResumesAfterItsLastVersion) {
+  const std::string id = AddWorkload("train", v1::WORKLOAD_STATE_PENDING);
+  server_->SetWatchScript(
+      {v1::WORKLOAD_STATE_PLACED, v1::WORKLOAD_STATE_RUNNING, v1::WORKLOAD_STATE_SUCCEEDED});
+  // A reader that fell behind, then a server that went away, each after one more step.
+  server_->DropNextWatches({{1, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "fell behind")},
+                            {1, grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone")}});
+  Commands commands(Env());
+  ASSERT_OK(commands.Watch(id));
+  // Every state once, in order: nothing lost, nothing repeated.
+  const std::vector<std::string> lines = absl::StrSplit(out_.contents(), '\n', absl::SkipEmpty());
+  ASSERT_THAT(lines, SizeIs(4));
+  EXPECT_THAT(lines[1], HasSubstr("PENDING -> PLACED"));
+  EXPECT_THAT(lines[2], HasSubstr("PLACED -> RUNNING"));
+  EXPECT_THAT(lines[3], HasSubstr("RUNNING -> SUCCEEDED"));
+  const std::vector<v1::WatchRequest> requests = server_->watch_requests();
+  ASSERT_THAT(requests, SizeIs(3));
+  EXPECT_EQ(requests[0].after_version(), 0);
+  EXPECT_EQ(requests[1].after_version(), 2);  // PLACED
+  EXPECT_EQ(requests[2].after_version(), 3);  // RUNNING
+  EXPECT_THAT(err_.str(), HasSubstr("watching again"));
+}
+
+TEST_F(CommandsTest, WatchGivesUpAfterItsRetriesWithoutAnEvent) {
+  const std::string id = AddWorkload("train", v1::WORKLOAD_STATE_PENDING);
+  server_->SetWatchScript({v1::WORKLOAD_STATE_PLACED});
+  // The first stream delivers its events; then every stream ends before any event. A stream of
+  // one workload always begins with its state, so each drop is of a workload seen at that version.
+  std::vector<FakeGpufedServer::WatchDrop> drops(
+      10, {0, grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone")});
+  drops[0].steps = 1;
+  server_->DropNextWatches(drops);
+  CommandEnv env = Env();
+  env.retry.max_retries = 3;
+  Commands commands(std::move(env));
+  EXPECT_EQ(commands.Watch(id).code(), absl::StatusCode::kUnavailable);
+  // The first stream, then three more in a row without an event.
+  EXPECT_THAT(server_->watch_requests(), SizeIs(4));
+}
+
+TEST_F(CommandsTest, WatchNeverReopensAfterAnErrorItCannotOutwait) {
+  const std::string id = AddWorkload("train", v1::WORKLOAD_STATE_PENDING);
+  server_->DropNextWatches({{0, grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "not yours")}});
+  Commands commands(Env());
+  EXPECT_EQ(commands.Watch(id).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(server_->watch_requests(), SizeIs(1));
+}
+
+TEST_F(CommandsTest, WatchOfEveryWorkloadResumesFromTheLastEventsResumePoint) {
+  AddWorkload("a", v1::WORKLOAD_STATE_PENDING);
+  AddWorkload("b", v1::WORKLOAD_STATE_RUNNING);
+  server_->DropNextWatches({{0, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "behind")}});
+  Commands commands(Env());
+  absl::Status status = absl::UnknownError("not finished");
+  std::thread watcher([&] { status = commands.Watch(""); });
+  // Two events from the first stream, two more from the second.
+  const bool printed = WaitFor([&] {
+    const std::string text = out_.contents();
+    return std::count(text.begin(), text.end(), '\n') == 4;
+  });
+  EXPECT_TRUE(printed) << out_.contents();
+  EXPECT_TRUE(interrupt_.Trigger());
+  watcher.join();
+  EXPECT_OK(status);
+  const std::vector<v1::WatchRequest> requests = server_->watch_requests();
+  ASSERT_THAT(requests, SizeIs(2));
+  EXPECT_FALSE(requests[0].has_resume_after());
+  // The fake's events carry resume_after = time = create seconds + version; "b" came last.
+  ASSERT_TRUE(requests[1].has_resume_after());
+  EXPECT_EQ(requests[1].resume_after().seconds(), testing::kFakeCreateSeconds + 1);
+}
+
 TEST_F(CommandsTest, WatchAllRunsUntilInterruptedAndThenEndsCleanly) {
   AddWorkload("a", v1::WORKLOAD_STATE_PENDING);
   AddWorkload("b", v1::WORKLOAD_STATE_RUNNING);

@@ -25,6 +25,7 @@ v1::WorkloadEvent Event(const v1::Workload& w, v1::WorkloadState from) {
   event.set_from_state(from);
   event.set_to_state(w.state());
   event.mutable_time()->set_seconds(kFakeCreateSeconds + static_cast<int64_t>(w.version()));
+  *event.mutable_resume_after() = event.time();
   return event;
 }
 
@@ -64,6 +65,7 @@ std::string FakeGpufedServer::AddWorkload(v1::Workload workload) {
   absl::MutexLock lock(&mu_);
   const int64_t id = next_id_++;
   workload.set_id(absl::StrCat(id));
+  if (workload.version() == 0) workload.set_version(1);  // as stored: versions start at 1
   if (workload.create_time().seconds() == 0) {
     workload.mutable_create_time()->set_seconds(kFakeCreateSeconds);
   }
@@ -73,7 +75,17 @@ std::string FakeGpufedServer::AddWorkload(v1::Workload workload) {
 
 void FakeGpufedServer::SetWatchScript(std::vector<v1::WorkloadState> states) {
   absl::MutexLock lock(&mu_);
-  watch_script_ = std::move(states);
+  watch_script_.assign(states.begin(), states.end());
+}
+
+void FakeGpufedServer::DropNextWatches(std::vector<WatchDrop> drops) {
+  absl::MutexLock lock(&mu_);
+  watch_drops_.assign(drops.begin(), drops.end());
+}
+
+std::vector<v1::WatchRequest> FakeGpufedServer::watch_requests() const {
+  absl::MutexLock lock(&mu_);
+  return watch_requests_;
 }
 
 void FakeGpufedServer::SetClusters(std::vector<v1::Cluster> clusters) {
@@ -303,6 +315,15 @@ grpc::Status FakeGpufedServer::Cancel(grpc::ServerContext* context,
 grpc::Status FakeGpufedServer::Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
                                      grpc::ServerWriter<v1::WorkloadEvent>* writer) {
   if (grpc::Status s = Authorize(context); !s.ok()) return s;
+  std::optional<WatchDrop> drop;
+  {
+    absl::MutexLock lock(&mu_);
+    watch_requests_.push_back(*request);
+    if (!watch_drops_.empty()) {
+      drop = watch_drops_.front();
+      watch_drops_.pop_front();
+    }
+  }
   if (request->workload_id().empty()) {
     std::vector<v1::Workload> all;
     {
@@ -310,6 +331,7 @@ grpc::Status FakeGpufedServer::Watch(grpc::ServerContext* context, const v1::Wat
       for (const auto& [id, w] : workloads_) all.push_back(w);
     }
     for (const v1::Workload& w : all) writer->Write(Event(w, v1::WORKLOAD_STATE_UNSPECIFIED));
+    if (drop) return drop->status;
     // Like the real server: the stream stays open until the client goes away.
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (!context->IsCancelled() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
@@ -318,7 +340,6 @@ grpc::Status FakeGpufedServer::Watch(grpc::ServerContext* context, const v1::Wat
     return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
   }
   int64_t id = 0;
-  std::vector<v1::WorkloadState> script;
   v1::Workload w;
   {
     absl::MutexLock lock(&mu_);
@@ -327,22 +348,26 @@ grpc::Status FakeGpufedServer::Watch(grpc::ServerContext* context, const v1::Wat
                           absl::StrCat("workload ", request->workload_id(), " not found"));
     }
     w = workloads_[id];
-    script = watch_script_;
   }
-  writer->Write(Event(w, v1::WORKLOAD_STATE_UNSPECIFIED));
-  for (const v1::WorkloadState next : script) {
+  if (request->after_version() == 0 || w.version() > request->after_version()) {
+    writer->Write(Event(w, v1::WORKLOAD_STATE_UNSPECIFIED));
+  }
+  for (int step = 0;; ++step) {
+    if (drop && step == drop->steps) return drop->status;
     const v1::WorkloadState from = w.state();
-    w.set_state(next);
-    w.set_version(w.version() + 1);
-    if (next == v1::WORKLOAD_STATE_PLACED) w.mutable_assignment()->set_cluster("sim-a");
-    if (next != v1::WORKLOAD_STATE_PENDING) w.clear_pending_reason();
     {
       absl::MutexLock lock(&mu_);
+      if (watch_script_.empty()) break;
+      w.set_state(watch_script_.front());
+      watch_script_.pop_front();
+      w.set_version(w.version() + 1);
+      if (w.state() == v1::WORKLOAD_STATE_PLACED) w.mutable_assignment()->set_cluster("sim-a");
+      if (w.state() != v1::WORKLOAD_STATE_PENDING) w.clear_pending_reason();
       workloads_[id] = w;
     }
     writer->Write(Event(w, from));
   }
-  return grpc::Status::OK;
+  return drop ? drop->status : grpc::Status::OK;
 }
 
 grpc::Status FakeGpufedServer::Explain(grpc::ServerContext* context,

@@ -51,6 +51,15 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   // States that Watch on one workload walks through after its current state, the last of which
   // should be terminal. Each step is also applied to the stored workload.
   void SetWatchScript(std::vector<v1::WorkloadState> states);
+  // The next Watch calls each end with one of these statuses, in order: a watch of one workload
+  // after `steps` more steps of its script, a watch of every workload after its events. Like
+  // the real server, a watch of one workload resumed with after_version sends the workload's
+  // current state only if its version is greater, then the rest of the script.
+  struct WatchDrop {
+    int steps = 0;
+    grpc::Status status;
+  };
+  void DropNextWatches(std::vector<WatchDrop> drops);
 
   void SetClusters(std::vector<v1::Cluster> clusters);
 
@@ -86,6 +95,7 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   [[nodiscard]] std::vector<int64_t> revoked_tokens() const;
   [[nodiscard]] std::vector<v1::DrainRequest> drain_requests() const;
   [[nodiscard]] std::vector<v1::ApplyClustersRequest> apply_requests() const;
+  [[nodiscard]] std::vector<v1::WatchRequest> watch_requests() const;
   // The authorization metadata of every call, in order ("" when absent).
   [[nodiscard]] std::vector<std::string> authorizations() const;
   // The deadline of every call, in order (time_point::max() when it had none).
@@ -169,7 +179,10 @@ class FakeGpufedServer final : public v1::WorkloadService::Service,
   // id -> workload, in creation order (ids grow).
   std::map<int64_t, v1::Workload> workloads_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> by_key_ ABSL_GUARDED_BY(mu_);
-  std::vector<v1::WorkloadState> watch_script_ ABSL_GUARDED_BY(mu_);
+  // What is left of the script: each step taken is removed.
+  std::deque<v1::WorkloadState> watch_script_ ABSL_GUARDED_BY(mu_);
+  std::deque<WatchDrop> watch_drops_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::WatchRequest> watch_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Cluster> clusters_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::ExplainResponse> explanations_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Tenant> tenants_ ABSL_GUARDED_BY(mu_);

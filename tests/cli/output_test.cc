@@ -365,6 +365,19 @@ TEST(WatchEventTest, OneLinePerEvent) {
             "2026-01-02T03:04:05Z  42  train-llm  PLACED -> RUNNING  cluster=onprem-dgx\n");
 }
 
+TEST(WatchEventTest, ACatchUpShowsTheStateNotAChange) {
+  v1::WorkloadEvent event;
+  *event.mutable_workload() = SampleWorkload();
+  // A resumed Watch's catch-up: the workload as it is now (from_state = to_state).
+  event.set_resync(true);
+  event.set_from_state(v1::WORKLOAD_STATE_RUNNING);
+  event.set_to_state(v1::WORKLOAD_STATE_RUNNING);
+  event.mutable_time()->set_seconds(1'767'323'045);
+  std::ostringstream out;
+  WriteWatchEvent(event, out);
+  EXPECT_EQ(out.str(), "2026-01-02T03:04:05Z  42  train-llm  RUNNING  cluster=onprem-dgx\n");
+}
+
 TEST(WatchEventTest, MessagesCannotBreakTheLine) {
   v1::WorkloadEvent event;
   *event.mutable_workload() = SampleWorkload();
