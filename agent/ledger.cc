@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -91,7 +91,7 @@ absl::StatusOr<std::unique_ptr<Ledger>> Ledger::Open(const std::string& dir,
   const int fd = OpenAppend(path);
   if (fd < 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("ledger: cannot open ", path, ": ", std::strerror(errno)));
+        absl::StrCat("ledger: cannot open ", path, ": ", std::generic_category().message(errno)));
   }
   std::unique_ptr<Ledger> ledger(new Ledger(path, fd));
   ledger->live_ = std::move(live);
@@ -144,7 +144,7 @@ void Ledger::Acked(const std::string& workload_id, uint32_t attempt) {
 void Ledger::Append(const std::string& line) {
   if (fd_ < 0) return;
   if (::write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-    spdlog::warn("ledger {}: write failed: {}", path_, std::strerror(errno));
+    spdlog::warn("ledger {}: write failed: {}", path_, std::generic_category().message(errno));
   }
   if (++lines_ > std::max(kCompactFloor, kLinesPerLive * live_.size())) Compact();
 }

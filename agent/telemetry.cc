@@ -193,8 +193,9 @@ void MinuteAggregator::Close(absl::Time now) {
 std::vector<v1::GpuMinute> MinuteAggregator::TakeEnded(absl::Time now, size_t max) {
   Close(now);
   const size_t n = std::min(max, ended_.size());
-  std::vector<v1::GpuMinute> out(std::make_move_iterator(ended_.begin()),
-                                 std::make_move_iterator(ended_.begin() + n));
+  std::vector<v1::GpuMinute> out(
+      std::make_move_iterator(ended_.begin()),
+      std::make_move_iterator(ended_.begin() + static_cast<std::ptrdiff_t>(n)));
   ended_.erase(ended_.begin(), ended_.begin() + static_cast<std::ptrdiff_t>(n));
   return out;
 }

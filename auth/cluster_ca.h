@@ -50,7 +50,7 @@ absl::StatusOr<ClusterCertificateInfo> ReadClusterCertificate(absl::string_view 
 class ClusterCa {
  public:
   // A CSR is a few hundred bytes; anything much bigger is not one.
-  static constexpr size_t kMaxCsrBytes = 16 * 1024;
+  static constexpr size_t kMaxCsrBytes = size_t{16} * 1024;
 
   // INVALID_ARGUMENT naming the part ("cluster CA certificate", "cluster CA key") that does not
   // parse, a certificate that is not a CA (basicConstraints CA:TRUE), or a key that does not

@@ -59,9 +59,9 @@ bool LooksLikeJwt(absl::string_view token);
 class JwtVerifier {
  public:
   // Larger tokens are refused before anything is parsed.
-  static constexpr size_t kMaxTokenBytes = 8 * 1024;
+  static constexpr size_t kMaxTokenBytes = size_t{8} * 1024;
   // A JWKS file is a few kilobytes; anything much bigger is not one.
-  static constexpr size_t kMaxJwksBytes = 1024 * 1024;
+  static constexpr size_t kMaxJwksBytes = size_t{1024} * 1024;
 
   // Reads `options.jwks_file`. INVALID_ARGUMENT naming the setting ("jwt_issuer", "jwt_audience",
   // "jwt_jwks_file", "jwt_subject_claim") when the issuer, the audience or the subject claim is
@@ -80,10 +80,10 @@ class JwtVerifier {
   // never echoed. cpp-jwt checks `exp` and `nbf` against the system clock too (it takes no
   // clock), so `now` should be the system clock's time: the checks with `now` are the ones that
   // count, and a `now` other than the present can only refuse more.
-  absl::StatusOr<JwtClaims> Verify(absl::string_view token, absl::Time now) const;
+  [[nodiscard]] absl::StatusOr<JwtClaims> Verify(absl::string_view token, absl::Time now) const;
 
   // How many keys were loaded (for the start-up log line).
-  size_t key_count() const { return keys_.size(); }
+  [[nodiscard]] size_t key_count() const { return keys_.size(); }
 
  private:
   struct Key {

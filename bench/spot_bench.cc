@@ -99,8 +99,7 @@ std::optional<ReclaimLine> FindLine(const std::string& log_path, int number, boo
 
 class SpotBench {
  public:
-  SpotBench(const SpotBenchTarget& target, const SpotBenchOptions& options)
-      : t_(target), o_(options) {
+  SpotBench(SpotBenchTarget target, SpotBenchOptions options) : t_(std::move(target)), o_(options) {
     auto channel = gpufed::testing::Connect(t_.address);
     clusters_ = v1::ClusterService::NewStub(channel);
     workloads_ = v1::WorkloadService::NewStub(channel);
@@ -144,7 +143,9 @@ class SpotBench {
     return absl::OkStatus();
   }
 
-  std::string LogOf(const std::string& cluster) const { return t_.dir + "/" + cluster + ".log"; }
+  [[nodiscard]] std::string LogOf(const std::string& cluster) const {
+    return t_.dir + "/" + cluster + ".log";
+  }
 
   // Submits a job of `gpus` GPUs that runs for a day on the sim backend, restarts after a node
   // failure (up to 100 attempts), tolerates spot when `spot`, and may use only `cluster` (empty:
@@ -162,7 +163,7 @@ class SpotBench {
     spec->set_replicas(1);
     spec->mutable_per_replica()->set_gpus(gpus);
     spec->set_workload_class(v1::WORKLOAD_CLASS_BATCH);
-    spec->mutable_estimated_duration()->set_seconds(24 * 3600);
+    spec->mutable_estimated_duration()->set_seconds(int64_t{24} * 3600);
     spec->mutable_retry()->set_max_attempts(100);
     spec->mutable_retry()->add_on(v1::RETRY_ON_NODE_FAILURE);
     spec->mutable_placement()->set_spot_tolerated(spot);
@@ -392,15 +393,16 @@ int SpotBench::Run() {
       return Fail(absl::StrCat("reclaim ", run, ", no-capacity case: ", s.ToString()));
     }
     const size_t n = elsewhere.size();
-    std::cerr << "reclaim " << run << ": " << n << " workload(s) placed on " << kOtherCluster
-              << " after " << *std::max_element(elsewhere_s.end() - n, elsewhere_s.end())
-              << " s (slowest); " << kept.size() << " kept to " << kSpotCluster << " placed again "
-              << *std::max_element(none_s.end() - kept.size(), none_s.end())
-              << " s after the reclaim, "
-              << *std::max_element(none_after_return_s.end() - kept.size(),
-                                   none_after_return_s.end())
-              << " s after the spot nodes came back (" << absl::FormatDuration(back->at - began->at)
-              << " away)\n";
+    std::cerr
+        << "reclaim " << run << ": " << n << " workload(s) placed on " << kOtherCluster << " after "
+        << *std::max_element(elsewhere_s.end() - static_cast<std::ptrdiff_t>(n), elsewhere_s.end())
+        << " s (slowest); " << kept.size() << " kept to " << kSpotCluster << " placed again "
+        << *std::max_element(none_s.end() - static_cast<std::ptrdiff_t>(kept.size()), none_s.end())
+        << " s after the reclaim, "
+        << *std::max_element(none_after_return_s.end() - static_cast<std::ptrdiff_t>(kept.size()),
+                             none_after_return_s.end())
+        << " s after the spot nodes came back (" << absl::FormatDuration(back->at - began->at)
+        << " away)\n";
     if (run == o_.runs) break;
     // The elsewhere case again, on spot nodes, before the next reclaim.
     for (const std::string& id : elsewhere) {

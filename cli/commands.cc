@@ -360,7 +360,7 @@ absl::Status Commands::Telemetry(absl::string_view id, absl::Duration window) {
          m.has_fb_used_mib() ? absl::StrFormat("%.0f", m.fb_used_mib()) : "-",
          m.has_power_watts() ? absl::StrFormat("%.0f", m.power_watts()) : "-",
          absl::StrFormat("%.2f", v.activity()), v.activity_source(),
-         absl::StrFormat("%.1f", v.effective_gpu_microseconds() / 1e6)});
+         absl::StrFormat("%.1f", static_cast<double>(v.effective_gpu_microseconds()) / 1e6)});
   }
   table.Render(*env_.out);
   if (response.truncated()) *env_.err << "more minutes than shown: ask for fewer --minutes\n";
@@ -1114,7 +1114,7 @@ absl::Status Commands::Report(const ReportOptions& options) {
   std::vector<std::string> headers = {"PERIOD"};
   for (const std::string& name : options.group_by) headers.push_back(absl::AsciiStrToUpper(name));
   for (const char* h : {"GPU-HOURS", "UNPRICED", "COST", "RECORDS", "EFFECTIVE", "UTIL"}) {
-    headers.push_back(h);
+    headers.emplace_back(h);
   }
   Table table(std::move(headers));
   constexpr int64_t kGpuMicrosPerHour = 3'600'000'000;

@@ -31,8 +31,8 @@ std::optional<std::string> NonEmpty(std::optional<std::string> value) {
 void SetToken(ClientConfig& config, std::optional<std::string> token,
               std::optional<std::string> file) {
   if (!token.has_value() && !file.has_value()) return;
-  config.token = token.value_or("");
-  config.token_file = file.value_or("");
+  config.token = std::move(token).value_or("");
+  config.token_file = std::move(file).value_or("");
 }
 
 }  // namespace

@@ -254,6 +254,7 @@ void WriteWorkloadTable(const google::protobuf::RepeatedPtrField<v1::Workload>& 
 // "up to 3 attempts, on cluster_lost"
 std::string RetryText(const v1::RetryPolicy& retry) {
   std::vector<std::string> on;
+  on.reserve(retry.on_size());
   for (int i = 0; i < retry.on_size(); ++i) {
     on.push_back(RetryOnName(static_cast<v1::RetryOn>(retry.on(i))));
   }
@@ -568,6 +569,7 @@ void WriteApplyResult(const v1::ApplyClustersResponse& response, std::ostream& o
   }
   table.Render(out);
   std::vector<std::string> parts;
+  parts.reserve(counts.size());
   for (const auto& [kind, count] : counts) {
     parts.push_back(absl::StrCat(count, " ", DeclarationChangeName(kind)));
   }
@@ -675,7 +677,7 @@ void WritePreemptionTable(const google::protobuf::RepeatedPtrField<v1::Preemptio
     const std::string by = p.tenant().empty() ? "(another tenant)"
                                               : absl::StrCat(p.tenant(), "/", p.project(), " ",
                                                              p.preemptor_workload_id());
-    if (victims.empty()) victims.push_back("(another tenant)");
+    if (victims.empty()) victims.emplace_back("(another tenant)");
     table.AddRow({absl::StrCat(p.id()), Age(p.time(), now), absl::AsciiStrToLower(reason), by,
                   p.resource(), p.cluster(), FormatQuotaAmount(p.needed_milli()),
                   FormatQuotaAmount(p.evicted_milli()), absl::StrJoin(victims, ",")});

@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -43,14 +42,15 @@ absl::Status ReplaceFile(const std::string& path, const std::string& content, mo
   ::unlink(temp.c_str());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) {
-    return absl::InternalError(absl::StrCat("cannot write ", temp, ": ", std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("cannot write ", temp, ": ", std::generic_category().message(errno)));
   }
   ::fchmod(fd, mode);
   bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
   ok = ::fsync(fd) == 0 && ok;
   ok = ::close(fd) == 0 && ok;
   if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
+    const std::string why = std::generic_category().message(errno);
     ::unlink(temp.c_str());
     return absl::InternalError(absl::StrCat("cannot write ", path, ": ", why));
   }

@@ -324,8 +324,9 @@ std::vector<std::string> Changes(const ClusterDeclaration& before,
     if (it == new_prices.end()) {
       out.push_back(absl::StrCat("- price ", PriceLine(*e)));
     } else if (it->second->micros_per_hour != e->micros_per_hour) {
-      out.push_back(absl::StrCat("~ price ", PriceLine(*e), " -> ",
-                                 absl::StrFormat("%.6f", it->second->micros_per_hour / 1e6)));
+      out.push_back(absl::StrCat(
+          "~ price ", PriceLine(*e), " -> ",
+          absl::StrFormat("%.6f", static_cast<double>(it->second->micros_per_hour) / 1e6)));
     }
   }
   for (const auto& [key, e] : new_prices) {

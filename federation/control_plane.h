@@ -591,8 +591,9 @@ class ControlPlane {
                  auth::Scope scope, const absl::Status& status, std::string detail = {});
   // The row AuditCall would record for the call succeeding, for the store to record with the
   // change; an empty row (nothing recorded) when this control plane keeps no audit trail.
-  AuditEvent Recorded(const auth::Principal& who, absl::string_view action, std::string object,
-                      auth::Scope scope, std::string detail = {}) const;
+  [[nodiscard]] AuditEvent Recorded(const auth::Principal& who, absl::string_view action,
+                                    std::string object, auth::Scope scope,
+                                    std::string detail = {}) const;
   // AuditCall for a call that failed (the store recorded one that succeeded); nothing when
   // `status` is OK.
   void AuditFailure(const auth::Principal& who, absl::string_view action, std::string object,

@@ -51,7 +51,7 @@ double UsageRecord::GpuSeconds() const {
 
 int64_t CostMicros(int64_t price_micros_per_hour, Fraction fraction,
                    std::chrono::microseconds duration) {
-  constexpr int64_t kMicrosPerHour = int64_t{3'600'000'000};
+  constexpr int64_t kMicrosPerHour = 3'600'000'000;
   if (fraction.den <= 0) return 0;
   const absl::int128 n =
       absl::int128(price_micros_per_hour) * fraction.num * absl::int128(duration.count());

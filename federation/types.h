@@ -110,6 +110,8 @@ struct PlacementConstraints {
 
   [[nodiscard]] bool empty() const { return *this == PlacementConstraints{}; }
   bool operator==(const PlacementConstraints&) const = default;
+  // clang-tidy 14 reads the literal 0 a defaulted <=> compares with as a null pointer.
+  // NOLINTNEXTLINE(modernize-use-nullptr)
   auto operator<=>(const PlacementConstraints&) const = default;
 };
 

@@ -4,10 +4,10 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <system_error>
 #include <tuple>
 #include <utility>
 
@@ -458,8 +458,8 @@ absl::StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv) {
 absl::Status CheckSecretFile(absl::string_view setting, const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(setting, ": cannot read ", path, ": ", std::strerror(errno)));
+    return absl::InvalidArgumentError(absl::StrCat(setting, ": cannot read ", path, ": ",
+                                                   std::generic_category().message(errno)));
   }
   return auth::CheckSecretFileMode(setting, path);
 }

@@ -70,7 +70,7 @@ class HttpCertificate {
 
   explicit HttpCertificate(TlsFiles files);
   static absl::StatusOr<std::shared_ptr<const KeyPair>> Load(const TlsFiles& files);
-  Stamp Look() const;
+  [[nodiscard]] Stamp Look() const;
   // The pair to serve now, re-read first when the files changed since the last look.
   std::shared_ptr<const KeyPair> Current();
   static int OnHandshake(SSL* ssl, void* self);

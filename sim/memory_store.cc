@@ -411,14 +411,16 @@ absl::StatusOr<std::vector<PreemptionRecord>> MemoryStore::ListPreemptions(
   }
   absl::MutexLock lock(&mu_);
   std::vector<PreemptionRecord> out;
-  for (auto it = preemptions_.rbegin(); it != preemptions_.rend(); ++it) {
+  // Newest first. (Not std::views::reverse: clang-tidy 14 cannot parse libstdc++ 12's.)
+  for (size_t i = preemptions_.size(); i-- > 0;) {
+    const PreemptionRecord& p = preemptions_[i];
     if (static_cast<int>(out.size()) == limit) break;
-    if (before_id > 0 && it->id >= before_id) continue;
+    if (before_id > 0 && p.id >= before_id) continue;
     const bool involved =
-        tenant.empty() || it->tenant == tenant ||
-        std::any_of(it->victims.begin(), it->victims.end(),
+        tenant.empty() || p.tenant == tenant ||
+        std::any_of(p.victims.begin(), p.victims.end(),
                     [&](const PreemptionVictim& v) { return v.tenant == tenant; });
-    if (involved) out.push_back(*it);
+    if (involved) out.push_back(p);
   }
   return out;
 }

@@ -178,7 +178,7 @@ absl::StatusOr<int> PgAuditLog::Seal() {
                 "audit: this server's audit key is not the one that seals the chain "
                 "(audit_key_file must be the same on every replica)");
           }
-          int64_t id = head["last_id"].as<int64_t>();
+          auto id = head["last_id"].as<int64_t>();
           std::string prev = head["last_hash"].c_str();
           const pqxx::result taken = txn.exec_prepared("audit_take_pending", options_.seal_batch);
           if (taken.empty()) return 0;
@@ -244,7 +244,7 @@ absl::StatusOr<AuditVerification> PgAuditLog::Verify() {
       "verify audit chain", [&](auto& txn) -> absl::StatusOr<AuditVerification> {
         // One snapshot: the head and every page as of the same moment, so appends that commit
         // meanwhile neither show as rows past the head nor go missing.
-        const int64_t head = txn.exec_prepared1("audit_read_head")[0].template as<int64_t>();
+        const auto head = txn.exec_prepared1("audit_read_head")[0].template as<int64_t>();
         AuditChainVerifier verifier(options_.key);
         int64_t after = 0;
         while (true) {

@@ -2876,7 +2876,7 @@ Quota QuotaFromRow(const pqxx::row& row) {
   Quota q;
   q.key = QuotaKey{row["tenant"].c_str(), row["project"].c_str(), row["resource"].c_str()};
   q.guaranteed_milli = row["guaranteed_milli"].as<int64_t>();
-  const int64_t limit = row["limit_milli"].as<int64_t>();
+  const auto limit = row["limit_milli"].as<int64_t>();
   if (limit >= 0) q.limit_milli = limit;
   q.overcommitted = row["overcommitted"].as<bool>();
   q.update_time = FromMicros(row["updated_us"].as<int64_t>());
@@ -3077,7 +3077,7 @@ absl::StatusOr<std::vector<UsageLine>> PgStore::ReportUsage(const UsageQuery& qu
           UsageLine line;
           line.period_start = FromMicros(row["period_us"].as<int64_t>());
           for (ReportDimension d : query.group_by) {
-            line.keys.push_back(row[std::string(ReportDimensionName(d))].c_str());
+            line.keys.emplace_back(row[std::string(ReportDimensionName(d))].c_str());
           }
           line.gpu_microseconds = row["gpu_us"].as<int64_t>();
           line.unpriced_gpu_microseconds = row["unpriced_us"].as<int64_t>();

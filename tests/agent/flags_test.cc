@@ -271,7 +271,7 @@ TEST_F(FlagsTest, DcgmExporterUrl) {
   const std::vector<std::string> base = {"--topology", "t", "--token", "t"};
   auto with = [&](const std::string& url) {
     std::vector<std::string> args = base;
-    args.push_back("--dcgm-exporter-url");
+    args.emplace_back("--dcgm-exporter-url");
     args.push_back(url);
     return Parse(args);
   };

@@ -10,7 +10,7 @@ namespace {
 using google::protobuf::util::TimeUtil;
 using ::testing::SizeIs;
 
-const absl::Time kMinute = absl::FromUnixSeconds(1'800'000'000 / 60 * 60);
+const absl::Time kMinute = absl::FromUnixSeconds(int64_t{1'800'000'000} / 60 * 60);
 
 Occupant On(const std::string& workload, const std::string& model, v1::WorkloadClass c) {
   Occupant o;

@@ -464,7 +464,7 @@ grpc::Status FakeGpufedServer::ApplyClusters(grpc::ServerContext* context,
   absl::MutexLock lock(&mu_);
   apply_requests_.push_back(*request);
   if (apply_failure_.has_value()) {
-    const grpc::Status failure = *std::move(apply_failure_);
+    grpc::Status failure = *std::move(apply_failure_);
     apply_failure_.reset();
     return failure;
   }

@@ -64,6 +64,7 @@ class LoginTest : public ::testing::Test {
     in_.str(stdin_text);
     args.insert(args.begin(), {"gpufedctl", "--insecure-plaintext"});
     std::vector<const char*> argv;
+    argv.reserve(args.size());
     for (const std::string& a : args) argv.push_back(a.c_str());
     CliIo io;
     io.out = &out_;

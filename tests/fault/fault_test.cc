@@ -428,7 +428,9 @@ TEST_F(FailoverTest, WorkOnANodeThatDiedMovesOnlyAfterItsAgentStopsIt) {
   }
   testing::AgentOptions ao;
   ao.topology = topology;
-  const auto [on_dead, on_live] = OneJobPerEdgeNode(ao);
+  const std::pair<std::string, std::string> jobs = OneJobPerEdgeNode(ao);
+  const std::string& on_dead = jobs.first;
+  const std::string& on_live = jobs.second;
   ASSERT_FALSE(on_dead.empty());
 
   // edge-02 dies: the operator (or a health checker) takes it out of the topology.
@@ -477,7 +479,9 @@ TEST_F(FailoverTest, WorkOnAGpuTheHealthProbeFailsMovesOnlyAfterItsAgentStopsIt)
   testing::AgentOptions ao;
   ao.topology = testing::SourceDir() + "/deploy/topologies/edge-l4.yaml";
   ao.extra_args = {"--health-command", "cat '" + probe + "'", "--health-interval", "1"};
-  const auto [on_failed, on_well] = OneJobPerEdgeNode(ao);
+  const std::pair<std::string, std::string> jobs = OneJobPerEdgeNode(ao);
+  const std::string& on_failed = jobs.first;
+  const std::string& on_well = jobs.second;
   ASSERT_FALSE(on_failed.empty());
   EXPECT_EQ(GetWorkload(on_failed).attempts(), 1u) << "a probe that finds all well moves nothing";
 

@@ -142,15 +142,15 @@ class SpotReclaimTest : public ::testing::Test {
         << cluster << " did not register";
   }
 
-  std::string LogOf(const std::string& cluster) const {
+  [[nodiscard]] std::string LogOf(const std::string& cluster) const {
     return dir_.path() + "/" + cluster + ".log";
   }
 
   // Submits a one-GPU (or `gpus`) job that runs ten minutes on the sim backend, may run three
   // times after a node failure, tolerates spot capacity when `spot`, and may use only `clusters`
   // (empty: any). Returns its id ("" on failure).
-  std::string Submit(const std::string& name, bool spot, std::vector<std::string> clusters = {},
-                     uint32_t gpus = 1) {
+  std::string Submit(const std::string& name, bool spot,
+                     const std::vector<std::string>& clusters = {}, uint32_t gpus = 1) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer " + token_);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -264,7 +264,7 @@ TEST_F(SpotReclaimTest, ReclaimedSpotWorkRunsAgainWithinItsRules) {
 
   // The reclaim. Every observation on the way: nothing ever on capacity its rules forbid.
   auto check_rules = [&] {
-    const v1::Workload a = Get(anywhere);
+    v1::Workload a = Get(anywhere);
     const v1::Workload k = Get(kept);
     const v1::Workload n = Get(not_spot);
     if (n.assignment().replicas_size() > 0) {

@@ -418,7 +418,7 @@ TEST_F(UnderLoadTest, ServerKilledRepeatedlyLosesDuplicatesAndRerunsNothing) {
   load.Start(kClients);
 
   for (int kill = 1; kill <= kServerKills; ++kill) {
-    const size_t at = static_cast<size_t>(kill * kServerKillWorkloads / (kServerKills + 1));
+    const auto at = static_cast<size_t>(kill * kServerKillWorkloads / (kServerKills + 1));
     ASSERT_TRUE(Eventually([&] { return load.acked_count() >= at || load.done(); },
                            std::chrono::seconds(120)));
     ASSERT_FALSE(load.done()) << "the load ended before kill " << kill;
@@ -471,7 +471,7 @@ TEST_F(UnderLoadTest, PostgresRestartedLosesDuplicatesAndRerunsNothing) {
   load.Start(kClients);
 
   for (int restart = 1; restart <= kPostgresRestarts; ++restart) {
-    const size_t at =
+    const auto at =
         static_cast<size_t>(restart * kPostgresRestartWorkloads / (kPostgresRestarts + 1));
     ASSERT_TRUE(Eventually([&] { return load.acked_count() >= at || load.done(); },
                            std::chrono::seconds(120)));

@@ -39,6 +39,7 @@ class ApplyCliTest : public ::testing::Test {
     args.insert(args.begin(), {"gpufedctl", "--insecure-plaintext", "--server", started_.address,
                                "--token", token.empty() ? started_.admin_token : token});
     std::vector<const char*> argv;
+    argv.reserve(args.size());
     for (const std::string& a : args) argv.push_back(a.c_str());
     cli::CliIo io;
     io.out = &out_;

@@ -82,7 +82,8 @@ class JwtServiceTest : public ::testing::Test {
     ctx.AddMetadata("authorization", "Bearer " + token);
     return tenants_->ListTenants(&ctx, v1::ListTenantsRequest(), out);
   }
-  grpc::Status CreateProject(const std::string& token, const std::string& tenant) const {
+  [[nodiscard]] grpc::Status CreateProject(const std::string& token,
+                                           const std::string& tenant) const {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer " + token);
     v1::CreateProjectRequest request;

@@ -42,7 +42,7 @@ class LimitsTest : public ::testing::Test {
  protected:
   // Starts the server with `config` and makes tenants acme and globex, each with a tenant-user
   // token; `same_subject` gives both tokens the subject "ci-bot".
-  void Start(server::ServerConfig config, bool same_subject = false) {
+  void Start(const server::ServerConfig& config, bool same_subject = false) {
     ASSERT_OK_AND_ASSIGN(testing::InProcessServer started,
                          testing::StartInProcessServer(dir_.path(), config));
     server_ = std::move(started.server);
@@ -150,6 +150,7 @@ TEST_F(LimitsTest, AWriteFloodIsRefusedForItsCallerWhileAnotherTenantsCallsSucce
   });
   const auto start = Steady::now();
   std::vector<std::thread> flooders;
+  flooders.reserve(8);
   for (int t = 0; t < 8; ++t) {
     flooders.emplace_back([&, t] {
       for (int i = 0; i < 50; ++i) {

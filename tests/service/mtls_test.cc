@@ -76,7 +76,7 @@ class MtlsTest : public ::testing::Test {
   virtual void Configure(server::ServerConfig& /*config*/) {}
 
   // A new connection (its own subchannel) trusting the server's CA, presenting `pair`.
-  std::shared_ptr<grpc::Channel> Channel(const ClientPair& pair) const {
+  [[nodiscard]] std::shared_ptr<grpc::Channel> Channel(const ClientPair& pair) const {
     grpc::SslCredentialsOptions options;
     options.pem_root_certs = server_ca_.cert_pem;
     options.pem_cert_chain = pair.cert_pem;
@@ -387,6 +387,7 @@ TEST_F(MtlsTest, GpufedctlEnrollsIntoFilesAndRevokes) {
         "--ca-file", server_ca_.cert_file, "--timeout",      "5s"};
     args.insert(args.end(), command.begin(), command.end());
     std::vector<const char*> argv;
+    argv.reserve(args.size());
     for (const std::string& a : args) argv.push_back(a.c_str());
     std::ostringstream out, err;
     cli::CliIo io;

@@ -229,6 +229,7 @@ class LimitsConfigTest : public ::testing::Test {
   static absl::StatusOr<ServerConfig> Load(std::vector<std::string> args) {
     args.insert(args.begin(), {"gpufed-server", "--insecure-plaintext"});
     std::vector<char*> argv;
+    argv.reserve(args.size());
     for (std::string& a : args) argv.push_back(a.data());
     return LoadServerConfig(static_cast<int>(argv.size()), argv.data());
   }
@@ -302,6 +303,7 @@ class SecretsConfigTest : public ::testing::Test {
   static absl::StatusOr<ServerConfig> Load(std::vector<std::string> args) {
     args.insert(args.begin(), "gpufed-server");
     std::vector<char*> argv;
+    argv.reserve(args.size());
     for (std::string& a : args) argv.push_back(a.data());
     return LoadServerConfig(static_cast<int>(argv.size()), argv.data());
   }

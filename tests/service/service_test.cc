@@ -615,7 +615,7 @@ TEST_F(ServiceTest, WhatIfRoutesOnTheLivePoolAndSubmitsNothing) {
   v1::WorkloadSpec spec = Spec("what-if", 1, 4);
   spec.mutable_placement()->add_jurisdictions("eu");
   spec.mutable_placement()->set_objective(v1::OBJECTIVE_COST);
-  spec.mutable_estimated_duration()->set_seconds(90 * 60);
+  spec.mutable_estimated_duration()->set_seconds(int64_t{90} * 60);
   const auto what_if = [&](const v1::WorkloadSpec& s, v1::WhatIfResponse* resp,
                            const std::string& token) {
     v1::SubmitRequest req;
@@ -1850,7 +1850,7 @@ TEST_F(ShowbackTest, IdleGuaranteesAndTheCostAllocationReachTheirReadersOnly) {
   const int64_t day = done.start_time().seconds() / 86400 * 86400;
   v1::GetUsageReportRequest req;
   req.mutable_start_time()->set_seconds(day - 86400);
-  req.mutable_end_time()->set_seconds(day + 2 * 86400);
+  req.mutable_end_time()->set_seconds(day + int64_t{2} * 86400);
   req.add_group_by(v1::REPORT_DIMENSION_TENANT);
   v1::GetUsageReportResponse report;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -1975,7 +1975,7 @@ TEST_F(ServiceTest, AgentTelemetryBecomesEffectiveGpuTimeInTheReport) {
   const int64_t day = minute_s / 86400 * 86400;
   v1::GetUsageReportRequest req;
   req.mutable_start_time()->set_seconds(day - 86400);
-  req.mutable_end_time()->set_seconds(day + 2 * 86400);
+  req.mutable_end_time()->set_seconds(day + int64_t{2} * 86400);
   req.add_group_by(v1::REPORT_DIMENSION_TENANT);
   v1::GetUsageReportResponse report;
   ASSERT_OK(Call(user_,
@@ -2055,7 +2055,7 @@ TEST_F(ServiceTest, ARunIsMeteredAndReportedToItsTenantOnly) {
                     v1::GetUsageReportResponse* out) {
     v1::GetUsageReportRequest req;
     req.mutable_start_time()->set_seconds(day - 86400);
-    req.mutable_end_time()->set_seconds(day + 2 * 86400);
+    req.mutable_end_time()->set_seconds(day + int64_t{2} * 86400);
     req.set_period(v1::REPORT_PERIOD_DAY);
     req.add_group_by(v1::REPORT_DIMENSION_TENANT);
     req.add_group_by(v1::REPORT_DIMENSION_GPU_MODEL);
@@ -2088,7 +2088,7 @@ TEST_F(ServiceTest, ARunIsMeteredAndReportedToItsTenantOnly) {
   const std::string from = absl::FormatTime(
       "%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(day - 86400), absl::UTCTimeZone());
   const std::string to = absl::FormatTime(
-      "%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(day + 2 * 86400), absl::UTCTimeZone());
+      "%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(day + int64_t{2} * 86400), absl::UTCTimeZone());
   const std::string path =
       absl::StrCat("/reports/usage.csv?from=", from, "&to=", to, "&period=day&by=tenant,gpu_model");
   auto csv = http.Get(path, {{"Authorization", "Bearer " + user_}});
@@ -2096,7 +2096,7 @@ TEST_F(ServiceTest, ARunIsMeteredAndReportedToItsTenantOnly) {
   EXPECT_EQ(csv->status, 200);
   v1::GetUsageReportRequest same;
   *same.mutable_start_time() = ToTimestamp(day - 86400);
-  *same.mutable_end_time() = ToTimestamp(day + 2 * 86400);
+  *same.mutable_end_time() = ToTimestamp(day + int64_t{2} * 86400);
   same.set_period(v1::REPORT_PERIOD_DAY);
   same.add_group_by(v1::REPORT_DIMENSION_TENANT);
   same.add_group_by(v1::REPORT_DIMENSION_GPU_MODEL);

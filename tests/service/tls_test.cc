@@ -104,6 +104,7 @@ class TlsTest : public ::testing::Test {
                                  started_.admin_token, "--timeout", "3s"});
     flags.insert(flags.end(), command.begin(), command.end());
     std::vector<const char*> argv;
+    argv.reserve(flags.size());
     for (const std::string& a : flags) argv.push_back(a.c_str());
     std::ostringstream out;
     cli::CliIo io;

@@ -316,6 +316,7 @@ TEST(TieOrderTest, SeededNodeOrderIsAPermutationDrawnPerSeed) {
   EXPECT_NE(SeededNodeOrder(50, 2), a);
   // Its own stream: not the order the same seed gives the arrivals.
   std::vector<OpenbPod> pods;
+  pods.reserve(50);
   for (int i = 0; i < 50; ++i) pods.push_back(Pod(absl::StrCat("p", i), 1, 1000));
   EXPECT_NE(SnapshotArrivalOrder(pods, 50000, 1.0, 1), a);
 }

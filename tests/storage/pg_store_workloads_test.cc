@@ -852,6 +852,7 @@ TEST_F(WorkloadStoreTest, CountByStateKeepsExactCountsWithoutScanningWorkloads) 
 // read are counted from the transaction's own statistics.
 TEST_F(WorkloadStoreTest, TheAuditTriggerReadsOnlyTheWorkloadsOfItsEvents) {
   std::vector<WorkloadSpec> specs;
+  specs.reserve(300);
   for (int i = 0; i < 300; ++i) specs.push_back(Spec(absl::StrCat("w", i)));
   int64_t last = 0;
   for (const WorkloadSpec& spec : specs) last = MustSubmit(spec).id;

@@ -588,6 +588,7 @@ TEST_P(StoreContractTest, RoleBindingsAreOnePerSubjectAndScopeAndListedInOrder) 
 
   const auto names = [](const std::vector<RoleBinding>& bindings) {
     std::vector<std::string> out;
+    out.reserve(bindings.size());
     for (const RoleBinding& b : bindings) {
       out.push_back(
           absl::StrCat(b.tenant, "/", b.project, "/", b.subject, "=", auth::RoleName(b.role)));
@@ -2137,7 +2138,7 @@ TEST_P(StoreContractTest, PreemptionsAreRecordedWithTheVictimsTheyMarked) {
   const WorkloadId victim = MustSubmit(Spec("victim", "globex")).id;
   const WorkloadId gone = MustSubmit(Spec("gone", "globex")).id;
   Advance(victim, S::kRunning);  // on c1, attempt 1
-  auto preemption = [&](std::vector<WorkloadId> victims) {
+  auto preemption = [&](const std::vector<WorkloadId>& victims) {
     WorkloadStore::Preemption p;
     p.record.cause = PreemptionCause::kGuaranteeReclaim;
     p.record.preemptor = owner;
@@ -2355,7 +2356,7 @@ TEST_P(StoreContractTest, ConcurrentQuotaWritesOnOneResourceSeeEachOther) {
   for (const char* tenant : {"acme", "globex"}) {
     writers.emplace_back([&, tenant] {
       for (int i = 1; i <= 10; ++i) {
-        if (quotas().SetQuota(MakeQuota(tenant, "", "L4", i * 1000), within_ten).ok()) {
+        if (quotas().SetQuota(MakeQuota(tenant, "", "L4", int64_t{i} * 1000), within_ten).ok()) {
           ++accepted;
         }
       }
@@ -3170,8 +3171,10 @@ TEST_P(StoreContractTest, ACancelRecordsItsRowWithWhatItDid) {
   filter.actor = "user:alice";
   ASSERT_OK_AND_ASSIGN(AuditPage page, audit().List(filter));
   std::vector<std::pair<std::string, std::string>> rows;
-  for (auto it = page.events.rbegin(); it != page.events.rend(); ++it) {
-    if (it->action == "workloads.cancel") rows.emplace_back(it->object, it->detail);
+  // Oldest first.
+  for (size_t i = page.events.size(); i-- > 0;) {
+    const AuditEvent& e = page.events[i];
+    if (e.action == "workloads.cancel") rows.emplace_back(e.object, e.detail);
   }
   EXPECT_THAT(rows, ElementsAre(Pair(absl::StrCat("workload/", running.id),
                                      "state RUNNING, agent asked to stop it"),

@@ -56,8 +56,9 @@ class MemoryAuditLog final : public AuditLog {
     absl::MutexLock lock(&mu_);
     if (!key_.empty()) SealLocked();
     AuditPage page;
-    for (auto it = rows_.rbegin(); it != rows_.rend(); ++it) {
-      const AuditEvent& e = *it;
+    // Newest first.
+    for (size_t i = rows_.size(); i-- > 0;) {
+      const AuditEvent& e = rows_[i];
       if (filter.before_id > 0 && e.id >= filter.before_id) continue;
       if (filter.tenant && e.tenant != *filter.tenant) continue;
       if (filter.tenant && !filter.project.empty() && e.project != filter.project) continue;

@@ -189,6 +189,7 @@ absl::StatusOr<TestCsr> MakeCsr(const std::string& common_name,
                              0);
   if (!uris.empty()) {
     std::vector<std::string> alt_names;
+    alt_names.reserve(uris.size());
     for (const std::string& uri : uris) alt_names.push_back("URI:" + uri);
     STACK_OF(X509_EXTENSION)* exts = sk_X509_EXTENSION_new_null();
     X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, nullptr, NID_subject_alt_name,

@@ -62,12 +62,12 @@ class FakeSubscriber : public WatchHub::Subscriber {
   }
   void OnLost() override {
     absl::MutexLock lock(&mu_);
-    log_.push_back("lost");
+    log_.emplace_back("lost");
   }
   void OnTurn() override {}
   void OnRevoked() override {
     absl::MutexLock lock(&mu_);
-    log_.push_back("revoked");
+    log_.emplace_back("revoked");
   }
 
   // Waits until `n` entries are logged; the log then.

@@ -59,7 +59,7 @@ class JwtTest : public ::testing::Test {
     verifier_ = *std::move(verifier);
   }
 
-  TestJwtClaims Claims() const {
+  [[nodiscard]] TestJwtClaims Claims() const {
     TestJwtClaims claims;
     claims.issuer = kIssuer;
     claims.audience = kAudience;

@@ -711,7 +711,7 @@ TEST_F(ControlPlaneTest, ProjectsAndTenantsAreDeletedByTheirAdminsOnly) {
 
 TEST_F(ControlPlaneTest, RevokingATokenEndsItsUseAndItsAgentConnectionAtOnce) {
   auth::Principal tenant_admin{"carol", auth::Role::kTenantAdmin, "acme", ""};
-  const auto token = [&](const auth::Principal& by, TokenRequest request) {
+  const auto token = [&](const auth::Principal& by, const TokenRequest& request) {
     absl::StatusOr<CreatedToken> made = plane_.CreateToken(by, request);
     EXPECT_OK(made);
     return made.ok() ? *made : CreatedToken{};
@@ -784,6 +784,7 @@ TEST_F(ControlPlaneTest, TenantAdminsManageTheirOwnMembersAndGrantNoRoleAboveThe
   // Each administrator lists the bindings of its own scope only.
   const auto subjects = [](const std::vector<RoleBinding>& bindings) {
     std::vector<std::string> out;
+    out.reserve(bindings.size());
     for (const RoleBinding& b : bindings) out.push_back(b.subject);
     return out;
   };

@@ -184,7 +184,7 @@ int64_t Sum(const std::map<std::string, int64_t>& m) {
 TEST(CostAllocationTest, ChargesIdleAndUnallocatedAddUpToTheClustersCostOverRandomHistories) {
   std::mt19937_64 rng(20261127);
   for (int i = 0; i < 300; ++i) {
-    const MigBasis basis = static_cast<MigBasis>(i % 3);
+    const auto basis = static_cast<MigBasis>(i % 3);
     const History h = RandomHistory(rng, basis);
     SCOPED_TRACE(absl::StrCat("history ", i, ": ", h.records.size(), " records"));
     for (IdlePolicy policy : {IdlePolicy::kSeparate, IdlePolicy::kSpread}) {

@@ -234,7 +234,7 @@ TEST_F(QuotaUseCaseTest, GuaranteesBeyondThePoolAreRefusedNamingTheShortfall) {
 // Usage: what each tenant and project holds now, against its quotas; borrowed is what is held
 // above the guarantee.
 TEST_F(QuotaUseCaseTest, UsageIsWhatWorkloadsHoldAgainstTheQuotas) {
-  auto place = [&](WorkloadSpec spec, const std::string& node, std::vector<uint32_t> gpus) {
+  auto place = [&](const WorkloadSpec& spec, const std::string& node, std::vector<uint32_t> gpus) {
     absl::StatusOr<SubmitResult> submitted = store_.Submit(spec);
     ASSERT_OK(submitted);
     Transition t;

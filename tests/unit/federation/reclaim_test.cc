@@ -74,7 +74,9 @@ class ReclaimTest : public testing::PlaneLoopTestBase {
   // GPUs workload `id` holds.
   int64_t Gpus(WorkloadId id) {
     int64_t n = 0;
-    for (const ReplicaAssignment& r : MustGet(id).assignment.replicas) n += r.gpu_uuids.size();
+    for (const ReplicaAssignment& r : MustGet(id).assignment.replicas) {
+      n += static_cast<int64_t>(r.gpu_uuids.size());
+    }
     return n;
   }
 };
@@ -147,6 +149,7 @@ TEST_F(ReclaimTest, AnOwnerGetsItsGuaranteeBackFromBorrowersWithinTwoCycles) {
   std::shared_ptr<FakeChannel> agent = Register("c1", /*nodes=*/2);
   SetQuota("acme", kH100, 8000, 8000);
   std::vector<WorkloadId> borrowed;
+  borrowed.reserve(4);
   for (int i = 0; i < 4; ++i) borrowed.push_back(Run(Job("other", 4)));
   StartAll("c1", borrowed);
 

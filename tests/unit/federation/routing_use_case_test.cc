@@ -163,7 +163,7 @@ TEST_F(RoutingUseCaseTest, ExplainListsEveryCandidateWithItsRulesAndPrices) {
   Step();
   WorkloadSpec spec = Ruled("eu");
   spec.placement.client_region = "eu-west";
-  spec.estimated_duration_ms = 2 * 3'600'000;
+  spec.estimated_duration_ms = int64_t{2} * 3'600'000;
 
   ASSERT_OK_AND_ASSIGN(RoutingExplanation what_if, plane_.WhatIf(User("acme"), spec));
   ASSERT_TRUE(what_if.decision.assignment);

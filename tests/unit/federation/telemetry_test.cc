@@ -36,7 +36,7 @@ Workload RunOf(WorkloadId id, std::vector<ReplicaAssignment> replicas) {
   return w;
 }
 
-ReplicaAssignment Mig(int gpu, const std::string& profile, uint32_t start) {
+ReplicaAssignment Mig(int gpu, const std::string& profile, int32_t start) {
   ReplicaAssignment r = WholeGpus("dc-n0", {static_cast<uint32_t>(gpu)});
   r.mig_profile = profile;
   r.mig_start = start;
