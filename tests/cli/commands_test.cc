@@ -81,6 +81,20 @@ class CommandsTest : public ::testing::Test {
     return server_->AddWorkload(w);
   }
 
+  // Watches every workload until `lines` lines are printed, then presses Ctrl-C; Watch's status.
+  absl::Status WatchAllUntilLines(Commands& commands, int lines) {
+    absl::Status status = absl::UnknownError("not finished");
+    std::thread watcher([&] { status = commands.Watch(""); });
+    const bool printed = WaitFor([&] {
+      const std::string text = out_.contents();
+      return std::count(text.begin(), text.end(), '\n') == lines;
+    });
+    EXPECT_TRUE(printed) << out_.contents();
+    EXPECT_TRUE(interrupt_.Trigger());  // Ctrl-C
+    watcher.join();
+    return status;
+  }
+
   std::unique_ptr<FakeGpufedServer> server_;
   SyncStream out_;
   std::ostringstream err_;
@@ -620,17 +634,8 @@ TEST_F(CommandsTest, WatchOfEveryWorkloadResumesFromTheLastEventsResumePoint) {
   AddWorkload("b", v1::WORKLOAD_STATE_RUNNING);
   server_->DropNextWatches({{0, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "behind")}});
   Commands commands(Env());
-  absl::Status status = absl::UnknownError("not finished");
-  std::thread watcher([&] { status = commands.Watch(""); });
   // Two events from the first stream, two more from the second.
-  const bool printed = WaitFor([&] {
-    const std::string text = out_.contents();
-    return std::count(text.begin(), text.end(), '\n') == 4;
-  });
-  EXPECT_TRUE(printed) << out_.contents();
-  EXPECT_TRUE(interrupt_.Trigger());
-  watcher.join();
-  EXPECT_OK(status);
+  EXPECT_OK(WatchAllUntilLines(commands, 4));
   const std::vector<v1::WatchRequest> requests = server_->watch_requests();
   ASSERT_THAT(requests, SizeIs(2));
   EXPECT_FALSE(requests[0].has_resume_after());
@@ -643,16 +648,7 @@ TEST_F(CommandsTest, WatchAllRunsUntilInterruptedAndThenEndsCleanly) {
   AddWorkload("a", v1::WORKLOAD_STATE_PENDING);
   AddWorkload("b", v1::WORKLOAD_STATE_RUNNING);
   Commands commands(Env());
-  absl::Status status = absl::UnknownError("not finished");
-  std::thread watcher([&] { status = commands.Watch(""); });
-  const bool printed = WaitFor([&] {
-    const std::string text = out_.contents();
-    return std::count(text.begin(), text.end(), '\n') == 2;
-  });
-  EXPECT_TRUE(printed) << out_.contents();
-  EXPECT_TRUE(interrupt_.Trigger());  // Ctrl-C
-  watcher.join();
-  EXPECT_OK(status);
+  EXPECT_OK(WatchAllUntilLines(commands, 2));
   EXPECT_TRUE(WaitFor([&] { return server_->watch_all_cancelled() == 1; }));
   // A second Ctrl-C would find no handler: main() exits the hard way.
   EXPECT_FALSE(interrupt_.Trigger());
