@@ -1,6 +1,7 @@
 // gpufed-bench: measures what issue #2 promises, against real processes on this machine.
 //
-//   gpufed-bench submit --clients 8 --count 20000   durable, acknowledged submissions
+//   gpufed-bench submit --clients 8 --count 20000   durable, acknowledged submissions, after
+//                                                   as many empty calls (gRPC alone: the ceiling)
 //   gpufed-bench e2e --jobs 5000                    first submit to last SUCCEEDED, process backend
 //                                                   (--backend sim: the control plane alone)
 //   gpufed-bench failover --runs 10 --jobs 8        cut a cluster off: time until its work moved
@@ -53,6 +54,7 @@
 #include "gpufed/v1/tenant_service.grpc.pb.h"
 #include "gpufed/v1/workload_service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/process_harness.h"
 #include "tests/support/tcp_proxy.h"
@@ -124,20 +126,20 @@ struct SubmitResult {
   Clock::time_point first;
 };
 
+// One client of a closed loop: starts call number `i` on the client's own channel and runs `done`
+// when it completes.
+using CallDone = std::function<void(const grpc::Status&)>;
+using StartCall = std::function<void(int i, CallDone done)>;
+// Makes a client's StartCall, given its channel.
+using MakeClient = std::function<StartCall(std::shared_ptr<grpc::Channel>)>;
+
 // Closed loop: each client is a chain of calls on its own channel, the next one started from the
 // completion of the last, with gRPC's callback API. The load generator shares the machine's two
 // cores with the server and its database: a thread blocked in a synchronous call per client
 // (64 threads) spent about a third of the machine's CPU on thread switches.
-SubmitResult RunClosedLoop(const Target& t, const std::string& tenant, int clients, int count,
-                           const std::string& key_prefix, const std::vector<std::string>& command) {
-  struct Call {
-    gpufed::v1::SubmitRequest request;
-    gpufed::v1::SubmitResponse response;
-    grpc::ClientContext context;
-    Clock::time_point start;
-  };
+SubmitResult RunClosedLoop(const Target& t, int clients, int count, const MakeClient& make_client) {
   struct Client {
-    std::unique_ptr<gpufed::v1::WorkloadService::Stub> stub;
+    StartCall start;
     std::vector<double> latencies_ms;
     int errors = 0;
   };
@@ -155,28 +157,23 @@ SubmitResult RunClosedLoop(const Target& t, const std::string& tenant, int clien
       if (--running == 0) all_done.notify_all();
       return;
     }
-    auto call = std::make_shared<Call>();
-    call->request = MakeRequest(tenant, absl::StrCat(key_prefix, i), command);
-    call->context.AddMetadata("authorization", "Bearer " + t.token);
-    call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    call->start = Clock::now();
-    client.stub->async()->Submit(
-        &call->context, &call->request, &call->response, [&, call](const grpc::Status& s) {
-          if (s.ok()) {
-            client.latencies_ms.push_back(
-                std::chrono::duration<double, std::milli>(Clock::now() - call->start).count());
-          } else if (++client.errors <= 3) {
-            std::cerr << "submit: " << s.error_message() << "\n";
-          }
-          start_next(client);
-        });
+    const Clock::time_point start = Clock::now();
+    client.start(i, [&, start](const grpc::Status& s) {
+      if (s.ok()) {
+        client.latencies_ms.push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+      } else if (++client.errors <= 3) {
+        std::cerr << "call: " << s.error_message() << "\n";
+      }
+      start_next(client);
+    });
   };
   for (int c = 0; c < clients; ++c) {
     // One channel (one HTTP/2 connection) per client, as separate programs would have.
     grpc::ChannelArguments args;
     args.SetInt("gpufed.bench.client", c);
-    all[c].stub = gpufed::v1::WorkloadService::NewStub(
-        grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), args));
+    all[c].start =
+        make_client(grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), args));
   }
   const Clock::time_point start = Clock::now();
   result.first = start;
@@ -194,10 +191,54 @@ SubmitResult RunClosedLoop(const Target& t, const std::string& tenant, int clien
   return result;
 }
 
+// Clients that submit MakeRequest's workloads.
+MakeClient Submitters(const Target& t, const std::string& tenant, const std::string& key_prefix,
+                      const std::vector<std::string>& command) {
+  return [&t, tenant, key_prefix, command](std::shared_ptr<grpc::Channel> channel) -> StartCall {
+    std::shared_ptr<gpufed::v1::WorkloadService::Stub> stub =
+        gpufed::v1::WorkloadService::NewStub(std::move(channel));
+    return [&t, tenant, key_prefix, command, stub](int i, CallDone done) {
+      struct Call {
+        gpufed::v1::SubmitRequest request;
+        gpufed::v1::SubmitResponse response;
+        grpc::ClientContext context;
+      };
+      auto call = std::make_shared<Call>();
+      call->request = MakeRequest(tenant, absl::StrCat(key_prefix, i), command);
+      call->context.AddMetadata("authorization", "Bearer " + t.token);
+      call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      stub->async()->Submit(&call->context, &call->request, &call->response,
+                            [call, done = std::move(done)](const grpc::Status& s) { done(s); });
+    };
+  };
+}
+
+// Clients that call grpc.health.v1.Health/Check with an empty request (the server's overall
+// status). It touches neither authentication nor the database: what gRPC alone costs on this
+// machine, with the same clients and channels as the submits.
+StartCall HealthChecker(std::shared_ptr<grpc::Channel> channel) {
+  auto stub = std::make_shared<grpc::GenericStub>(std::move(channel));
+  return [stub](int /*i*/, CallDone done) {
+    struct Call {
+      grpc::ByteBuffer request;  // an empty HealthCheckRequest
+      grpc::ByteBuffer response;
+      grpc::ClientContext context;
+    };
+    auto call = std::make_shared<Call>();
+    grpc::Slice nothing("");
+    call->request = grpc::ByteBuffer(&nothing, 1);
+    call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    stub->UnaryCall(&call->context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                    &call->request, &call->response,
+                    [call, done = std::move(done)](const grpc::Status& s) { done(s); });
+  };
+}
+
 SubmitResult RunSubmits(const Target& t, const std::string& tenant, int clients, int count,
                         double rate, const std::string& key_prefix,
                         const std::vector<std::string>& command) {
-  if (rate <= 0) return RunClosedLoop(t, tenant, clients, count, key_prefix, command);
+  if (rate <= 0)
+    return RunClosedLoop(t, clients, count, Submitters(t, tenant, key_prefix, command));
   SubmitResult result;
   std::mutex mu;
   std::atomic<int> next{0};
@@ -244,8 +285,16 @@ SubmitResult RunSubmits(const Target& t, const std::string& tenant, int clients,
   return result;
 }
 
-int BenchSubmit(Target& t, int clients, int count, double paced_rate, double paced_seconds) {
+int BenchSubmit(Target& t, int clients, int count, double paced_rate, double paced_seconds,
+                int floor_count) {
   const std::string tenant = "bench";
+  // The floor: as many empty calls, by as many clients, as the server answers with no work.
+  SubmitResult empty;
+  if (floor_count > 0) {
+    empty = RunClosedLoop(t, clients, floor_count, HealthChecker);
+    std::cerr << "empty calls: " << empty.latencies_ms.size() << " answered in " << empty.seconds
+              << " s\n";
+  }
   // Warm-up: connections, prepared statements, caches.
   RunSubmits(t, tenant, clients, std::min(500, count / 10 + 1), 0, "warm-", {"true"});
   SubmitResult closed = RunSubmits(t, tenant, clients, count, 0, "closed-", {"true"});
@@ -272,9 +321,14 @@ int BenchSubmit(Target& t, int clients, int count, double paced_rate, double pac
       {"paced_count", paced.latencies_ms.size()},
       {"paced_p50_ms", Percentile(paced.latencies_ms, 0.50)},
       {"paced_p99_ms", Percentile(paced.latencies_ms, 0.99)},
+      {"empty_calls", empty.latencies_ms.size()},
+      {"empty_calls_per_second",
+       empty.seconds > 0 ? static_cast<double>(empty.latencies_ms.size()) / empty.seconds : 0},
+      {"empty_call_p50_ms", Percentile(empty.latencies_ms, 0.50)},
+      {"empty_call_p99_ms", Percentile(empty.latencies_ms, 0.99)},
   };
   std::cout << out.dump() << std::endl;
-  return closed.errors + paced.errors == 0 ? 0 : 1;
+  return closed.errors + paced.errors + empty.errors == 0 ? 0 : 1;
 }
 
 int BenchE2e(Target& t, int jobs, int clients, const std::string& topology,
@@ -804,6 +858,11 @@ int main(int argc, char** argv) {
   submit->add_option("--count", count)->check(CLI::Range(1, 10000000));
   submit->add_option("--paced-rate", paced_rate, "second phase: submissions/s (0: skip)");
   submit->add_option("--paced-seconds", paced_seconds);
+  int floor_count = 50000;
+  submit
+      ->add_option("--empty-calls", floor_count,
+                   "first: health checks in a closed loop, what gRPC alone allows (0: skip)")
+      ->check(CLI::Range(0, 10000000));
   auto* e2e = app.add_subcommand("e2e", "one agent, one-GPU jobs running true (process backend)");
   int runs = 10;
   auto* failover =
@@ -911,7 +970,8 @@ int main(int argc, char** argv) {
     target.server.process->Stop();
     return rc;
   }
-  int rc = submit->parsed()        ? BenchSubmit(target, clients, count, paced_rate, paced_seconds)
+  int rc = submit->parsed()
+               ? BenchSubmit(target, clients, count, paced_rate, paced_seconds, floor_count)
            : failover->parsed()    ? BenchFailover(target, runs, jobs)
            : watch_flood->parsed() ? BenchWatchFlood(target, streams, flood_rate, flood_seconds)
                                    : BenchE2e(target, jobs, clients, topology, e2e_backend);
