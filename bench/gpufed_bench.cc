@@ -858,10 +858,11 @@ int main(int argc, char** argv) {
   submit->add_option("--count", count)->check(CLI::Range(1, 10000000));
   submit->add_option("--paced-rate", paced_rate, "second phase: submissions/s (0: skip)");
   submit->add_option("--paced-seconds", paced_seconds);
-  int floor_count = 50000;
+  int floor_count = -1;  // as many as --count
   submit
       ->add_option("--empty-calls", floor_count,
-                   "first: health checks in a closed loop, what gRPC alone allows (0: skip)")
+                   "first: health checks in a closed loop, what gRPC alone allows (default: as "
+                   "many as --count; 0: skip)")
       ->check(CLI::Range(0, 10000000));
   auto* e2e = app.add_subcommand("e2e", "one agent, one-GPU jobs running true (process backend)");
   int runs = 10;
@@ -970,8 +971,8 @@ int main(int argc, char** argv) {
     target.server.process->Stop();
     return rc;
   }
-  int rc = submit->parsed()
-               ? BenchSubmit(target, clients, count, paced_rate, paced_seconds, floor_count)
+  int rc = submit->parsed()        ? BenchSubmit(target, clients, count, paced_rate, paced_seconds,
+                                          floor_count < 0 ? count : floor_count)
            : failover->parsed()    ? BenchFailover(target, runs, jobs)
            : watch_flood->parsed() ? BenchWatchFlood(target, streams, flood_rate, flood_seconds)
                                    : BenchE2e(target, jobs, clients, topology, e2e_backend);
