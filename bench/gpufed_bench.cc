@@ -116,9 +116,7 @@ gpufed::v1::SubmitRequest MakeRequest(const std::string& tenant, const std::stri
   return req;
 }
 
-// Submits `count` workloads from `clients` clients. With rate > 0, paced (open loop) at `rate`
-// submissions per second in total, a thread per client; otherwise as fast as acknowledgements
-// come back (RunClosedLoop).
+// What one run of calls measured: the latencies of the calls answered OK, and the others.
 struct SubmitResult {
   std::vector<double> latencies_ms;
   double seconds = 0;
@@ -132,6 +130,20 @@ using CallDone = std::function<void(const grpc::Status&)>;
 using StartCall = std::function<void(int i, CallDone done)>;
 // Makes a client's StartCall, given its channel.
 using MakeClient = std::function<StartCall(std::shared_ptr<grpc::Channel>)>;
+
+// `clients` clients, each on its own channel (one HTTP/2 connection), as separate programs would
+// have.
+std::vector<StartCall> Connect(const Target& t, int clients, const MakeClient& make_client) {
+  std::vector<StartCall> out;
+  out.reserve(clients);
+  for (int c = 0; c < clients; ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt("gpufed.bench.client", c);
+    out.push_back(make_client(
+        grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), args)));
+  }
+  return out;
+}
 
 // Closed loop: each client is a chain of calls on its own channel, the next one started from the
 // completion of the last, with gRPC's callback API. The load generator shares the machine's two
@@ -168,13 +180,8 @@ SubmitResult RunClosedLoop(const Target& t, int clients, int count, const MakeCl
       start_next(client);
     });
   };
-  for (int c = 0; c < clients; ++c) {
-    // One channel (one HTTP/2 connection) per client, as separate programs would have.
-    grpc::ChannelArguments args;
-    args.SetInt("gpufed.bench.client", c);
-    all[c].start =
-        make_client(grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), args));
-  }
+  std::vector<StartCall> starts = Connect(t, clients, make_client);
+  for (int c = 0; c < clients; ++c) all[c].start = std::move(starts[c]);
   const Clock::time_point start = Clock::now();
   result.first = start;
   for (Client& client : all) start_next(client);
@@ -234,55 +241,54 @@ StartCall HealthChecker(std::shared_ptr<grpc::Channel> channel) {
   };
 }
 
+// Open loop: call i starts at `rate` calls a second from the start, on client i % clients, whether
+// or not the calls before it have been answered, so a slow answer delays no later call (and is not
+// hidden by one). Callback API, as in the closed loop: no thread waits for an answer.
+SubmitResult RunOpenLoop(const Target& t, int clients, int count, double rate,
+                         const MakeClient& make_client) {
+  std::vector<StartCall> all = Connect(t, clients, make_client);
+  SubmitResult result;
+  result.latencies_ms.reserve(static_cast<size_t>(count));
+  std::mutex mu;
+  std::condition_variable answered;
+  int outstanding = 0;
+  const Clock::time_point start = Clock::now();
+  result.first = start;
+  for (int i = 0; i < count; ++i) {
+    std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(i / rate)));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++outstanding;
+    }
+    const Clock::time_point sent = Clock::now();
+    all[static_cast<size_t>(i % clients)](i, [&, sent](const grpc::Status& s) {
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - sent).count();
+      std::lock_guard<std::mutex> lock(mu);
+      if (s.ok()) {
+        result.latencies_ms.push_back(ms);
+      } else if (++result.errors <= 3) {
+        std::cerr << "call: " << s.error_message() << "\n";
+      }
+      if (--outstanding == 0) answered.notify_all();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    answered.wait(lock, [&] { return outstanding == 0; });
+  }
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+// Submits `count` workloads from `clients` clients: with rate > 0 paced at `rate` submissions per
+// second in total (RunOpenLoop), otherwise as fast as acknowledgements come back (RunClosedLoop).
 SubmitResult RunSubmits(const Target& t, const std::string& tenant, int clients, int count,
                         double rate, const std::string& key_prefix,
                         const std::vector<std::string>& command) {
   if (rate <= 0)
     return RunClosedLoop(t, clients, count, Submitters(t, tenant, key_prefix, command));
-  SubmitResult result;
-  std::mutex mu;
-  std::atomic<int> next{0};
-  const Clock::time_point start = Clock::now();
-  result.first = start;
-  std::vector<std::thread> threads;
-  threads.reserve(clients);
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&, c] {
-      // One channel (one HTTP/2 connection) per client, as separate programs would have.
-      grpc::ChannelArguments args;
-      args.SetInt("gpufed.bench.client", c);
-      auto channel = grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), args);
-      auto stub = gpufed::v1::WorkloadService::NewStub(channel);
-      std::vector<double> mine;
-      int errors = 0;
-      for (;;) {
-        int i = next.fetch_add(1);
-        if (i >= count) break;
-        if (rate > 0)
-          std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                                    std::chrono::duration<double>(i / rate)));
-        auto req = MakeRequest(tenant, absl::StrCat(key_prefix, i), command);
-        gpufed::v1::SubmitResponse resp;
-        grpc::ClientContext ctx;
-        ctx.AddMetadata("authorization", "Bearer " + t.token);
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        auto t0 = Clock::now();
-        grpc::Status s = stub->Submit(&ctx, req, &resp);
-        auto t1 = Clock::now();
-        if (!s.ok()) {
-          if (++errors <= 3) std::cerr << "submit: " << s.error_message() << "\n";
-          continue;
-        }
-        mine.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      result.latencies_ms.insert(result.latencies_ms.end(), mine.begin(), mine.end());
-      result.errors += errors;
-    });
-  }
-  for (auto& th : threads) th.join();
-  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return result;
+  return RunOpenLoop(t, clients, count, rate, Submitters(t, tenant, key_prefix, command));
 }
 
 int BenchSubmit(Target& t, int clients, int count, double paced_rate, double paced_seconds,
