@@ -124,8 +124,8 @@ struct SubmitResult {
   Clock::time_point first;
 };
 
-// One client of a closed loop: starts call number `i` on the client's own channel and runs `done`
-// when it completes.
+// One client of a run (closed or open loop): starts call number `i` on the client's own channel and
+// runs `done` when it completes.
 using CallDone = std::function<void(const grpc::Status&)>;
 using StartCall = std::function<void(int i, CallDone done)>;
 // Makes a client's StartCall, given its channel.
