@@ -1,7 +1,9 @@
 // gpufed-bench: measures what issue #2 promises, against real processes on this machine.
 //
 //   gpufed-bench submit --clients 8 --count 20000   durable, acknowledged submissions, after
-//                                                   as many empty calls (gRPC alone: the ceiling)
+//                                                   as many empty calls (gRPC alone: the ceiling);
+//                                                   paced, beside paced empty calls and one-row
+//                                                   commits (the machine's floors)
 //   gpufed-bench e2e --jobs 5000                    first submit to last SUCCEEDED, process backend
 //                                                   (--backend sim: the control plane alone)
 //   gpufed-bench failover --runs 10 --jobs 8        cut a cluster off: time until its work moved
@@ -56,6 +58,8 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "nlohmann/json.hpp"
+#include "pqxx/pqxx"
+#include "storage/embedded_postgres.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/tcp_proxy.h"
 
@@ -281,6 +285,41 @@ SubmitResult RunOpenLoop(const Target& t, int clients, int count, double rate,
   return result;
 }
 
+// The database's own floor at the paced rate: one-row INSERTs, each its own transaction (so
+// each waits for its WAL flush), on one connection to a fresh embedded PostgreSQL with the
+// server's settings (fsync on), started at `rate` a second. A latency counts from the
+// statement's start, as pgbench -R counts it. No durable submit can be acknowledged faster than
+// such a commit.
+absl::StatusOr<SubmitResult> RunPacedCommits(const std::string& data_dir, int count, double rate) {
+  auto pg = gpufed::storage::EmbeddedPostgres::Create(data_dir);
+  if (!pg.ok()) return pg.status();
+  SubmitResult result;
+  try {
+    pqxx::connection conn((*pg)->dsn());
+    pqxx::nontransaction(conn).exec0(
+        "CREATE TABLE floor (id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now(),"
+        " payload text NOT NULL)");
+    conn.prepare("floor_insert", "INSERT INTO floor (payload) VALUES ($1)");
+    const std::string payload(400, 'x');  // about a bench spec's size
+    result.latencies_ms.reserve(static_cast<size_t>(count));
+    const Clock::time_point start = Clock::now();
+    result.first = start;
+    for (int i = 0; i < count; ++i) {
+      std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                                std::chrono::duration<double>(i / rate)));
+      const Clock::time_point sent = Clock::now();
+      pqxx::nontransaction(conn).exec_prepared0("floor_insert", payload);
+      result.latencies_ms.push_back(
+          std::chrono::duration<double, std::milli>(Clock::now() - sent).count());
+    }
+    result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("paced commits: ", e.what()));
+  }
+  if (absl::Status s = (*pg)->Stop(); !s.ok()) return s;
+  return result;
+}
+
 // Submits `count` workloads from `clients` clients: with rate > 0 paced at `rate` submissions per
 // second in total (RunOpenLoop), otherwise as fast as acknowledgements come back (RunClosedLoop).
 SubmitResult RunSubmits(const Target& t, const std::string& tenant, int clients, int count,
@@ -301,6 +340,12 @@ int BenchSubmit(Target& t, int clients, int count, double paced_rate, double pac
     std::cerr << "empty calls: " << empty.latencies_ms.size() << " answered in " << empty.seconds
               << " s\n";
   }
+  // The paced floor: empty calls at the paced rate, the latency gRPC and the machine alone give.
+  SubmitResult paced_empty;
+  if (floor_count > 0 && paced_rate > 0) {
+    paced_empty = RunOpenLoop(t, clients, static_cast<int>(paced_rate * paced_seconds), paced_rate,
+                              HealthChecker);
+  }
   // Warm-up: connections, prepared statements, caches.
   RunSubmits(t, tenant, clients, std::min(500, count / 10 + 1), 0, "warm-", {"true"});
   SubmitResult closed = RunSubmits(t, tenant, clients, count, 0, "closed-", {"true"});
@@ -312,6 +357,13 @@ int BenchSubmit(Target& t, int clients, int count, double paced_rate, double pac
                        "paced-", {"true"});
     std::cerr << "paced at " << paced_rate << "/s: " << paced.latencies_ms.size()
               << " acknowledged\n";
+  }
+  SubmitResult paced_commits;
+  if (floor_count > 0 && paced_rate > 0) {
+    auto commits = RunPacedCommits(t.dir->path() + "/floor-postgres",
+                                   static_cast<int>(paced_rate * paced_seconds), paced_rate);
+    if (!commits.ok()) return Fail(commits.status().ToString());
+    paced_commits = std::move(*commits);
   }
   nlohmann::json out = {
       {"bench", "submit"},
@@ -332,9 +384,13 @@ int BenchSubmit(Target& t, int clients, int count, double paced_rate, double pac
        empty.seconds > 0 ? static_cast<double>(empty.latencies_ms.size()) / empty.seconds : 0},
       {"empty_call_p50_ms", Percentile(empty.latencies_ms, 0.50)},
       {"empty_call_p99_ms", Percentile(empty.latencies_ms, 0.99)},
+      {"paced_empty_p50_ms", Percentile(paced_empty.latencies_ms, 0.50)},
+      {"paced_empty_p99_ms", Percentile(paced_empty.latencies_ms, 0.99)},
+      {"paced_commit_p50_ms", Percentile(paced_commits.latencies_ms, 0.50)},
+      {"paced_commit_p99_ms", Percentile(paced_commits.latencies_ms, 0.99)},
   };
   std::cout << out.dump() << std::endl;
-  return closed.errors + paced.errors + empty.errors == 0 ? 0 : 1;
+  return closed.errors + paced.errors + empty.errors + paced_empty.errors == 0 ? 0 : 1;
 }
 
 int BenchE2e(Target& t, int jobs, int clients, const std::string& topology,
@@ -868,7 +924,8 @@ int main(int argc, char** argv) {
   submit
       ->add_option("--empty-calls", floor_count,
                    "first: health checks in a closed loop, what gRPC alone allows (default: as "
-                   "many as --count; 0: skip)")
+                   "many as --count; 0: skip); with --paced-rate also paced health checks and, "
+                   "last, paced one-row commits on a fresh PostgreSQL (the machine's floors)")
       ->check(CLI::Range(0, 10000000));
   auto* e2e = app.add_subcommand("e2e", "one agent, one-GPU jobs running true (process backend)");
   int runs = 10;
