@@ -24,6 +24,7 @@
 #include "api/limits.h"
 #include "api/metrics.h"
 #include "api/parse_errors.h"
+#include "api/queued_audit_log.h"
 #include "api/quota_service.h"
 #include "api/rate_limit.h"
 #include "api/report_http.h"
@@ -318,7 +319,8 @@ absl::Status Server::Start() {
   ports.credentials = revocations_.get();
   ports.certificates = store_.get();
   ports.issuer = cluster_issuer_.get();
-  ports.audit = audit_.get();
+  queued_audit_ = std::make_unique<api::QueuedAuditLog>(audit_.get());
+  ports.audit = queued_audit_.get();
   ports.metering = store_.get();
   ControlPlaneOptions plane_options;
   plane_options.idle_policy = *ParseIdlePolicy(config_.idle_cost_policy);  // checked by the config
@@ -599,6 +601,8 @@ void Server::Shutdown() {
   store_.reset();
   loop_.reset();
   leader_lock_.reset();
+  // Last of the refused calls' audit rows, before the database stops.
+  queued_audit_.reset();
   if (embedded_) {
     if (absl::Status s = embedded_->Stop(); !s.ok()) {
       spdlog::warn("stopping embedded PostgreSQL: {}", s.ToString());

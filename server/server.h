@@ -41,6 +41,7 @@ class ClusterServiceImpl;
 class Executor;
 struct Metrics;
 class PrometheusControlMetrics;
+class QueuedAuditLog;
 class TenantServiceImpl;
 class QuotaServiceImpl;
 class RateLimiter;
@@ -98,6 +99,8 @@ class Server {
   std::string dsn_;
   std::unique_ptr<storage::PgStore> store_;
   std::unique_ptr<storage::PgAuditLog> audit_;
+  // What the control plane records itself (refused calls), written off the callers' threads.
+  std::unique_ptr<api::QueuedAuditLog> queued_audit_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<api::Metrics> metrics_;
   std::unique_ptr<api::PrometheusControlMetrics> control_metrics_;

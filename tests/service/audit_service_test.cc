@@ -338,5 +338,39 @@ TEST_F(AuditServiceTest, AChangeWhoseAuditRowCannotBeWrittenDoesNotHappen) {
   EXPECT_EQ(rows[0].outcome(), "ok");
 }
 
+// A refused call's audit row never holds up its answer. With audit_pending locked by another
+// session (a database slow to take the write), Submits refused before the store are answered at
+// once with their own code: from a caller whose token is cached (answered on gRPC's own thread)
+// and from one seen for the first time (on the executor). Their rows are there once the lock
+// goes. Before, each answer waited for its audit row's commit, here until the deadline.
+TEST_F(AuditServiceTest, ARefusedSubmitIsAnsweredWithoutWaitingForItsAuditRow) {
+  Submit("warm", 1);  // user_'s token is cached from here on
+  auto invalid_rows = [&] {
+    int n = 0;
+    for (const v1::AuditEvent& e : List(admin_)) {
+      if (e.action() == "workloads.submit" && e.outcome() == "invalid") ++n;
+    }
+    return n;
+  };
+  ASSERT_EQ(invalid_rows(), 0);
+
+  pqxx::connection locker(dsn_);
+  auto lock = std::make_unique<pqxx::work>(locker);
+  lock->exec0("LOCK TABLE audit_pending IN EXCLUSIVE MODE");
+  v1::SubmitRequest unnamed;
+  *unnamed.mutable_spec() = Spec("", 1);
+  for (const std::string& token : {user_, acme_admin_}) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+    v1::SubmitResponse ignored;
+    EXPECT_EQ(workloads_->Submit(&ctx, unnamed, &ignored).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  lock->abort();
+  lock.reset();
+  EXPECT_EQ(invalid_rows(), 2);
+}
+
 }  // namespace
 }  // namespace gpufed

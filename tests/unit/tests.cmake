@@ -55,9 +55,10 @@ target_link_libraries(federation_use_case_tests PRIVATE gpufed_federation gpufed
 gtest_discover_tests(federation_use_case_tests PROPERTIES LABELS unit)
 
 # The api layer in memory, no server: conversions (convert_test.cc), the watch hub, the metrics,
-# the write rate limiter and the request-size check.
+# the write rate limiter, the request-size check and the queued audit log.
 add_executable(api_unit_tests ${UNIT_DIR}/api/convert_test.cc ${UNIT_DIR}/api/watch_hub_test.cc
-  ${UNIT_DIR}/api/metrics_test.cc ${UNIT_DIR}/api/rate_limit_test.cc)
+  ${UNIT_DIR}/api/metrics_test.cc ${UNIT_DIR}/api/rate_limit_test.cc
+  ${UNIT_DIR}/api/queued_audit_log_test.cc)
 target_link_libraries(api_unit_tests PRIVATE gpufed_api GTest::gmock GTest::gtest GTest::gtest_main)
 gtest_discover_tests(api_unit_tests PROPERTIES LABELS unit)
 
