@@ -124,6 +124,12 @@ Metrics::Metrics(prometheus::Registry& registry)
                                     "token) was over its write rate")
                               .Register(registry)
                               .Add({})),
+      audit_rows_dropped(prometheus::BuildCounter()
+                             .Name("gpufed_audit_rows_dropped_total")
+                             .Help("Audit rows of refused calls not recorded: the queue to the "
+                                   "database was full, or the database refused them")
+                             .Register(registry)
+                             .Add({})),
       pool_capacity(prometheus::BuildGauge()
                         .Name("gpufed_pool_capacity_gpus")
                         .Help("GPUs in the pool by cluster and model, healthy or not (the active "

@@ -54,6 +54,7 @@ struct Metrics {
   prometheus::Family<prometheus::Gauge>& fair_share_held;
   prometheus::Family<prometheus::Gauge>& fair_share_decayed_gpu_seconds;
   prometheus::Counter& writes_rate_limited;  // writes refused: their caller was over its rate
+  prometheus::Counter& audit_rows_dropped;   // refused calls' rows not recorded (QueuedAuditLog)
   // The active scheduler's pool per cluster and GPU model (GPUs; fragmented: GPU-equivalents)
   // and its queue per reason code (PoolState).
   prometheus::Family<prometheus::Gauge>& pool_capacity;

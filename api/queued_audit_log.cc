@@ -26,7 +26,7 @@ absl::Status QueuedAuditLog::AppendAll(const std::vector<AuditEvent>& events) {
   if (events.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   if (queued_rows_ + events.size() > options_.max_queued) {
-    dropped_ += static_cast<int64_t>(events.size());
+    CountDropped(events.size());
     if (!overflowing_) {
       overflowing_ = true;
       spdlog::error(
@@ -41,6 +41,13 @@ absl::Status QueuedAuditLog::AppendAll(const std::vector<AuditEvent>& events) {
   queue_.push_back(events);
   ++enqueued_;
   return absl::OkStatus();
+}
+
+void QueuedAuditLog::CountDropped(size_t rows) {
+  dropped_ += static_cast<int64_t>(rows);
+  if (options_.dropped_counter != nullptr && rows > 0) {
+    options_.dropped_counter->Increment(static_cast<double>(rows));
+  }
 }
 
 void QueuedAuditLog::WriterLoop() {
@@ -65,7 +72,7 @@ void QueuedAuditLog::WriterLoop() {
     const size_t lost = Write(calls);
     absl::MutexLock lock(&mu_);
     done_ += calls.size();
-    dropped_ += static_cast<int64_t>(lost);
+    CountDropped(lost);
     if (lost == 0) overflowing_ = false;
   }
 }

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "federation/audit.h"
+#include "prometheus/counter.h"
 
 namespace gpufed::api {
 
@@ -39,6 +40,8 @@ class QueuedAuditLog final : public AuditLog {
   struct Options {
     size_t max_queued = 10000;  // rows waiting for the writer
     size_t max_batch = 500;     // rows in one write
+    // Counts what dropped() counts, for /metrics; may be null.
+    prometheus::Counter* dropped_counter = nullptr;
   };
 
   // `inner` must outlive this log. Starts the writer thread.
@@ -64,6 +67,7 @@ class QueuedAuditLog final : public AuditLog {
 
  private:
   void WriterLoop();
+  void CountDropped(size_t rows) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the calls of one batch to `inner`; returns how many rows were dropped.
   size_t Write(const std::vector<std::vector<AuditEvent>>& calls);
 

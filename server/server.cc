@@ -319,7 +319,9 @@ absl::Status Server::Start() {
   ports.credentials = revocations_.get();
   ports.certificates = store_.get();
   ports.issuer = cluster_issuer_.get();
-  queued_audit_ = std::make_unique<api::QueuedAuditLog>(audit_.get());
+  api::QueuedAuditLog::Options queued_audit_options;
+  queued_audit_options.dropped_counter = &metrics_->audit_rows_dropped;
+  queued_audit_ = std::make_unique<api::QueuedAuditLog>(audit_.get(), queued_audit_options);
   ports.audit = queued_audit_.get();
   ports.metering = store_.get();
   ControlPlaneOptions plane_options;

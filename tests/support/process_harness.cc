@@ -164,9 +164,14 @@ std::shared_ptr<grpc::Channel> ConnectSlowReader(const std::string& address, int
 
 namespace {
 
+// The setup calls below wait for the server to take the connection: Connect's channels give up
+// on a connection attempt after ~100 ms to 1 s (the minimum reconnect backoff is also gRPC's
+// connect timeout), which a loaded machine can exceed before the server's first HTTP/2 frame.
+// A test's setup failing UNAVAILABLE for that was a flake, not a finding.
 void Authorize(grpc::ClientContext* ctx, const std::string& token) {
   ctx->AddMetadata("authorization", "Bearer " + token);
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  ctx->set_wait_for_ready(true);
 }
 
 absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {

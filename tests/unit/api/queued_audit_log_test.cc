@@ -18,6 +18,7 @@
 #include "federation/request_deadline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "prometheus/counter.h"
 #include "tests/support/status_matchers.h"
 
 namespace gpufed::api {
@@ -141,7 +142,8 @@ TEST(QueuedAuditLogTest, AFloodIsWrittenInAFewBatches) {
 TEST(QueuedAuditLogTest, RowsPastTheBoundAreDroppedAndCounted) {
   FakeLog inner;
   inner.Shut();
-  QueuedAuditLog log(&inner, {.max_queued = 10, .max_batch = 500});
+  prometheus::Counter counted;
+  QueuedAuditLog log(&inner, {.max_queued = 10, .max_batch = 500, .dropped_counter = &counted});
   ASSERT_OK(log.Append(Row("first")));  // taken by the writer: no longer queued
   ASSERT_TRUE(inner.WaitEntered());
   for (int i = 0; i < 10; ++i) ASSERT_OK(log.Append(Row("fits")));
@@ -149,6 +151,7 @@ TEST(QueuedAuditLogTest, RowsPastTheBoundAreDroppedAndCounted) {
   EXPECT_THAT(log.AppendAll({Row("no room"), Row("no room")}),
               StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_EQ(log.dropped(), 3);
+  EXPECT_EQ(counted.Value(), 3);
   inner.Open();
   ASSERT_OK(log.Flush());
   EXPECT_THAT(inner.actions(), SizeIs(11));
