@@ -83,7 +83,9 @@ size_t QueuedAuditLog::Write(const std::vector<std::vector<AuditEvent>>& calls) 
     batch.insert(batch.end(), call.begin(), call.end());
   const absl::Status written = inner_->AppendAll(batch);
   if (written.ok()) return 0;
-  if (calls.size() == 1) {
+  const bool database_away =
+      absl::IsUnavailable(written) || absl::IsDeadlineExceeded(written) || absl::IsAborted(written);
+  if (calls.size() == 1 || database_away) {
     spdlog::error("audit: could not record {} rows ({} {} by {}): {}", batch.size(),
                   batch.front().action, batch.front().object, batch.front().actor,
                   written.ToString());
@@ -111,10 +113,7 @@ int64_t QueuedAuditLog::dropped() const {
   return dropped_;
 }
 
-absl::StatusOr<int> QueuedAuditLog::Seal() {
-  RETURN_IF_ERROR(Flush());
-  return inner_->Seal();
-}
+absl::StatusOr<int> QueuedAuditLog::Seal() { return inner_->Seal(); }
 
 absl::StatusOr<AuditPage> QueuedAuditLog::List(const AuditFilter& filter) {
   RETURN_IF_ERROR(Flush());

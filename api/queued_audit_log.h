@@ -24,10 +24,14 @@ namespace gpufed::api {
 //
 // AppendAll queues the rows and returns. One writer thread writes what is queued to `inner` in
 // batches, each one AppendAll (one transaction): a flood costs a commit per batch, not per call.
-// A batch `inner` refuses is written again call by call, so that only the call at fault is lost.
-// Seal, List and Verify first wait (within the request's deadline) until every row queued before
-// them has been written, so a caller sees what it recorded (as with `inner` alone), in this
-// process; another replica sees it a moment later. Rows carry the time the writer records them,
+// A batch `inner` refuses is written again call by call, so that only the call at fault is lost;
+// a batch that fails because the database is away (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, once
+// `inner`'s own retries are spent) is dropped whole, so that a dead database costs one wait per
+// batch, not one per call. List and Verify first wait (within the request's deadline) until every
+// row queued before them has been written, so a caller sees what it recorded (as with `inner`
+// alone), in this process; another replica sees it a moment later. Seal does not wait: the
+// control loop seals every second and must not stall behind the writer; rows still queued are
+// chained by a later seal. Rows carry the time the writer records them,
 // milliseconds after the call.
 //
 // Bounds: at most max_queued rows wait. Rows past that, and rows `inner` refuses, are dropped,

@@ -24,6 +24,7 @@
 namespace gpufed::api {
 namespace {
 
+using ::gpufed::testing::IsOkAndHolds;
 using ::gpufed::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::SizeIs;
@@ -59,6 +60,12 @@ class FakeLog final : public AuditLog {
     return mu_.AwaitWithTimeout(absl::Condition(&entered), kHang);
   }
 
+  // Every AppendAll from now on fails with `status` (OK: none does).
+  void FailWith(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    fail_ = std::move(status);
+  }
+
   absl::Status AppendAll(const std::vector<AuditEvent>& events) override {
     absl::MutexLock lock(&mu_);
     waiting_ = true;
@@ -66,13 +73,14 @@ class FakeLog final : public AuditLog {
     mu_.Await(absl::Condition(&open));
     waiting_ = false;
     ++calls_;
+    if (!fail_.ok()) return fail_;
     for (const AuditEvent& e : events) {
       if (e.action == "refuse") return absl::InvalidArgumentError("detail: refused");
     }
     for (const AuditEvent& e : events) actions_.push_back(e.action);
     return absl::OkStatus();
   }
-  absl::StatusOr<int> Seal() override { return 0; }
+  absl::StatusOr<int> Seal() override { return 7; }
   absl::StatusOr<AuditPage> List(const AuditFilter& /*filter*/) override {
     absl::MutexLock lock(&mu_);
     AuditPage page;
@@ -94,6 +102,7 @@ class FakeLog final : public AuditLog {
   mutable absl::Mutex mu_;
   bool open_ ABSL_GUARDED_BY(mu_) = true;
   bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status fail_ ABSL_GUARDED_BY(mu_);
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> actions_ ABSL_GUARDED_BY(mu_);
 };
@@ -201,6 +210,36 @@ TEST(QueuedAuditLogTest, AReaderWaitsNoLongerThanItsRequestsDeadline) {
   inner.Open();
   ASSERT_OK_AND_ASSIGN(AuditPage page, log.List(AuditFilter()));
   EXPECT_THAT(page.events, SizeIs(1));
+}
+
+TEST(QueuedAuditLogTest, ABatchTheDatabaseCannotTakeIsDroppedWholeNotRetriedCallByCall) {
+  FakeLog inner;
+  inner.Shut();
+  QueuedAuditLog log(&inner);
+  ASSERT_OK(log.Append(Row("first")));
+  ASSERT_TRUE(inner.WaitEntered());
+  for (int i = 0; i < 4; ++i) ASSERT_OK(log.Append(Row("queued")));
+  inner.FailWith(absl::UnavailableError("no connection"));
+  inner.Open();
+  ASSERT_OK(log.Flush());
+  EXPECT_EQ(inner.calls(), 2);  // "first", then the four together: one wait each
+  EXPECT_EQ(log.dropped(), 5);
+}
+
+TEST(QueuedAuditLogTest, SealingDoesNotWaitForTheQueue) {
+  FakeLog inner;
+  inner.Shut();
+  QueuedAuditLog log(&inner);
+  ASSERT_OK(log.Append(Row("stuck")));
+  ASSERT_TRUE(inner.WaitEntered());
+  absl::Notification sealed;
+  std::thread sealer([&] {
+    EXPECT_THAT(log.Seal(), IsOkAndHolds(7));
+    sealed.Notify();
+  });
+  EXPECT_TRUE(sealed.WaitForNotificationWithTimeout(kHang));
+  inner.Open();
+  sealer.join();
 }
 
 }  // namespace
