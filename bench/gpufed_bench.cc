@@ -245,6 +245,12 @@ StartCall HealthChecker(std::shared_ptr<grpc::Channel> channel) {
   };
 }
 
+// Sleeps until call `i` of a run paced at `rate` calls a second from `start` is due.
+void SleepUntilSlot(Clock::time_point start, int i, double rate) {
+  std::this_thread::sleep_until(
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(i / rate)));
+}
+
 // Open loop: call i starts at `rate` calls a second from the start, on client i % clients, whether
 // or not the calls before it have been answered, so a slow answer delays no later call (and is not
 // hidden by one). Callback API, as in the closed loop: no thread waits for an answer.
@@ -259,8 +265,7 @@ SubmitResult RunOpenLoop(const Target& t, int clients, int count, double rate,
   const Clock::time_point start = Clock::now();
   result.first = start;
   for (int i = 0; i < count; ++i) {
-    std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                              std::chrono::duration<double>(i / rate)));
+    SleepUntilSlot(start, i, rate);
     {
       std::lock_guard<std::mutex> lock(mu);
       ++outstanding;
@@ -305,8 +310,7 @@ absl::StatusOr<SubmitResult> RunPacedCommits(const std::string& data_dir, int co
     const Clock::time_point start = Clock::now();
     result.first = start;
     for (int i = 0; i < count; ++i) {
-      std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(i / rate)));
+      SleepUntilSlot(start, i, rate);
       const Clock::time_point sent = Clock::now();
       pqxx::nontransaction(conn).exec_prepared0("floor_insert", payload);
       result.latencies_ms.push_back(
@@ -713,8 +717,7 @@ LoadFigures RunWatchedLoad(const Target& t, const std::string& watcher_token, do
       auto submit_stub = gpufed::v1::WorkloadService::NewStub(
           grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), client_args));
       for (int i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
-        std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(i / rate)));
+        SleepUntilSlot(start, i, rate);
         const std::string key = absl::StrCat(prefix, i);
         auto req = MakeRequest("bench", key, {"true"});
         gpufed::v1::SubmitResponse resp;

@@ -107,12 +107,22 @@ class FakeLog final : public AuditLog {
   std::vector<std::string> actions_ ABSL_GUARDED_BY(mu_);
 };
 
+// Shuts `inner`, records `action` and waits until the writer holds it, stuck in `inner`: from
+// here on, rows queue.
+::testing::AssertionResult HoldTheWriter(FakeLog& inner, QueuedAuditLog& log,
+                                         const std::string& action) {
+  inner.Shut();
+  if (absl::Status s = log.Append(Row(action)); !s.ok()) {
+    return ::testing::AssertionFailure() << s.ToString();
+  }
+  if (!inner.WaitEntered()) return ::testing::AssertionFailure() << "the writer never wrote";
+  return ::testing::AssertionSuccess();
+}
+
 TEST(QueuedAuditLogTest, RecordingReturnsWhileTheLogBehindIsStuck) {
   FakeLog inner;
-  inner.Shut();
   QueuedAuditLog log(&inner);
-  ASSERT_OK(log.Append(Row("first")));
-  ASSERT_TRUE(inner.WaitEntered());  // the writer holds "first", waiting
+  ASSERT_TRUE(HoldTheWriter(inner, log, "first"));
 
   absl::Notification returned;
   std::thread caller([&] {
@@ -136,10 +146,8 @@ TEST(QueuedAuditLogTest, ReadersSeeEveryRowRecordedBeforeThem) {
 
 TEST(QueuedAuditLogTest, AFloodIsWrittenInAFewBatches) {
   FakeLog inner;
-  inner.Shut();
   QueuedAuditLog log(&inner, {.max_queued = 10000, .max_batch = 500});
-  ASSERT_OK(log.Append(Row("first")));
-  ASSERT_TRUE(inner.WaitEntered());
+  ASSERT_TRUE(HoldTheWriter(inner, log, "first"));
   for (int i = 0; i < 999; ++i) ASSERT_OK(log.Append(Row("flood")));
   inner.Open();
   ASSERT_OK(log.Flush());
@@ -150,11 +158,9 @@ TEST(QueuedAuditLogTest, AFloodIsWrittenInAFewBatches) {
 
 TEST(QueuedAuditLogTest, RowsPastTheBoundAreDroppedAndCounted) {
   FakeLog inner;
-  inner.Shut();
   prometheus::Counter counted;
   QueuedAuditLog log(&inner, {.max_queued = 10, .max_batch = 500, .dropped_counter = &counted});
-  ASSERT_OK(log.Append(Row("first")));  // taken by the writer: no longer queued
-  ASSERT_TRUE(inner.WaitEntered());
+  ASSERT_TRUE(HoldTheWriter(inner, log, "first"));
   for (int i = 0; i < 10; ++i) ASSERT_OK(log.Append(Row("fits")));
   EXPECT_THAT(log.Append(Row("no room")), StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_THAT(log.AppendAll({Row("no room"), Row("no room")}),
@@ -171,10 +177,8 @@ TEST(QueuedAuditLogTest, RowsPastTheBoundAreDroppedAndCounted) {
 
 TEST(QueuedAuditLogTest, ABatchRefusedAsAWholeIsWrittenCallByCall) {
   FakeLog inner;
-  inner.Shut();
   QueuedAuditLog log(&inner);
-  ASSERT_OK(log.Append(Row("first")));
-  ASSERT_TRUE(inner.WaitEntered());
+  ASSERT_TRUE(HoldTheWriter(inner, log, "first"));
   ASSERT_OK(log.Append(Row("before")));
   ASSERT_OK(log.AppendAll({Row("refuse"), Row("same call")}));
   ASSERT_OK(log.Append(Row("after")));
@@ -186,11 +190,9 @@ TEST(QueuedAuditLogTest, ABatchRefusedAsAWholeIsWrittenCallByCall) {
 
 TEST(QueuedAuditLogTest, StoppingWritesWhatIsQueued) {
   FakeLog inner;
-  inner.Shut();
   {
     QueuedAuditLog log(&inner);
-    ASSERT_OK(log.Append(Row("first")));
-    ASSERT_TRUE(inner.WaitEntered());
+    ASSERT_TRUE(HoldTheWriter(inner, log, "first"));
     for (int i = 0; i < 5; ++i) ASSERT_OK(log.Append(Row("queued")));
     inner.Open();
   }
@@ -199,10 +201,8 @@ TEST(QueuedAuditLogTest, StoppingWritesWhatIsQueued) {
 
 TEST(QueuedAuditLogTest, AReaderWaitsNoLongerThanItsRequestsDeadline) {
   FakeLog inner;
-  inner.Shut();
   QueuedAuditLog log(&inner);
-  ASSERT_OK(log.Append(Row("stuck")));
-  ASSERT_TRUE(inner.WaitEntered());
+  ASSERT_TRUE(HoldTheWriter(inner, log, "stuck"));
   {
     DeadlineScope scope(absl::Now() + absl::Milliseconds(20));
     EXPECT_THAT(log.List(AuditFilter()), StatusIs(absl::StatusCode::kDeadlineExceeded));
@@ -214,10 +214,8 @@ TEST(QueuedAuditLogTest, AReaderWaitsNoLongerThanItsRequestsDeadline) {
 
 TEST(QueuedAuditLogTest, ABatchTheDatabaseCannotTakeIsDroppedWholeNotRetriedCallByCall) {
   FakeLog inner;
-  inner.Shut();
   QueuedAuditLog log(&inner);
-  ASSERT_OK(log.Append(Row("first")));
-  ASSERT_TRUE(inner.WaitEntered());
+  ASSERT_TRUE(HoldTheWriter(inner, log, "first"));
   for (int i = 0; i < 4; ++i) ASSERT_OK(log.Append(Row("queued")));
   inner.FailWith(absl::UnavailableError("no connection"));
   inner.Open();
@@ -228,10 +226,8 @@ TEST(QueuedAuditLogTest, ABatchTheDatabaseCannotTakeIsDroppedWholeNotRetriedCall
 
 TEST(QueuedAuditLogTest, SealingDoesNotWaitForTheQueue) {
   FakeLog inner;
-  inner.Shut();
   QueuedAuditLog log(&inner);
-  ASSERT_OK(log.Append(Row("stuck")));
-  ASSERT_TRUE(inner.WaitEntered());
+  ASSERT_TRUE(HoldTheWriter(inner, log, "stuck"));
   absl::Notification sealed;
   std::thread sealer([&] {
     EXPECT_THAT(log.Seal(), IsOkAndHolds(7));
